@@ -1,0 +1,182 @@
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+# rdmacm-mux: `make` builds everything, `make check` runs every test.
+# `make SAN=1 ...` builds with AddressSanitizer and UBSan into build-san/.
+
+VERSION    := 0.1.0
+SOVERSION  := 0
+PREFIX     ?= /usr/local
+BINDIR     ?= $(PREFIX)/bin
+SBINDIR    ?= $(PREFIX)/sbin
+LIBDIR     ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+MANDIR     ?= $(PREFIX)/share/man
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+DESTDIR    ?=
+
+CC      ?= cc
+CFLAGS  ?= -O2 -g
+WARNINGS := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wmissing-prototypes \
+	    -Wmissing-declarations -Wwrite-strings -Wno-missing-field-initializers
+CPPFLAGS_ALL := -std=c11 -D_GNU_SOURCE $(WARNINGS) -pthread
+PKG_LIBS := libevent libevent_pthreads jansson
+DEP_CFLAGS := $(shell pkg-config --cflags $(PKG_LIBS))
+DEP_LIBS   := $(shell pkg-config --libs $(PKG_LIBS))
+RDMA_LIBS  := -libumad -libverbs
+
+ifeq ($(SAN),1)
+B := build-san
+SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+else
+B := build
+SANFLAGS :=
+endif
+
+ALL_CFLAGS = $(CPPFLAGS_ALL) $(DEP_CFLAGS) $(CFLAGS) $(SANFLAGS) -fPIC -MMD -MP
+LDFLAGS_ALL = $(LDFLAGS) $(SANFLAGS) -pthread
+
+COMMON_SRC   := common/log.c common/gid.c common/cm_mad.c
+PROTOCOL_SRC := protocol/frame.c protocol/mad_frame.c protocol/control.c
+MUXD_SRC     := mux/main.c mux/worker.c mux/session.c mux/requests.c \
+		mux/router.c mux/clients.c mux/stats.c mux/port.c \
+		mux/port_sim.c mux/port_umad.c mux/listener.c mux/status.c
+MUXCTL_SRC   := mux/muxctl.c
+BACKEND_SRC  := backend/muxbe.c
+VM_SRC       := backend/vm/vm.c backend/vm/guest_cm.c
+
+obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
+
+COMMON_OBJ   := $(call obj,$(COMMON_SRC))
+PROTOCOL_OBJ := $(call obj,$(PROTOCOL_SRC))
+MUXD_OBJ     := $(call obj,$(MUXD_SRC))
+MUXD_LIB_OBJ := $(filter-out $(B)/obj/mux/main.o,$(MUXD_OBJ))
+BACKEND_OBJ  := $(call obj,$(BACKEND_SRC))
+VM_OBJ       := $(call obj,$(VM_SRC))
+
+MUXD    := $(B)/rdmacm-muxd
+MUXCTL  := $(B)/rdmacm-muxctl
+VMPROG  := $(B)/rdmacm-mux-vm
+LIBA    := $(B)/libmuxbe.a
+LIBSO   := $(B)/libmuxbe.so.$(SOVERSION)
+PCFILE  := $(B)/muxbe.pc
+
+UNIT_TESTS := test_codec test_cm_mad test_router test_guest_cm
+UNIT_BINS  := $(addprefix $(B)/tests/,$(UNIT_TESTS))
+INTEG_TESTS := test_integration
+INTEG_BINS := $(addprefix $(B)/tests/,$(INTEG_TESTS))
+
+.PHONY: all clean check check-unit check-integration check-demo check-san \
+	check-valgrind demo install fuzz
+all: $(MUXD) $(MUXCTL) $(LIBA) $(LIBSO) $(PCFILE) $(VMPROG)
+
+$(B)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -c -o $@ $<
+
+$(MUXD): $(MUXD_OBJ) $(PROTOCOL_OBJ) $(COMMON_OBJ)
+	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(DEP_LIBS) $(RDMA_LIBS)
+
+$(MUXCTL): $(call obj,$(MUXCTL_SRC)) $(COMMON_OBJ)
+	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(DEP_LIBS)
+
+# The library carries its own copy of the codec so that it has no
+# dependency on anything but libc, jansson and pthreads.
+$(LIBA): $(BACKEND_OBJ) $(PROTOCOL_OBJ) $(COMMON_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(LIBSO): $(BACKEND_OBJ) $(PROTOCOL_OBJ) $(COMMON_OBJ) backend/muxbe.map
+	$(CC) $(LDFLAGS_ALL) -shared -Wl,-soname,libmuxbe.so.$(SOVERSION) \
+		-Wl,--version-script=backend/muxbe.map -o $@ \
+		$(BACKEND_OBJ) $(PROTOCOL_OBJ) $(COMMON_OBJ) $(shell pkg-config --libs jansson)
+	ln -sf libmuxbe.so.$(SOVERSION) $(B)/libmuxbe.so
+
+$(PCFILE): backend/muxbe.pc.in Makefile
+	@mkdir -p $(dir $@)
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
+	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(VERSION)|' $< > $@
+
+$(VMPROG): $(VM_OBJ) $(LIBA)
+	$(CC) $(LDFLAGS_ALL) -o $@ $(VM_OBJ) $(LIBA) $(DEP_LIBS)
+
+# ---- tests ---------------------------------------------------------------
+TEST_LIBS := $(shell pkg-config --libs cmocka) $(DEP_LIBS)
+
+$(B)/tests/test_codec: $(B)/obj/tests/unit/test_codec.o $(PROTOCOL_OBJ) $(COMMON_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(TEST_LIBS)
+
+$(B)/tests/test_cm_mad: $(B)/obj/tests/unit/test_cm_mad.o $(COMMON_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(TEST_LIBS)
+
+$(B)/tests/test_router: $(B)/obj/tests/unit/test_router.o $(MUXD_LIB_OBJ) $(PROTOCOL_OBJ) $(COMMON_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(TEST_LIBS) $(RDMA_LIBS)
+
+$(B)/tests/test_guest_cm: $(B)/obj/tests/unit/test_guest_cm.o $(B)/obj/backend/vm/guest_cm.o $(COMMON_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(TEST_LIBS)
+
+$(B)/tests/test_integration: $(B)/obj/tests/integration/test_integration.o \
+		$(B)/obj/tests/integration/harness.o $(LIBA)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_ALL) -o $@ $(filter %.o,$^) $(LIBA) $(TEST_LIBS)
+
+check-unit: $(UNIT_BINS)
+	@set -e; for t in $(UNIT_BINS); do echo "== $$t"; $$t; done
+
+check-integration: all $(INTEG_BINS)
+	@set -e; for t in $(INTEG_BINS); do echo "== $$t"; \
+		RDMACM_MUXD=$(abspath $(MUXD)) RDMACM_MUXCTL=$(abspath $(MUXCTL)) $$t; done
+
+check-demo: all
+	scripts/demo.sh --build-dir $(B) --check
+
+check: check-unit check-integration check-demo
+
+check-san:
+	$(MAKE) SAN=1 check
+
+check-valgrind: $(UNIT_BINS)
+	@set -e; for t in $(UNIT_BINS); do echo "== valgrind $$t"; \
+		valgrind -q --error-exitcode=99 --leak-check=full $$t; done
+
+# ---- fuzzing (clang's libFuzzer) -----------------------------------------
+FUZZ_TARGETS := fuzz_frame fuzz_control fuzz_cm_mad
+FUZZ_SECONDS ?= 20
+FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined $(DEP_CFLAGS)
+$(B)/fuzz/%: tests/fuzz/%.c $(PROTOCOL_SRC) $(COMMON_SRC) mux/router.c
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) -o $@ $< $(PROTOCOL_SRC) $(COMMON_SRC) $(DEP_LIBS)
+
+fuzz: $(addprefix $(B)/fuzz/,$(FUZZ_TARGETS))
+	@set -e; for t in $(FUZZ_TARGETS); do mkdir -p $(B)/fuzz/corpus-$$t; \
+		echo "== $$t ($(FUZZ_SECONDS)s)"; \
+		$(B)/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+			$(B)/fuzz/corpus-$$t tests/fuzz/seeds/$$t 2>&1 | tail -n 12; done
+
+# ---- demo and install ----------------------------------------------------
+demo: all
+	scripts/demo.sh --build-dir $(B)
+
+install: all
+	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) \
+		$(DESTDIR)$(INCLUDEDIR)/rdmacm-mux $(DESTDIR)$(PKGCONFIGDIR) \
+		$(DESTDIR)$(MANDIR)/man3 $(DESTDIR)$(MANDIR)/man7 $(DESTDIR)$(MANDIR)/man8
+	install -m 0755 $(MUXD) $(DESTDIR)$(SBINDIR)/rdmacm-muxd
+	install -m 0755 $(MUXCTL) $(DESTDIR)$(BINDIR)/rdmacm-muxctl
+	install -m 0755 $(VMPROG) $(DESTDIR)$(BINDIR)/rdmacm-mux-vm
+	install -m 0644 $(LIBA) $(DESTDIR)$(LIBDIR)/libmuxbe.a
+	install -m 0755 $(LIBSO) $(DESTDIR)$(LIBDIR)/libmuxbe.so.$(SOVERSION)
+	ln -sf libmuxbe.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libmuxbe.so
+	install -m 0644 backend/muxbe.h protocol/rdmacm_mux_proto.h \
+		$(DESTDIR)$(INCLUDEDIR)/rdmacm-mux/
+	install -m 0644 $(PCFILE) $(DESTDIR)$(PKGCONFIGDIR)/muxbe.pc
+	install -m 0644 man/*.3 $(DESTDIR)$(MANDIR)/man3/
+	install -m 0644 man/*.7 $(DESTDIR)$(MANDIR)/man7/
+	install -m 0644 man/*.8 $(DESTDIR)$(MANDIR)/man8/
+
+clean:
+	rm -rf build build-san
+
+-include $(shell find $(B)/obj -name '*.d' 2>/dev/null)

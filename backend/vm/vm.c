@@ -1,0 +1,291 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/*
+ * rdmacm-mux-vm: a stand-in for one VM's device model.  It links libmuxbe,
+ * registers the VM's GID with rdmacm-muxd, and runs a minimal guest CM
+ * endpoint over it, active (--connect) or passive (--listen).
+ *
+ * Exit status: 0 connected and disconnected cleanly; 3 rejected (the REJ
+ * reason is printed); 4 timed out; 1 other errors; 2 usage.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../muxbe.h"
+#include "guest_cm.h"
+
+#define VM_RECV_BUFS 16
+
+struct vm {
+	const char *name;
+	struct muxbe *mb;
+	struct gcm cm;
+	uint16_t port_index;
+	struct gid gid;
+	uint8_t bufs[VM_RECV_BUFS][MUXBE_RECV_BUF_MIN];
+	int hold_ms;
+	int active;
+	int done;
+	int exit_code;
+	uint64_t disconnect_at;
+	int send_errors;
+};
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static int vm_send(void *ctx, const uint8_t *mad, const struct gid *dst)
+{
+	struct vm *vm = ctx;
+	struct muxbe_addr a = {
+		.port = vm->port_index,
+		.grh = 1,
+		.hop_limit = 64,
+		.remote_qpn = GSI_QPN,
+		.qkey = GSI_QKEY,
+	};
+
+	memcpy(a.local_gid, vm->gid.raw, 16);
+	memcpy(a.remote_gid, dst->raw, 16);
+	return muxbe_send_mad(vm->mb, &a, mad, MAD_SIZE, NULL);
+}
+
+static void vm_event(void *ctx, enum gcm_event ev, int detail)
+{
+	struct vm *vm = ctx;
+	char peer[GID_STRLEN];
+
+	gid_format(&vm->cm.p.remote_gid, peer);
+	switch (ev) {
+	case GCM_EV_CONNECTED:
+		printf("%s: connected to %s (local comm id 0x%08x, remote 0x%08x); "
+		       "peer says \"%s\"\n", vm->name, peer, vm->cm.p.local_comm_id,
+		       vm->cm.remote_comm_id, vm->cm.peer_data);
+		if (vm->active)
+			vm->disconnect_at = now_ms() + (uint64_t)vm->hold_ms;
+		break;
+	case GCM_EV_REJECTED:
+		printf("%s: rejected by %s, reason %d%s\n", vm->name, peer, detail,
+		       detail == CM_REJ_REASON_INVALID_SERVICE_ID ?
+		       " (invalid service ID: nobody listens)" : "");
+		vm->exit_code = 3;
+		break;
+	case GCM_EV_TIMEOUT:
+		printf("%s: no answer from %s after %u retries\n", vm->name, peer,
+		       vm->cm.p.max_retries);
+		vm->exit_code = 4;
+		break;
+	case GCM_EV_DISCONNECTED:
+		printf("%s: disconnected from %s\n", vm->name, peer);
+		break;
+	case GCM_EV_CLOSED:
+		printf("%s: closed (retransmissions %llu, duplicates answered %llu)\n",
+		       vm->name, (unsigned long long)vm->cm.retransmissions,
+		       (unsigned long long)vm->cm.duplicates);
+		vm->done = 1;
+		break;
+	}
+	fflush(stdout);
+}
+
+static const struct gcm_ops vm_cm_ops = { .send = vm_send, .event = vm_event };
+
+static void on_recv(void *user, void *buf_ctx, void *buf, size_t mad_len,
+		    const struct muxbe_addr *addr)
+{
+	struct vm *vm = user;
+	struct gid src;
+
+	(void)buf_ctx;
+	memcpy(src.raw, addr->remote_gid, 16);
+	gcm_input(&vm->cm, (uint8_t *)buf + MUXBE_GRH_SIZE, mad_len, &src, now_ms());
+	muxbe_post_recv(vm->mb, buf, MUXBE_RECV_BUF_MIN, NULL);
+}
+
+static void on_send_done(void *user, void *send_ctx, int status,
+			 const char *message)
+{
+	struct vm *vm = user;
+
+	(void)send_ctx;
+	if (status) {
+		fprintf(stderr, "%s: daemon refused a MAD: %s (%s)\n", vm->name,
+			message, strerror(-status));
+		vm->send_errors++;
+	}
+}
+
+static void on_disconnected(void *user, int err)
+{
+	struct vm *vm = user;
+
+	fprintf(stderr, "%s: lost the daemon: %s\n", vm->name, strerror(-err));
+	vm->exit_code = 1;
+	vm->done = 1;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+"usage: rdmacm-mux-vm --gid GID (--listen PORT | --connect GID --rdma-port PORT)\n"
+"                     [--socket PATH] [--name NAME] [--port DAEMON-PORT]\n"
+"                     [--comm-id N] [--data TEXT] [--hold-ms MS]\n"
+"                     [--timeout-ms MS] [--retries N] [--timewait-ms MS]\n"
+"                     [--run-ms MS]\n");
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "socket", required_argument, NULL, 's' },
+		{ "name", required_argument, NULL, 'n' },
+		{ "gid", required_argument, NULL, 'g' },
+		{ "port", required_argument, NULL, 'p' },
+		{ "listen", required_argument, NULL, 'l' },
+		{ "connect", required_argument, NULL, 'c' },
+		{ "rdma-port", required_argument, NULL, 'r' },
+		{ "comm-id", required_argument, NULL, 'i' },
+		{ "data", required_argument, NULL, 'd' },
+		{ "hold-ms", required_argument, NULL, 'H' },
+		{ "timeout-ms", required_argument, NULL, 'T' },
+		{ "retries", required_argument, NULL, 'R' },
+		{ "timewait-ms", required_argument, NULL, 'W' },
+		{ "run-ms", required_argument, NULL, 'X' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct muxbe_callbacks cb = {
+		.recv = on_recv, .send_done = on_send_done,
+		.disconnected = on_disconnected,
+	};
+	struct muxbe_options mo = { .cb = &cb };
+	struct gcm_params gp = {
+		.timeout_ms = 500, .max_retries = 5, .timewait_ms = 200,
+		.qpn = 0x123, .psn = 0x4242,
+	};
+	static struct vm vm;
+	const char *daemon_port = NULL, *listen = NULL, *connect_to = NULL;
+	char err[256];
+	uint64_t run_deadline = 0;
+	int c, i, rc, rdma_port = -1, run_ms = 30000;
+	struct pollfd pfd;
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	vm.name = "vm";
+	vm.hold_ms = 300;
+	gp.local_comm_id = (uint32_t)getpid() * 2654435761u;
+	while ((c = getopt_long(argc, argv, "s:n:g:p:l:c:r:i:d:H:T:R:W:X:h", opts,
+				NULL)) != -1) {
+		switch (c) {
+		case 's': mo.socket_path = optarg; break;
+		case 'n': vm.name = optarg; break;
+		case 'g':
+			if (gid_parse(optarg, &vm.gid)) {
+				fprintf(stderr, "bad --gid '%s'\n", optarg);
+				return 2;
+			}
+			break;
+		case 'p': daemon_port = optarg; break;
+		case 'l': listen = optarg; break;
+		case 'c': connect_to = optarg; break;
+		case 'r': rdma_port = atoi(optarg); break;
+		case 'i': gp.local_comm_id = (uint32_t)strtoul(optarg, NULL, 0); break;
+		case 'd': snprintf(gp.private_data, sizeof(gp.private_data), "%s", optarg); break;
+		case 'H': vm.hold_ms = atoi(optarg); break;
+		case 'T': gp.timeout_ms = (unsigned)atoi(optarg); break;
+		case 'R': gp.max_retries = (unsigned)atoi(optarg); break;
+		case 'W': gp.timewait_ms = (unsigned)atoi(optarg); break;
+		case 'X': run_ms = atoi(optarg); break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (gid_is_zero(&vm.gid) || (!listen == !connect_to) ||
+	    (connect_to && rdma_port < 0) || gp.local_comm_id == 0) {
+		usage(stderr);
+		return 2;
+	}
+	if (gp.private_data[0] == '\0')
+		snprintf(gp.private_data, sizeof(gp.private_data), "hello from %s",
+			 vm.name);
+	gp.local_gid = vm.gid;
+	if (connect_to) {
+		if (gid_parse(connect_to, &gp.remote_gid)) {
+			fprintf(stderr, "bad --connect GID '%s'\n", connect_to);
+			return 2;
+		}
+		gp.port = (uint16_t)rdma_port;
+	} else {
+		gp.port = (uint16_t)atoi(listen);
+	}
+	mo.name = vm.name;
+	mo.user = &vm;
+	mo.errbuf = err;
+	mo.errbuf_len = sizeof(err);
+	rc = muxbe_connect(&mo, &vm.mb);
+	if (rc < 0) {
+		fprintf(stderr, "%s: cannot connect to the daemon: %s\n", vm.name, err);
+		return 1;
+	}
+	rc = muxbe_register_gid(vm.mb, daemon_port, vm.gid.raw, &vm.port_index);
+	if (rc < 0) {
+		muxbe_last_error(vm.mb, err, sizeof(err));
+		fprintf(stderr, "%s: register_gid: %s\n", vm.name, err);
+		muxbe_close(vm.mb);
+		return 1;
+	}
+	for (i = 0; i < VM_RECV_BUFS; i++)
+		muxbe_post_recv(vm.mb, vm.bufs[i], sizeof(vm.bufs[i]), NULL);
+
+	gcm_init(&vm.cm, &gp, &vm_cm_ops, &vm);
+	if (connect_to) {
+		vm.active = 1;
+		printf("%s: connecting to %s port %d\n", vm.name, connect_to, rdma_port);
+		gcm_connect(&vm.cm, now_ms());
+	} else {
+		printf("%s: listening on port %s\n", vm.name, listen);
+		gcm_listen(&vm.cm);
+		vm.cm.listening = 0;    /* one connection, then exit */
+	}
+	fflush(stdout);
+	run_deadline = now_ms() + (uint64_t)run_ms;
+	pfd.fd = muxbe_fd(vm.mb);
+	pfd.events = POLLIN;
+	while (!vm.done) {
+		uint64_t now = now_ms();
+
+		if (now >= run_deadline) {
+			fprintf(stderr, "%s: gave up after %d ms in state %s\n", vm.name,
+				run_ms, gcm_state_name(vm.cm.state));
+			vm.exit_code = vm.exit_code ? vm.exit_code : 4;
+			break;
+		}
+		poll(&pfd, 1, 20);
+		rc = muxbe_process(vm.mb);
+		if (rc < 0 && !vm.done) {
+			vm.exit_code = 1;
+			break;
+		}
+		now = now_ms();
+		gcm_tick(&vm.cm, now);
+		if (vm.disconnect_at && now >= vm.disconnect_at &&
+		    vm.cm.state == GCM_ESTABLISHED) {
+			vm.disconnect_at = 0;
+			gcm_disconnect(&vm.cm, now);
+		}
+	}
+	if (vm.send_errors && vm.exit_code == 0)
+		vm.exit_code = 1;
+	muxbe_close(vm.mb);
+	return vm.exit_code;
+}

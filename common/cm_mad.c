@@ -1,0 +1,215 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+#include "cm_mad.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "wire.h"
+
+static const char *const cm_attr_names[CM_IDX_MAX] = {
+	[CM_IDX_CLASS_PORT_INFO] = "ClassPortInfo",
+	[CM_IDX_REQ] = "REQ",
+	[CM_IDX_MRA] = "MRA",
+	[CM_IDX_REJ] = "REJ",
+	[CM_IDX_REP] = "REP",
+	[CM_IDX_RTU] = "RTU",
+	[CM_IDX_DREQ] = "DREQ",
+	[CM_IDX_DREP] = "DREP",
+	[CM_IDX_SIDR_REQ] = "SIDR_REQ",
+	[CM_IDX_SIDR_REP] = "SIDR_REP",
+	[CM_IDX_LAP] = "LAP",
+	[CM_IDX_APR] = "APR",
+	[CM_IDX_OTHER] = "other",
+};
+
+enum cm_attr_index cm_attr_index(uint16_t attr_id)
+{
+	switch (attr_id) {
+	case CM_ATTR_CLASS_PORT_INFO: return CM_IDX_CLASS_PORT_INFO;
+	case CM_ATTR_REQ: return CM_IDX_REQ;
+	case CM_ATTR_MRA: return CM_IDX_MRA;
+	case CM_ATTR_REJ: return CM_IDX_REJ;
+	case CM_ATTR_REP: return CM_IDX_REP;
+	case CM_ATTR_RTU: return CM_IDX_RTU;
+	case CM_ATTR_DREQ: return CM_IDX_DREQ;
+	case CM_ATTR_DREP: return CM_IDX_DREP;
+	case CM_ATTR_SIDR_REQ: return CM_IDX_SIDR_REQ;
+	case CM_ATTR_SIDR_REP: return CM_IDX_SIDR_REP;
+	case CM_ATTR_LAP: return CM_IDX_LAP;
+	case CM_ATTR_APR: return CM_IDX_APR;
+	default: return CM_IDX_OTHER;
+	}
+}
+
+const char *cm_attr_index_name(enum cm_attr_index idx)
+{
+	if ((unsigned)idx >= CM_IDX_MAX)
+		return "invalid";
+	return cm_attr_names[idx];
+}
+
+const char *cm_attr_name(uint16_t attr_id)
+{
+	return cm_attr_index_name(cm_attr_index(attr_id));
+}
+
+uint64_t cm_field_get(const uint8_t *mad, struct cm_field f)
+{
+	unsigned nbytes = (f.bit + f.width + 7u) / 8u;
+	uint64_t acc = 0;
+	unsigned i;
+
+	for (i = 0; i < nbytes; i++)
+		acc = (acc << 8) | mad[f.byte + i];
+	acc >>= nbytes * 8u - f.bit - f.width;
+	if (f.width < 64)
+		acc &= (UINT64_C(1) << f.width) - 1;
+	return acc;
+}
+
+void cm_field_set(uint8_t *mad, struct cm_field f, uint64_t value)
+{
+	unsigned nbytes = (f.bit + f.width + 7u) / 8u;
+	unsigned shift = nbytes * 8u - f.bit - f.width;
+	uint64_t mask = f.width < 64 ? (UINT64_C(1) << f.width) - 1 : ~UINT64_C(0);
+	uint64_t acc = 0;
+	unsigned i;
+
+	for (i = 0; i < nbytes; i++)
+		acc = (acc << 8) | mad[f.byte + i];
+	acc &= ~(mask << shift);
+	acc |= (value & mask) << shift;
+	for (i = nbytes; i-- > 0;) {
+		mad[f.byte + i] = (uint8_t)acc;
+		acc >>= 8;
+	}
+}
+
+void cm_get_gid(const uint8_t *mad, size_t off, struct gid *out)
+{
+	memcpy(out->raw, mad + off, sizeof(out->raw));
+}
+
+void cm_set_gid(uint8_t *mad, size_t off, const struct gid *gid)
+{
+	memcpy(mad + off, gid->raw, sizeof(gid->raw));
+}
+
+uint64_t cm_mad_tid(const uint8_t *mad)
+{
+	return wire_get64(mad + MAD_OFF_TID);
+}
+
+void cm_mad_init(uint8_t *mad, uint16_t attr_id, uint64_t tid)
+{
+	memset(mad, 0, MAD_SIZE);
+	mad[MAD_OFF_BASE_VERSION] = MAD_BASE_VERSION;
+	mad[MAD_OFF_MGMT_CLASS] = MAD_CLASS_CM;
+	mad[MAD_OFF_CLASS_VERSION] = MAD_CM_CLASS_VERSION;
+	mad[MAD_OFF_METHOD] = MAD_METHOD_SEND;
+	wire_put64(mad + MAD_OFF_TID, tid);
+	wire_put16(mad + MAD_OFF_ATTR_ID, attr_id);
+}
+
+int cm_mad_local_comm_id(const uint8_t *mad, uint32_t *id)
+{
+	switch (cm_mad_attr_id(mad)) {
+	case CM_ATTR_REQ: case CM_ATTR_MRA: case CM_ATTR_REJ: case CM_ATTR_REP:
+	case CM_ATTR_RTU: case CM_ATTR_DREQ: case CM_ATTR_DREP:
+	case CM_ATTR_LAP: case CM_ATTR_APR:
+		*id = wire_get32(mad + MAD_HDR_SIZE);
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+int cm_mad_remote_comm_id(const uint8_t *mad, uint32_t *id)
+{
+	switch (cm_mad_attr_id(mad)) {
+	case CM_ATTR_MRA: case CM_ATTR_REJ: case CM_ATTR_REP: case CM_ATTR_RTU:
+	case CM_ATTR_DREQ: case CM_ATTR_DREP: case CM_ATTR_LAP: case CM_ATTR_APR:
+		*id = wire_get32(mad + MAD_HDR_SIZE + 4);
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+int cm_mad_validate(const uint8_t *mad, size_t len)
+{
+	if (len != MAD_SIZE)
+		return -EMSGSIZE;
+	if (mad[MAD_OFF_BASE_VERSION] != MAD_BASE_VERSION ||
+	    mad[MAD_OFF_MGMT_CLASS] != MAD_CLASS_CM ||
+	    mad[MAD_OFF_CLASS_VERSION] != MAD_CM_CLASS_VERSION)
+		return -EBADMSG;
+	if (mad[MAD_OFF_METHOD] != MAD_METHOD_SEND)
+		return -EPROTO;
+	return 0;
+}
+
+static void cma_addr_to_gid(const uint8_t *addr, int ip_version,
+			    struct gid *out)
+{
+	if (ip_version == 4) {
+		memset(out->raw, 0, 10);
+		out->raw[10] = 0xff;
+		out->raw[11] = 0xff;
+		memcpy(out->raw + 12, addr + 12, 4);
+	} else {
+		memcpy(out->raw, addr, 16);
+	}
+}
+
+static int cma_hdr_parse(const uint8_t *pd, struct gid *src, struct gid *dst,
+			 uint16_t *port)
+{
+	int ipv = pd[CMA_OFF_IP_VERSION] >> 4;
+
+	if (pd[CMA_OFF_VERSION] != CMA_VERSION || (ipv != 4 && ipv != 6))
+		return -ENOENT;
+	if (src)
+		cma_addr_to_gid(pd + CMA_OFF_SRC_ADDR, ipv, src);
+	if (dst)
+		cma_addr_to_gid(pd + CMA_OFF_DST_ADDR, ipv, dst);
+	if (port)
+		*port = wire_get16(pd + CMA_OFF_PORT);
+	return 0;
+}
+
+int cm_sidr_req_dst_gid(const uint8_t *mad, struct gid *out)
+{
+	return cma_hdr_parse(mad + CM_SIDR_REQ_OFF_PRIVATE_DATA, NULL, out, NULL);
+}
+
+int cm_req_cma_addrs(const uint8_t *mad, struct gid *src, struct gid *dst,
+		     uint16_t *port)
+{
+	return cma_hdr_parse(mad + CM_REQ_OFF_PRIVATE_DATA, src, dst, port);
+}
+
+static int gid_is_v4_mapped(const struct gid *g)
+{
+	static const uint8_t prefix[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+
+	return memcmp(g->raw, prefix, sizeof(prefix)) == 0;
+}
+
+void cma_hdr_build(uint8_t *pd, const struct gid *src, const struct gid *dst,
+		   uint16_t port)
+{
+	int v4 = gid_is_v4_mapped(src) && gid_is_v4_mapped(dst);
+
+	memset(pd, 0, CMA_HDR_SIZE);
+	pd[CMA_OFF_VERSION] = CMA_VERSION;
+	pd[CMA_OFF_IP_VERSION] = (uint8_t)((v4 ? 4 : 6) << 4);
+	wire_put16(pd + CMA_OFF_PORT, port);
+	if (v4) {
+		memcpy(pd + CMA_OFF_SRC_ADDR + 12, src->raw + 12, 4);
+		memcpy(pd + CMA_OFF_DST_ADDR + 12, dst->raw + 12, 4);
+	} else {
+		memcpy(pd + CMA_OFF_SRC_ADDR, src->raw, 16);
+		memcpy(pd + CMA_OFF_DST_ADDR, dst->raw, 16);
+	}
+}

@@ -1,0 +1,137 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/*
+ * The table of connected clients.  Sessions live on their worker; this
+ * table is what other threads use to find a client's worker by id and
+ * what the status socket reads.  Records are owned by the table.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "mux.h"
+
+static int client_info_cmp(struct client_info *a, struct client_info *b)
+{
+	return a->id < b->id ? -1 : a->id > b->id;
+}
+
+TREE_GENERATE_STATIC(client_tree, client_info, link, client_info_cmp)
+
+void clients_init(struct clients *c)
+{
+	pthread_mutex_init(&c->lock, NULL);
+	RB_INIT(&c->tree);
+	c->count = 0;
+	c->next_id = 1;
+}
+
+void clients_fini(struct clients *c)
+{
+	struct client_info *ci, *next;
+
+	RB_FOREACH_SAFE(ci, client_tree, &c->tree, next) {
+		RB_REMOVE(client_tree, &c->tree, ci);
+		free(ci);
+	}
+	pthread_mutex_destroy(&c->lock);
+}
+
+int clients_add(struct clients *c, unsigned max, pid_t pid, uid_t uid,
+		gid_t gid, unsigned worker, struct client_info **out)
+{
+	struct client_info *ci;
+
+	pthread_mutex_lock(&c->lock);
+	if (c->count >= max) {
+		pthread_mutex_unlock(&c->lock);
+		return -EBUSY;
+	}
+	ci = calloc(1, sizeof(*ci));
+	if (ci == NULL) {
+		pthread_mutex_unlock(&c->lock);
+		return -ENOMEM;
+	}
+	ci->id = c->next_id++;
+	ci->pid = pid;
+	ci->uid = uid;
+	ci->gid = gid;
+	ci->worker = worker;
+	ci->connected = time(NULL);
+	RB_INSERT(client_tree, &c->tree, ci);
+	c->count++;
+	pthread_mutex_unlock(&c->lock);
+	*out = ci;
+	return 0;
+}
+
+void clients_remove(struct clients *c, uint64_t id)
+{
+	struct client_info key = { .id = id }, *ci;
+
+	pthread_mutex_lock(&c->lock);
+	ci = RB_FIND(client_tree, &c->tree, &key);
+	if (ci) {
+		RB_REMOVE(client_tree, &c->tree, ci);
+		c->count--;
+		free(ci);
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
+int clients_worker_of(struct clients *c, uint64_t id)
+{
+	struct client_info key = { .id = id }, *ci;
+	int w;
+
+	pthread_mutex_lock(&c->lock);
+	ci = RB_FIND(client_tree, &c->tree, &key);
+	w = ci ? (int)ci->worker : -ENOENT;
+	pthread_mutex_unlock(&c->lock);
+	return w;
+}
+
+void clients_set_name(struct clients *c, struct client_info *ci,
+		      const char *name)
+{
+	pthread_mutex_lock(&c->lock);
+	snprintf(ci->name, sizeof(ci->name), "%s", name);
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* Status: every client with its identity and counters (lock held while
+ * the array is built, so records cannot go away underneath). */
+json_t *clients_json(struct clients *c, struct router *r)
+{
+	json_t *arr = json_array();
+	struct client_info *ci;
+	struct router_counts rc;
+
+	pthread_mutex_lock(&c->lock);
+	RB_FOREACH(ci, client_tree, &c->tree) {
+		router_client_counts(r, ci->id, &rc);
+		json_array_append_new(arr, json_pack(
+			"{s:I, s:s, s:i, s:i, s:i, s:i, s:I, s:o, s:{s:i, s:i, s:i},"
+			" s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I}}",
+			"id", (json_int_t)ci->id, "name", ci->name,
+			"pid", (int)ci->pid, "uid", (int)ci->uid,
+			"gid", (int)ci->gid, "worker", (int)ci->worker,
+			"connected", (json_int_t)ci->connected,
+			"gids", router_gids_json(r, ci->id),
+			"routing", "gids", (int)rc.gids, "comm_ids",
+			(int)rc.comm_ids, "sidr_ids", (int)rc.sidr_ids,
+			"counters",
+			"requests", (json_int_t)atomic_load(&ci->ctr.requests),
+			"errors", (json_int_t)atomic_load(&ci->ctr.errors),
+			"mads_sent", (json_int_t)atomic_load(&ci->ctr.mads_sent),
+			"mads_delivered",
+			(json_int_t)atomic_load(&ci->ctr.mads_delivered),
+			"mads_dropped",
+			(json_int_t)atomic_load(&ci->ctr.mads_dropped),
+			"malformed", (json_int_t)atomic_load(&ci->ctr.malformed),
+			"outq_bytes",
+			(json_int_t)atomic_load(&ci->ctr.outq_bytes)));
+	}
+	pthread_mutex_unlock(&c->lock);
+	return arr;
+}

@@ -1,0 +1,365 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/*
+ * rdmacm-muxd: options, start-up in dependency order, signals, and a
+ * shutdown that mirrors start-up.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+#include <event2/thread.h>
+
+#include "mux.h"
+#include "../common/log.h"
+
+#define DEFAULT_SOCKET "/run/rdmacm-mux/mux.sock"
+#define DEFAULT_STATUS "/run/rdmacm-mux/status.sock"
+
+void config_defaults(struct mux_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->socket_path = DEFAULT_SOCKET;
+	cfg->status_path = DEFAULT_STATUS;
+	cfg->socket_mode = 0660;
+	cfg->status_mode = 0660;
+	cfg->workers = 2;
+	cfg->max_clients = 1024;
+	cfg->max_gids_per_client = 64;
+	cfg->max_comm_ids_per_client = 4096;
+	cfg->client_outq_max = 1u << 20;
+	cfg->inbox_max = 65536;
+	cfg->max_payload = PROTO_MAX_PAYLOAD_DEFAULT;
+	cfg->timewait_ms = 5000;
+}
+
+uint64_t mux_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+struct port *mux_port_by_name(struct mux *mux, const char *name)
+{
+	int i;
+
+	for (i = 0; i < mux->nports; i++)
+		if (strcmp(mux->ports[i].name, name) == 0)
+			return &mux->ports[i];
+	return NULL;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+"usage: rdmacm-muxd [options] (--port DEV:PORT | --sim-port NAME[=GID,...])...\n"
+"  -p, --port DEV:PORT         serve a real RDMA port through umad (repeatable)\n"
+"      --sim-port NAME[=GIDS]  serve a simulated port (repeatable); GIDS is a\n"
+"                              comma-separated GID table (default: 8 GIDs\n"
+"                              fd53:494d::N:1 .. fd53:494d::N:8, N = port index + 1)\n"
+"      --sim-fabric DIR        directory shared by sim ports of all daemons\n"
+"                              that form one simulated fabric (default: private)\n"
+"  -s, --socket PATH           client socket (default " DEFAULT_SOCKET ")\n"
+"  -S, --status-socket PATH    read-only status socket (default " DEFAULT_STATUS ")\n"
+"      --socket-mode MODE      octal mode of the client socket (default 0660)\n"
+"      --status-mode MODE      octal mode of the status socket (default 0660)\n"
+"  -w, --workers N             worker threads (default 2)\n"
+"      --max-clients N         (default 1024)\n"
+"      --max-gids N            GIDs per client (default 64)\n"
+"      --max-comm-ids N        live comm IDs per client (default 4096)\n"
+"      --client-queue BYTES    output queued to one client before its inbound\n"
+"                              MADs are dropped (default 1048576)\n"
+"      --timewait-ms MS        how long an ended connection's route drains\n"
+"                              (default 5000)\n"
+"      --syslog                log to syslog instead of stderr\n"
+"  -v, --verbose               more logging (repeatable)\n"
+"  -V, --version               print the version and exit\n"
+"  -h, --help                  this text\n");
+}
+
+static long parse_num(const char *opt, const char *s, long min, long max, int base)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, base);
+	if (errno || *s == '\0' || *end != '\0' || v < min || v > max)
+		fatalx("%s: '%s' is not a number in [%ld, %ld]", opt, s, min, max);
+	return v;
+}
+
+static void add_umad_port(struct mux_config *cfg, const char *arg)
+{
+	struct port_spec *ps;
+	const char *colon = strrchr(arg, ':');
+
+	if (cfg->nports >= MUX_MAX_PORTS)
+		fatalx("at most %d ports", MUX_MAX_PORTS);
+	if (colon == NULL || colon == arg || (colon - arg) >= 20)
+		fatalx("--port '%s': expected DEV:PORT with DEV under 20 characters, e.g. rxe0:1", arg);
+	ps = &cfg->ports[cfg->nports++];
+	ps->kind = PORT_SPEC_UMAD;
+	snprintf(ps->name, sizeof(ps->name), "%.*s", (int)(colon - arg), arg);
+	ps->port_num = (int)parse_num("--port", colon + 1, 1, 255, 10);
+}
+
+static void add_sim_port(struct mux_config *cfg, const char *arg)
+{
+	struct port_spec *ps;
+	char *copy, *tok, *save = NULL, *eq;
+	int i;
+
+	if (cfg->nports >= MUX_MAX_PORTS)
+		fatalx("at most %d ports", MUX_MAX_PORTS);
+	ps = &cfg->ports[cfg->nports++];
+	ps->kind = PORT_SPEC_SIM;
+	copy = strdup(arg);
+	if (copy == NULL)
+		fatal("strdup");
+	eq = strchr(copy, '=');
+	if (eq)
+		*eq = '\0';
+	if (copy[0] == '\0' || strlen(copy) >= 32 || strpbrk(copy, "/:. "))
+		fatalx("--sim-port '%s': NAME must be 1-31 characters without "
+		       "'/', ':', '.' or spaces", arg);
+	snprintf(ps->name, sizeof(ps->name), "%s", copy);
+	if (eq) {
+		for (tok = strtok_r(eq + 1, ",", &save); tok;
+		     tok = strtok_r(NULL, ",", &save)) {
+			if (ps->ngids >= (int)(sizeof(ps->gids) / sizeof(ps->gids[0])))
+				fatalx("--sim-port %s: at most 32 GIDs", ps->name);
+			if (gid_parse(tok, &ps->gids[ps->ngids]))
+				fatalx("--sim-port %s: '%s' is not a GID", ps->name, tok);
+			ps->ngids++;
+		}
+	} else {
+		for (i = 0; i < 8; i++) {
+			char text[64];
+
+			snprintf(text, sizeof(text), "fd53:494d::%x:%x",
+				 cfg->nports, i + 1);
+			gid_parse(text, &ps->gids[ps->ngids++]);
+		}
+	}
+	free(copy);
+}
+
+enum {
+	OPT_SIM_PORT = 256, OPT_SIM_FABRIC, OPT_SOCKET_MODE, OPT_STATUS_MODE,
+	OPT_MAX_CLIENTS, OPT_MAX_GIDS, OPT_MAX_COMM, OPT_CLIENT_QUEUE,
+	OPT_TIMEWAIT, OPT_SYSLOG,
+};
+
+static void parse_args(struct mux_config *cfg, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "port", required_argument, NULL, 'p' },
+		{ "sim-port", required_argument, NULL, OPT_SIM_PORT },
+		{ "sim-fabric", required_argument, NULL, OPT_SIM_FABRIC },
+		{ "socket", required_argument, NULL, 's' },
+		{ "status-socket", required_argument, NULL, 'S' },
+		{ "socket-mode", required_argument, NULL, OPT_SOCKET_MODE },
+		{ "status-mode", required_argument, NULL, OPT_STATUS_MODE },
+		{ "workers", required_argument, NULL, 'w' },
+		{ "max-clients", required_argument, NULL, OPT_MAX_CLIENTS },
+		{ "max-gids", required_argument, NULL, OPT_MAX_GIDS },
+		{ "max-comm-ids", required_argument, NULL, OPT_MAX_COMM },
+		{ "client-queue", required_argument, NULL, OPT_CLIENT_QUEUE },
+		{ "timewait-ms", required_argument, NULL, OPT_TIMEWAIT },
+		{ "syslog", no_argument, NULL, OPT_SYSLOG },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "version", no_argument, NULL, 'V' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int c;
+
+	while ((c = getopt_long(argc, argv, "p:s:S:w:vVh", opts, NULL)) != -1) {
+		switch (c) {
+		case 'p': add_umad_port(cfg, optarg); break;
+		case OPT_SIM_PORT: add_sim_port(cfg, optarg); break;
+		case OPT_SIM_FABRIC: cfg->sim_fabric = optarg; break;
+		case 's': cfg->socket_path = optarg; break;
+		case 'S': cfg->status_path = optarg; break;
+		case OPT_SOCKET_MODE:
+			cfg->socket_mode = (mode_t)parse_num("--socket-mode", optarg, 0, 0777, 8);
+			break;
+		case OPT_STATUS_MODE:
+			cfg->status_mode = (mode_t)parse_num("--status-mode", optarg, 0, 0777, 8);
+			break;
+		case 'w':
+			cfg->workers = (int)parse_num("--workers", optarg, 1, MUX_MAX_WORKERS, 10);
+			break;
+		case OPT_MAX_CLIENTS:
+			cfg->max_clients = (unsigned)parse_num("--max-clients", optarg, 1, 1 << 20, 10);
+			break;
+		case OPT_MAX_GIDS:
+			cfg->max_gids_per_client = (unsigned)parse_num("--max-gids", optarg, 1, 1 << 16, 10);
+			break;
+		case OPT_MAX_COMM:
+			cfg->max_comm_ids_per_client = (unsigned)parse_num("--max-comm-ids", optarg, 1, 1 << 24, 10);
+			break;
+		case OPT_CLIENT_QUEUE:
+			cfg->client_outq_max = (size_t)parse_num("--client-queue", optarg, 4096, 1L << 30, 10);
+			break;
+		case OPT_TIMEWAIT:
+			cfg->timewait_ms = (unsigned)parse_num("--timewait-ms", optarg, 0, 3600000, 10);
+			break;
+		case OPT_SYSLOG: cfg->foreground = 0; break;
+		case 'v': cfg->verbose++; break;
+		case 'V': printf("rdmacm-muxd %s\n", MUX_VERSION); exit(0);
+		case 'h': usage(stdout); exit(0);
+		default: usage(stderr); exit(2);
+		}
+	}
+	if (optind != argc) {
+		fprintf(stderr, "rdmacm-muxd: unexpected argument '%s'\n", argv[optind]);
+		usage(stderr);
+		exit(2);
+	}
+	if (cfg->nports == 0) {
+		fprintf(stderr, "rdmacm-muxd: no ports: give --port DEV:PORT or "
+			"--sim-port NAME\n");
+		exit(2);
+	}
+}
+
+static void setup_sim_fabric(struct mux *mux)
+{
+	char tmpl[] = "/tmp/rdmacm-mux-sim.XXXXXX";
+	int i, any = 0;
+
+	for (i = 0; i < mux->cfg.nports; i++)
+		any |= mux->cfg.ports[i].kind == PORT_SPEC_SIM;
+	if (!any)
+		return;
+	if (mux->cfg.sim_fabric) {
+		if (mkdir(mux->cfg.sim_fabric, 0700) < 0 && errno != EEXIST)
+			fatal("--sim-fabric %s", mux->cfg.sim_fabric);
+		snprintf(mux->sim_fabric, sizeof(mux->sim_fabric), "%s",
+			 mux->cfg.sim_fabric);
+		return;
+	}
+	if (mkdtemp(tmpl) == NULL)
+		fatal("mkdtemp");
+	snprintf(mux->sim_fabric, sizeof(mux->sim_fabric), "%s", tmpl);
+	mux->sim_fabric_owned = 1;
+}
+
+static void open_ports(struct mux *mux)
+{
+	const struct port_spec *ps;
+	struct port *p;
+	int i, rc;
+
+	for (i = 0; i < mux->cfg.nports; i++) {
+		ps = &mux->cfg.ports[i];
+		p = &mux->ports[i];
+		p->mux = mux;
+		p->index = (unsigned)i;
+		if (ps->kind == PORT_SPEC_SIM) {
+			p->ops = &port_sim_ops;
+			snprintf(p->name, sizeof(p->name), "%s", ps->name);
+		} else {
+			p->ops = &port_umad_ops;
+			snprintf(p->name, sizeof(p->name), "%s:%d", ps->name,
+				 ps->port_num);
+		}
+		if (mux_port_by_name(mux, p->name))
+			fatalx("port %s given twice", p->name);
+		mux->nports = i + 1;
+		rc = p->ops->open(p, ps);
+		if (rc < 0)
+			fatalx("port %s: cannot open (%s)", p->name, strerror(-rc));
+		log_info("port %d: %s (%s) %s", i, p->name, p->ops->kind,
+			 port_state_name(atomic_load(&p->state)));
+	}
+}
+
+static void on_signal(evutil_socket_t sig, short what, void *arg)
+{
+	(void)what;
+	log_info("signal %d: shutting down", (int)sig);
+	event_base_loopexit(arg, NULL);
+}
+
+int main(int argc, char **argv)
+{
+	struct router_limits lim;
+	struct event *sigint, *sigterm;
+	struct event_base *base;
+	struct mux *mux;
+	int rc;
+
+	mux = calloc(1, sizeof(*mux));
+	if (mux == NULL)
+		return 1;
+	config_defaults(&mux->cfg);
+	mux->cfg.foreground = 1;
+	parse_args(&mux->cfg, argc, argv);
+	log_init("rdmacm-muxd", mux->cfg.foreground, mux->cfg.verbose);
+	/* A client that vanishes mid-write must cost an EPIPE, not us. */
+	signal(SIGPIPE, SIG_IGN);
+	if (evthread_use_pthreads() < 0)
+		fatalx("libevent without pthreads support");
+	clock_gettime(CLOCK_MONOTONIC, &mux->started);
+
+	base = event_base_new();
+	if (base == NULL)
+		fatalx("event_base_new failed");
+	lim.max_gids_per_client = mux->cfg.max_gids_per_client;
+	lim.max_comm_ids_per_client = mux->cfg.max_comm_ids_per_client;
+	lim.timewait_ms = mux->cfg.timewait_ms;
+	mux->router = router_new(&lim);
+	if (mux->router == NULL)
+		fatal("router");
+	clients_init(&mux->clients);
+	setup_sim_fabric(mux);
+	open_ports(mux);
+
+	mux->nworkers = mux->cfg.workers;
+	worker_pool_start(mux);
+	mux->portio = portio_start(mux);
+	rc = listener_start(mux, base);
+	if (rc < 0)
+		fatalx("client socket %s: %s", mux->cfg.socket_path, strerror(-rc));
+	rc = status_listen(mux, base);
+	if (rc < 0)
+		fatalx("status socket %s: %s", mux->cfg.status_path, strerror(-rc));
+
+	sigint = evsignal_new(base, SIGINT, on_signal, base);
+	sigterm = evsignal_new(base, SIGTERM, on_signal, base);
+	event_add(sigint, NULL);
+	event_add(sigterm, NULL);
+	log_info("rdmacm-muxd %s ready: %d port(s), %d worker(s), clients on %s, "
+		 "status on %s", MUX_VERSION, mux->nports, mux->nworkers,
+		 mux->cfg.socket_path, mux->cfg.status_path);
+
+	event_base_dispatch(base);
+
+	listener_stop(mux);
+	status_close(mux);
+	portio_stop(mux->portio);
+	worker_pool_stop(mux);
+	portio_free(mux->portio);
+	router_free(mux->router);
+	clients_fini(&mux->clients);
+	if (mux->sim_fabric_owned)
+		rmdir(mux->sim_fabric);
+	event_free(sigint);
+	event_free(sigterm);
+	event_base_free(base);
+	free(mux);
+	log_info("rdmacm-muxd: exiting");
+	return 0;
+}

@@ -1,0 +1,329 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
+#ifndef RCM_MUX_H
+#define RCM_MUX_H
+
+/*
+ * rdmacm-muxd private header, sectioned by the file that implements each
+ * part.  Threads: the main thread (listeners, status, signals), one port
+ * I/O thread (all ports' receive paths, router timers), and a fixed pool
+ * of workers, each owning its sessions and a libevent base.  Work crosses
+ * threads only as typed messages on a worker's inbox; sessions are named
+ * across threads by client id, never by pointer.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <event2/event.h>
+#include <jansson.h>
+
+#include "../common/cm_mad.h"
+#include "../common/gid.h"
+#include "../common/tree.h"
+#include "../protocol/rdmacm_mux_proto.h"
+
+#define MUX_VERSION "0.1.0"
+#define MUX_MAX_PORTS 16
+#define MUX_MAX_WORKERS 64
+
+struct router;
+
+/* ---- main.c: configuration ------------------------------------------ */
+
+struct port_spec {
+	enum { PORT_SPEC_UMAD, PORT_SPEC_SIM } kind;
+	char name[32];          /* sim name, or device */
+	int port_num;           /* umad */
+	int ngids;
+	struct gid gids[32];    /* sim GID table */
+};
+
+struct mux_config {
+	const char *socket_path;
+	const char *status_path;
+	const char *sim_fabric;         /* NULL: a private directory */
+	mode_t socket_mode;
+	mode_t status_mode;
+	int workers;
+	unsigned max_clients;
+	unsigned max_gids_per_client;
+	unsigned max_comm_ids_per_client;
+	size_t client_outq_max;         /* bytes queued to one client */
+	unsigned inbox_max;             /* messages queued to one worker */
+	uint32_t max_payload;
+	unsigned timewait_ms;
+	int foreground;
+	int verbose;
+	int nports;
+	struct port_spec ports[MUX_MAX_PORTS];
+};
+
+void config_defaults(struct mux_config *cfg);
+
+/* ---- stats.c: daemon-wide counters ---------------------------------- */
+
+enum drop_reason {
+	DROP_NOT_CM,            /* class/version/method not CM Send */
+	DROP_BAD_SIZE,
+	DROP_UNKNOWN_GID,       /* REQ/SIDR_REQ for a GID nobody registered */
+	DROP_NO_CMA_HDR,        /* SIDR_REQ without rdma_cm's header */
+	DROP_UNKNOWN_COMM_ID,
+	DROP_ZERO_COMM_ID,      /* e.g. timeout REJ: no Remote Comm ID */
+	DROP_UNKNOWN_REQUEST_ID,
+	DROP_UNSUPPORTED_ATTR,
+	DROP_CLIENT_GONE,       /* owner disconnected while in flight */
+	DROP_CLIENT_QUEUE_FULL, /* owner's output queue above its limit */
+	DROP_WORKER_QUEUE_FULL,
+	DROP_MAX
+};
+
+const char *drop_reason_name(enum drop_reason r);
+
+struct mux_stats {
+	_Atomic uint64_t mads_in[CM_IDX_MAX];
+	_Atomic uint64_t mads_out[CM_IDX_MAX];
+	_Atomic uint64_t drops[DROP_MAX];
+	_Atomic uint64_t tx_refused;
+	_Atomic uint64_t tx_errors;
+	_Atomic uint64_t clients_accepted;
+	_Atomic uint64_t clients_refused;
+	_Atomic uint64_t protocol_errors;
+};
+
+json_t *stats_to_json(struct mux_stats *st);
+
+/* ---- clients.c: who is connected, for routing hand-off and status ---- */
+
+struct client_counters {
+	_Atomic uint64_t requests;
+	_Atomic uint64_t errors;        /* error replies sent */
+	_Atomic uint64_t mads_sent;     /* accepted for the wire */
+	_Atomic uint64_t mads_delivered;
+	_Atomic uint64_t mads_dropped;  /* to this client, queue full */
+	_Atomic uint64_t malformed;
+	_Atomic uint64_t outq_bytes;
+};
+
+struct client_info {
+	RB_ENTRY(client_info) link;
+	uint64_t id;
+	unsigned worker;
+	pid_t pid;
+	uid_t uid;
+	gid_t gid;
+	time_t connected;
+	char name[64];
+	struct client_counters ctr;
+};
+
+struct clients {
+	pthread_mutex_t lock;
+	RB_HEAD(client_tree, client_info) tree;
+	unsigned count;
+	uint64_t next_id;
+};
+
+void clients_init(struct clients *c);
+void clients_fini(struct clients *c);
+/* Adds a client; -EBUSY above max.  The record is owned by the table. */
+int clients_add(struct clients *c, unsigned max, pid_t pid, uid_t uid,
+		gid_t gid, unsigned worker, struct client_info **out);
+void clients_remove(struct clients *c, uint64_t id);
+/* Worker index of a live client, or -ENOENT. */
+int clients_worker_of(struct clients *c, uint64_t id);
+json_t *clients_json(struct clients *c, struct router *r);
+void clients_set_name(struct clients *c, struct client_info *ci,
+		      const char *name);
+
+/* ---- router.c: GID ownership, comm-ID and SIDR tables, routing ------ */
+
+struct router;
+
+struct router_limits {
+	unsigned max_gids_per_client;
+	unsigned max_comm_ids_per_client;
+	unsigned timewait_ms;
+};
+
+struct router *router_new(const struct router_limits *lim);
+void router_free(struct router *r);
+
+int router_register_gid(struct router *r, unsigned port,
+			const struct gid *gid, uint64_t client);
+int router_unregister_gid(struct router *r, unsigned port,
+			  const struct gid *gid, uint64_t client);
+int router_owns_gid(struct router *r, unsigned port, const struct gid *gid,
+		    uint64_t client);
+/* Record what an outbound MAD from `client` means for routing, before it
+ * is sent: 0, -EADDRINUSE (the comm ID belongs to another client),
+ * -ENOSPC (client's table quota). */
+int router_outbound(struct router *r, unsigned port, uint64_t client,
+		    const uint8_t *mad, uint64_t now_ms);
+/* Decide who gets an inbound MAD: 0 and *client, or a negative
+ * enum drop_reason (as -(int)reason - 1). */
+int router_inbound(struct router *r, unsigned port, const uint8_t *mad,
+		   size_t len, uint64_t now_ms, uint64_t *client);
+#define ROUTER_DROP(reason) (-(int)(reason) - 1)
+#define ROUTER_DROP_REASON(rc) ((enum drop_reason)(-(rc) - 1))
+/* Forget everything a client owned. */
+void router_purge_client(struct router *r, uint64_t client);
+/* Remove entries whose drain time has passed; returns how many. */
+unsigned router_expire(struct router *r, uint64_t now_ms);
+
+struct router_counts {
+	unsigned gids, comm_ids, sidr_ids, draining;
+};
+void router_counts(struct router *r, struct router_counts *out);
+void router_client_counts(struct router *r, uint64_t client,
+			  struct router_counts *out);
+/* JSON array of {"port", "gid"} a client owns (all when client == 0). */
+json_t *router_gids_json(struct router *r, uint64_t client);
+/* Owner of a GID, or 0. */
+uint64_t router_gid_owner(struct router *r, unsigned port,
+			  const struct gid *gid);
+
+/* ---- port.c: the port interface -------------------------------------- */
+
+enum port_state { PORT_STATE_DOWN, PORT_STATE_ACTIVE };
+
+struct port;
+struct mux;
+
+struct port_ops {
+	const char *kind;
+	/* Main thread, before any thread starts. */
+	int (*open)(struct port *p, const struct port_spec *spec);
+	/* Port thread: arm receive events on base. */
+	int (*start)(struct port *p, struct event_base *base);
+	/* Any thread. gid_index is the source GID's index in the port's
+	 * table, chosen by the daemon. */
+	int (*send)(struct port *p, const struct proto_mad *m, int gid_index);
+	int (*gid_index)(struct port *p, const struct gid *gid);
+	/* JSON array of the port's GID table. */
+	json_t *(*gid_table)(struct port *p);
+	/* Port thread, periodically: re-read the state. */
+	void (*poll_state)(struct port *p);
+	void (*close)(struct port *p);
+};
+
+struct port {
+	const struct port_ops *ops;
+	struct mux *mux;
+	unsigned index;
+	char name[64];
+	_Atomic int state;
+	void *priv;
+	_Atomic uint64_t rx, tx, tx_errors, rx_errors;
+};
+
+json_t *port_json(struct port *p, int with_gids);
+
+extern const struct port_ops port_sim_ops;
+extern const struct port_ops port_umad_ops;
+
+/* Called by port implementations on the port thread. */
+void port_input(struct port *p, struct proto_mad *m);
+void port_set_state(struct port *p, enum port_state st);
+const char *port_state_name(int st);
+
+struct portio;
+struct portio *portio_start(struct mux *mux);
+/* Stop receiving (no more inbound MADs reach the workers). */
+void portio_stop(struct portio *pio);
+/* Close the ports; after the workers have stopped sending. */
+void portio_free(struct portio *pio);
+
+/* ---- worker.c --------------------------------------------------------- */
+
+enum worker_msg_type {
+	WMSG_NEW_CLIENT,
+	WMSG_MAD_IN,
+	WMSG_EVENT,             /* JSON event text to every ready session */
+	WMSG_STOP,
+};
+
+struct worker_msg {
+	TAILQ_ENTRY(worker_msg) link;
+	enum worker_msg_type type;
+	uint64_t client_id;
+	int fd;
+	struct client_info *info;
+	char *text;
+	struct proto_mad mad;
+};
+
+struct worker;
+
+int worker_pool_start(struct mux *mux);
+void worker_pool_stop(struct mux *mux);
+/* Queue a message; the worker owns it from here on.  -ENOBUFS when the
+ * inbox is full (never for NEW_CLIENT and STOP). */
+int worker_post(struct worker *w, struct worker_msg *msg);
+struct event_base *worker_base(struct worker *w);
+unsigned worker_index(struct worker *w);
+struct mux *worker_mux(struct worker *w);
+uint64_t worker_inbox_dropped(struct worker *w);
+struct session_tree *worker_sessions(struct worker *w);
+
+/* ---- session.c: one client connection on its worker ------------------- */
+
+struct session;
+struct session_tree;
+
+void session_start(struct worker *w, int fd, struct client_info *info);
+void session_deliver_mad(struct worker *w, uint64_t client_id,
+			 const struct proto_mad *m);
+void session_broadcast_event(struct worker *w, const char *text);
+void session_close_all(struct worker *w);
+struct session_tree *session_tree_new(void);
+void session_tree_free(struct session_tree *t);
+
+/* ---- requests.c: control operations ------------------------------------ */
+
+/* Handle one JSON request from a session; returns the reply (never NULL)
+ * and sets *close_after when the connection must end once it is sent. */
+json_t *requests_handle(struct mux *mux, struct client_info *ci,
+			int *hello_done, json_t *req, int *close_after);
+/* Validate and send one outbound MAD; 0 or negative errno, *why set. */
+int requests_send_mad(struct mux *mux, struct client_info *ci,
+		      const struct proto_mad *m, const char **why);
+
+/* ---- status.c: the read-only status socket ----------------------------- */
+
+json_t *status_snapshot(struct mux *mux);
+int status_listen(struct mux *mux, struct event_base *base);
+void status_close(struct mux *mux);
+
+/* ---- listener.c: the client socket ------------------------------------ */
+
+int unix_listen_socket(const char *path, mode_t mode);
+int listener_start(struct mux *mux, struct event_base *base);
+void listener_stop(struct mux *mux);
+
+/* ---- the daemon object -------------------------------------------------- */
+
+struct mux {
+	struct mux_config cfg;
+	struct timespec started;
+	struct mux_stats stats;
+	struct clients clients;
+	struct router *router;
+	int nports;
+	struct port ports[MUX_MAX_PORTS];
+	int nworkers;
+	struct worker *workers[MUX_MAX_WORKERS];
+	_Atomic unsigned next_worker;
+	struct portio *portio;
+	struct evconnlistener *listener;
+	struct event *listener_resume;
+	struct evconnlistener *status_listener;
+	int status_conns;             /* main thread only */
+	char sim_fabric[256];
+	int sim_fabric_owned;
+};
+
+uint64_t mux_now_ms(void);
+struct port *mux_port_by_name(struct mux *mux, const char *name);
+
+#endif

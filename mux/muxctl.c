@@ -1,0 +1,243 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/*
+ * rdmacm-muxctl: reads the daemon's status socket (read-only) and prints
+ * it as tables, or as the raw JSON with -j.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#define DEFAULT_STATUS "/run/rdmacm-mux/status.sock"
+#define STATUS_MAX (64u << 20)
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+"usage: rdmacm-muxctl [-S PATH] [-j] [-t MS] [status]\n"
+"  -S, --status-socket PATH  daemon status socket (default $RDMACM_MUX_STATUS\n"
+"                            or " DEFAULT_STATUS ")\n"
+"  -j, --json                print the status as JSON\n"
+"  -t, --timeout MS          give up after MS milliseconds (default 5000)\n"
+"  -h, --help                this text\n");
+}
+
+static char *fetch_status(const char *path, int timeout_ms)
+{
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	size_t len = 0, cap = 65536;
+	struct pollfd pfd;
+	char *buf;
+	ssize_t n;
+	int fd;
+
+	if (strlen(path) >= sizeof(sun.sun_path)) {
+		fprintf(stderr, "rdmacm-muxctl: %s: path too long\n", path);
+		return NULL;
+	}
+	strcpy(sun.sun_path, path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0) {
+		fprintf(stderr, "rdmacm-muxctl: cannot connect to %s: %s\n"
+			"  (is rdmacm-muxd running, and may you open its status socket?)\n",
+			path, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return NULL;
+	}
+	buf = malloc(cap);
+	pfd.fd = fd;
+	pfd.events = POLLIN;
+	while (buf) {
+		if (poll(&pfd, 1, timeout_ms) <= 0) {
+			fprintf(stderr, "rdmacm-muxctl: no status from %s within %d ms\n",
+				path, timeout_ms);
+			goto fail;
+		}
+		if (len + 1 >= cap) {
+			char *nb;
+
+			if (cap >= STATUS_MAX)
+				goto fail;
+			cap *= 2;
+			nb = realloc(buf, cap);
+			if (nb == NULL)
+				goto fail;
+			buf = nb;
+		}
+		n = read(fd, buf + len, cap - len - 1);
+		if (n < 0) {
+			fprintf(stderr, "rdmacm-muxctl: read: %s\n", strerror(errno));
+			goto fail;
+		}
+		if (n == 0)
+			break;
+		len += (size_t)n;
+	}
+	close(fd);
+	if (buf)
+		buf[len] = '\0';
+	return buf;
+fail:
+	free(buf);
+	close(fd);
+	return NULL;
+}
+
+static json_int_t jint(json_t *o, const char *key)
+{
+	return json_integer_value(json_object_get(o, key));
+}
+
+static const char *jstr(json_t *o, const char *key)
+{
+	const char *s = json_string_value(json_object_get(o, key));
+
+	return s ? s : "-";
+}
+
+static void print_counter_row(const char *label, json_t *obj)
+{
+	const char *key;
+	json_t *v;
+	int any = 0;
+
+	printf("  %-10s", label);
+	json_object_foreach(obj, key, v) {
+		if (json_integer_value(v) == 0)
+			continue;
+		printf(" %s=%lld", key, (long long)json_integer_value(v));
+		any = 1;
+	}
+	printf("%s\n", any ? "" : " (none)");
+}
+
+static void print_status(json_t *st)
+{
+	json_t *d = json_object_get(st, "daemon"), *ports, *clients, *p, *g, *c;
+	json_t *routing = json_object_get(st, "routing");
+	json_t *ctr = json_object_get(st, "counters"), *gid;
+	size_t i, j;
+
+	printf("rdmacm-muxd %s  pid %lld  up %llds  protocol v%lld\n",
+	       jstr(d, "version"), (long long)jint(d, "pid"),
+	       (long long)jint(d, "uptime_s"), (long long)jint(d, "protocol_major"));
+	printf("clients: %s\n\n", jstr(d, "socket"));
+
+	ports = json_object_get(st, "ports");
+	printf("PORTS\n  %-3s %-12s %-5s %-7s %8s %8s  %s\n", "IDX", "NAME", "KIND",
+	       "STATE", "RX", "TX", "GID TABLE (owner)");
+	json_array_foreach(ports, i, p) {
+		json_t *pc = json_object_get(p, "counters");
+
+		printf("  %-3lld %-12s %-5s %-7s %8lld %8lld", (long long)jint(p, "index"),
+		       jstr(p, "name"), jstr(p, "kind"), jstr(p, "state"),
+		       (long long)jint(pc, "rx"), (long long)jint(pc, "tx"));
+		json_array_foreach(json_object_get(p, "gid_table"), j, g) {
+			json_t *owner = json_object_get(g, "owner");
+
+			/* Continuation lines line up under the first GID. */
+			printf("%*s[%lld] %s", j ? 0 : 2, "", (long long)jint(g, "index"),
+			       jstr(g, "gid"));
+			if (json_is_integer(owner))
+				printf(" (client %lld)", (long long)json_integer_value(owner));
+			if (j + 1 < json_array_size(json_object_get(p, "gid_table")))
+				printf("\n%*s", 52, "");
+		}
+		printf("\n");
+	}
+
+	clients = json_object_get(st, "clients");
+	printf("\nCLIENTS (%zu)\n  %-4s %-14s %-7s %-6s %-3s %6s %6s %6s %6s %6s  %s\n",
+	       json_array_size(clients), "ID", "NAME", "PID", "UID", "WRK",
+	       "REQS", "ERRS", "MAD>", "MAD<", "DROP", "GIDS");
+	json_array_foreach(clients, i, c) {
+		json_t *cc = json_object_get(c, "counters");
+
+		printf("  %-4lld %-14.14s %-7lld %-6lld %-3lld %6lld %6lld %6lld %6lld %6lld ",
+		       (long long)jint(c, "id"), json_string_length(json_object_get(c, "name")) ?
+		       jstr(c, "name") : "-", (long long)jint(c, "pid"),
+		       (long long)jint(c, "uid"), (long long)jint(c, "worker"),
+		       (long long)jint(cc, "requests"), (long long)jint(cc, "errors"),
+		       (long long)jint(cc, "mads_sent"),
+		       (long long)jint(cc, "mads_delivered"),
+		       (long long)jint(cc, "mads_dropped"));
+		json_array_foreach(json_object_get(c, "gids"), j, gid)
+			printf(" %lld:%s", (long long)jint(gid, "port"), jstr(gid, "gid"));
+		printf("\n");
+	}
+
+	printf("\nROUTING  gids=%lld comm_ids=%lld sidr_ids=%lld draining=%lld\n",
+	       (long long)jint(routing, "gids"), (long long)jint(routing, "comm_ids"),
+	       (long long)jint(routing, "sidr_ids"), (long long)jint(routing, "draining"));
+	printf("\nCOUNTERS\n");
+	print_counter_row("mads in", json_object_get(ctr, "mads_in"));
+	print_counter_row("mads out", json_object_get(ctr, "mads_out"));
+	print_counter_row("drops", json_object_get(ctr, "drops"));
+	printf("  %-10s refused=%lld errors=%lld  clients accepted=%lld refused=%lld"
+	       "  protocol errors=%lld\n", "tx",
+	       (long long)jint(ctr, "tx_refused"), (long long)jint(ctr, "tx_errors"),
+	       (long long)jint(ctr, "clients_accepted"),
+	       (long long)jint(ctr, "clients_refused"),
+	       (long long)jint(ctr, "protocol_errors"));
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "status-socket", required_argument, NULL, 'S' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "timeout", required_argument, NULL, 't' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *path = getenv("RDMACM_MUX_STATUS");
+	int json_out = 0, timeout_ms = 5000, c;
+	json_error_t jerr;
+	json_t *st;
+	char *text;
+
+	if (path == NULL)
+		path = DEFAULT_STATUS;
+	while ((c = getopt_long(argc, argv, "S:jt:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'S': path = optarg; break;
+		case 'j': json_out = 1; break;
+		case 't': timeout_ms = atoi(optarg); break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (optind < argc && strcmp(argv[optind], "status") != 0) {
+		fprintf(stderr, "rdmacm-muxctl: unknown command '%s'\n", argv[optind]);
+		usage(stderr);
+		return 2;
+	}
+	text = fetch_status(path, timeout_ms > 0 ? timeout_ms : 5000);
+	if (text == NULL)
+		return 1;
+	st = json_loads(text, 0, &jerr);
+	if (st == NULL) {
+		fprintf(stderr, "rdmacm-muxctl: daemon sent invalid JSON: %s\n", jerr.text);
+		free(text);
+		return 1;
+	}
+	if (json_out) {
+		char *pretty = json_dumps(st, JSON_INDENT(2));
+
+		printf("%s\n", pretty ? pretty : text);
+		free(pretty);
+	} else {
+		print_status(st);
+	}
+	json_decref(st);
+	free(text);
+	return 0;
+}

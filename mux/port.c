@@ -1,0 +1,178 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/*
+ * What every port shares: the inbound path from a port to the router and
+ * on to the owning client's worker, port state events, and the port I/O
+ * thread that runs all ports' receive events and the router's timers.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mux.h"
+#include "../common/log.h"
+
+/* How often the port thread expires drained routes and polls port state. */
+#define PORTIO_TICK_MS 250
+
+const char *port_state_name(int st)
+{
+	return st == PORT_STATE_ACTIVE ? "active" : "down";
+}
+
+json_t *port_json(struct port *p, int with_gids)
+{
+	json_t *o = json_pack("{s:i, s:s, s:s, s:s}", "index", (int)p->index,
+			      "name", p->name, "kind", p->ops->kind, "state",
+			      port_state_name(atomic_load(&p->state)));
+
+	if (with_gids)
+		json_object_set_new(o, "gid_table", p->ops->gid_table(p));
+	return o;
+}
+
+static struct log_ratelimit *port_drop_rl(void)
+{
+	/* Only the port thread logs drops, so one limiter serves all. */
+	static _Thread_local struct log_ratelimit rl = LOG_RATELIMIT_INIT(10, 1);
+
+	return &rl;
+}
+
+void port_input(struct port *p, struct proto_mad *m)
+{
+	struct mux *mux = p->mux;
+	struct worker_msg *msg;
+	uint64_t client = 0, suppressed;
+	int rc, w;
+
+	atomic_fetch_add(&p->rx, 1);
+	m->addr.port = (uint16_t)p->index;
+	if (m->mad_len >= MAD_HDR_SIZE)
+		atomic_fetch_add(&mux->stats.mads_in[cm_attr_index(
+			cm_mad_attr_id(m->mad))], 1);
+	rc = router_inbound(mux->router, p->index, m->mad, m->mad_len,
+			    mux_now_ms(), &client);
+	if (rc < 0) {
+		enum drop_reason why = ROUTER_DROP_REASON(rc);
+
+		atomic_fetch_add(&mux->stats.drops[why], 1);
+		if (log_get_verbose() && log_ratelimit_allow(port_drop_rl(), &suppressed))
+			log_debug("%s: dropped inbound %s: %s", p->name,
+				  m->mad_len >= MAD_HDR_SIZE ? cm_attr_name(cm_mad_attr_id(m->mad)) : "runt",
+				  drop_reason_name(why));
+		return;
+	}
+	w = clients_worker_of(&mux->clients, client);
+	if (w < 0) {
+		atomic_fetch_add(&mux->stats.drops[DROP_CLIENT_GONE], 1);
+		return;
+	}
+	msg = malloc(sizeof(*msg));
+	if (msg == NULL) {
+		atomic_fetch_add(&mux->stats.drops[DROP_WORKER_QUEUE_FULL], 1);
+		return;
+	}
+	memset(msg, 0, offsetof(struct worker_msg, mad));
+	msg->type = WMSG_MAD_IN;
+	msg->client_id = client;
+	msg->mad = *m;
+	if (worker_post(mux->workers[w], msg) == -ENOBUFS)
+		atomic_fetch_add(&mux->stats.drops[DROP_WORKER_QUEUE_FULL], 1);
+}
+
+void port_set_state(struct port *p, enum port_state st)
+{
+	struct worker_msg *msg;
+	char *text;
+	json_t *ev;
+	int i;
+
+	if (atomic_exchange(&p->state, st) == (int)st)
+		return;
+	log_info("port %s: %s", p->name, port_state_name(st));
+	ev = json_pack("{s:s, s:i, s:s, s:s}", "event", "port_state", "port",
+		       (int)p->index, "port_name", p->name, "state",
+		       port_state_name(st));
+	text = json_dumps(ev, JSON_COMPACT);
+	json_decref(ev);
+	for (i = 0; text && i < p->mux->nworkers; i++) {
+		msg = calloc(1, sizeof(*msg));
+		if (msg == NULL)
+			break;
+		msg->type = WMSG_EVENT;
+		msg->text = strdup(text);
+		worker_post(p->mux->workers[i], msg);
+	}
+	free(text);
+}
+
+struct portio {
+	struct mux *mux;
+	pthread_t thread;
+	struct event_base *base;
+	struct event *tick;
+};
+
+static void portio_tick(evutil_socket_t fd, short what, void *arg)
+{
+	struct portio *pio = arg;
+	struct mux *mux = pio->mux;
+	int i;
+
+	(void)fd;
+	(void)what;
+	router_expire(mux->router, mux_now_ms());
+	for (i = 0; i < mux->nports; i++)
+		if (mux->ports[i].ops->poll_state)
+			mux->ports[i].ops->poll_state(&mux->ports[i]);
+}
+
+static void *portio_main(void *arg)
+{
+	struct portio *pio = arg;
+
+	event_base_dispatch(pio->base);
+	return NULL;
+}
+
+struct portio *portio_start(struct mux *mux)
+{
+	struct timeval tv = { 0, PORTIO_TICK_MS * 1000 };
+	struct portio *pio = calloc(1, sizeof(*pio));
+	int i, rc;
+
+	if (pio == NULL)
+		fatal("portio");
+	pio->mux = mux;
+	pio->base = event_base_new();
+	if (pio->base == NULL)
+		fatalx("portio: event_base_new failed");
+	for (i = 0; i < mux->nports; i++)
+		if (mux->ports[i].ops->start(&mux->ports[i], pio->base) < 0)
+			fatalx("port %s: cannot start", mux->ports[i].name);
+	pio->tick = event_new(pio->base, -1, EV_PERSIST, portio_tick, pio);
+	event_add(pio->tick, &tv);
+	rc = pthread_create(&pio->thread, NULL, portio_main, pio);
+	if (rc) {
+		errno = rc;
+		fatal("portio: pthread_create");
+	}
+	return pio;
+}
+
+void portio_stop(struct portio *pio)
+{
+	event_base_loopbreak(pio->base);
+	pthread_join(pio->thread, NULL);
+}
+
+void portio_free(struct portio *pio)
+{
+	int i;
+
+	for (i = 0; i < pio->mux->nports; i++)
+		pio->mux->ports[i].ops->close(&pio->mux->ports[i]);
+	event_free(pio->tick);
+	event_base_free(pio->base);
+	free(pio);
+}

@@ -1,0 +1,214 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/*
+ * The simulated port: a GID table given on the command line and a
+ * "fabric" that is a directory of unix datagram sockets, one per sim port
+ * of every daemon sharing it.  A send is offered to every socket in the
+ * directory (its own included), and a port keeps only datagrams addressed
+ * to a GID in its table, as a broadcast LAN would.  Like a real wire it
+ * is lossy under pressure: a full receiver drops.
+ *
+ * Test hook: while a file "<fabric>/<name>.down" exists the port is down.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "mux.h"
+#include "../common/log.h"
+
+#define SIM_MAGIC "RCMSIM1"     /* 8 bytes with its NUL */
+#define SIM_MAGIC_LEN 8
+#define SIM_RX_BUDGET 256       /* datagrams per wake-up */
+
+struct sim_port {
+	char fabric[256];
+	char sock_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	char down_path[sizeof(((struct sockaddr_un *)0)->sun_path) + 8];
+	int fd;
+	struct event *rx_ev;
+	int ngids;
+	struct gid gids[32];
+};
+
+static int sim_open(struct port *p, const struct port_spec *spec)
+{
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	struct sim_port *sp = calloc(1, sizeof(*sp));
+	int bufsz = 1 << 20;
+
+	if (sp == NULL)
+		return -ENOMEM;
+	p->priv = sp;
+	sp->fd = -1;
+	snprintf(sp->fabric, sizeof(sp->fabric), "%s", p->mux->sim_fabric);
+	if ((size_t)snprintf(sp->sock_path, sizeof(sp->sock_path), "%s/%s.sock",
+			     sp->fabric, spec->name) >= sizeof(sp->sock_path)) {
+		log_warnx("sim port %s: fabric path too long", spec->name);
+		return -ENAMETOOLONG;
+	}
+	snprintf(sp->down_path, sizeof(sp->down_path), "%.*s.down",
+		 (int)(strlen(sp->sock_path) - 5), sp->sock_path);
+	sp->ngids = spec->ngids;
+	memcpy(sp->gids, spec->gids, sizeof(sp->gids));
+	sp->fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (sp->fd < 0)
+		return -errno;
+	setsockopt(sp->fd, SOL_SOCKET, SO_RCVBUF, &bufsz, sizeof(bufsz));
+	strcpy(sun.sun_path, sp->sock_path);
+	unlink(sp->sock_path);
+	if (bind(sp->fd, (struct sockaddr *)&sun, sizeof(sun)) < 0) {
+		log_warn("sim port %s: bind %s", spec->name, sp->sock_path);
+		return -errno;
+	}
+	atomic_store(&p->state, access(sp->down_path, F_OK) == 0 ?
+		     PORT_STATE_DOWN : PORT_STATE_ACTIVE);
+	return 0;
+}
+
+static int sim_gid_index(struct port *p, const struct gid *gid)
+{
+	struct sim_port *sp = p->priv;
+	int i;
+
+	for (i = 0; i < sp->ngids; i++)
+		if (gid_cmp(&sp->gids[i], gid) == 0)
+			return i;
+	return -ENOENT;
+}
+
+static void sim_rx(evutil_socket_t fd, short what, void *arg)
+{
+	struct port *p = arg;
+	uint8_t buf[SIM_MAGIC_LEN + PROTO_MAD_ADDR_SIZE + PROTO_MAD_MAX + 1];
+	struct proto_mad wire, in;
+	struct gid dst;
+	ssize_t n;
+	int budget = SIM_RX_BUDGET;
+
+	(void)what;
+	while (budget-- > 0) {
+		n = recv(fd, buf, sizeof(buf), 0);
+		if (n < 0)
+			return;
+		if (n < SIM_MAGIC_LEN || memcmp(buf, SIM_MAGIC, SIM_MAGIC_LEN) ||
+		    proto_mad_decode(buf + SIM_MAGIC_LEN, (size_t)n - SIM_MAGIC_LEN,
+				     &wire) < 0) {
+			atomic_fetch_add(&p->rx_errors, 1);
+			continue;
+		}
+		memcpy(dst.raw, wire.addr.remote_gid, 16);
+		if (sim_gid_index(p, &dst) < 0 ||
+		    atomic_load(&p->state) != PORT_STATE_ACTIVE)
+			continue;
+		/* Seen from the receiver: the sender is remote, the
+		 * destination GID is ours. */
+		memset(&in, 0, sizeof(in));
+		in.addr = wire.addr;
+		memcpy(in.addr.local_gid, wire.addr.remote_gid, 16);
+		memcpy(in.addr.remote_gid, wire.addr.local_gid, 16);
+		in.addr.remote_qpn = GSI_QPN;
+		in.addr.qkey = GSI_QKEY;
+		in.addr.flags = PROTO_MAD_F_GRH;
+		in.addr.lid = 0;
+		in.mad_len = wire.mad_len;
+		memcpy(in.mad, wire.mad, wire.mad_len);
+		port_input(p, &in);
+	}
+}
+
+static int sim_start(struct port *p, struct event_base *base)
+{
+	struct sim_port *sp = p->priv;
+
+	sp->rx_ev = event_new(base, sp->fd, EV_READ | EV_PERSIST, sim_rx, p);
+	return sp->rx_ev ? event_add(sp->rx_ev, NULL) : -ENOMEM;
+}
+
+static int sim_send(struct port *p, const struct proto_mad *m, int gid_index)
+{
+	struct sim_port *sp = p->priv;
+	uint8_t buf[SIM_MAGIC_LEN + PROTO_MAD_ADDR_SIZE + PROTO_MAD_MAX];
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	struct proto_mad wire = *m;
+	struct dirent *de;
+	size_t nlen;
+	DIR *dir;
+	int len;
+
+	memcpy(wire.addr.local_gid, sp->gids[gid_index].raw, 16);
+	memcpy(buf, SIM_MAGIC, SIM_MAGIC_LEN);
+	len = proto_mad_encode(&wire, buf + SIM_MAGIC_LEN, sizeof(buf) - SIM_MAGIC_LEN);
+	if (len < 0)
+		return len;
+	dir = opendir(sp->fabric);
+	if (dir == NULL)
+		return -errno;
+	while ((de = readdir(dir)) != NULL) {
+		nlen = strlen(de->d_name);
+		if (nlen < 6 || strcmp(de->d_name + nlen - 5, ".sock") != 0)
+			continue;
+		if ((size_t)snprintf(sun.sun_path, sizeof(sun.sun_path), "%s/%s",
+				     sp->fabric, de->d_name) >= sizeof(sun.sun_path))
+			continue;
+		/* A peer that is gone or full loses the datagram, as a wire
+		 * would; the guest CM retransmits. */
+		sendto(sp->fd, buf, SIM_MAGIC_LEN + (size_t)len, MSG_DONTWAIT,
+		       (struct sockaddr *)&sun, sizeof(sun));
+	}
+	closedir(dir);
+	return 0;
+}
+
+static json_t *sim_gid_table(struct port *p)
+{
+	struct sim_port *sp = p->priv;
+	json_t *arr = json_array();
+	char buf[GID_STRLEN];
+	int i;
+
+	for (i = 0; i < sp->ngids; i++)
+		json_array_append_new(arr, json_pack("{s:i, s:s}", "index", i,
+			"gid", gid_format(&sp->gids[i], buf)));
+	return arr;
+}
+
+static void sim_poll_state(struct port *p)
+{
+	struct sim_port *sp = p->priv;
+
+	port_set_state(p, access(sp->down_path, F_OK) == 0 ? PORT_STATE_DOWN
+							   : PORT_STATE_ACTIVE);
+}
+
+static void sim_close(struct port *p)
+{
+	struct sim_port *sp = p->priv;
+
+	if (sp == NULL)
+		return;
+	if (sp->rx_ev)
+		event_free(sp->rx_ev);
+	if (sp->fd >= 0) {
+		close(sp->fd);
+		unlink(sp->sock_path);
+	}
+	free(sp);
+	p->priv = NULL;
+}
+
+const struct port_ops port_sim_ops = {
+	.kind = "sim",
+	.open = sim_open,
+	.start = sim_start,
+	.send = sim_send,
+	.gid_index = sim_gid_index,
+	.gid_table = sim_gid_table,
+	.poll_state = sim_poll_state,
+	.close = sim_close,
+};

@@ -1,0 +1,288 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/*
+ * Control operations and the outbound MAD path.  Every function here runs
+ * on the calling session's worker thread and answers with exactly one
+ * reply object.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "mux.h"
+#include "../common/log.h"
+
+static const char *const mux_features[] = { "mad", "port-events" };
+
+static json_t *features_json(json_t *requested)
+{
+	json_t *out = json_array(), *v;
+	size_t i, j;
+
+	for (i = 0; i < sizeof(mux_features) / sizeof(mux_features[0]); i++) {
+		json_array_foreach(requested, j, v) {
+			if (json_is_string(v) &&
+			    strcmp(json_string_value(v), mux_features[i]) == 0) {
+				json_array_append_new(out, json_string(mux_features[i]));
+				break;
+			}
+		}
+	}
+	return out;
+}
+
+static json_t *op_hello(struct mux *mux, struct client_info *ci,
+			int *hello_done, json_t *req, int *close_after)
+{
+	json_t *proto = json_object_get(req, "protocol");
+	json_t *name = json_object_get(req, "name");
+	json_t *features = json_object_get(req, "features");
+	json_int_t major, minor;
+
+	if (*hello_done)
+		return proto_reply_error(EALREADY, "hello already done");
+	if (!json_is_integer(json_object_get(proto, "major")) ||
+	    !json_is_integer(json_object_get(proto, "minor"))) {
+		*close_after = 1;
+		return proto_reply_error(EINVAL,
+			"hello needs \"protocol\": {\"major\": N, \"minor\": N}");
+	}
+	major = json_integer_value(json_object_get(proto, "major"));
+	minor = json_integer_value(json_object_get(proto, "minor"));
+	if (major != PROTO_VERSION_MAJOR) {
+		*close_after = 1;
+		return proto_reply_error(EPROTONOSUPPORT,
+			"protocol %lld.%lld not supported; this daemon speaks %d.%d",
+			(long long)major, (long long)minor, PROTO_VERSION_MAJOR,
+			PROTO_VERSION_MINOR);
+	}
+	if (name != NULL && !json_is_string(name))
+		return proto_reply_error(EINVAL, "\"name\" must be a string");
+	if (features != NULL && !json_is_array(features))
+		return proto_reply_error(EINVAL, "\"features\" must be an array");
+	if (name)
+		clients_set_name(&mux->clients, ci, json_string_value(name));
+	*hello_done = 1;
+	return json_pack("{s:b, s:{s:i, s:i}, s:o, s:I, s:s, s:i}", "ok", 1,
+			 "protocol", "major", PROTO_VERSION_MAJOR, "minor",
+			 minor < PROTO_VERSION_MINOR ? (int)minor : PROTO_VERSION_MINOR,
+			 "features", features_json(features),
+			 "client_id", (json_int_t)ci->id,
+			 "daemon", "rdmacm-muxd " MUX_VERSION,
+			 "max_payload", (int)mux->cfg.max_payload);
+}
+
+/* Find the port a request names: "port" as a name or index; may be left
+ * out when the daemon has exactly one port. */
+static struct port *request_port(struct mux *mux, json_t *req, json_t **err)
+{
+	json_t *p = json_object_get(req, "port");
+	json_int_t idx;
+
+	if (p == NULL) {
+		if (mux->nports == 1)
+			return &mux->ports[0];
+		*err = proto_reply_error(EINVAL,
+			"\"port\" is required: this daemon has %d ports",
+			mux->nports);
+		return NULL;
+	}
+	if (json_is_integer(p)) {
+		idx = json_integer_value(p);
+		if (idx >= 0 && idx < mux->nports)
+			return &mux->ports[idx];
+		*err = proto_reply_error(ENODEV, "no port with index %lld",
+					 (long long)idx);
+		return NULL;
+	}
+	if (json_is_string(p)) {
+		struct port *port = mux_port_by_name(mux, json_string_value(p));
+
+		if (port)
+			return port;
+		*err = proto_reply_error(ENODEV, "no port named \"%s\"",
+					 json_string_value(p));
+		return NULL;
+	}
+	*err = proto_reply_error(EINVAL, "\"port\" must be a name or an index");
+	return NULL;
+}
+
+static int request_gid(json_t *req, struct gid *gid, json_t **err)
+{
+	if (proto_gid_from_json(json_object_get(req, "gid"), gid->raw) == 0)
+		return 0;
+	*err = proto_reply_error(EINVAL,
+		"\"gid\" must be an IPv6-form GID or an IPv4 address");
+	return -EINVAL;
+}
+
+static json_t *op_register_gid(struct mux *mux, struct client_info *ci,
+			       json_t *req)
+{
+	char buf[GID_STRLEN];
+	json_t *err = NULL;
+	struct port *port;
+	struct gid gid;
+	int idx, rc;
+
+	port = request_port(mux, req, &err);
+	if (port == NULL || request_gid(req, &gid, &err))
+		return err;
+	idx = port->ops->gid_index(port, &gid);
+	if (idx < 0)
+		return proto_reply_error(EADDRNOTAVAIL,
+			"GID %s is not in the GID table of port %s",
+			gid_format(&gid, buf), port->name);
+	rc = router_register_gid(mux->router, port->index, &gid, ci->id);
+	if (rc == -EEXIST)
+		return proto_reply_error(EEXIST,
+			"GID %s on port %s is registered by another client",
+			gid_format(&gid, buf), port->name);
+	if (rc == -ENOSPC)
+		return proto_reply_error(ENOSPC,
+			"client already has the maximum of %u GIDs",
+			mux->cfg.max_gids_per_client);
+	if (rc)
+		return proto_reply_error(rc, "cannot register GID");
+	log_info("client %llu (%s): registered %s on %s",
+		 (unsigned long long)ci->id, ci->name, gid_format(&gid, buf),
+		 port->name);
+	return json_pack("{s:b, s:i, s:s, s:i}", "ok", 1, "port",
+			 (int)port->index, "port_name", port->name,
+			 "gid_index", idx);
+}
+
+static json_t *op_unregister_gid(struct mux *mux, struct client_info *ci,
+				 json_t *req)
+{
+	char buf[GID_STRLEN];
+	json_t *err = NULL;
+	struct port *port;
+	struct gid gid;
+	int rc;
+
+	port = request_port(mux, req, &err);
+	if (port == NULL || request_gid(req, &gid, &err))
+		return err;
+	rc = router_unregister_gid(mux->router, port->index, &gid, ci->id);
+	if (rc == -ENOENT)
+		return proto_reply_error(ENOENT, "GID %s is not registered on %s",
+					 gid_format(&gid, buf), port->name);
+	if (rc == -EACCES)
+		return proto_reply_error(EACCES,
+			"GID %s on %s is registered by another client",
+			gid_format(&gid, buf), port->name);
+	return proto_reply_ok();
+}
+
+static json_t *op_list_gids(struct mux *mux, struct client_info *ci)
+{
+	json_t *gids = router_gids_json(mux->router, ci->id), *g;
+	size_t i;
+
+	json_array_foreach(gids, i, g) {
+		json_object_del(g, "client");
+		json_object_set_new(g, "port_name", json_string(
+			mux->ports[json_integer_value(json_object_get(g, "port"))].name));
+	}
+	return json_pack("{s:b, s:o}", "ok", 1, "gids", gids);
+}
+
+static json_t *op_list_ports(struct mux *mux)
+{
+	json_t *ports = json_array();
+	int i;
+
+	for (i = 0; i < mux->nports; i++)
+		json_array_append_new(ports, port_json(&mux->ports[i], 1));
+	return json_pack("{s:b, s:o}", "ok", 1, "ports", ports);
+}
+
+json_t *requests_handle(struct mux *mux, struct client_info *ci,
+			int *hello_done, json_t *req, int *close_after)
+{
+	const char *err = NULL, *op = proto_request_op(req, &err);
+
+	if (op == NULL)
+		return proto_reply_error(EINVAL, "%s", err);
+	if (strcmp(op, "hello") == 0)
+		return op_hello(mux, ci, hello_done, req, close_after);
+	if (!*hello_done)
+		return proto_reply_error(ENOTCONN, "send hello before \"%s\"", op);
+	if (strcmp(op, "ping") == 0)
+		return proto_reply_ok();
+	if (strcmp(op, "register_gid") == 0)
+		return op_register_gid(mux, ci, req);
+	if (strcmp(op, "unregister_gid") == 0)
+		return op_unregister_gid(mux, ci, req);
+	if (strcmp(op, "list_gids") == 0)
+		return op_list_gids(mux, ci);
+	if (strcmp(op, "list_ports") == 0)
+		return op_list_ports(mux);
+	return proto_reply_error(EOPNOTSUPP, "unknown op \"%s\"", op);
+}
+
+int requests_send_mad(struct mux *mux, struct client_info *ci,
+		      const struct proto_mad *m, const char **why)
+{
+	struct port *port;
+	struct gid sgid;
+	int idx, rc;
+
+	if (m->addr.port >= mux->nports) {
+		*why = "no such port";
+		rc = -ENODEV;
+		goto refused;
+	}
+	port = &mux->ports[m->addr.port];
+	rc = cm_mad_validate(m->mad, m->mad_len);
+	if (rc) {
+		*why = rc == -EMSGSIZE ? "a CM MAD is exactly 256 bytes"
+				       : "not a CM (class 0x07 v2) Send MAD";
+		goto refused;
+	}
+	memcpy(sgid.raw, m->addr.local_gid, 16);
+	if (!router_owns_gid(mux->router, port->index, &sgid, ci->id)) {
+		*why = "source GID is not registered by this client";
+		rc = -EADDRNOTAVAIL;
+		goto refused;
+	}
+	if (atomic_load(&port->state) != PORT_STATE_ACTIVE) {
+		*why = "port is down";
+		rc = -ENETDOWN;
+		goto refused;
+	}
+	idx = port->ops->gid_index(port, &sgid);
+	if (idx < 0) {
+		*why = "source GID has left the port's GID table";
+		rc = -EADDRNOTAVAIL;
+		goto refused;
+	}
+	rc = router_outbound(mux->router, port->index, ci->id, m->mad,
+			     mux_now_ms());
+	if (rc == -EADDRINUSE) {
+		*why = "communication ID is in use by another client";
+		goto refused;
+	}
+	if (rc == -ENOSPC) {
+		*why = "client has the maximum number of live communication IDs";
+		goto refused;
+	}
+	if (rc) {
+		*why = "invalid communication ID";
+		goto refused;
+	}
+	rc = port->ops->send(port, m, idx);
+	if (rc) {
+		*why = "port send failed";
+		atomic_fetch_add(&mux->stats.tx_errors, 1);
+		atomic_fetch_add(&port->tx_errors, 1);
+		return rc;
+	}
+	atomic_fetch_add(&port->tx, 1);
+	atomic_fetch_add(&mux->stats.mads_out[cm_attr_index(cm_mad_attr_id(m->mad))], 1);
+	atomic_fetch_add(&ci->ctr.mads_sent, 1);
+	return 0;
+refused:
+	atomic_fetch_add(&mux->stats.tx_refused, 1);
+	return rc;
+}

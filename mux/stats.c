@@ -1,0 +1,53 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+#include "mux.h"
+
+static const char *const drop_reason_names[DROP_MAX] = {
+	[DROP_NOT_CM] = "not_cm",
+	[DROP_BAD_SIZE] = "bad_size",
+	[DROP_UNKNOWN_GID] = "unknown_gid",
+	[DROP_NO_CMA_HDR] = "no_rdma_cm_header",
+	[DROP_UNKNOWN_COMM_ID] = "unknown_comm_id",
+	[DROP_ZERO_COMM_ID] = "zero_remote_comm_id",
+	[DROP_UNKNOWN_REQUEST_ID] = "unknown_sidr_request_id",
+	[DROP_UNSUPPORTED_ATTR] = "unsupported_attribute",
+	[DROP_CLIENT_GONE] = "client_gone",
+	[DROP_CLIENT_QUEUE_FULL] = "client_queue_full",
+	[DROP_WORKER_QUEUE_FULL] = "worker_queue_full",
+};
+
+const char *drop_reason_name(enum drop_reason r)
+{
+	if ((unsigned)r >= DROP_MAX)
+		return "invalid";
+	return drop_reason_names[r];
+}
+
+static json_t *attr_counters(_Atomic uint64_t *v)
+{
+	json_t *o = json_object();
+	int i;
+
+	for (i = 0; i < CM_IDX_MAX; i++)
+		json_object_set_new(o, cm_attr_index_name(i),
+				    json_integer((json_int_t)atomic_load(&v[i])));
+	return o;
+}
+
+json_t *stats_to_json(struct mux_stats *st)
+{
+	json_t *drops = json_object();
+	int i;
+
+	for (i = 0; i < DROP_MAX; i++)
+		json_object_set_new(drops, drop_reason_name(i),
+				    json_integer((json_int_t)atomic_load(&st->drops[i])));
+	return json_pack("{s:o, s:o, s:o, s:I, s:I, s:I, s:I, s:I}",
+		"mads_in", attr_counters(st->mads_in),
+		"mads_out", attr_counters(st->mads_out),
+		"drops", drops,
+		"tx_refused", (json_int_t)atomic_load(&st->tx_refused),
+		"tx_errors", (json_int_t)atomic_load(&st->tx_errors),
+		"clients_accepted", (json_int_t)atomic_load(&st->clients_accepted),
+		"clients_refused", (json_int_t)atomic_load(&st->clients_refused),
+		"protocol_errors", (json_int_t)atomic_load(&st->protocol_errors));
+}

@@ -1,0 +1,161 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/*
+ * The status socket: read-only by construction.  A connection gets one
+ * JSON snapshot of the daemon and is closed; nothing it sends is read.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/listener.h>
+
+#include "mux.h"
+#include "../common/log.h"
+
+/* Concurrent status connections; more are closed at once. */
+#define STATUS_MAX_CONNS 32
+
+static json_t *status_ports(struct mux *mux)
+{
+	json_t *arr = json_array(), *pj, *table, *g;
+	struct port *p;
+	struct gid gid;
+	uint64_t owner;
+	size_t j;
+	int i;
+
+	for (i = 0; i < mux->nports; i++) {
+		p = &mux->ports[i];
+		pj = port_json(p, 1);
+		table = json_object_get(pj, "gid_table");
+		json_array_foreach(table, j, g) {
+			gid_parse(json_string_value(json_object_get(g, "gid")), &gid);
+			owner = router_gid_owner(mux->router, p->index, &gid);
+			json_object_set_new(g, "owner", owner ?
+					    json_integer((json_int_t)owner) : json_null());
+		}
+		json_object_set_new(pj, "counters", json_pack(
+			"{s:I, s:I, s:I, s:I}",
+			"rx", (json_int_t)atomic_load(&p->rx),
+			"tx", (json_int_t)atomic_load(&p->tx),
+			"rx_errors", (json_int_t)atomic_load(&p->rx_errors),
+			"tx_errors", (json_int_t)atomic_load(&p->tx_errors)));
+		json_array_append_new(arr, pj);
+	}
+	return arr;
+}
+
+json_t *status_snapshot(struct mux *mux)
+{
+	struct router_counts rc;
+	struct timespec now;
+	json_t *workers = json_array();
+	int i;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	router_counts(mux->router, &rc);
+	for (i = 0; i < mux->nworkers; i++)
+		json_array_append_new(workers, json_pack("{s:i, s:I}", "index", i,
+			"inbox_dropped",
+			(json_int_t)worker_inbox_dropped(mux->workers[i])));
+	return json_pack(
+		"{s:{s:s, s:i, s:I, s:s, s:s, s:i, s:{s:i, s:i, s:i, s:I, s:i}},"
+		" s:o, s:o, s:{s:i, s:i, s:i, s:i}, s:o, s:o}",
+		"daemon", "version", MUX_VERSION, "pid", (int)getpid(),
+		"uptime_s", (json_int_t)(now.tv_sec - mux->started.tv_sec),
+		"socket", mux->cfg.socket_path,
+		"status_socket", mux->cfg.status_path,
+		"protocol_major", PROTO_VERSION_MAJOR,
+		"limits", "max_clients", (int)mux->cfg.max_clients,
+		"max_gids_per_client", (int)mux->cfg.max_gids_per_client,
+		"max_comm_ids_per_client", (int)mux->cfg.max_comm_ids_per_client,
+		"client_queue_bytes", (json_int_t)mux->cfg.client_outq_max,
+		"timewait_ms", (int)mux->cfg.timewait_ms,
+		"ports", status_ports(mux),
+		"clients", clients_json(&mux->clients, mux->router),
+		"routing", "gids", (int)rc.gids, "comm_ids", (int)rc.comm_ids,
+		"sidr_ids", (int)rc.sidr_ids, "draining", (int)rc.draining,
+		"counters", stats_to_json(&mux->stats),
+		"workers", workers);
+}
+
+static void status_done(struct bufferevent *bev, void *arg)
+{
+	int *count = arg;
+
+	if (evbuffer_get_length(bufferevent_get_output(bev)) > 0)
+		return;
+	bufferevent_free(bev);
+	(*count)--;
+}
+
+static void status_event(struct bufferevent *bev, short what, void *arg)
+{
+	int *count = arg;
+
+	(void)what;
+	bufferevent_free(bev);
+	(*count)--;
+}
+
+static void status_accept(struct evconnlistener *l, evutil_socket_t fd,
+			  struct sockaddr *sa, int salen, void *arg)
+{
+	struct mux *mux = arg;
+	struct bufferevent *bev;
+	json_t *snap;
+	char *text;
+
+	(void)sa;
+	(void)salen;
+	if (mux->status_conns >= STATUS_MAX_CONNS) {
+		close(fd);
+		return;
+	}
+	bev = bufferevent_socket_new(evconnlistener_get_base(l), fd,
+				     BEV_OPT_CLOSE_ON_FREE);
+	if (bev == NULL) {
+		close(fd);
+		return;
+	}
+	mux->status_conns++;
+	snap = status_snapshot(mux);
+	text = json_dumps(snap, JSON_COMPACT);
+	json_decref(snap);
+	if (text) {
+		evbuffer_add(bufferevent_get_output(bev), text, strlen(text));
+		evbuffer_add(bufferevent_get_output(bev), "\n", 1);
+	}
+	free(text);
+	bufferevent_setcb(bev, NULL, status_done, status_event,
+			  &mux->status_conns);
+	bufferevent_disable(bev, EV_READ);
+	bufferevent_enable(bev, EV_WRITE);
+}
+
+int status_listen(struct mux *mux, struct event_base *base)
+{
+	int fd = unix_listen_socket(mux->cfg.status_path, mux->cfg.status_mode);
+
+	if (fd < 0)
+		return fd;
+	mux->status_listener = evconnlistener_new(base, status_accept, mux,
+						  LEV_OPT_CLOSE_ON_FREE, -1, fd);
+	if (mux->status_listener == NULL) {
+		close(fd);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+void status_close(struct mux *mux)
+{
+	if (mux->status_listener) {
+		evconnlistener_free(mux->status_listener);
+		mux->status_listener = NULL;
+		unlink(mux->cfg.status_path);
+	}
+}

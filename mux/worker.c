@@ -1,0 +1,194 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/*
+ * Worker threads, in the shape of memcached's thread.c: each worker owns
+ * an event base (no locking inside it) and its sessions; other threads
+ * reach it only through its inbox, a bounded mutex-protected queue with
+ * an eventfd to wake it.  A wake-up handles at most the messages that
+ * were queued when it started, so one busy producer cannot starve it.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "mux.h"
+#include "../common/log.h"
+
+struct worker {
+	struct mux *mux;
+	unsigned index;
+	pthread_t thread;
+	struct event_base *base;
+	int notify_fd;
+	struct event *notify_ev;
+	pthread_mutex_t lock;
+	TAILQ_HEAD(, worker_msg) inbox;
+	unsigned inbox_len;
+	unsigned inbox_max;
+	_Atomic uint64_t inbox_dropped;
+	struct session_tree *sessions;
+};
+
+struct event_base *worker_base(struct worker *w) { return w->base; }
+unsigned worker_index(struct worker *w) { return w->index; }
+struct mux *worker_mux(struct worker *w) { return w->mux; }
+uint64_t worker_inbox_dropped(struct worker *w)
+{
+	return atomic_load(&w->inbox_dropped);
+}
+
+static void worker_msg_free(struct worker_msg *m)
+{
+	free(m->text);
+	free(m);
+}
+
+int worker_post(struct worker *w, struct worker_msg *msg)
+{
+	uint64_t one = 1;
+	int bounded = msg->type == WMSG_MAD_IN || msg->type == WMSG_EVENT;
+
+	pthread_mutex_lock(&w->lock);
+	if (bounded && w->inbox_len >= w->inbox_max) {
+		pthread_mutex_unlock(&w->lock);
+		atomic_fetch_add(&w->inbox_dropped, 1);
+		worker_msg_free(msg);
+		return -ENOBUFS;
+	}
+	TAILQ_INSERT_TAIL(&w->inbox, msg, link);
+	w->inbox_len++;
+	pthread_mutex_unlock(&w->lock);
+	if (write(w->notify_fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		log_warn("worker %u: eventfd write", w->index);
+	return 0;
+}
+
+static void worker_process_inbox(evutil_socket_t fd, short what, void *arg)
+{
+	struct worker *w = arg;
+	TAILQ_HEAD(, worker_msg) batch = TAILQ_HEAD_INITIALIZER(batch);
+	struct worker_msg *m;
+	uint64_t n;
+
+	(void)what;
+	if (read(fd, &n, sizeof(n)) < 0 && errno != EAGAIN)
+		log_warn("worker %u: eventfd read", w->index);
+
+	pthread_mutex_lock(&w->lock);
+	TAILQ_CONCAT(&batch, &w->inbox, link);
+	w->inbox_len = 0;
+	pthread_mutex_unlock(&w->lock);
+
+	while ((m = TAILQ_FIRST(&batch)) != NULL) {
+		TAILQ_REMOVE(&batch, m, link);
+		switch (m->type) {
+		case WMSG_NEW_CLIENT:
+			session_start(w, m->fd, m->info);
+			break;
+		case WMSG_MAD_IN:
+			session_deliver_mad(w, m->client_id, &m->mad);
+			break;
+		case WMSG_EVENT:
+			session_broadcast_event(w, m->text);
+			break;
+		case WMSG_STOP:
+			session_close_all(w);
+			event_base_loopbreak(w->base);
+			break;
+		}
+		worker_msg_free(m);
+	}
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+
+	event_base_dispatch(w->base);
+	return NULL;
+}
+
+static struct worker *worker_new(struct mux *mux, unsigned index)
+{
+	struct event_config *cfg;
+	struct worker *w = calloc(1, sizeof(*w));
+
+	if (w == NULL)
+		return NULL;
+	w->mux = mux;
+	w->index = index;
+	w->inbox_max = mux->cfg.inbox_max;
+	pthread_mutex_init(&w->lock, NULL);
+	TAILQ_INIT(&w->inbox);
+	cfg = event_config_new();
+	/* Only this worker's thread touches its base. */
+	event_config_set_flag(cfg, EVENT_BASE_FLAG_NOLOCK);
+	w->base = event_base_new_with_config(cfg);
+	event_config_free(cfg);
+	w->notify_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	w->sessions = session_tree_new();
+	if (w->base == NULL || w->notify_fd < 0 || w->sessions == NULL)
+		fatal("worker %u: setup", index);
+	w->notify_ev = event_new(w->base, w->notify_fd, EV_READ | EV_PERSIST,
+				 worker_process_inbox, w);
+	event_add(w->notify_ev, NULL);
+	return w;
+}
+
+struct session_tree *worker_sessions(struct worker *w)
+{
+	return w->sessions;
+}
+
+int worker_pool_start(struct mux *mux)
+{
+	int i, rc;
+
+	for (i = 0; i < mux->nworkers; i++)
+		mux->workers[i] = worker_new(mux, (unsigned)i);
+	for (i = 0; i < mux->nworkers; i++) {
+		rc = pthread_create(&mux->workers[i]->thread, NULL, worker_main,
+				    mux->workers[i]);
+		if (rc) {
+			errno = rc;
+			fatal("worker %d: pthread_create", i);
+		}
+	}
+	return 0;
+}
+
+void worker_pool_stop(struct mux *mux)
+{
+	struct worker_msg *m;
+	struct worker *w;
+	int i;
+
+	for (i = 0; i < mux->nworkers; i++) {
+		m = calloc(1, sizeof(*m));
+		if (m == NULL)
+			fatal("worker stop");
+		m->type = WMSG_STOP;
+		worker_post(mux->workers[i], m);
+	}
+	for (i = 0; i < mux->nworkers; i++) {
+		w = mux->workers[i];
+		pthread_join(w->thread, NULL);
+		while ((m = TAILQ_FIRST(&w->inbox)) != NULL) {
+			TAILQ_REMOVE(&w->inbox, m, link);
+			if (m->type == WMSG_NEW_CLIENT) {
+				close(m->fd);
+				clients_remove(&mux->clients, m->info->id);
+			}
+			worker_msg_free(m);
+		}
+		session_close_all(w);
+		session_tree_free(w->sessions);
+		event_free(w->notify_ev);
+		event_base_free(w->base);
+		close(w->notify_fd);
+		pthread_mutex_destroy(&w->lock);
+		free(w);
+		mux->workers[i] = NULL;
+	}
+}
