@@ -36,7 +36,7 @@ LDFLAGS_ALL = $(LDFLAGS) $(SANFLAGS) -pthread
 
 COMMON_SRC   := common/log.c common/gid.c common/cm_mad.c
 PROTOCOL_SRC := protocol/frame.c protocol/mad_frame.c protocol/control.c
-MUXD_SRC     := mux/main.c mux/worker.c mux/session.c mux/requests.c \
+MUXD_SRC     := mux/main.c mux/daemon.c mux/worker.c mux/session.c mux/requests.c \
 		mux/router.c mux/clients.c mux/stats.c mux/port.c \
 		mux/port_sim.c mux/port_umad.c mux/listener.c mux/status.c
 MUXCTL_SRC   := mux/muxctl.c
@@ -109,9 +109,9 @@ $(B)/tests/test_cm_mad: $(B)/obj/tests/unit/test_cm_mad.o $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(TEST_LIBS)
 
-$(B)/tests/test_router: $(B)/obj/tests/unit/test_router.o $(MUXD_LIB_OBJ) $(PROTOCOL_OBJ) $(COMMON_OBJ)
+$(B)/tests/test_router: $(B)/obj/tests/unit/test_router.o $(B)/obj/mux/router.o $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(TEST_LIBS) $(RDMA_LIBS)
+	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(TEST_LIBS)
 
 $(B)/tests/test_guest_cm: $(B)/obj/tests/unit/test_guest_cm.o $(B)/obj/backend/vm/guest_cm.o $(COMMON_OBJ)
 	@mkdir -p $(dir $@)

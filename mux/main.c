@@ -20,43 +20,6 @@
 #include "mux.h"
 #include "../common/log.h"
 
-#define DEFAULT_SOCKET "/run/rdmacm-mux/mux.sock"
-#define DEFAULT_STATUS "/run/rdmacm-mux/status.sock"
-
-void config_defaults(struct mux_config *cfg)
-{
-	memset(cfg, 0, sizeof(*cfg));
-	cfg->socket_path = DEFAULT_SOCKET;
-	cfg->status_path = DEFAULT_STATUS;
-	cfg->socket_mode = 0660;
-	cfg->status_mode = 0660;
-	cfg->workers = 2;
-	cfg->max_clients = 1024;
-	cfg->max_gids_per_client = 64;
-	cfg->max_comm_ids_per_client = 4096;
-	cfg->client_outq_max = 1u << 20;
-	cfg->inbox_max = 65536;
-	cfg->max_payload = PROTO_MAX_PAYLOAD_DEFAULT;
-	cfg->timewait_ms = 5000;
-}
-
-uint64_t mux_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-struct port *mux_port_by_name(struct mux *mux, const char *name)
-{
-	int i;
-
-	for (i = 0; i < mux->nports; i++)
-		if (strcmp(mux->ports[i].name, name) == 0)
-			return &mux->ports[i];
-	return NULL;
-}
 
 static void usage(FILE *f)
 {
@@ -68,8 +31,8 @@ static void usage(FILE *f)
 "                              fd53:494d::N:1 .. fd53:494d::N:8, N = port index + 1)\n"
 "      --sim-fabric DIR        directory shared by sim ports of all daemons\n"
 "                              that form one simulated fabric (default: private)\n"
-"  -s, --socket PATH           client socket (default " DEFAULT_SOCKET ")\n"
-"  -S, --status-socket PATH    read-only status socket (default " DEFAULT_STATUS ")\n"
+"  -s, --socket PATH           client socket (default " MUX_DEFAULT_SOCKET ")\n"
+"  -S, --status-socket PATH    read-only status socket (default " MUX_DEFAULT_STATUS ")\n"
 "      --socket-mode MODE      octal mode of the client socket (default 0660)\n"
 "      --status-mode MODE      octal mode of the status socket (default 0660)\n"
 "  -w, --workers N             worker threads (default 2)\n"

@@ -26,6 +26,8 @@
 #define MUX_VERSION "0.1.0"
 #define MUX_MAX_PORTS 16
 #define MUX_MAX_WORKERS 64
+#define MUX_DEFAULT_SOCKET "/run/rdmacm-mux/mux.sock"
+#define MUX_DEFAULT_STATUS "/run/rdmacm-mux/status.sock"
 
 struct router;
 
