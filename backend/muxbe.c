@@ -377,7 +377,11 @@ static int write_frame(struct muxbe *mb, uint8_t kind, uint32_t rid,
 			continue;
 		}
 		if (n < 0 && errno != EAGAIN && errno != EINTR) {
-			mark_broken(mb, -errno);
+			int err = -errno;
+
+			/* The daemon may have said why before closing. */
+			read_available(mb);
+			mark_broken(mb, err);
 			return mb->broken;
 		}
 		if (now_ms() >= deadline) {

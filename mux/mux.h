@@ -217,6 +217,7 @@ struct port {
 	_Atomic int state;
 	void *priv;
 	_Atomic uint64_t rx, tx, tx_errors, rx_errors;
+	_Atomic uint64_t wire_dropped;  /* sim: a receiver's queue was full */
 };
 
 json_t *port_json(struct port *p, int with_gids);

@@ -3,8 +3,9 @@
  * The simulated port: a GID table given on the command line and a
  * "fabric" that is a directory of unix datagram sockets, one per sim port
  * of every daemon sharing it.  A send is offered to every socket in the
- * directory (its own included), and a port keeps only datagrams addressed
- * to a GID in its table, as a broadcast LAN would.  Like a real wire it
+ * directory, and a port keeps only datagrams addressed to a GID in its
+ * table, as a broadcast LAN would.  Traffic between GIDs of one port is
+ * looped back in process, as a NIC loops back to its own addresses.  Like a real wire it
  * is lossy under pressure: a full receiver drops.
  *
  * Test hook: while a file "<fabric>/<name>.down" exists the port is down.
@@ -82,12 +83,35 @@ static int sim_gid_index(struct port *p, const struct gid *gid)
 	return -ENOENT;
 }
 
+/* What a datagram addressed to one of our GIDs looks like from here: the
+ * sender is remote, the destination GID is ours. */
+static void sim_receive(struct port *p, const struct proto_mad *wire)
+{
+	struct proto_mad in;
+	struct gid dst;
+
+	memcpy(dst.raw, wire->addr.remote_gid, 16);
+	if (sim_gid_index(p, &dst) < 0 ||
+	    atomic_load(&p->state) != PORT_STATE_ACTIVE)
+		return;
+	memset(&in, 0, sizeof(in));
+	in.addr = wire->addr;
+	memcpy(in.addr.local_gid, wire->addr.remote_gid, 16);
+	memcpy(in.addr.remote_gid, wire->addr.local_gid, 16);
+	in.addr.remote_qpn = GSI_QPN;
+	in.addr.qkey = GSI_QKEY;
+	in.addr.flags = PROTO_MAD_F_GRH;
+	in.addr.lid = 0;
+	in.mad_len = wire->mad_len;
+	memcpy(in.mad, wire->mad, wire->mad_len);
+	port_input(p, &in);
+}
+
 static void sim_rx(evutil_socket_t fd, short what, void *arg)
 {
 	struct port *p = arg;
 	uint8_t buf[SIM_MAGIC_LEN + PROTO_MAD_ADDR_SIZE + PROTO_MAD_MAX + 1];
-	struct proto_mad wire, in;
-	struct gid dst;
+	struct proto_mad wire;
 	ssize_t n;
 	int budget = SIM_RX_BUDGET;
 
@@ -102,23 +126,7 @@ static void sim_rx(evutil_socket_t fd, short what, void *arg)
 			atomic_fetch_add(&p->rx_errors, 1);
 			continue;
 		}
-		memcpy(dst.raw, wire.addr.remote_gid, 16);
-		if (sim_gid_index(p, &dst) < 0 ||
-		    atomic_load(&p->state) != PORT_STATE_ACTIVE)
-			continue;
-		/* Seen from the receiver: the sender is remote, the
-		 * destination GID is ours. */
-		memset(&in, 0, sizeof(in));
-		in.addr = wire.addr;
-		memcpy(in.addr.local_gid, wire.addr.remote_gid, 16);
-		memcpy(in.addr.remote_gid, wire.addr.local_gid, 16);
-		in.addr.remote_qpn = GSI_QPN;
-		in.addr.qkey = GSI_QKEY;
-		in.addr.flags = PROTO_MAD_F_GRH;
-		in.addr.lid = 0;
-		in.mad_len = wire.mad_len;
-		memcpy(in.mad, wire.mad, wire.mad_len);
-		port_input(p, &in);
+		sim_receive(p, &wire);
 	}
 }
 
@@ -136,12 +144,21 @@ static int sim_send(struct port *p, const struct proto_mad *m, int gid_index)
 	uint8_t buf[SIM_MAGIC_LEN + PROTO_MAD_ADDR_SIZE + PROTO_MAD_MAX];
 	struct sockaddr_un sun = { .sun_family = AF_UNIX };
 	struct proto_mad wire = *m;
+	struct gid dst;
 	struct dirent *de;
 	size_t nlen;
 	DIR *dir;
 	int len;
 
 	memcpy(wire.addr.local_gid, sp->gids[gid_index].raw, 16);
+	memcpy(dst.raw, wire.addr.remote_gid, 16);
+	if (sim_gid_index(p, &dst) >= 0) {
+		/* Between two GIDs of this port: the port's own loopback,
+		 * which never congests (the kernel's unix datagram queue
+		 * holds only net.unix.max_dgram_qlen datagrams). */
+		sim_receive(p, &wire);
+		return 0;
+	}
 	memcpy(buf, SIM_MAGIC, SIM_MAGIC_LEN);
 	len = proto_mad_encode(&wire, buf + SIM_MAGIC_LEN, sizeof(buf) - SIM_MAGIC_LEN);
 	if (len < 0)
@@ -156,10 +173,13 @@ static int sim_send(struct port *p, const struct proto_mad *m, int gid_index)
 		if ((size_t)snprintf(sun.sun_path, sizeof(sun.sun_path), "%s/%s",
 				     sp->fabric, de->d_name) >= sizeof(sun.sun_path))
 			continue;
-		/* A peer that is gone or full loses the datagram, as a wire
-		 * would; the guest CM retransmits. */
-		sendto(sp->fd, buf, SIM_MAGIC_LEN + (size_t)len, MSG_DONTWAIT,
-		       (struct sockaddr *)&sun, sizeof(sun));
+		/* A full peer loses the datagram, as a congested wire
+		 * would (the guest CM retransmits); counted, not silent.
+		 * A gone peer (stale socket file) is not a loss. */
+		if (sendto(sp->fd, buf, SIM_MAGIC_LEN + (size_t)len, MSG_DONTWAIT,
+			   (struct sockaddr *)&sun, sizeof(sun)) < 0 &&
+		    (errno == EAGAIN || errno == ENOBUFS))
+			atomic_fetch_add(&p->wire_dropped, 1);
 	}
 	closedir(dir);
 	return 0;

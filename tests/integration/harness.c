@@ -1,0 +1,429 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+#include "harness.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "../../common/cm_mad.h"
+#include "../../common/gid.h"
+#include "../../common/wire.h"
+#include "../../protocol/rdmacm_mux_proto.h"
+
+uint64_t h_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void nap_ms(int ms)
+{
+	struct timespec ts = { 0, ms * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+int raw_connect(const char *path)
+{
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		return -errno;
+	snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", path);
+	if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0) {
+		int err = -errno;
+
+		close(fd);
+		return err;
+	}
+	return fd;
+}
+
+void hd_start(struct hdaemon *d, const char *fabric, const char *const *ports,
+	      const char *const *extra)
+{
+	const char *bin = getenv("RDMACM_MUXD");
+	const char *argv[64];
+	char portargs[8][256];
+	uint64_t deadline;
+	int argc = 0, i, fd, status;
+
+	assert_non_null(bin);
+	memset(d, 0, sizeof(*d));
+	snprintf(d->dir, sizeof(d->dir), "/tmp/rcm-test.XXXXXX");
+	assert_non_null(mkdtemp(d->dir));
+	snprintf(d->sock, sizeof(d->sock), "%s/mux.sock", d->dir);
+	snprintf(d->status, sizeof(d->status), "%s/status.sock", d->dir);
+	snprintf(d->log, sizeof(d->log), "%s/daemon.log", d->dir);
+	snprintf(d->fabric, sizeof(d->fabric), "%s", fabric ? fabric : d->dir);
+	if (fabric == NULL)
+		strncat(d->fabric, "/fabric", sizeof(d->fabric) - strlen(d->fabric) - 1);
+	argv[argc++] = bin;
+	argv[argc++] = "-s";
+	argv[argc++] = d->sock;
+	argv[argc++] = "-S";
+	argv[argc++] = d->status;
+	argv[argc++] = "--sim-fabric";
+	argv[argc++] = d->fabric;
+	for (i = 0; ports && ports[i] && i < 8; i++) {
+		snprintf(portargs[i], sizeof(portargs[i]), "--sim-port=%s", ports[i]);
+		argv[argc++] = portargs[i];
+	}
+	for (i = 0; extra && extra[i]; i++)
+		argv[argc++] = extra[i];
+	argv[argc] = NULL;
+
+	d->pid = fork();
+	assert_true(d->pid >= 0);
+	if (d->pid == 0) {
+		fd = open(d->log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		if (fd >= 0) {
+			dup2(fd, 2);
+			dup2(fd, 1);
+		}
+		execv(bin, (char *const *)argv);
+		_exit(127);
+	}
+	deadline = h_now_ms() + H_DEADLINE_MS;
+	for (;;) {
+		fd = raw_connect(d->status);
+		if (fd >= 0) {
+			close(fd);
+			break;
+		}
+		if (waitpid(d->pid, &status, WNOHANG) == d->pid)
+			fail_msg("daemon exited during start-up (see %s)", d->log);
+		if (h_now_ms() > deadline)
+			fail_msg("daemon not ready in %d ms", H_DEADLINE_MS);
+		nap_ms(10);
+	}
+}
+
+void hd_stop(struct hdaemon *d)
+{
+	uint64_t deadline = h_now_ms() + H_DEADLINE_MS;
+	char cmd[300];
+	int status = 0;
+
+	if (d->pid <= 0)
+		return;
+	kill(d->pid, SIGTERM);
+	while (waitpid(d->pid, &status, WNOHANG) != d->pid) {
+		if (h_now_ms() > deadline) {
+			kill(d->pid, SIGKILL);
+			waitpid(d->pid, &status, 0);
+			fail_msg("daemon did not stop on SIGTERM within %d ms",
+				 H_DEADLINE_MS);
+		}
+		nap_ms(5);
+	}
+	d->pid = 0;
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+		snprintf(cmd, sizeof(cmd), "cat %s >&2", d->log);
+		if (system(cmd) < 0)
+			perror("system");
+		fail_msg("daemon exit status 0x%x", status);
+	}
+	/* The sockets are gone after a clean stop. */
+	assert_int_equal(access(d->sock, F_OK), -1);
+	assert_int_equal(access(d->status, F_OK), -1);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", d->dir);
+	if (system(cmd) != 0)
+		perror("rm");
+}
+
+json_t *hd_status(struct hdaemon *d)
+{
+	static char buf[1 << 20];
+	size_t len = 0;
+	json_error_t jerr;
+	struct pollfd pfd;
+	uint64_t deadline = h_now_ms() + H_DEADLINE_MS;
+	ssize_t n;
+	json_t *j;
+	int fd = raw_connect(d->status);
+
+	assert_true(fd >= 0);
+	pfd.fd = fd;
+	pfd.events = POLLIN;
+	for (;;) {
+		assert_true(h_now_ms() < deadline);
+		if (poll(&pfd, 1, 100) <= 0)
+			continue;
+		n = read(fd, buf + len, sizeof(buf) - len - 1);
+		assert_true(n >= 0);
+		if (n == 0)
+			break;
+		len += (size_t)n;
+	}
+	close(fd);
+	buf[len] = '\0';
+	j = json_loads(buf, 0, &jerr);
+	assert_non_null(j);
+	return j;
+}
+
+long long json_path_int(json_t *root, const char *path)
+{
+	char copy[256], *tok, *save = NULL;
+	json_t *cur = root;
+
+	snprintf(copy, sizeof(copy), "%s", path);
+	for (tok = strtok_r(copy, ".", &save); tok && cur;
+	     tok = strtok_r(NULL, ".", &save))
+		cur = json_object_get(cur, tok);
+	assert_true(json_is_integer(cur));
+	return json_integer_value(cur);
+}
+
+long long hd_status_int(struct hdaemon *d, const char *path)
+{
+	json_t *st = hd_status(d);
+	long long v = json_path_int(st, path);
+
+	json_decref(st);
+	return v;
+}
+
+static void tc_recv(void *user, void *buf_ctx, void *buf, size_t mad_len,
+		    const struct muxbe_addr *addr)
+{
+	struct tclient *tc = user;
+	struct tc_rx *r;
+
+	(void)buf_ctx;
+	if (tc->nrx < TC_RX_MAX) {
+		r = &tc->rx[tc->nrx++];
+		r->addr = *addr;
+		r->len = mad_len;
+		memcpy(r->grh, buf, MUXBE_GRH_SIZE);
+		memcpy(r->mad, (uint8_t *)buf + MUXBE_GRH_SIZE, mad_len);
+	}
+	if (tc->repost)
+		muxbe_post_recv(tc->mb, buf, MUXBE_RECV_BUF_MIN, NULL);
+}
+
+static void tc_send_done(void *user, void *ctx, int status, const char *msg)
+{
+	struct tclient *tc = user;
+
+	(void)ctx;
+	(void)msg;
+	tc->sends_done++;
+	if (status) {
+		tc->sends_failed++;
+		tc->last_send_status = status;
+	}
+}
+
+static void tc_port_event(void *user, uint16_t port, const char *name, int active)
+{
+	struct tclient *tc = user;
+
+	(void)port;
+	(void)name;
+	tc->port_events++;
+	tc->port_active = active;
+}
+
+static void tc_disconnected(void *user, int err)
+{
+	struct tclient *tc = user;
+
+	(void)err;
+	tc->disconnected = 1;
+}
+
+static const struct muxbe_callbacks tc_cb = {
+	.recv = tc_recv, .send_done = tc_send_done,
+	.port_event = tc_port_event, .disconnected = tc_disconnected,
+};
+
+int tc_connect(struct tclient *tc, struct hdaemon *d, const char *name,
+	       int post_buffers, unsigned rx_queue_max, char *err, size_t errlen)
+{
+	struct muxbe_options o = {
+		.socket_path = d->sock, .name = name, .cb = &tc_cb, .user = tc,
+		.rx_queue_max = rx_queue_max, .timeout_ms = H_DEADLINE_MS,
+		.errbuf = err, .errbuf_len = errlen,
+	};
+	int i, rc;
+
+	memset(tc, 0, sizeof(*tc));
+	rc = muxbe_connect(&o, &tc->mb);
+	if (rc < 0)
+		return rc;
+	tc->repost = post_buffers;
+	for (i = 0; post_buffers && i < TC_BUFS; i++)
+		assert_int_equal(muxbe_post_recv(tc->mb, tc->bufs[i],
+						 sizeof(tc->bufs[i]), NULL), 0);
+	return 0;
+}
+
+void tc_close(struct tclient *tc)
+{
+	muxbe_close(tc->mb);
+	tc->mb = NULL;
+}
+
+int tc_register(struct tclient *tc, const char *gid)
+{
+	struct gid g;
+
+	assert_int_equal(gid_parse(gid, &g), 0);
+	memcpy(tc->gid, g.raw, 16);
+	return muxbe_register_gid(tc->mb, "sim0", g.raw, &tc->port);
+}
+
+int tc_pump_until(struct tclient *tc, int (*cond)(struct tclient *, int),
+		  int arg, int timeout_ms)
+{
+	uint64_t deadline = h_now_ms() + (uint64_t)timeout_ms;
+	struct pollfd pfd = { .fd = muxbe_fd(tc->mb), .events = POLLIN };
+
+	for (;;) {
+		muxbe_process(tc->mb);
+		if (cond(tc, arg))
+			return 1;
+		if (h_now_ms() >= deadline)
+			return 0;
+		poll(&pfd, 1, 10);
+	}
+}
+
+int tc_has_rx(struct tclient *tc, int n)
+{
+	return tc->nrx >= n;
+}
+
+int tc_has_sends(struct tclient *tc, int n)
+{
+	return tc->sends_done >= n;
+}
+
+static void tc_addr(struct tclient *tc, const char *dst, struct muxbe_addr *a)
+{
+	struct gid g;
+
+	memset(a, 0, sizeof(*a));
+	assert_int_equal(gid_parse(dst, &g), 0);
+	a->port = tc->port;
+	a->grh = 1;
+	a->hop_limit = 64;
+	a->remote_qpn = GSI_QPN;
+	a->qkey = GSI_QKEY;
+	memcpy(a->local_gid, tc->gid, 16);
+	memcpy(a->remote_gid, g.raw, 16);
+}
+
+int tc_send(struct tclient *tc, const char *dst, const uint8_t *mad)
+{
+	struct muxbe_addr a;
+
+	tc_addr(tc, dst, &a);
+	return muxbe_send_mad(tc->mb, &a, mad, MAD_SIZE, NULL);
+}
+
+int tc_send_sync(struct tclient *tc, const char *dst, const uint8_t *mad)
+{
+	struct muxbe_addr a;
+
+	tc_addr(tc, dst, &a);
+	return muxbe_send_mad_sync(tc->mb, &a, mad, MAD_SIZE);
+}
+
+int raw_send(int fd, uint8_t kind, uint8_t flags, uint32_t rid,
+	     const void *payload, size_t len)
+{
+	uint8_t hdr[PROTO_HDR_SIZE];
+
+	proto_header_encode(hdr, kind, flags, rid, (uint32_t)len);
+	if (send(fd, hdr, sizeof(hdr), MSG_NOSIGNAL) != (ssize_t)sizeof(hdr))
+		return -errno;
+	if (len && send(fd, payload, len, MSG_NOSIGNAL) != (ssize_t)len)
+		return -errno;
+	return 0;
+}
+
+int raw_send_json(int fd, uint32_t rid, const char *json)
+{
+	return raw_send(fd, PROTO_KIND_JSON, 0, rid, json, strlen(json));
+}
+
+static int read_full(int fd, uint8_t *buf, size_t len, uint64_t deadline)
+{
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+	size_t got = 0;
+	ssize_t n;
+
+	while (got < len) {
+		if (h_now_ms() >= deadline)
+			return -ETIMEDOUT;
+		if (poll(&pfd, 1, 20) <= 0)
+			continue;
+		n = read(fd, buf + got, len - got);
+		if (n == 0)
+			return -ECONNRESET;
+		if (n < 0)
+			return -errno;
+		got += (size_t)n;
+	}
+	return 0;
+}
+
+int raw_recv(int fd, uint8_t *kind, uint8_t *flags, uint32_t *rid,
+	     uint8_t *buf, size_t cap, int timeout_ms)
+{
+	uint64_t deadline = h_now_ms() + (uint64_t)timeout_ms;
+	uint8_t hdr[PROTO_HDR_SIZE];
+	uint32_t len;
+	int rc;
+
+	rc = read_full(fd, hdr, sizeof(hdr), deadline);
+	if (rc < 0)
+		return rc;
+	*kind = hdr[0];
+	*flags = hdr[1];
+	*rid = wire_get32(hdr + 4);
+	len = wire_get32(hdr + 8);
+	assert_true(len < cap);
+	rc = read_full(fd, buf, len, deadline);
+	if (rc < 0)
+		return rc;
+	buf[len] = '\0';
+	return (int)len;
+}
+
+int raw_wait_eof(int fd, int timeout_ms)
+{
+	uint64_t deadline = h_now_ms() + (uint64_t)timeout_ms;
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+	uint8_t buf[4096];
+	ssize_t n;
+
+	while (h_now_ms() < deadline) {
+		if (poll(&pfd, 1, 20) <= 0)
+			continue;
+		n = read(fd, buf, sizeof(buf));
+		if (n == 0 || (n < 0 && errno == ECONNRESET))
+			return 1;
+	}
+	return 0;
+}

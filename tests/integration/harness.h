@@ -1,0 +1,94 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
+#ifndef RCM_TEST_HARNESS_H
+#define RCM_TEST_HARNESS_H
+
+/*
+ * Integration harness: starts the real rdmacm-muxd ($RDMACM_MUXD) on sim
+ * ports in a private directory, talks to it through libmuxbe or raw
+ * sockets, and reads its status socket.  Every wait has a deadline.
+ */
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <jansson.h>
+
+#include "../../backend/muxbe.h"
+
+#define H_DEADLINE_MS 5000
+
+struct hdaemon {
+	pid_t pid;
+	char dir[128];
+	char sock[192];
+	char status[192];
+	char fabric[192];
+	char log[192];
+};
+
+/* Start a daemon: `ports` are its --sim-port arguments (NULL-terminated),
+ * extra are more arguments (NULL-terminated).  fabric may be shared. */
+void hd_start(struct hdaemon *d, const char *fabric, const char *const *ports,
+	      const char *const *extra);
+/* SIGTERM, and require a clean exit within the deadline. */
+void hd_stop(struct hdaemon *d);
+json_t *hd_status(struct hdaemon *d);
+/* A counter from the status: path like "counters.drops.client_queue_full". */
+long long hd_status_int(struct hdaemon *d, const char *path);
+long long json_path_int(json_t *root, const char *path);
+
+#define TC_BUFS 32
+#define TC_RX_MAX 4096
+
+struct tc_rx {
+	struct muxbe_addr addr;
+	uint8_t grh[MUXBE_GRH_SIZE];
+	uint8_t mad[MUXBE_MAD_SIZE];
+	size_t len;
+};
+
+/* A test client on libmuxbe that records what it receives. */
+struct tclient {
+	struct muxbe *mb;
+	uint16_t port;
+	uint8_t gid[16];
+	uint8_t bufs[TC_BUFS][MUXBE_RECV_BUF_MIN];
+	int repost;
+	int nrx;
+	struct tc_rx rx[TC_RX_MAX];
+	int sends_done, sends_failed, last_send_status;
+	int port_events, port_active;
+	int disconnected;
+};
+
+/* Connect (hello included); posts TC_BUFS receive buffers unless
+ * post_buffers is 0.  Returns the muxbe_connect() result. */
+int tc_connect(struct tclient *tc, struct hdaemon *d, const char *name,
+	       int post_buffers, unsigned rx_queue_max, char *err, size_t errlen);
+void tc_close(struct tclient *tc);
+/* Register a GID on sim0 and remember it as the client's source. */
+int tc_register(struct tclient *tc, const char *gid);
+/* Run the client's callbacks until cond(tc) or the deadline; returns
+ * whether cond held. */
+int tc_pump_until(struct tclient *tc, int (*cond)(struct tclient *, int),
+		  int arg, int timeout_ms);
+int tc_has_rx(struct tclient *tc, int n);
+int tc_has_sends(struct tclient *tc, int n);
+/* Build and send a CM MAD from this client to dst (GSI). */
+int tc_send(struct tclient *tc, const char *dst, const uint8_t *mad);
+int tc_send_sync(struct tclient *tc, const char *dst, const uint8_t *mad);
+
+/* Raw protocol access for misbehaving clients. */
+int raw_connect(const char *path);
+int raw_send(int fd, uint8_t kind, uint8_t flags, uint32_t rid,
+	     const void *payload, size_t len);
+int raw_send_json(int fd, uint32_t rid, const char *json);
+/* Read one frame; returns payload length, -ETIMEDOUT, or -ECONNRESET on
+ * EOF.  JSON payloads are NUL-terminated in buf. */
+int raw_recv(int fd, uint8_t *kind, uint8_t *flags, uint32_t *rid,
+	     uint8_t *buf, size_t cap, int timeout_ms);
+/* Waits for EOF; returns 1 if the peer closed within the deadline. */
+int raw_wait_eof(int fd, int timeout_ms);
+
+uint64_t h_now_ms(void);
+
+#endif

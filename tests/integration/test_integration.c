@@ -1,0 +1,741 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/*
+ * The real daemon on sim ports with several backend clients: routing,
+ * GID ownership, spoof refusal, cleanup, isolation of a stopped client,
+ * framing errors, port events, a shared sim fabric, limits.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "harness.h"
+#include "../../common/cm_mad.h"
+#include "../../common/gid.h"
+#include "../../common/wire.h"
+#include "../../protocol/rdmacm_mux_proto.h"
+
+#define SIM0 "sim0=fd00::1,fd00::2,fd00::3,fd00::4,fd00::5,10.1.0.1,10.1.0.2"
+
+static const char *const one_port[] = { SIM0, NULL };
+
+struct fixture {
+	struct hdaemon d;
+};
+
+static int setup_daemon(void **state)
+{
+	static struct fixture f;
+
+	hd_start(&f.d, NULL, one_port, NULL);
+	*state = &f;
+	return 0;
+}
+
+static int teardown_daemon(void **state)
+{
+	struct fixture *f = *state;
+
+	hd_stop(&f->d);
+	return 0;
+}
+
+static void make_req(uint8_t *mad, uint32_t local, const char *src,
+		     const char *dst)
+{
+	struct gid s, d;
+
+	gid_parse(src, &s);
+	gid_parse(dst, &d);
+	cm_mad_init(mad, CM_ATTR_REQ, ((uint64_t)1 << 32) | local);
+	cm_field_set(mad, CM_REQ_LOCAL_COMM_ID, local);
+	cm_field_set(mad, CM_REQ_SERVICE_ID, rdma_service_id(RDMA_PS_TCP, 7471));
+	cm_set_gid(mad, CM_REQ_OFF_PRIMARY_LOCAL_GID, &s);
+	cm_set_gid(mad, CM_REQ_OFF_PRIMARY_REMOTE_GID, &d);
+	cma_hdr_build(mad + CM_REQ_OFF_PRIVATE_DATA, &s, &d, 7471);
+}
+
+static void make_reply(uint8_t *mad, uint16_t attr, uint32_t local,
+		       uint32_t remote)
+{
+	cm_mad_init(mad, attr, 1);
+	wire_put32(mad + 24, local);
+	wire_put32(mad + 28, remote);
+}
+
+static void connect_client(struct tclient *tc, struct hdaemon *d,
+			   const char *name, const char *gid)
+{
+	char err[256];
+
+	assert_int_equal(tc_connect(tc, d, name, 1, 0, err, sizeof(err)), 0);
+	if (gid)
+		assert_int_equal(tc_register(tc, gid), 0);
+}
+
+/* A ping round trip is a barrier: everything the daemon queued to this
+ * client before the reply has been read by the time it returns. */
+static void barrier(struct tclient *tc)
+{
+	assert_int_equal(muxbe_ping(tc->mb), 0);
+	muxbe_process(tc->mb);
+}
+
+static void test_hello_negotiation(void **state)
+{
+	struct fixture *f = *state;
+	uint8_t buf[4096], kind, flags;
+	uint32_t rid;
+	json_t *j;
+	const char *msg;
+	int fd;
+
+	/* Anything before hello: a clear error, connection kept. */
+	fd = raw_connect(f->d.sock);
+	assert_true(fd >= 0);
+	raw_send_json(fd, 7, "{\"op\":\"ping\"}");
+	assert_true(raw_recv(fd, &kind, &flags, &rid, buf, sizeof(buf), H_DEADLINE_MS) > 0);
+	assert_int_equal(kind, PROTO_KIND_JSON);
+	assert_int_equal(flags, PROTO_FLAG_REPLY);
+	assert_int_equal(rid, 7);
+	j = json_loads((char *)buf, 0, NULL);
+	assert_int_equal(proto_reply_status(j, &msg), -ENOTCONN);
+	json_decref(j);
+	/* A good hello. */
+	raw_send_json(fd, 8, "{\"op\":\"hello\",\"protocol\":{\"major\":1,\"minor\":5},"
+		      "\"features\":[\"mad\",\"teleport\"]}");
+	assert_true(raw_recv(fd, &kind, &flags, &rid, buf, sizeof(buf), H_DEADLINE_MS) > 0);
+	assert_int_equal(rid, 8);
+	j = json_loads((char *)buf, 0, NULL);
+	assert_int_equal(proto_reply_status(j, &msg), 0);
+	assert_int_equal(json_path_int(j, "protocol.major"), 1);
+	assert_int_equal(json_path_int(j, "protocol.minor"), 0);
+	/* Only features both sides know. */
+	assert_int_equal(json_array_size(json_object_get(j, "features")), 1);
+	json_decref(j);
+	raw_send_json(fd, 9, "{\"op\":\"hello\",\"protocol\":{\"major\":1,\"minor\":0}}");
+	assert_true(raw_recv(fd, &kind, &flags, &rid, buf, sizeof(buf), H_DEADLINE_MS) > 0);
+	j = json_loads((char *)buf, 0, NULL);
+	assert_int_equal(proto_reply_status(j, &msg), -EALREADY);
+	json_decref(j);
+	close(fd);
+
+	/* An unsupported major version: an error naming both, then close. */
+	fd = raw_connect(f->d.sock);
+	raw_send_json(fd, 1, "{\"op\":\"hello\",\"protocol\":{\"major\":2,\"minor\":0}}");
+	assert_true(raw_recv(fd, &kind, &flags, &rid, buf, sizeof(buf), H_DEADLINE_MS) > 0);
+	assert_int_equal(rid, 1);
+	j = json_loads((char *)buf, 0, NULL);
+	assert_int_equal(proto_reply_status(j, &msg), -EPROTONOSUPPORT);
+	assert_non_null(strstr(msg, "2.0"));
+	assert_non_null(strstr(msg, "1.0"));
+	json_decref(j);
+	assert_true(raw_wait_eof(fd, H_DEADLINE_MS));
+	close(fd);
+}
+
+static void test_control_operations(void **state)
+{
+	struct fixture *f = *state;
+	struct tclient a;
+	char *reply = NULL;
+	json_t *j;
+	uint8_t gid[16];
+	struct gid g;
+
+	connect_client(&a, &f->d, "a", NULL);
+	assert_int_equal(muxbe_ping(a.mb), 0);
+	assert_int_equal(muxbe_request(a.mb, "{\"op\":\"list_ports\"}", &reply), 0);
+	j = json_loads(reply, 0, NULL);
+	free(reply);
+	assert_int_equal(json_array_size(json_object_get(j, "ports")), 1);
+	assert_int_equal(json_array_size(json_object_get(
+		json_array_get(json_object_get(j, "ports"), 0), "gid_table")), 7);
+	json_decref(j);
+
+	assert_int_equal(tc_register(&a, "fd00::3"), 0);
+	assert_int_equal(a.port, 0);
+	/* IPv4 text means the IPv4-mapped GID. */
+	assert_int_equal(gid_parse("10.1.0.1", &g), 0);
+	assert_int_equal(muxbe_register_gid(a.mb, NULL, g.raw, NULL), 0);
+	assert_int_equal(muxbe_request(a.mb, "{\"op\":\"list_gids\"}", &reply), 0);
+	j = json_loads(reply, 0, NULL);
+	free(reply);
+	assert_int_equal(json_array_size(json_object_get(j, "gids")), 2);
+	json_decref(j);
+	assert_int_equal(muxbe_unregister_gid(a.mb, "sim0", g.raw), 0);
+	assert_int_equal(muxbe_unregister_gid(a.mb, "sim0", g.raw), -ENOENT);
+	/* Specific errors for bad requests. */
+	assert_int_equal(muxbe_request(a.mb, "{\"op\":\"frobnicate\"}", &reply), -EOPNOTSUPP);
+	assert_int_equal(muxbe_request(a.mb, "{\"op\":\"register_gid\",\"gid\":\"nope\"}",
+				       &reply), -EINVAL);
+	gid_parse("fd00::1", &g);
+	memcpy(gid, g.raw, 16);
+	assert_int_equal(muxbe_register_gid(a.mb, "sim9", gid, NULL), -ENODEV);
+	gid_parse("fd99::1", &g);
+	assert_int_equal(muxbe_register_gid(a.mb, "sim0", g.raw, NULL), -EADDRNOTAVAIL);
+	tc_close(&a);
+}
+
+static void test_multi_client_routing(void **state)
+{
+	struct fixture *f = *state;
+	struct tclient a, b, c;
+	uint8_t mad[MAD_SIZE];
+	struct gid ga, gb;
+	json_t *st;
+
+	connect_client(&a, &f->d, "a", "fd00::1");
+	connect_client(&b, &f->d, "b", "fd00::2");
+	connect_client(&c, &f->d, "c", "fd00::3");
+	gid_parse("fd00::1", &ga);
+	gid_parse("fd00::2", &gb);
+
+	/* REQ by destination GID, with a GRH naming both ends. */
+	make_req(mad, 0xa0001, "fd00::1", "fd00::2");
+	assert_int_equal(tc_send_sync(&a, "fd00::2", mad), 0);
+	assert_true(tc_pump_until(&b, tc_has_rx, 1, H_DEADLINE_MS));
+	assert_int_equal(b.rx[0].len, MAD_SIZE);
+	assert_memory_equal(b.rx[0].mad, mad, MAD_SIZE);
+	assert_memory_equal(b.rx[0].grh + 8, ga.raw, 16);     /* SGID */
+	assert_memory_equal(b.rx[0].grh + 24, gb.raw, 16);    /* DGID */
+	assert_int_equal(b.rx[0].grh[0] >> 4, 6);
+	assert_int_equal(wire_get16(b.rx[0].grh + 4), MAD_SIZE);
+	assert_memory_equal(b.rx[0].addr.remote_gid, ga.raw, 16);
+	assert_memory_equal(b.rx[0].addr.local_gid, gb.raw, 16);
+	assert_int_equal(b.rx[0].addr.remote_qpn, 1);
+	assert_int_equal(b.rx[0].addr.qkey, GSI_QKEY);
+
+	/* REP by A's comm ID, RTU by B's. */
+	make_reply(mad, CM_ATTR_REP, 0xb0001, 0xa0001);
+	assert_int_equal(tc_send_sync(&b, "fd00::1", mad), 0);
+	assert_true(tc_pump_until(&a, tc_has_rx, 1, H_DEADLINE_MS));
+	assert_int_equal(cm_mad_attr_id(a.rx[0].mad), CM_ATTR_REP);
+	make_reply(mad, CM_ATTR_RTU, 0xa0001, 0xb0001);
+	assert_int_equal(tc_send_sync(&a, "fd00::2", mad), 0);
+	assert_true(tc_pump_until(&b, tc_has_rx, 2, H_DEADLINE_MS));
+	assert_int_equal(cm_mad_attr_id(b.rx[1].mad), CM_ATTR_RTU);
+
+	/* C saw none of it. */
+	barrier(&c);
+	assert_int_equal(c.nrx, 0);
+	barrier(&a);
+	barrier(&b);
+	assert_int_equal(a.nrx, 1);
+	assert_int_equal(b.nrx, 2);
+	st = hd_status(&f->d);
+	assert_int_equal(json_path_int(st, "counters.mads_in.REQ"), 1);
+	assert_int_equal(json_path_int(st, "counters.mads_out.RTU"), 1);
+	assert_int_equal(json_path_int(st, "routing.gids"), 3);
+	assert_int_equal(json_path_int(st, "routing.comm_ids"), 2);
+	assert_int_equal(json_array_size(json_object_get(st, "clients")), 3);
+	json_decref(st);
+	tc_close(&a);
+	tc_close(&b);
+	tc_close(&c);
+}
+
+static void test_gid_conflicts(void **state)
+{
+	struct fixture *f = *state;
+	struct tclient a, b;
+	char err[256];
+	struct gid g;
+
+	connect_client(&a, &f->d, "a", "fd00::1");
+	connect_client(&b, &f->d, "b", NULL);
+	gid_parse("fd00::1", &g);
+	assert_int_equal(muxbe_register_gid(b.mb, "sim0", g.raw, NULL), -EEXIST);
+	muxbe_last_error(b.mb, err, sizeof(err));
+	assert_non_null(strstr(err, "another client"));
+	assert_int_equal(muxbe_unregister_gid(b.mb, "sim0", g.raw), -EACCES);
+	/* A still owns it and still gets its REQs. */
+	assert_true(hd_status_int(&f->d, "routing.gids") == 1);
+	tc_close(&a);
+	tc_close(&b);
+}
+
+static void test_spoofed_source_refused(void **state)
+{
+	struct fixture *f = *state;
+	struct tclient a, b;
+	uint8_t mad[MAD_SIZE];
+	struct muxbe_addr addr;
+	struct gid g;
+	char err[256];
+
+	connect_client(&a, &f->d, "a", "fd00::1");
+	connect_client(&b, &f->d, "b", "fd00::2");
+	/* A claims B's GID as its source. */
+	make_req(mad, 0x51, "fd00::2", "fd00::1");
+	memset(&addr, 0, sizeof(addr));
+	addr.grh = 1;
+	addr.remote_qpn = 1;
+	addr.qkey = GSI_QKEY;
+	gid_parse("fd00::2", &g);
+	memcpy(addr.local_gid, g.raw, 16);
+	gid_parse("fd00::1", &g);
+	memcpy(addr.remote_gid, g.raw, 16);
+	assert_int_equal(muxbe_send_mad_sync(a.mb, &addr, mad, MAD_SIZE),
+			 -EADDRNOTAVAIL);
+	muxbe_last_error(a.mb, err, sizeof(err));
+	assert_non_null(strstr(err, "source GID"));
+	/* Not a CM Send MAD; not 256 bytes; no such port. */
+	make_req(mad, 0x52, "fd00::1", "fd00::2");
+	mad[1] = 0x04;
+	assert_int_equal(tc_send_sync(&a, "fd00::2", mad), -EBADMSG);
+	mad[1] = 0x07;
+	memcpy(addr.local_gid, a.gid, 16);
+	gid_parse("fd00::2", &g);
+	memcpy(addr.remote_gid, g.raw, 16);
+	assert_int_equal(muxbe_send_mad_sync(a.mb, &addr, mad, 100), -EMSGSIZE);
+	addr.port = 5;
+	assert_int_equal(muxbe_send_mad_sync(a.mb, &addr, mad, MAD_SIZE), -ENODEV);
+	/* A comm ID another client owns. */
+	make_req(mad, 0x60, "fd00::2", "fd00::1");
+	assert_int_equal(tc_send_sync(&b, "fd00::1", mad), 0);
+	make_reply(mad, CM_ATTR_DREQ, 0x60, 0x99);
+	assert_int_equal(tc_send_sync(&a, "fd00::2", mad), -EADDRINUSE);
+	/* None of it reached B; only B's own REQ reached A. */
+	barrier(&b);
+	assert_int_equal(b.nrx, 0);
+	assert_true(tc_pump_until(&a, tc_has_rx, 1, H_DEADLINE_MS));
+	barrier(&a);
+	assert_int_equal(a.nrx, 1);
+	assert_true(hd_status_int(&f->d, "counters.tx_refused") == 5);
+	/* The async API reports the same verdict through send_done. */
+	make_reply(mad, CM_ATTR_DREQ, 0x60, 0x99);
+	assert_int_equal(tc_send(&a, "fd00::2", mad), 0);
+	assert_true(tc_pump_until(&a, tc_has_sends, 1, H_DEADLINE_MS));
+	assert_int_equal(a.sends_failed, 1);
+	assert_int_equal(a.last_send_status, -EADDRINUSE);
+	tc_close(&a);
+	tc_close(&b);
+}
+
+static int status_counts_are(struct hdaemon *d, int gids, int comm_ids, int clients)
+{
+	json_t *st = hd_status(d);
+	int ok = json_path_int(st, "routing.gids") == gids &&
+		 json_path_int(st, "routing.comm_ids") == comm_ids &&
+		 (int)json_array_size(json_object_get(st, "clients")) == clients;
+
+	json_decref(st);
+	return ok;
+}
+
+static int wait_status_counts(struct hdaemon *d, int gids, int comm_ids, int clients)
+{
+	uint64_t deadline = h_now_ms() + H_DEADLINE_MS;
+
+	while (h_now_ms() < deadline) {
+		if (status_counts_are(d, gids, comm_ids, clients))
+			return 1;
+		poll(NULL, 0, 10);
+	}
+	return 0;
+}
+
+static void test_cleanup_on_disconnect(void **state)
+{
+	struct fixture *f = *state;
+	struct tclient a, b;
+	uint8_t mad[MAD_SIZE];
+	pid_t child;
+	int status;
+
+	connect_client(&a, &f->d, "a", "fd00::1");
+	connect_client(&b, &f->d, "b", "fd00::2");
+	make_req(mad, 0x77, "fd00::1", "fd00::2");
+	assert_int_equal(tc_send_sync(&a, "fd00::1", mad), 0);
+	assert_true(status_counts_are(&f->d, 2, 1, 2));
+	tc_close(&a);
+	assert_true(wait_status_counts(&f->d, 1, 0, 1));
+	/* The GID is free for someone else, and A's comm ID routes nowhere. */
+	assert_int_equal(tc_register(&b, "fd00::1"), 0);
+	make_reply(mad, CM_ATTR_REP, 0x88, 0x77);
+	assert_int_equal(tc_send_sync(&b, "fd00::3", mad), 0);
+	assert_int_equal(muxbe_unregister_gid(b.mb, "sim0", b.gid), 0);
+
+	/* A client killed with SIGKILL is cleaned up the same way. */
+	child = fork();
+	assert_true(child >= 0);
+	if (child == 0) {
+		struct tclient k;
+		char err[64];
+
+		if (tc_connect(&k, &f->d, "doomed", 1, 0, err, sizeof(err)) ||
+		    tc_register(&k, "fd00::4"))
+			_exit(1);
+		make_req(mad, 0x99, "fd00::4", "fd00::2");
+		if (tc_send_sync(&k, "fd00::2", mad))
+			_exit(1);
+		kill(getpid(), SIGSTOP);
+		_exit(0);
+	}
+	assert_int_equal(waitpid(child, &status, WUNTRACED), child);
+	assert_true(WIFSTOPPED(status));
+	/* B: fd00::2 and the REP's comm ID; the child: fd00::4 and its REQ's. */
+	assert_true(status_counts_are(&f->d, 2, 2, 2));
+	kill(child, SIGKILL);
+	waitpid(child, &status, 0);
+	assert_true(wait_status_counts(&f->d, 1, 1, 1));
+	assert_int_equal(tc_register(&b, "fd00::4"), 0);
+	assert_true(hd_status_int(&f->d, "counters.drops.unknown_comm_id") >= 1);
+	tc_close(&b);
+}
+
+static json_t *client_by_name(json_t *st, const char *name)
+{
+	json_t *cl;
+	size_t k;
+
+	json_array_foreach(json_object_get(st, "clients"), k, cl)
+		if (strcmp(json_string_value(json_object_get(cl, "name")), name) == 0)
+			return cl;
+	return NULL;
+}
+
+static int wait_client_settled(struct hdaemon *d, const char *name, long long n)
+{
+	uint64_t deadline = h_now_ms() + H_DEADLINE_MS;
+	json_t *st, *cl;
+	int ok = 0;
+
+	for (;;) {
+		st = hd_status(d);
+		cl = client_by_name(st, name);
+		/* The sim wire itself may lose some under this burst; it
+		 * counts them, as a NIC would. */
+		ok = cl && json_path_int(cl, "counters.mads_delivered") +
+			   json_path_int(cl, "counters.mads_dropped") +
+			   json_path_int(json_array_get(json_object_get(st, "ports"), 0),
+					 "counters.wire_dropped") == n;
+		if (!ok && h_now_ms() >= deadline) {
+			char *text = json_dumps(st, JSON_COMPACT);
+
+			print_message("not settled: %s\n", text);
+			free(text);
+		}
+		json_decref(st);
+		if (ok || h_now_ms() >= deadline)
+			return ok;
+		poll(NULL, 0, 10);
+	}
+}
+
+static void test_stopped_client_does_not_delay_others(void **state)
+{
+	struct fixture *f = *state;
+	struct tclient a, b, c;
+	uint8_t buf[4096], kind, flags, mad[MAD_SIZE];
+	uint64_t t0, worst = 0, dt;
+	uint32_t rid;
+	int s, i, rcvbuf = 4096;
+	json_t *st, *cl;
+	size_t k;
+	long long dropped = -1;
+
+	/* S: hello, a GID, then it never reads again. */
+	s = raw_connect(f->d.sock);
+	assert_true(s >= 0);
+	setsockopt(s, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
+	raw_send_json(s, 1, "{\"op\":\"hello\",\"name\":\"stopped\",\"protocol\":{\"major\":1,\"minor\":0}}");
+	assert_true(raw_recv(s, &kind, &flags, &rid, buf, sizeof(buf), H_DEADLINE_MS) > 0);
+	raw_send_json(s, 2, "{\"op\":\"register_gid\",\"gid\":\"fd00::5\"}");
+	assert_true(raw_recv(s, &kind, &flags, &rid, buf, sizeof(buf), H_DEADLINE_MS) > 0);
+	assert_non_null(strstr((char *)buf, "\"ok\":true"));
+
+	connect_client(&a, &f->d, "flooder", "fd00::1");
+	connect_client(&b, &f->d, "b", "fd00::2");
+	connect_client(&c, &f->d, "c", "fd00::3");
+	/* Far more than S's queue (64 KiB, set by this test's daemon) and
+	 * its socket buffers can hold. */
+	for (i = 0; i < 3000; i++) {
+		make_req(mad, 0x100000 + (uint32_t)i, "fd00::1", "fd00::5");
+		assert_int_equal(tc_send(&a, "fd00::5", mad), 0);
+		if (i % 100 == 0) {
+			/* B and C keep working meanwhile. */
+			t0 = h_now_ms();
+			assert_int_equal(muxbe_ping(b.mb), 0);
+			make_req(mad, 0x200000 + (uint32_t)i, "fd00::2", "fd00::3");
+			assert_int_equal(tc_send_sync(&b, "fd00::3", mad), 0);
+			assert_true(tc_pump_until(&c, tc_has_rx, i / 100 + 1, H_DEADLINE_MS));
+			dt = h_now_ms() - t0;
+			if (dt > worst)
+				worst = dt;
+			muxbe_process(a.mb);
+		}
+	}
+	assert_true(tc_pump_until(&a, tc_has_sends, 3000, 20000));
+	assert_int_equal(a.sends_failed, 0);
+	/* Every flood MAD has been either queued to S or dropped. */
+	assert_true(wait_client_settled(&f->d, "stopped", 3000));
+	print_message("worst B->C round trip while S is stopped: %llu ms\n",
+		      (unsigned long long)worst);
+	assert_true(worst < 500);
+	assert_int_equal(c.nrx, 30);
+	st = hd_status(&f->d);
+	assert_true(json_path_int(st, "counters.drops.client_queue_full") > 0);
+	dropped = json_path_int(client_by_name(st, "stopped"), "counters.mads_dropped");
+	assert_true(dropped > 0);
+	assert_true(json_path_int(st, "counters.drops.client_queue_full") == dropped);
+	/* Its queue stayed bounded. */
+	json_array_foreach(json_object_get(st, "clients"), k, cl)
+		assert_true(json_path_int(cl, "counters.outq_bytes") <= 65536);
+	json_decref(st);
+	close(s);
+	tc_close(&a);
+	tc_close(&b);
+	tc_close(&c);
+}
+
+static int setup_small_queue(void **state)
+{
+	static struct fixture f;
+	static const char *const extra[] = { "--client-queue", "65536", NULL };
+
+	hd_start(&f.d, NULL, one_port, extra);
+	*state = &f;
+	return 0;
+}
+
+static void test_malformed_frame_closes_only_offender(void **state)
+{
+	struct fixture *f = *state;
+	struct tclient a;
+	uint8_t junk[32], buf[4096], kind, flags;
+	uint32_t rid;
+	int s, n;
+
+	connect_client(&a, &f->d, "a", "fd00::1");
+	s = raw_connect(f->d.sock);
+	memset(junk, 0x5a, sizeof(junk));
+	assert_int_equal(send(s, junk, sizeof(junk), MSG_NOSIGNAL), (ssize_t)sizeof(junk));
+	n = raw_recv(s, &kind, &flags, &rid, buf, sizeof(buf), H_DEADLINE_MS);
+	assert_true(n > 0);
+	assert_int_equal(flags, PROTO_FLAG_EVENT);
+	assert_non_null(strstr((char *)buf, "protocol_error"));
+	assert_non_null(strstr((char *)buf, "EBADMSG"));
+	assert_true(raw_wait_eof(s, H_DEADLINE_MS));
+	close(s);
+	/* An oversized frame is refused from its header. */
+	s = raw_connect(f->d.sock);
+	proto_header_encode(junk, PROTO_KIND_JSON, 0, 1, 0x7fffffff);
+	assert_int_equal(send(s, junk, PROTO_HDR_SIZE, MSG_NOSIGNAL), PROTO_HDR_SIZE);
+	n = raw_recv(s, &kind, &flags, &rid, buf, sizeof(buf), H_DEADLINE_MS);
+	assert_true(n > 0);
+	assert_non_null(strstr((char *)buf, "EMSGSIZE"));
+	assert_true(raw_wait_eof(s, H_DEADLINE_MS));
+	close(s);
+	/* Well-framed garbage: an error reply, the connection stays. */
+	s = raw_connect(f->d.sock);
+	raw_send(s, PROTO_KIND_JSON, 0, 3, "{not json", 9);
+	n = raw_recv(s, &kind, &flags, &rid, buf, sizeof(buf), H_DEADLINE_MS);
+	assert_true(n > 0);
+	assert_int_equal(rid, 3);
+	assert_non_null(strstr((char *)buf, "EBADMSG"));
+	raw_send_json(s, 4, "{\"op\":\"hello\",\"protocol\":{\"major\":1,\"minor\":0}}");
+	n = raw_recv(s, &kind, &flags, &rid, buf, sizeof(buf), H_DEADLINE_MS);
+	assert_true(n > 0);
+	assert_int_equal(rid, 4);
+	assert_non_null(strstr((char *)buf, "\"ok\":true"));
+	close(s);
+	/* Nobody else noticed. */
+	assert_int_equal(muxbe_ping(a.mb), 0);
+	assert_true(hd_status_int(&f->d, "counters.protocol_errors") == 3);
+	tc_close(&a);
+}
+
+static int tc_port_down(struct tclient *tc, int arg)
+{
+	return tc->port_events >= arg && !tc->port_active;
+}
+
+static int tc_port_up(struct tclient *tc, int arg)
+{
+	return tc->port_events >= arg && tc->port_active;
+}
+
+static void test_port_state_events(void **state)
+{
+	struct fixture *f = *state;
+	struct tclient a;
+	uint8_t mad[MAD_SIZE];
+	char path[256];
+	FILE *fp;
+
+	connect_client(&a, &f->d, "a", "fd00::1");
+	snprintf(path, sizeof(path), "%s/sim0.down", f->d.fabric);
+	fp = fopen(path, "w");
+	assert_non_null(fp);
+	fclose(fp);
+	assert_true(tc_pump_until(&a, tc_port_down, 1, H_DEADLINE_MS));
+	make_req(mad, 0x31, "fd00::1", "fd00::2");
+	assert_int_equal(tc_send_sync(&a, "fd00::2", mad), -ENETDOWN);
+	assert_int_equal(unlink(path), 0);
+	assert_true(tc_pump_until(&a, tc_port_up, 2, H_DEADLINE_MS));
+	assert_int_equal(tc_send_sync(&a, "fd00::2", mad), 0);
+	tc_close(&a);
+}
+
+static void test_two_daemons_share_fabric(void **state)
+{
+	struct fixture *f = *state;
+	static const char *const other[] = { "simb=fd01::1,fd01::2", NULL };
+	struct hdaemon d2;
+	struct tclient a, b;
+	uint8_t mad[MAD_SIZE];
+
+	hd_start(&d2, f->d.fabric, other, NULL);
+	connect_client(&a, &f->d, "host1-vm", "fd00::1");
+	{
+		char err[256];
+
+		assert_int_equal(tc_connect(&b, &d2, "host2-vm", 1, 0, err, sizeof(err)), 0);
+		assert_int_equal(gid_parse("fd01::2", &(struct gid){ 0 }), 0);
+		{
+			struct gid g;
+
+			gid_parse("fd01::2", &g);
+			memcpy(b.gid, g.raw, 16);
+			assert_int_equal(muxbe_register_gid(b.mb, "simb", g.raw, &b.port), 0);
+		}
+	}
+	make_req(mad, 0xd1, "fd00::1", "fd01::2");
+	assert_int_equal(tc_send_sync(&a, "fd01::2", mad), 0);
+	assert_true(tc_pump_until(&b, tc_has_rx, 1, H_DEADLINE_MS));
+	make_reply(mad, CM_ATTR_REP, 0xd2, 0xd1);
+	assert_int_equal(tc_send_sync(&b, "fd00::1", mad), 0);
+	assert_true(tc_pump_until(&a, tc_has_rx, 1, H_DEADLINE_MS));
+	assert_int_equal(cm_mad_attr_id(a.rx[0].mad), CM_ATTR_REP);
+	tc_close(&a);
+	tc_close(&b);
+	hd_stop(&d2);
+}
+
+static int setup_two_clients_max(void **state)
+{
+	static struct fixture f;
+	static const char *const extra[] = { "--max-clients", "2", NULL };
+
+	hd_start(&f.d, NULL, one_port, extra);
+	*state = &f;
+	return 0;
+}
+
+static void test_max_clients(void **state)
+{
+	struct fixture *f = *state;
+	struct tclient a, b, c;
+	char err[256] = "";
+
+	connect_client(&a, &f->d, "a", NULL);
+	connect_client(&b, &f->d, "b", NULL);
+	assert_true(tc_connect(&c, &f->d, "c", 1, 0, err, sizeof(err)) < 0);
+	assert_non_null(strstr(err, "too many clients"));
+	assert_true(hd_status_int(&f->d, "counters.clients_refused") == 1);
+	tc_close(&a);
+	assert_true(wait_status_counts(&f->d, 0, 0, 1));
+	assert_int_equal(tc_connect(&c, &f->d, "c", 1, 0, err, sizeof(err)), 0);
+	tc_close(&b);
+	tc_close(&c);
+}
+
+static void test_library_queues_without_buffers(void **state)
+{
+	struct fixture *f = *state;
+	struct tclient a, b;
+	struct muxbe_stats st;
+	uint8_t mad[MAD_SIZE];
+	char err[256];
+	int i;
+
+	connect_client(&a, &f->d, "a", "fd00::1");
+	assert_int_equal(tc_connect(&b, &f->d, "b", 0, 3, err, sizeof(err)), 0);
+	assert_int_equal(tc_register(&b, "fd00::2"), 0);
+	for (i = 0; i < 5; i++) {
+		make_req(mad, 0x300 + (uint32_t)i, "fd00::1", "fd00::2");
+		assert_int_equal(tc_send_sync(&a, "fd00::2", mad), 0);
+	}
+	/* Wait until all five reached the library. */
+	for (i = 0; i < 500; i++) {
+		barrier(&b);
+		muxbe_get_stats(b.mb, &st);
+		if (st.rx_queued + st.rx_dropped == 5)
+			break;
+		poll(NULL, 0, 10);
+	}
+	assert_int_equal(st.rx_queued, 3);
+	assert_int_equal(st.rx_dropped, 2);
+	assert_int_equal(st.rx_queue_len, 3);
+	assert_int_equal(b.nrx, 0);
+	assert_int_equal(muxbe_post_recv(b.mb, b.bufs[0], 10, NULL), -EINVAL);
+	for (i = 0; i < 3; i++)
+		assert_int_equal(muxbe_post_recv(b.mb, b.bufs[i], MUXBE_RECV_BUF_MIN, NULL), 0);
+	assert_true(tc_pump_until(&b, tc_has_rx, 3, H_DEADLINE_MS));
+	/* In arrival order. */
+	for (i = 0; i < 3; i++)
+		assert_int_equal(cm_field_get(b.rx[i].mad, CM_REQ_LOCAL_COMM_ID),
+				 0x300 + i);
+	muxbe_get_stats(b.mb, &st);
+	assert_int_equal(st.rx_delivered, 3);
+	assert_int_equal(st.rx_queue_len, 0);
+	tc_close(&a);
+	tc_close(&b);
+}
+
+static void test_status_socket_is_read_only(void **state)
+{
+	struct fixture *f = *state;
+	struct tclient a;
+	json_t *st;
+	int s;
+
+	connect_client(&a, &f->d, "a", "fd00::1");
+	/* Whatever is written to the status socket is never read. */
+	s = raw_connect(f->d.status);
+	assert_true(s >= 0);
+	raw_send_json(s, 1, "{\"op\":\"unregister_gid\",\"gid\":\"fd00::1\"}");
+	assert_true(raw_wait_eof(s, H_DEADLINE_MS));
+	close(s);
+	st = hd_status(&f->d);
+	assert_int_equal(json_path_int(st, "routing.gids"), 1);
+	assert_int_equal(json_path_int(st, "daemon.protocol_major"), 1);
+	assert_int_equal(json_array_size(json_object_get(st, "ports")), 1);
+	json_decref(st);
+	tc_close(&a);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_hello_negotiation, setup_daemon, teardown_daemon),
+		cmocka_unit_test_setup_teardown(test_control_operations, setup_daemon, teardown_daemon),
+		cmocka_unit_test_setup_teardown(test_multi_client_routing, setup_daemon, teardown_daemon),
+		cmocka_unit_test_setup_teardown(test_gid_conflicts, setup_daemon, teardown_daemon),
+		cmocka_unit_test_setup_teardown(test_spoofed_source_refused, setup_daemon, teardown_daemon),
+		cmocka_unit_test_setup_teardown(test_cleanup_on_disconnect, setup_daemon, teardown_daemon),
+		cmocka_unit_test_setup_teardown(test_stopped_client_does_not_delay_others, setup_small_queue, teardown_daemon),
+		cmocka_unit_test_setup_teardown(test_malformed_frame_closes_only_offender, setup_daemon, teardown_daemon),
+		cmocka_unit_test_setup_teardown(test_port_state_events, setup_daemon, teardown_daemon),
+		cmocka_unit_test_setup_teardown(test_two_daemons_share_fabric, setup_daemon, teardown_daemon),
+		cmocka_unit_test_setup_teardown(test_max_clients, setup_two_clients_max, teardown_daemon),
+		cmocka_unit_test_setup_teardown(test_library_queues_without_buffers, setup_daemon, teardown_daemon),
+		cmocka_unit_test_setup_teardown(test_status_socket_is_read_only, setup_daemon, teardown_daemon),
+	};
+
+	signal(SIGPIPE, SIG_IGN);
+	return cmocka_run_group_tests_name("integration", tests, NULL, NULL);
+}
