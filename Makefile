@@ -64,8 +64,8 @@ UNIT_BINS  := $(addprefix $(B)/tests/,$(UNIT_TESTS))
 INTEG_TESTS := test_integration
 INTEG_BINS := $(addprefix $(B)/tests/,$(INTEG_TESTS))
 
-.PHONY: all clean check check-unit check-integration check-demo check-san \
-	check-valgrind demo install fuzz
+.PHONY: all clean check check-quick check-unit check-integration check-demo \
+	check-san check-valgrind demo install fuzz tests
 all: $(MUXD) $(MUXCTL) $(LIBA) $(LIBSO) $(PCFILE) $(VMPROG)
 
 $(B)/obj/%.o: %.c
@@ -132,10 +132,17 @@ check-integration: all $(INTEG_BINS)
 check-demo: all
 	scripts/demo.sh --build-dir $(B) --check
 
-check: check-unit check-integration check-demo
+tests: $(UNIT_BINS) $(INTEG_BINS)
+
+# Everything: normal build, ASan+UBSan build, valgrind, libFuzzer smoke.
+check:
+	scripts/check.sh
+
+check-quick:
+	scripts/check.sh --quick
 
 check-san:
-	$(MAKE) SAN=1 check
+	$(MAKE) SAN=1 check-unit check-integration check-demo
 
 check-valgrind: $(UNIT_BINS)
 	@set -e; for t in $(UNIT_BINS); do echo "== valgrind $$t"; \
@@ -145,15 +152,16 @@ check-valgrind: $(UNIT_BINS)
 FUZZ_TARGETS := fuzz_frame fuzz_control fuzz_cm_mad
 FUZZ_SECONDS ?= 20
 FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined $(DEP_CFLAGS)
-$(B)/fuzz/%: tests/fuzz/%.c $(PROTOCOL_SRC) $(COMMON_SRC) mux/router.c
+FUZZ_LINK := $(PROTOCOL_SRC) $(COMMON_SRC) mux/router.c backend/vm/guest_cm.c
+$(B)/fuzz/%: tests/fuzz/%.c $(FUZZ_LINK)
 	@mkdir -p $(dir $@)
-	clang $(FUZZ_CFLAGS) -o $@ $< $(PROTOCOL_SRC) $(COMMON_SRC) $(DEP_LIBS)
+	clang $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_LINK) $(DEP_LIBS)
 
 fuzz: $(addprefix $(B)/fuzz/,$(FUZZ_TARGETS))
 	@set -e; for t in $(FUZZ_TARGETS); do mkdir -p $(B)/fuzz/corpus-$$t; \
 		echo "== $$t ($(FUZZ_SECONDS)s)"; \
 		$(B)/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
-			$(B)/fuzz/corpus-$$t tests/fuzz/seeds/$$t 2>&1 | tail -n 12; done
+			$(B)/fuzz/corpus-$$t tests/fuzz/seeds/$$t; done
 
 # ---- demo and install ----------------------------------------------------
 demo: all

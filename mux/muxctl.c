@@ -170,7 +170,7 @@ static void print_status(json_t *st)
 		       (long long)jint(cc, "mads_delivered"),
 		       (long long)jint(cc, "mads_dropped"));
 		json_array_foreach(json_object_get(c, "gids"), j, gid)
-			printf(" %lld:%s", (long long)jint(gid, "port"), jstr(gid, "gid"));
+			printf(" %lld/%s", (long long)jint(gid, "port"), jstr(gid, "gid"));
 		printf("\n");
 	}
 

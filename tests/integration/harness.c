@@ -24,6 +24,14 @@
 #include "../../common/wire.h"
 #include "../../protocol/rdmacm_mux_proto.h"
 
+int h_time_scale(void)
+{
+	const char *s = getenv("RCM_TIME_SCALE");
+	int v = s ? atoi(s) : 1;
+
+	return v > 0 ? v : 1;
+}
+
 uint64_t h_now_ms(void)
 {
 	struct timespec ts;
@@ -60,8 +68,9 @@ void hd_start(struct hdaemon *d, const char *fabric, const char *const *ports,
 	      const char *const *extra)
 {
 	const char *bin = getenv("RDMACM_MUXD");
-	const char *argv[64];
-	char portargs[8][256];
+	const char *wrapper = getenv("RDMACM_MUXD_WRAPPER");
+	const char *argv[96];
+	char portargs[8][256], wrap[512], *tok, *save = NULL;
 	uint64_t deadline;
 	int argc = 0, i, fd, status;
 
@@ -75,6 +84,13 @@ void hd_start(struct hdaemon *d, const char *fabric, const char *const *ports,
 	snprintf(d->fabric, sizeof(d->fabric), "%s", fabric ? fabric : d->dir);
 	if (fabric == NULL)
 		strncat(d->fabric, "/fabric", sizeof(d->fabric) - strlen(d->fabric) - 1);
+	/* e.g. RDMACM_MUXD_WRAPPER="valgrind -q --error-exitcode=99" */
+	if (wrapper) {
+		snprintf(wrap, sizeof(wrap), "%s", wrapper);
+		for (tok = strtok_r(wrap, " ", &save); tok && argc < 32;
+		     tok = strtok_r(NULL, " ", &save))
+			argv[argc++] = tok;
+	}
 	argv[argc++] = bin;
 	argv[argc++] = "-s";
 	argv[argc++] = d->sock;
@@ -98,10 +114,10 @@ void hd_start(struct hdaemon *d, const char *fabric, const char *const *ports,
 			dup2(fd, 2);
 			dup2(fd, 1);
 		}
-		execv(bin, (char *const *)argv);
+		execvp(argv[0], (char *const *)argv);
 		_exit(127);
 	}
-	deadline = h_now_ms() + H_DEADLINE_MS;
+	deadline = h_now_ms() + (uint64_t)H_DEADLINE_MS;
 	for (;;) {
 		fd = raw_connect(d->status);
 		if (fd >= 0) {

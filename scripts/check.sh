@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+#
+# Every test: unit and integration suites and the demo check, first in a
+# normal build, then under AddressSanitizer+UBSan, then under valgrind,
+# then a short libFuzzer run of every parser.  Prints "N passed, N failed".
+#   scripts/check.sh [--quick]     --quick: normal build only
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+QUICK=0
+[ "${1:-}" = "--quick" ] && QUICK=1
+JOBS=$(nproc 2>/dev/null || echo 2)
+LOGDIR=$(mktemp -d /tmp/rdmacm-mux-check.XXXXXX)
+PASSED=0
+FAILED=0
+FAILURES=()
+
+# run_suite NAME CMD...: counts cmocka's (or the demo's) totals.
+run_suite() {
+	local name="$1"; shift
+	local log="$LOGDIR/$(echo "$name" | tr ' /' '__').log"
+	local rc p f
+	echo "== $name"
+	"$@" >"$log" 2>&1
+	rc=$?
+	p=$(grep -Eo '\[  PASSED  \] [0-9]+ test' "$log" | awk '{s+=$4} END {print s+0}')
+	f=$(grep -Eo '\[  FAILED  \] [0-9]+ test' "$log" | awk '{s+=$4} END {print s+0}')
+	if grep -Eq '^demo: [0-9]+ passed, [0-9]+ failed' "$log"; then
+		p=$(sed -nE 's/^demo: ([0-9]+) passed, ([0-9]+) failed/\1/p' "$log")
+		f=$(sed -nE 's/^demo: ([0-9]+) passed, ([0-9]+) failed/\2/p' "$log")
+	fi
+	if [ "$rc" != 0 ] && [ "$f" = 0 ]; then f=1; fi
+	PASSED=$((PASSED + p))
+	FAILED=$((FAILED + f))
+	if [ "$rc" != 0 ] || [ "$f" != 0 ]; then
+		FAILURES+=("$name")
+		echo "   FAILED (exit $rc): last lines of $log"
+		tail -n 40 "$log" | sed 's/^/   | /'
+	else
+		echo "   $p passed"
+	fi
+}
+
+build() {
+	echo "== build $*"
+	make -j"$JOBS" "$@" all tests >"$LOGDIR/build.log" 2>&1 || {
+		tail -n 40 "$LOGDIR/build.log"; echo "0 passed, 1 failed"; exit 1; }
+}
+
+suites() {
+	local b="$1" tag="$2"
+	for t in test_codec test_cm_mad test_router test_guest_cm; do
+		run_suite "$tag $t" "$b/tests/$t"
+	done
+	run_suite "$tag integration" env RDMACM_MUXD="$PWD/$b/rdmacm-muxd" \
+		"$b/tests/test_integration"
+	run_suite "$tag demo" scripts/demo.sh --build-dir "$b" --check
+}
+
+build
+suites build normal
+
+if [ "$QUICK" = 0 ]; then
+	build SAN=1
+	export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:exitcode=99
+	export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+	suites build-san asan+ubsan
+	unset ASAN_OPTIONS UBSAN_OPTIONS
+
+	VG="valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,indirect"
+	for t in test_codec test_cm_mad test_router test_guest_cm; do
+		run_suite "valgrind $t" $VG build/tests/$t
+	done
+	run_suite "valgrind integration (daemon under valgrind)" env \
+		RDMACM_MUXD="$PWD/build/rdmacm-muxd" RDMACM_MUXD_WRAPPER="$VG" \
+		RCM_TIME_SCALE=10 build/tests/test_integration
+
+	FUZZ_SECONDS=${FUZZ_SECONDS:-15}
+	for t in fuzz_frame fuzz_control fuzz_cm_mad; do
+		run_suite "libFuzzer $t ${FUZZ_SECONDS}s" bash -c "
+			make -s build/fuzz/$t && mkdir -p build/fuzz/corpus-$t &&
+			build/fuzz/$t -max_total_time=$FUZZ_SECONDS -print_final_stats=1 \
+				build/fuzz/corpus-$t tests/fuzz/seeds/$t &&
+			echo '[  PASSED  ] 1 test(s).'"
+	done
+fi
+
+echo
+if [ ${#FAILURES[@]} -gt 0 ]; then
+	echo "failed: ${FAILURES[*]} (logs in $LOGDIR)"
+else
+	rm -rf "$LOGDIR"
+fi
+echo "$PASSED passed, $FAILED failed"
+[ "$FAILED" = 0 ]
