@@ -179,7 +179,9 @@ install: all
 	ln -sf libmuxbe.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libmuxbe.so
 	install -m 0644 backend/muxbe.h protocol/rdmacm_mux_proto.h \
 		$(DESTDIR)$(INCLUDEDIR)/rdmacm-mux/
-	install -m 0644 $(PCFILE) $(DESTDIR)$(PKGCONFIGDIR)/muxbe.pc
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
+	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(VERSION)|' \
+	    backend/muxbe.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/muxbe.pc
 	install -m 0644 man/*.3 $(DESTDIR)$(MANDIR)/man3/
 	install -m 0644 man/*.7 $(DESTDIR)$(MANDIR)/man7/
 	install -m 0644 man/*.8 $(DESTDIR)$(MANDIR)/man8/

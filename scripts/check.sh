@@ -26,9 +26,10 @@ run_suite() {
 	rc=$?
 	p=$(grep -Eo '\[  PASSED  \] [0-9]+ test' "$log" | awk '{s+=$4} END {print s+0}')
 	f=$(grep -Eo '\[  FAILED  \] [0-9]+ test' "$log" | awk '{s+=$4} END {print s+0}')
-	if grep -Eq '^demo: [0-9]+ passed, [0-9]+ failed' "$log"; then
-		p=$(sed -nE 's/^demo: ([0-9]+) passed, ([0-9]+) failed/\1/p' "$log")
-		f=$(sed -nE 's/^demo: ([0-9]+) passed, ([0-9]+) failed/\2/p' "$log")
+	# Script suites end with "name: N passed, N failed".
+	if grep -Eq '^[a-z-]+: [0-9]+ passed, [0-9]+ failed' "$log"; then
+		p=$(sed -nE 's/^[a-z-]+: ([0-9]+) passed, ([0-9]+) failed/\1/p' "$log" | tail -n 1)
+		f=$(sed -nE 's/^[a-z-]+: ([0-9]+) passed, ([0-9]+) failed/\2/p' "$log" | tail -n 1)
 	fi
 	if [ "$rc" != 0 ] && [ "$f" = 0 ]; then f=1; fi
 	PASSED=$((PASSED + p))
@@ -60,6 +61,7 @@ suites() {
 
 build
 suites build normal
+run_suite "make install + pkg-config consumer" tests/install/check-install.sh
 
 if [ "$QUICK" = 0 ]; then
 	build SAN=1

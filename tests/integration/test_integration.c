@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -718,6 +719,114 @@ static void test_status_socket_is_read_only(void **state)
 	tc_close(&a);
 }
 
+struct pinger {
+	struct muxbe *mb;
+	int ok;
+};
+
+static void *ping_thread(void *arg)
+{
+	struct pinger *p = arg;
+	int i;
+
+	for (i = 0; i < 200; i++)
+		if (muxbe_ping(p->mb) == 0)
+			p->ok++;
+	return NULL;
+}
+
+/* Blocking calls from several threads at once, while MADs keep arriving
+ * and another thread runs the event loop side. */
+static void test_library_is_thread_safe(void **state)
+{
+	struct fixture *f = *state;
+	struct tclient a, b;
+	struct pinger p[4];
+	pthread_t th[4];
+	uint8_t mad[MAD_SIZE];
+	int i;
+
+	connect_client(&a, &f->d, "a", "fd00::1");
+	connect_client(&b, &f->d, "b", "fd00::2");
+	for (i = 0; i < 4; i++) {
+		p[i].mb = b.mb;
+		p[i].ok = 0;
+		assert_int_equal(pthread_create(&th[i], NULL, ping_thread, &p[i]), 0);
+	}
+	for (i = 0; i < 200; i++) {
+		make_req(mad, 0x4000 + (uint32_t)i, "fd00::1", "fd00::2");
+		assert_int_equal(tc_send(&a, "fd00::2", mad), 0);
+		muxbe_process(b.mb);
+		muxbe_process(a.mb);
+	}
+	for (i = 0; i < 4; i++) {
+		pthread_join(th[i], NULL);
+		assert_int_equal(p[i].ok, 200);
+	}
+	assert_true(tc_pump_until(&b, tc_has_rx, 200, H_DEADLINE_MS));
+	assert_true(tc_pump_until(&a, tc_has_sends, 200, H_DEADLINE_MS));
+	assert_int_equal(a.sends_failed, 0);
+	for (i = 0; i < 200; i++)
+		assert_int_equal(cm_field_get(b.rx[i].mad, CM_REQ_LOCAL_COMM_ID),
+				 0x4000 + i);
+	tc_close(&a);
+	tc_close(&b);
+}
+
+static int setup_two_ports(void **state)
+{
+	static struct fixture f;
+	static const char *const ports[] = { "p0=fd00::1,fd00::2",
+					     "p1=fd00::1,fd00::2", NULL };
+
+	hd_start(&f.d, NULL, ports, NULL);
+	*state = &f;
+	return 0;
+}
+
+/* The same GID on two ports is two registrations, and a REQ is routed
+ * by the port it arrived on as well as its GID. */
+static void test_several_ports(void **state)
+{
+	struct fixture *f = *state;
+	struct tclient a0, b0, b1;
+	uint8_t mad[MAD_SIZE];
+	struct gid g;
+	char err[256], *reply;
+	json_t *j;
+
+	gid_parse("fd00::2", &g);
+	assert_int_equal(tc_connect(&b0, &f->d, "b0", 1, 0, err, sizeof(err)), 0);
+	assert_int_equal(tc_connect(&b1, &f->d, "b1", 1, 0, err, sizeof(err)), 0);
+	assert_int_equal(muxbe_register_gid(b0.mb, "p0", g.raw, &b0.port), 0);
+	assert_int_equal(muxbe_register_gid(b1.mb, "p1", g.raw, &b1.port), 0);
+	assert_int_equal(b0.port, 0);
+	assert_int_equal(b1.port, 1);
+	/* The port is required when there are several. */
+	assert_int_equal(muxbe_register_gid(b1.mb, NULL, g.raw, NULL), -EINVAL);
+	assert_int_equal(tc_connect(&a0, &f->d, "a0", 1, 0, err, sizeof(err)), 0);
+	gid_parse("fd00::1", &g);
+	memcpy(a0.gid, g.raw, 16);
+	assert_int_equal(muxbe_register_gid(a0.mb, "p1", g.raw, &a0.port), 0);
+	make_req(mad, 0x71, "fd00::1", "fd00::2");
+	assert_int_equal(tc_send_sync(&a0, "fd00::2", mad), 0);
+	assert_true(tc_pump_until(&b1, tc_has_rx, 1, H_DEADLINE_MS));
+	assert_int_equal(b1.rx[0].addr.port, 1);
+	barrier(&b0);
+	assert_int_equal(b0.nrx, 0);
+	/* Sending on a port where the source GID is not ours is refused. */
+	a0.port = 0;
+	assert_int_equal(tc_send_sync(&a0, "fd00::2", mad), -EADDRNOTAVAIL);
+	assert_int_equal(muxbe_request(a0.mb, "{\"op\":\"list_ports\"}", &reply), 0);
+	j = json_loads(reply, 0, NULL);
+	free(reply);
+	assert_int_equal(json_array_size(json_object_get(j, "ports")), 2);
+	json_decref(j);
+	tc_close(&a0);
+	tc_close(&b0);
+	tc_close(&b1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -734,6 +843,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_max_clients, setup_two_clients_max, teardown_daemon),
 		cmocka_unit_test_setup_teardown(test_library_queues_without_buffers, setup_daemon, teardown_daemon),
 		cmocka_unit_test_setup_teardown(test_status_socket_is_read_only, setup_daemon, teardown_daemon),
+		cmocka_unit_test_setup_teardown(test_library_is_thread_safe, setup_daemon, teardown_daemon),
+		cmocka_unit_test_setup_teardown(test_several_ports, setup_two_ports, teardown_daemon),
 	};
 
 	signal(SIGPIPE, SIG_IGN);

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+# `make install` into a DESTDIR, then build and run a program against the
+# installed library through pkg-config, static and shared.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+D=$(mktemp -d /tmp/rdmacm-mux-install.XXXXXX)
+trap 'rm -rf "$D"' EXIT
+PASS=0 FAIL=0
+ok() { echo "ok: $*"; PASS=$((PASS + 1)); }
+bad() { echo "FAIL: $*"; FAIL=$((FAIL + 1)); }
+
+make -s install DESTDIR="$D" PREFIX=/usr >/dev/null && ok "make install" || bad "make install"
+for f in usr/sbin/rdmacm-muxd usr/bin/rdmacm-muxctl usr/bin/rdmacm-mux-vm \
+	 usr/lib/libmuxbe.a usr/lib/libmuxbe.so.0 usr/lib/libmuxbe.so \
+	 usr/include/rdmacm-mux/muxbe.h usr/lib/pkgconfig/muxbe.pc \
+	 usr/share/man/man8/rdmacm-muxd.8 usr/share/man/man8/rdmacm-muxctl.8 \
+	 usr/share/man/man7/rdmacm-mux-protocol.7 usr/share/man/man3/muxbe.3; do
+	[ -e "$D/$f" ] && ok "$f installed" || bad "$f missing"
+done
+export PKG_CONFIG_PATH="$D/usr/lib/pkgconfig" PKG_CONFIG_SYSROOT_DIR="$D"
+CFL=$(pkg-config --cflags muxbe) LIBS=$(pkg-config --libs muxbe)
+if cc -std=c11 -Wall -Werror $CFL -o "$D/consumer" tests/install/consumer.c $LIBS &&
+   LD_LIBRARY_PATH="$D/usr/lib" "$D/consumer"; then
+	ok "shared consumer via pkg-config"
+else
+	bad "shared consumer via pkg-config"
+fi
+if cc -std=c11 -Wall -Werror $CFL -o "$D/consumer-static" tests/install/consumer.c \
+	"$D/usr/lib/libmuxbe.a" $(pkg-config --libs --static muxbe | sed 's/-lmuxbe//') &&
+   "$D/consumer-static"; then
+	ok "static consumer"
+else
+	bad "static consumer"
+fi
+# Only the muxbe_ API is exported (version script).
+EXTRA=$(nm -D --defined-only "$D/usr/lib/libmuxbe.so.0" | awk '$2 ~ /[TDB]/ {print $3}' | grep -v '^muxbe_' || true)
+[ -z "$EXTRA" ] && ok "only muxbe_* exported" || bad "exports beyond muxbe_*: $EXTRA"
+"$D/usr/sbin/rdmacm-muxd" --version | grep -q "rdmacm-muxd 0.1.0" && ok "daemon runs" || bad "daemon --version"
+echo "install: $PASS passed, $FAIL failed"
+[ "$FAIL" = 0 ]
