@@ -451,6 +451,27 @@ static uint32_t next_rid(struct muxbe *mb)
 	return mb->next_rid;
 }
 
+/* Lock held.  Write a request frame, then track it.  The daemon answers
+ * only a whole frame and the lock is held until it is written, so the
+ * reply cannot be read before the entry is listed.  On failure p is
+ * freed and nothing is reported through callbacks. */
+static int submit_locked(struct muxbe *mb, struct pending *p, uint8_t kind,
+			 const void *payload, size_t len)
+{
+	int rc = mb->broken;
+
+	if (rc == 0) {
+		p->rid = next_rid(mb);
+		rc = write_frame(mb, kind, p->rid, payload, len);
+	}
+	if (rc < 0) {
+		free(p);
+		return rc;
+	}
+	TAILQ_INSERT_TAIL(&mb->pending, p, link);
+	return 0;
+}
+
 /* Send a frame and wait for its reply; *reply is the reply object. */
 static int call(struct muxbe *mb, uint8_t kind, const void *payload,
 		size_t len, json_t **reply)
@@ -460,26 +481,11 @@ static int call(struct muxbe *mb, uint8_t kind, const void *payload,
 
 	if (p == NULL)
 		return -ENOMEM;
-	pthread_mutex_lock(&mb->lock);
-	if (mb->broken) {
-		rc = mb->broken;
-		pthread_mutex_unlock(&mb->lock);
-		free(p);
-		return rc;
-	}
 	p->kind = PENDING_SYNC;
-	p->rid = next_rid(mb);
-	TAILQ_INSERT_TAIL(&mb->pending, p, link);
-	rc = write_frame(mb, kind, p->rid, payload, len);
-	if (rc < 0) {
-		if (pending_find(mb, p->rid)) {
-			TAILQ_REMOVE(&mb->pending, p, link);
-			free(p);
-		}
-		pthread_mutex_unlock(&mb->lock);
-		return rc;
-	}
-	rc = wait_reply(mb, p, reply);
+	pthread_mutex_lock(&mb->lock);
+	rc = submit_locked(mb, p, kind, payload, len);
+	if (rc == 0)
+		rc = wait_reply(mb, p, reply);
 	pthread_mutex_unlock(&mb->lock);
 	return rc;
 }
@@ -779,22 +785,10 @@ int muxbe_send_mad(struct muxbe *mb, const struct muxbe_addr *addr,
 	p = calloc(1, sizeof(*p));
 	if (p == NULL)
 		return -ENOMEM;
-	pthread_mutex_lock(&mb->lock);
-	if (mb->broken) {
-		rc = mb->broken;
-		pthread_mutex_unlock(&mb->lock);
-		free(p);
-		return rc;
-	}
 	p->kind = PENDING_SEND;
-	p->rid = next_rid(mb);
 	p->send_ctx = send_ctx;
-	TAILQ_INSERT_TAIL(&mb->pending, p, link);
-	rc = write_frame(mb, PROTO_KIND_MAD, p->rid, buf, (size_t)n);
-	if (rc < 0 && pending_find(mb, p->rid)) {
-		TAILQ_REMOVE(&mb->pending, p, link);
-		free(p);
-	}
+	pthread_mutex_lock(&mb->lock);
+	rc = submit_locked(mb, p, PROTO_KIND_MAD, buf, (size_t)n);
 	pthread_mutex_unlock(&mb->lock);
 	return rc;
 }

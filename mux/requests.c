@@ -106,13 +106,19 @@ static struct port *request_port(struct mux *mux, json_t *req, json_t **err)
 	return NULL;
 }
 
-static int request_gid(json_t *req, struct gid *gid, json_t **err)
+/* The (port, gid) pair a GID request names; NULL and *err on error. */
+static struct port *request_port_gid(struct mux *mux, json_t *req,
+				     struct gid *gid, json_t **err)
 {
+	struct port *port = request_port(mux, req, err);
+
+	if (port == NULL)
+		return NULL;
 	if (proto_gid_from_json(json_object_get(req, "gid"), gid->raw) == 0)
-		return 0;
+		return port;
 	*err = proto_reply_error(EINVAL,
 		"\"gid\" must be an IPv6-form GID or an IPv4 address");
-	return -EINVAL;
+	return NULL;
 }
 
 static json_t *op_register_gid(struct mux *mux, struct client_info *ci,
@@ -124,8 +130,8 @@ static json_t *op_register_gid(struct mux *mux, struct client_info *ci,
 	struct gid gid;
 	int idx, rc;
 
-	port = request_port(mux, req, &err);
-	if (port == NULL || request_gid(req, &gid, &err))
+	port = request_port_gid(mux, req, &gid, &err);
+	if (port == NULL)
 		return err;
 	idx = port->ops->gid_index(port, &gid);
 	if (idx < 0)
@@ -160,8 +166,8 @@ static json_t *op_unregister_gid(struct mux *mux, struct client_info *ci,
 	struct gid gid;
 	int rc;
 
-	port = request_port(mux, req, &err);
-	if (port == NULL || request_gid(req, &gid, &err))
+	port = request_port_gid(mux, req, &gid, &err);
+	if (port == NULL)
 		return err;
 	rc = router_unregister_gid(mux->router, port->index, &gid, ci->id);
 	if (rc == -ENOENT)
