@@ -40,7 +40,7 @@ MUXD_SRC     := mux/main.c mux/daemon.c mux/worker.c mux/session.c mux/requests.
 		mux/router.c mux/clients.c mux/stats.c mux/port.c \
 		mux/port_sim.c mux/port_umad.c mux/listener.c mux/status.c
 MUXCTL_SRC   := mux/muxctl.c
-BACKEND_SRC  := backend/muxbe.c
+BACKEND_SRC  := backend/muxbe.c backend/verbs.c backend/ah_cache.c
 VM_SRC       := backend/vm/vm.c backend/vm/guest_cm.c
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
@@ -87,7 +87,7 @@ $(LIBA): $(BACKEND_OBJ) $(PROTOCOL_OBJ) $(COMMON_OBJ)
 $(LIBSO): $(BACKEND_OBJ) $(PROTOCOL_OBJ) $(COMMON_OBJ) backend/muxbe.map
 	$(CC) $(LDFLAGS_ALL) -shared -Wl,-soname,libmuxbe.so.$(SOVERSION) \
 		-Wl,--version-script=backend/muxbe.map -o $@ \
-		$(BACKEND_OBJ) $(PROTOCOL_OBJ) $(COMMON_OBJ) $(shell pkg-config --libs jansson)
+		$(BACKEND_OBJ) $(PROTOCOL_OBJ) $(COMMON_OBJ) $(shell pkg-config --libs jansson) -libverbs
 	ln -sf libmuxbe.so.$(SOVERSION) $(B)/libmuxbe.so
 
 $(PCFILE): backend/muxbe.pc.in Makefile
@@ -96,7 +96,7 @@ $(PCFILE): backend/muxbe.pc.in Makefile
 	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(VERSION)|' $< > $@
 
 $(VMPROG): $(VM_OBJ) $(LIBA)
-	$(CC) $(LDFLAGS_ALL) -o $@ $(VM_OBJ) $(LIBA) $(DEP_LIBS)
+	$(CC) $(LDFLAGS_ALL) -o $@ $(VM_OBJ) $(LIBA) $(DEP_LIBS) -libverbs
 
 # ---- tests ---------------------------------------------------------------
 TEST_LIBS := $(shell pkg-config --libs cmocka) $(DEP_LIBS)
@@ -120,7 +120,13 @@ $(B)/tests/test_guest_cm: $(B)/obj/tests/unit/test_guest_cm.o $(B)/obj/backend/v
 $(B)/tests/test_integration: $(B)/obj/tests/integration/test_integration.o \
 		$(B)/obj/tests/integration/harness.o $(LIBA)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS_ALL) -o $@ $(filter %.o,$^) $(LIBA) $(TEST_LIBS)
+	$(CC) $(LDFLAGS_ALL) -o $@ $(filter %.o,$^) $(LIBA) $(TEST_LIBS) -libverbs
+
+E2E_BINS := $(B)/tests/verbs_selftest
+$(B)/tests/verbs_selftest: $(B)/obj/tests/e2e/verbs_selftest.o \
+		$(B)/obj/tests/integration/harness.o $(LIBA)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_ALL) -o $@ $(filter %.o,$^) $(LIBA) $(TEST_LIBS) -libverbs
 
 check-unit: $(UNIT_BINS)
 	@set -e; for t in $(UNIT_BINS); do echo "== $$t"; $$t; done
@@ -132,7 +138,7 @@ check-integration: all $(INTEG_BINS)
 check-demo: all
 	scripts/demo.sh --build-dir $(B) --check
 
-tests: $(UNIT_BINS) $(INTEG_BINS)
+tests: $(UNIT_BINS) $(INTEG_BINS) $(E2E_BINS)
 
 # Everything: normal build, ASan+UBSan build, valgrind, libFuzzer smoke.
 check:
@@ -177,7 +183,7 @@ install: all
 	install -m 0644 $(LIBA) $(DESTDIR)$(LIBDIR)/libmuxbe.a
 	install -m 0755 $(LIBSO) $(DESTDIR)$(LIBDIR)/libmuxbe.so.$(SOVERSION)
 	ln -sf libmuxbe.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libmuxbe.so
-	install -m 0644 backend/muxbe.h protocol/rdmacm_mux_proto.h \
+	install -m 0644 backend/muxbe.h backend/muxbe_verbs.h protocol/rdmacm_mux_proto.h \
 		$(DESTDIR)$(INCLUDEDIR)/rdmacm-mux/
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
 	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(VERSION)|' \

@@ -650,7 +650,9 @@ int muxbe_fd(struct muxbe *mb)
 int muxbe_process(struct muxbe *mb)
 {
 	TAILQ_HEAD(, completion) batch = TAILQ_HEAD_INITIALIZER(batch);
+	struct muxbe_callbacks cb;
 	struct completion *c;
+	void *user;
 	uint64_t n;
 	int count = 0, broken;
 
@@ -661,27 +663,30 @@ int muxbe_process(struct muxbe *mb)
 	read_available(mb);
 	TAILQ_CONCAT(&batch, &mb->completions, link);
 	broken = mb->broken;
+	cb = mb->cb;
+	user = mb->user;
 	pthread_mutex_unlock(&mb->lock);
 
 	while ((c = TAILQ_FIRST(&batch))) {
 		TAILQ_REMOVE(&batch, c, link);
 		switch (c->kind) {
 		case COMP_RECV:
-			if (mb->cb.recv)
-				mb->cb.recv(mb->user, c->ctx, c->buf, c->len, &c->addr);
+			if (cb.recv)
+				cb.recv(user, c->ctx, c->buf, c->len,
+					c->status < 0 ? NULL : &c->addr);
 			break;
 		case COMP_SEND:
-			if (mb->cb.send_done)
-				mb->cb.send_done(mb->user, c->ctx, c->status, c->message);
+			if (cb.send_done)
+				cb.send_done(user, c->ctx, c->status, c->message);
 			break;
 		case COMP_PORT:
-			if (mb->cb.port_event)
-				mb->cb.port_event(mb->user, c->addr.port, c->message,
+			if (cb.port_event)
+				cb.port_event(user, c->addr.port, c->message,
 						  c->status);
 			break;
 		case COMP_DISCONNECT:
-			if (mb->cb.disconnected)
-				mb->cb.disconnected(mb->user, c->status);
+			if (cb.disconnected)
+				cb.disconnected(user, c->status);
 			break;
 		}
 		free(c);
@@ -853,6 +858,42 @@ int muxbe_post_recv(struct muxbe *mb, void *buf, size_t len, void *buf_ctx)
 	}
 	pthread_mutex_unlock(&mb->lock);
 	return 0;
+}
+
+int muxbe_flush_recv(struct muxbe *mb)
+{
+	struct completion *c;
+	struct posted *pb;
+	int n = 0;
+
+	pthread_mutex_lock(&mb->lock);
+	while ((pb = TAILQ_FIRST(&mb->posted)) != NULL) {
+		TAILQ_REMOVE(&mb->posted, pb, link);
+		mb->nposted--;
+		c = calloc(1, sizeof(*c));
+		if (c) {
+			c->kind = COMP_RECV;
+			c->ctx = pb->ctx;
+			c->buf = pb->buf;
+			c->status = -ECANCELED;
+			queue_completion(mb, c);
+			n++;
+		}
+		free(pb);
+	}
+	pthread_mutex_unlock(&mb->lock);
+	return n;
+}
+
+void muxbe_set_callbacks(struct muxbe *mb, const struct muxbe_callbacks *cb,
+			 void *user)
+{
+	pthread_mutex_lock(&mb->lock);
+	memset(&mb->cb, 0, sizeof(mb->cb));
+	if (cb)
+		mb->cb = *cb;
+	mb->user = user;
+	pthread_mutex_unlock(&mb->lock);
 }
 
 void muxbe_get_stats(struct muxbe *mb, struct muxbe_stats *st)

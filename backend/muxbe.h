@@ -45,7 +45,8 @@ struct muxbe_addr {
 };
 
 struct muxbe_callbacks {
-	/* A posted buffer was filled with a GRH and a MAD of mad_len bytes. */
+	/* A posted buffer was filled with a GRH and a MAD of mad_len bytes,
+	 * or (addr == NULL, mad_len 0) flushed by muxbe_flush_recv(). */
 	void (*recv)(void *user, void *buf_ctx, void *buf, size_t mad_len,
 		     const struct muxbe_addr *addr);
 	/* The daemon's verdict on muxbe_send_mad(): 0 or a negative errno,
@@ -107,6 +108,14 @@ int muxbe_send_mad_sync(struct muxbe *mb, const struct muxbe_addr *addr,
 
 /* Post a receive buffer of at least MUXBE_RECV_BUF_MIN bytes. */
 int muxbe_post_recv(struct muxbe *mb, void *buf, size_t len, void *buf_ctx);
+
+/* Give back every posted receive buffer through the recv callback with
+ * addr == NULL; returns how many. */
+int muxbe_flush_recv(struct muxbe *mb);
+
+/* Replace the callbacks (e.g. when a muxbe_dev takes over a handle). */
+void muxbe_set_callbacks(struct muxbe *mb, const struct muxbe_callbacks *cb,
+			 void *user);
 
 void muxbe_get_stats(struct muxbe *mb, struct muxbe_stats *st);
 /* The daemon's message for the last failed call on this handle. */

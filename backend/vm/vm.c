@@ -107,6 +107,8 @@ static void on_recv(void *user, void *buf_ctx, void *buf, size_t mad_len,
 	struct gid src;
 
 	(void)buf_ctx;
+	if (addr == NULL)
+		return;         /* flushed, not received */
 	memcpy(src.raw, addr->remote_gid, 16);
 	gcm_input(&vm->cm, (uint8_t *)buf + MUXBE_GRH_SIZE, mad_len, &src, now_ms());
 	muxbe_post_recv(vm->mb, buf, MUXBE_RECV_BUF_MIN, NULL);

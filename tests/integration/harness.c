@@ -98,9 +98,16 @@ void hd_start(struct hdaemon *d, const char *fabric, const char *const *ports,
 	argv[argc++] = d->status;
 	argv[argc++] = "--sim-fabric";
 	argv[argc++] = d->fabric;
-	for (i = 0; ports && ports[i] && i < 8; i++) {
-		snprintf(portargs[i], sizeof(portargs[i]), "--sim-port=%s", ports[i]);
-		argv[argc++] = portargs[i];
+	if (getenv("RCM_TEST_UMAD_PORT")) {
+		/* The real port in the lab instead of the sim ports. */
+		snprintf(portargs[0], sizeof(portargs[0]), "--port=%s",
+			 getenv("RCM_TEST_UMAD_PORT"));
+		argv[argc++] = portargs[0];
+	} else {
+		for (i = 0; ports && ports[i] && i < 8; i++) {
+			snprintf(portargs[i], sizeof(portargs[i]), "--sim-port=%s", ports[i]);
+			argv[argc++] = portargs[i];
+		}
 	}
 	for (i = 0; extra && extra[i]; i++)
 		argv[argc++] = extra[i];
@@ -225,6 +232,8 @@ static void tc_recv(void *user, void *buf_ctx, void *buf, size_t mad_len,
 	struct tc_rx *r;
 
 	(void)buf_ctx;
+	if (addr == NULL)
+		return;         /* flushed, not received */
 	if (tc->nrx < TC_RX_MAX) {
 		r = &tc->rx[tc->nrx++];
 		r->addr = *addr;
@@ -299,13 +308,25 @@ void tc_close(struct tclient *tc)
 	tc->mb = NULL;
 }
 
+const char *h_port0(void)
+{
+	const char *umad = getenv("RCM_TEST_UMAD_PORT");
+
+	return umad ? umad : "sim0";
+}
+
+int h_real_port(void)
+{
+	return getenv("RCM_TEST_UMAD_PORT") != NULL;
+}
+
 int tc_register(struct tclient *tc, const char *gid)
 {
 	struct gid g;
 
 	assert_int_equal(gid_parse(gid, &g), 0);
 	memcpy(tc->gid, g.raw, 16);
-	return muxbe_register_gid(tc->mb, "sim0", g.raw, &tc->port);
+	return muxbe_register_gid(tc->mb, h_port0(), g.raw, &tc->port);
 }
 
 int tc_pump_until(struct tclient *tc, int (*cond)(struct tclient *, int),

@@ -68,6 +68,11 @@ struct tclient {
 int tc_connect(struct tclient *tc, struct hdaemon *d, const char *name,
 	       int post_buffers, unsigned rx_queue_max, char *err, size_t errlen);
 void tc_close(struct tclient *tc);
+/* The first port's name: "sim0", or $RCM_TEST_UMAD_PORT when the suite
+ * runs against a real port in the lab (then sim-only tests skip). */
+const char *h_port0(void);
+int h_real_port(void);
+
 /* Register a GID on sim0 and remember it as the client's source. */
 int tc_register(struct tclient *tc, const char *gid);
 /* Run the client's callbacks until cond(tc) or the deadline; returns

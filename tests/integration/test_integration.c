@@ -161,8 +161,12 @@ static void test_control_operations(void **state)
 	j = json_loads(reply, 0, NULL);
 	free(reply);
 	assert_int_equal(json_array_size(json_object_get(j, "ports")), 1);
-	assert_int_equal(json_array_size(json_object_get(
-		json_array_get(json_object_get(j, "ports"), 0), "gid_table")), 7);
+	if (h_real_port())
+		assert_true(json_array_size(json_object_get(
+			json_array_get(json_object_get(j, "ports"), 0), "gid_table")) >= 7);
+	else
+		assert_int_equal(json_array_size(json_object_get(
+			json_array_get(json_object_get(j, "ports"), 0), "gid_table")), 7);
 	json_decref(j);
 
 	assert_int_equal(tc_register(&a, "fd00::3"), 0);
@@ -175,8 +179,8 @@ static void test_control_operations(void **state)
 	free(reply);
 	assert_int_equal(json_array_size(json_object_get(j, "gids")), 2);
 	json_decref(j);
-	assert_int_equal(muxbe_unregister_gid(a.mb, "sim0", g.raw), 0);
-	assert_int_equal(muxbe_unregister_gid(a.mb, "sim0", g.raw), -ENOENT);
+	assert_int_equal(muxbe_unregister_gid(a.mb, h_port0(), g.raw), 0);
+	assert_int_equal(muxbe_unregister_gid(a.mb, h_port0(), g.raw), -ENOENT);
 	/* Specific errors for bad requests. */
 	assert_int_equal(muxbe_request(a.mb, "{\"op\":\"frobnicate\"}", &reply), -EOPNOTSUPP);
 	assert_int_equal(muxbe_request(a.mb, "{\"op\":\"register_gid\",\"gid\":\"nope\"}",
@@ -185,7 +189,7 @@ static void test_control_operations(void **state)
 	memcpy(gid, g.raw, 16);
 	assert_int_equal(muxbe_register_gid(a.mb, "sim9", gid, NULL), -ENODEV);
 	gid_parse("fd99::1", &g);
-	assert_int_equal(muxbe_register_gid(a.mb, "sim0", g.raw, NULL), -EADDRNOTAVAIL);
+	assert_int_equal(muxbe_register_gid(a.mb, h_port0(), g.raw, NULL), -EADDRNOTAVAIL);
 	tc_close(&a);
 }
 
@@ -257,10 +261,10 @@ static void test_gid_conflicts(void **state)
 	connect_client(&a, &f->d, "a", "fd00::1");
 	connect_client(&b, &f->d, "b", NULL);
 	gid_parse("fd00::1", &g);
-	assert_int_equal(muxbe_register_gid(b.mb, "sim0", g.raw, NULL), -EEXIST);
+	assert_int_equal(muxbe_register_gid(b.mb, h_port0(), g.raw, NULL), -EEXIST);
 	muxbe_last_error(b.mb, err, sizeof(err));
 	assert_non_null(strstr(err, "another client"));
-	assert_int_equal(muxbe_unregister_gid(b.mb, "sim0", g.raw), -EACCES);
+	assert_int_equal(muxbe_unregister_gid(b.mb, h_port0(), g.raw), -EACCES);
 	/* A still owns it and still gets its REQs. */
 	assert_true(hd_status_int(&f->d, "routing.gids") == 1);
 	tc_close(&a);
@@ -367,7 +371,7 @@ static void test_cleanup_on_disconnect(void **state)
 	assert_int_equal(tc_register(&b, "fd00::1"), 0);
 	make_reply(mad, CM_ATTR_REP, 0x88, 0x77);
 	assert_int_equal(tc_send_sync(&b, "fd00::3", mad), 0);
-	assert_int_equal(muxbe_unregister_gid(b.mb, "sim0", b.gid), 0);
+	assert_int_equal(muxbe_unregister_gid(b.mb, h_port0(), b.gid), 0);
 
 	/* A client killed with SIGKILL is cleaned up the same way. */
 	child = fork();
@@ -577,6 +581,8 @@ static void test_port_state_events(void **state)
 	char path[256];
 	FILE *fp;
 
+	if (h_real_port())
+		skip();         /* the sim port's down switch; rxe has none */
 	connect_client(&a, &f->d, "a", "fd00::1");
 	snprintf(path, sizeof(path), "%s/sim0.down", f->d.fabric);
 	fp = fopen(path, "w");
@@ -599,6 +605,8 @@ static void test_two_daemons_share_fabric(void **state)
 	struct tclient a, b;
 	uint8_t mad[MAD_SIZE];
 
+	if (h_real_port())
+		skip();         /* two daemons on one real port cannot both own it */
 	hd_start(&d2, f->d.fabric, other, NULL);
 	connect_client(&a, &f->d, "host1-vm", "fd00::1");
 	{
@@ -795,6 +803,8 @@ static void test_several_ports(void **state)
 	char err[256], *reply;
 	json_t *j;
 
+	if (h_real_port())
+		skip();         /* needs two ports; the lab host has one */
 	gid_parse("fd00::2", &g);
 	assert_int_equal(tc_connect(&b0, &f->d, "b0", 1, 0, err, sizeof(err)), 0);
 	assert_int_equal(tc_connect(&b1, &f->d, "b1", 1, 0, err, sizeof(err)), 0);
