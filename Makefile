@@ -41,7 +41,7 @@ MUXD_SRC     := mux/main.c mux/daemon.c mux/worker.c mux/session.c mux/requests.
 		mux/port_sim.c mux/port_umad.c mux/listener.c mux/status.c
 MUXCTL_SRC   := mux/muxctl.c
 BACKEND_SRC  := backend/muxbe.c backend/verbs.c backend/ah_cache.c
-VM_SRC       := backend/vm/vm.c backend/vm/guest_cm.c
+VM_SRC       := backend/vm/vm.c backend/vm/guest_cm.c backend/vm/vm_data.c
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 

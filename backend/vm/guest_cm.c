@@ -114,8 +114,10 @@ int gcm_connect(struct gcm *g, uint64_t now_ms)
 	cm_set_gid(m, CM_REQ_OFF_PRIMARY_REMOTE_GID, &g->p.remote_gid);
 	cm_field_set(m, CM_REQ_PRIMARY_HOP_LIMIT, 64);
 	cm_field_set(m, CM_REQ_PRIMARY_LOCAL_ACK_TIMEOUT, 14);
+	/* rdma_cm's header carries the active side's own port; the
+	 * destination port is in the service ID. */
 	cma_hdr_build(m + CM_REQ_OFF_PRIVATE_DATA, &g->p.local_gid,
-		      &g->p.remote_gid, g->p.port);
+		      &g->p.remote_gid, g->p.src_port ? g->p.src_port : g->p.port);
 	memcpy(m + CM_REQ_OFF_PRIVATE_DATA + CMA_HDR_SIZE, g->p.private_data,
 	       sizeof(g->p.private_data) < CM_REQ_PRIVATE_DATA_SIZE - CMA_HDR_SIZE ?
 	       sizeof(g->p.private_data) : CM_REQ_PRIVATE_DATA_SIZE - CMA_HDR_SIZE);
@@ -176,6 +178,15 @@ static void on_req(struct gcm *g, const uint8_t *mad, const struct gid *src,
 	g->p.remote_gid = *src;
 	g->remote_comm_id = remote;
 	g->remote_qpn = (uint32_t)cm_field_get(mad, CM_REQ_LOCAL_QPN);
+	g->remote_psn = (uint32_t)cm_field_get(mad, CM_REQ_STARTING_PSN);
+	if (g->ops->qp_rtr &&
+	    g->ops->qp_rtr(g->ctx, g->remote_qpn, g->remote_psn, src) < 0) {
+		build_rej(g, rej, g->p.local_comm_id, remote, CM_MSG_RESPONSE_REQ,
+			  CM_REJ_REASON_NO_RESOURCES, cm_mad_tid(mad));
+		g->ops->send(g->ctx, rej, src);
+		g->remote_comm_id = 0;
+		return;
+	}
 	copy_peer_data(g, mad + CM_REQ_OFF_PRIVATE_DATA + CMA_HDR_SIZE,
 		       CM_REQ_PRIVATE_DATA_SIZE - CMA_HDR_SIZE);
 	/* A REP answers the REQ's transaction. */
@@ -211,7 +222,18 @@ static void on_rep(struct gcm *g, const uint8_t *mad, uint64_t now_ms)
 		return;
 	g->remote_comm_id = remote;
 	g->remote_qpn = (uint32_t)cm_field_get(mad, CM_REP_LOCAL_QPN);
+	g->remote_psn = (uint32_t)cm_field_get(mad, CM_REP_STARTING_PSN);
 	copy_peer_data(g, mad + CM_REP_OFF_PRIVATE_DATA, 64);
+	if ((g->ops->qp_rtr && g->ops->qp_rtr(g->ctx, g->remote_qpn,
+					      g->remote_psn, &g->p.remote_gid) < 0) ||
+	    (g->ops->qp_rts && g->ops->qp_rts(g->ctx) < 0)) {
+		build_rej(g, m, g->p.local_comm_id, remote, CM_MSG_RESPONSE_REP,
+			  CM_REJ_REASON_NO_RESOURCES, cm_mad_tid(mad));
+		send_untracked(g, m);
+		enter_timewait(g, now_ms);
+		g->ops->event(g->ctx, GCM_EV_REJECTED, CM_REJ_REASON_NO_RESOURCES);
+		return;
+	}
 	cm_mad_init(m, CM_ATTR_RTU, cm_mad_tid(mad));
 	cm_field_set(m, CM_RTU_LOCAL_COMM_ID, g->p.local_comm_id);
 	cm_field_set(m, CM_RTU_REMOTE_COMM_ID, remote);
@@ -265,6 +287,8 @@ void gcm_input(struct gcm *g, const uint8_t *mad, size_t len,
 		break;
 	case CM_ATTR_RTU:
 		if (g->state == GCM_REP_SENT && ids_match(g, mad)) {
+			if (g->ops->qp_rts && g->ops->qp_rts(g->ctx) < 0)
+				break;  /* no RTS: the REP's retries run out */
 			set_state(g, GCM_ESTABLISHED);
 			g->deadline_ms = 0;
 			g->ops->event(g->ctx, GCM_EV_CONNECTED, 0);

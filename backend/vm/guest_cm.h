@@ -2,6 +2,8 @@
 #ifndef RCM_GUEST_CM_H
 #define RCM_GUEST_CM_H
 
+#define CM_REJ_REASON_NO_RESOURCES 3
+
 /*
  * A minimal guest-side IB CM endpoint (one connection, active or passive),
  * enough to drive the daemon the way a guest kernel's CM would: REQ with
@@ -38,12 +40,20 @@ enum gcm_event {
 struct gcm_ops {
 	int (*send)(void *ctx, const uint8_t *mad, const struct gid *dst);
 	void (*event)(void *ctx, enum gcm_event ev, int detail);
+	/* Optional: bring a data QP to RTR with what the peer announced
+	 * (before REP on the passive side, on REP on the active side), and
+	 * to RTS (before RTU on the active side, on RTU on the passive).
+	 * A failure rejects the connection. */
+	int (*qp_rtr)(void *ctx, uint32_t remote_qpn, uint32_t remote_psn,
+		      const struct gid *remote);
+	int (*qp_rts)(void *ctx);
 };
 
 struct gcm_params {
 	struct gid local_gid;
 	struct gid remote_gid;          /* active side */
 	uint16_t port;                  /* rdma_cm TCP port space port */
+	uint16_t src_port;              /* active: our port in rdma_cm's header */
 	uint32_t local_comm_id;         /* non-zero */
 	uint32_t qpn;
 	uint32_t psn;
@@ -63,6 +73,7 @@ struct gcm {
 	int listening;                  /* go back to LISTEN after CLOSED */
 	uint32_t remote_comm_id;
 	uint32_t remote_qpn;
+	uint32_t remote_psn;
 	uint64_t tid;
 	uint32_t tid_seq;
 	unsigned retries;

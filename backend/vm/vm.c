@@ -4,8 +4,14 @@
  * registers the VM's GID with rdmacm-muxd, and runs a minimal guest CM
  * endpoint over it, active (--connect) or passive (--listen).
  *
- * Exit status: 0 connected and disconnected cleanly; 3 rejected (the REJ
- * reason is printed); 4 timed out; 1 other errors; 2 usage.
+ * With --device it also creates a real RC QP on that RDMA device through
+ * libmuxbe, announces it in REQ/REP, moves it through RTR/RTS as the CM
+ * handshake goes, and exchanges --messages messages both ways the way
+ * rdma-core's cmatose does, so that stock ucmatose can be the peer.
+ *
+ * Exit status: 0 connected (and exchanged data) and disconnected cleanly;
+ * 3 rejected (the REJ reason is printed); 4 timed out; 5 data incomplete;
+ * 1 other errors; 2 usage.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -18,6 +24,7 @@
 
 #include "../muxbe.h"
 #include "guest_cm.h"
+#include "vm_data.h"
 
 #define VM_RECV_BUFS 16
 
@@ -34,6 +41,10 @@ struct vm {
 	int exit_code;
 	uint64_t disconnect_at;
 	int send_errors;
+	struct vm_data *data;           /* --device: the RC data path */
+	int messages;
+	int data_sent_posted;
+	int connected;
 };
 
 static uint64_t now_ms(void)
@@ -71,8 +82,18 @@ static void vm_event(void *ctx, enum gcm_event ev, int detail)
 		printf("%s: connected to %s (local comm id 0x%08x, remote 0x%08x); "
 		       "peer says \"%s\"\n", vm->name, peer, vm->cm.p.local_comm_id,
 		       vm->cm.remote_comm_id, vm->cm.peer_data);
-		if (vm->active)
+		vm->connected = 1;
+		if (vm->data) {
+			printf("%s: RC QP 0x%06x <-> peer QP 0x%06x\n", vm->name,
+			       vm_data_qpn(vm->data), vm->cm.remote_qpn);
+			/* cmatose's order: the passive side sends first. */
+			if (!vm->active) {
+				vm_data_send_all(vm->data);
+				vm->data_sent_posted = 1;
+			}
+		} else if (vm->active) {
 			vm->disconnect_at = now_ms() + (uint64_t)vm->hold_ms;
+		}
 		break;
 	case GCM_EV_REJECTED:
 		printf("%s: rejected by %s, reason %d%s\n", vm->name, peer, detail,
@@ -86,6 +107,11 @@ static void vm_event(void *ctx, enum gcm_event ev, int detail)
 		vm->exit_code = 4;
 		break;
 	case GCM_EV_DISCONNECTED:
+		if (vm->data)
+			printf("%s: data: received %d, sent %d of %d messages; first "
+			       "received: \"%.40s\"\n", vm->name,
+			       vm_data_received(vm->data), vm_data_sent(vm->data),
+			       vm->messages, vm_data_first(vm->data));
 		printf("%s: disconnected from %s\n", vm->name, peer);
 		break;
 	case GCM_EV_CLOSED:
@@ -98,7 +124,42 @@ static void vm_event(void *ctx, enum gcm_event ev, int detail)
 	fflush(stdout);
 }
 
+static int vm_qp_rtr(void *ctx, uint32_t qpn, uint32_t psn, const struct gid *remote)
+{
+	struct vm *vm = ctx;
+
+	return vm_data_rtr(vm->data, qpn, psn, remote);
+}
+
+static int vm_qp_rts(void *ctx)
+{
+	struct vm *vm = ctx;
+
+	return vm_data_rts(vm->data);
+}
+
 static const struct gcm_ops vm_cm_ops = { .send = vm_send, .event = vm_event };
+static const struct gcm_ops vm_cm_data_ops = {
+	.send = vm_send, .event = vm_event, .qp_rtr = vm_qp_rtr, .qp_rts = vm_qp_rts,
+};
+
+/* The data exchange after CONNECTED, in cmatose's order. */
+static void vm_data_step(struct vm *vm, uint64_t now)
+{
+	int n = vm->messages;
+
+	if (!vm->data || !vm->connected || vm->cm.state != GCM_ESTABLISHED)
+		return;
+	if (vm->active) {
+		if (!vm->data_sent_posted && vm_data_received(vm->data) >= n) {
+			vm_data_send_all(vm->data);
+			vm->data_sent_posted = 1;
+		}
+		/* ...then wait for the passive side's DREQ. */
+	} else if (vm_data_sent(vm->data) >= n && vm_data_received(vm->data) >= n) {
+		gcm_disconnect(&vm->cm, now);
+	}
+}
 
 static void on_recv(void *user, void *buf_ctx, void *buf, size_t mad_len,
 		    const struct muxbe_addr *addr)
@@ -143,7 +204,8 @@ static void usage(FILE *f)
 "                     [--socket PATH] [--name NAME] [--port DAEMON-PORT]\n"
 "                     [--comm-id N] [--data TEXT] [--hold-ms MS]\n"
 "                     [--timeout-ms MS] [--retries N] [--timewait-ms MS]\n"
-"                     [--run-ms MS]\n");
+"                     [--run-ms MS] [--device DEV [--messages N]\n"
+"                     [--message-size BYTES]]\n");
 }
 
 int main(int argc, char **argv)
@@ -163,6 +225,9 @@ int main(int argc, char **argv)
 		{ "retries", required_argument, NULL, 'R' },
 		{ "timewait-ms", required_argument, NULL, 'W' },
 		{ "run-ms", required_argument, NULL, 'X' },
+		{ "device", required_argument, NULL, 'D' },
+		{ "messages", required_argument, NULL, 'M' },
+		{ "message-size", required_argument, NULL, 'S' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -177,16 +242,19 @@ int main(int argc, char **argv)
 	};
 	static struct vm vm;
 	const char *daemon_port = NULL, *listen = NULL, *connect_to = NULL;
+	const char *device = NULL;
+	int message_size = 100;
 	char err[256];
 	uint64_t run_deadline = 0;
 	int c, i, rc, rdma_port = -1, run_ms = 30000;
-	struct pollfd pfd;
+	struct pollfd pfd[2];
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	vm.name = "vm";
 	vm.hold_ms = 300;
+	vm.messages = 10;
 	gp.local_comm_id = (uint32_t)getpid() * 2654435761u;
-	while ((c = getopt_long(argc, argv, "s:n:g:p:l:c:r:i:d:H:T:R:W:X:h", opts,
+	while ((c = getopt_long(argc, argv, "s:n:g:p:l:c:r:i:d:H:T:R:W:X:D:M:S:h", opts,
 				NULL)) != -1) {
 		switch (c) {
 		case 's': mo.socket_path = optarg; break;
@@ -208,6 +276,9 @@ int main(int argc, char **argv)
 		case 'R': gp.max_retries = (unsigned)atoi(optarg); break;
 		case 'W': gp.timewait_ms = (unsigned)atoi(optarg); break;
 		case 'X': run_ms = atoi(optarg); break;
+		case 'D': device = optarg; break;
+		case 'M': vm.messages = atoi(optarg); break;
+		case 'S': message_size = atoi(optarg); break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -249,7 +320,18 @@ int main(int argc, char **argv)
 	for (i = 0; i < VM_RECV_BUFS; i++)
 		muxbe_post_recv(vm.mb, vm.bufs[i], sizeof(vm.bufs[i]), NULL);
 
-	gcm_init(&vm.cm, &gp, &vm_cm_ops, &vm);
+	if (device) {
+		if (vm.messages < 1 || message_size < 32 ||
+		    vm_data_open(&vm.data, device, &vm.gid, vm.messages, message_size,
+				 vm.name) < 0) {
+			muxbe_close(vm.mb);
+			return 1;
+		}
+		gp.qpn = vm_data_qpn(vm.data);
+		gp.psn = vm_data_psn(vm.data);
+		gp.src_port = (uint16_t)(0x8000 | (getpid() & 0x7fff));
+	}
+	gcm_init(&vm.cm, &gp, device ? &vm_cm_data_ops : &vm_cm_ops, &vm);
 	if (connect_to) {
 		vm.active = 1;
 		printf("%s: connecting to %s port %d\n", vm.name, connect_to, rdma_port);
@@ -261,8 +343,10 @@ int main(int argc, char **argv)
 	}
 	fflush(stdout);
 	run_deadline = now_ms() + (uint64_t)run_ms;
-	pfd.fd = muxbe_fd(vm.mb);
-	pfd.events = POLLIN;
+	pfd[0].fd = muxbe_fd(vm.mb);
+	pfd[0].events = POLLIN;
+	pfd[1].fd = vm.data ? vm_data_fd(vm.data) : -1;
+	pfd[1].events = POLLIN;
 	while (!vm.done) {
 		uint64_t now = now_ms();
 
@@ -272,7 +356,9 @@ int main(int argc, char **argv)
 			vm.exit_code = vm.exit_code ? vm.exit_code : 4;
 			break;
 		}
-		poll(&pfd, 1, 20);
+		poll(pfd, 2, 20);
+		if (vm.data)
+			vm_data_process(vm.data);
 		rc = muxbe_process(vm.mb);
 		if (rc < 0 && !vm.done) {
 			vm.exit_code = 1;
@@ -280,6 +366,7 @@ int main(int argc, char **argv)
 		}
 		now = now_ms();
 		gcm_tick(&vm.cm, now);
+		vm_data_step(&vm, now);
 		if (vm.disconnect_at && now >= vm.disconnect_at &&
 		    vm.cm.state == GCM_ESTABLISHED) {
 			vm.disconnect_at = 0;
@@ -288,6 +375,11 @@ int main(int argc, char **argv)
 	}
 	if (vm.send_errors && vm.exit_code == 0)
 		vm.exit_code = 1;
+	if (vm.data && vm.exit_code == 0 &&
+	    (vm_data_received(vm.data) != vm.messages ||
+	     vm_data_sent(vm.data) != vm.messages || vm_data_errors(vm.data)))
+		vm.exit_code = 5;
+	vm_data_close(vm.data);
 	muxbe_close(vm.mb);
 	return vm.exit_code;
 }
