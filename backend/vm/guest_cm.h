@@ -56,7 +56,8 @@ struct gcm_params {
 	uint16_t src_port;              /* active: our port in rdma_cm's header */
 	uint32_t local_comm_id;         /* non-zero */
 	uint32_t qpn;
-	uint32_t psn;
+	uint32_t psn;                   /* the PSN our receive queue expects,
+					 * announced in REQ or REP */
 	uint64_t ca_guid;
 	unsigned timeout_ms;            /* per try */
 	unsigned max_retries;

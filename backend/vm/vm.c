@@ -84,8 +84,10 @@ static void vm_event(void *ctx, enum gcm_event ev, int detail)
 		       vm->cm.remote_comm_id, vm->cm.peer_data);
 		vm->connected = 1;
 		if (vm->data) {
-			printf("%s: RC QP 0x%06x <-> peer QP 0x%06x\n", vm->name,
-			       vm_data_qpn(vm->data), vm->cm.remote_qpn);
+			printf("%s: RC QP 0x%06x (PSN 0x%06x) <-> peer QP 0x%06x "
+			       "(PSN 0x%06x)\n", vm->name, vm_data_qpn(vm->data),
+			       vm_data_psn(vm->data), vm->cm.remote_qpn,
+			       vm->cm.remote_psn);
 			/* cmatose's order: the passive side sends first. */
 			if (!vm->active) {
 				vm_data_send_all(vm->data);

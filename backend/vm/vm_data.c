@@ -18,7 +18,8 @@ struct vm_data {
 	uint8_t *mem;                   /* count receive slots, then send slots */
 	int count, size;
 	int sgid_index;
-	uint32_t psn;
+	uint32_t psn;                   /* ours: what our receive queue expects */
+	uint32_t remote_psn;            /* theirs: where our send queue starts */
 	int received, sent, errors;
 	char first[128];
 	char name[32];
@@ -43,8 +44,14 @@ static void vm_data_comp(void *user, const struct muxbe_wc *wc)
 			size_t n = wc->byte_len < sizeof(d->first) - 1 ?
 				   wc->byte_len : sizeof(d->first) - 1;
 
+			size_t i;
+
 			memcpy(d->first, d->mem + (size_t)slot * (size_t)d->size, n);
 			d->first[n] = '\0';
+			/* Peers such as cmatose send uninitialised bytes. */
+			for (i = 0; i < n && d->first[i]; i++)
+				if (d->first[i] < 0x20 || d->first[i] > 0x7e)
+					d->first[i] = '.';
 		}
 	} else if (wc->opcode == IBV_WC_SEND) {
 		d->sent++;
@@ -137,16 +144,20 @@ const char *vm_data_first(struct vm_data *d) { return d->first; }
 int vm_data_rtr(struct vm_data *d, uint32_t remote_qpn, uint32_t remote_psn,
 		const struct gid *remote)
 {
+	/* The Starting PSN a side puts in its REQ or REP is the one its own
+	 * receive queue expects (Linux ib_cm sets rq_psn from its own
+	 * message), so the peer's is where our send queue starts. */
 	struct muxbe_qp_rtr r = { .sgid_index = (uint8_t)d->sgid_index,
-				  .dest_qpn = remote_qpn, .rq_psn = remote_psn };
+				  .dest_qpn = remote_qpn, .rq_psn = d->psn };
 
+	d->remote_psn = remote_psn;
 	memcpy(r.dgid, remote->raw, 16);
 	return muxbe_qp_rtr(d->qp, &r);
 }
 
 int vm_data_rts(struct vm_data *d)
 {
-	struct muxbe_qp_rts r = { .sq_psn = d->psn };
+	struct muxbe_qp_rts r = { .sq_psn = d->remote_psn };
 
 	return muxbe_qp_rts(d->qp, &r);
 }
