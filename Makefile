@@ -64,7 +64,7 @@ UNIT_BINS  := $(addprefix $(B)/tests/,$(UNIT_TESTS))
 INTEG_TESTS := test_integration
 INTEG_BINS := $(addprefix $(B)/tests/,$(INTEG_TESTS))
 
-.PHONY: all clean check check-quick check-unit check-integration check-demo \
+.PHONY: check-lab all clean check check-quick check-unit check-integration check-demo \
 	check-san check-valgrind demo install fuzz tests
 all: $(MUXD) $(MUXCTL) $(LIBA) $(LIBSO) $(PCFILE) $(VMPROG)
 
@@ -122,7 +122,11 @@ $(B)/tests/test_integration: $(B)/obj/tests/integration/test_integration.o \
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $(filter %.o,$^) $(LIBA) $(TEST_LIBS) -libverbs
 
-E2E_BINS := $(B)/tests/verbs_selftest
+E2E_BINS := $(B)/tests/verbs_selftest $(B)/tests/mad_send
+$(B)/tests/mad_send: $(B)/obj/tests/e2e/mad_send.o $(LIBA)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_ALL) -o $@ $(filter %.o,$^) $(LIBA) $(DEP_LIBS) -libverbs
+
 $(B)/tests/verbs_selftest: $(B)/obj/tests/e2e/verbs_selftest.o \
 		$(B)/obj/tests/integration/harness.o $(LIBA)
 	@mkdir -p $(dir $@)
@@ -146,6 +150,10 @@ check:
 
 check-quick:
 	scripts/check.sh --quick
+
+# The real kernel: soft-RoCE in QEMU VMs, stock rdma-core peers.
+check-lab: all tests
+	tests/e2e/run.sh
 
 check-san:
 	$(MAKE) SAN=1 check-unit check-integration check-demo

@@ -186,7 +186,9 @@ static void umad_rx(evutil_socket_t fd, short what, void *arg)
 		}
 		memset(&in, 0, sizeof(in));
 		in.addr.remote_qpn = ntohl(um->addr.qpn) & 0xffffff;
-		in.addr.qkey = ntohl(um->addr.qkey);
+		/* ib_umad leaves the Q_Key of a received MAD out; anything
+		 * QP1 accepted carried the GSI Q_Key. */
+		in.addr.qkey = GSI_QKEY;
 		in.addr.lid = ntohs(um->addr.lid);
 		in.addr.sl = um->addr.sl;
 		in.addr.flags = um->addr.grh_present ? PROTO_MAD_F_GRH : 0;

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* The demo's guest CM endpoint: two of them over an in-memory wire that
  * can lose messages, on a fake clock. */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -30,6 +31,12 @@ struct peer {
 	struct gcm cm;
 	int events[GCM_EV_CLOSED + 1];
 	int last_detail;
+	/* QP hooks: what was called, in order, and what the wire had seen. */
+	char hooks[8];
+	int nhooks;
+	int sent_at_rtr[CM_IDX_MAX];
+	uint32_t rtr_qpn, rtr_psn;
+	int fail_rtr;
 };
 
 static int peer_send(void *ctx, const uint8_t *mad, const struct gid *dst)
@@ -60,6 +67,29 @@ static void peer_event(void *ctx, enum gcm_event ev, int detail)
 }
 
 static const struct gcm_ops ops = { .send = peer_send, .event = peer_event };
+
+static int peer_rtr(void *ctx, uint32_t qpn, uint32_t psn, const struct gid *remote)
+{
+	struct peer *p = ctx;
+
+	(void)remote;
+	p->hooks[p->nhooks++] = 'R';
+	memcpy(p->sent_at_rtr, p->net->sent, sizeof(p->sent_at_rtr));
+	p->rtr_qpn = qpn;
+	p->rtr_psn = psn;
+	return p->fail_rtr ? -ENOMEM : 0;
+}
+
+static int peer_rts(void *ctx)
+{
+	struct peer *p = ctx;
+
+	p->hooks[p->nhooks++] = 'S';
+	return 0;
+}
+
+static const struct gcm_ops qp_ops = { .send = peer_send, .event = peer_event,
+				       .qp_rtr = peer_rtr, .qp_rts = peer_rts };
 
 /* Deliver everything on the wire to whoever owns the destination GID. */
 static void deliver(struct net *n, struct peer *a, struct peer *b, uint64_t now)
@@ -273,6 +303,56 @@ static void test_mra_delays_retransmission(void **state)
 	assert_int_equal(a.cm.state, GCM_REQ_SENT);
 }
 
+/* The data QP follows the handshake: the passive side is RTR before its
+ * REP goes out and RTS on RTU; the active side is RTR and RTS before its
+ * RTU; each learns the other's QPN and Starting PSN. */
+static void test_qp_hooks_follow_the_handshake(void **state)
+{
+	struct net n;
+	struct peer a, b;
+
+	(void)state;
+	setup_pair(&n, &a, &b);
+	a.cm.ops = &qp_ops;
+	b.cm.ops = &qp_ops;
+	a.cm.p.qpn = 0x11;
+	a.cm.p.psn = 0xa00001;
+	b.cm.p.qpn = 0x22;
+	b.cm.p.psn = 0xb00002;
+	gcm_connect(&a.cm, 0);
+	deliver(&n, &a, &b, 1);
+	assert_int_equal(b.nhooks, 2);
+	assert_memory_equal(b.hooks, "RS", 2);
+	assert_int_equal(b.sent_at_rtr[CM_IDX_REP], 0);  /* RTR before REP */
+	assert_int_equal(b.rtr_qpn, 0x11);
+	assert_int_equal(b.rtr_psn, 0xa00001);
+	assert_int_equal(a.nhooks, 2);
+	assert_memory_equal(a.hooks, "RS", 2);
+	assert_int_equal(a.sent_at_rtr[CM_IDX_RTU], 0);  /* before RTU */
+	assert_int_equal(a.rtr_qpn, 0x22);
+	assert_int_equal(a.rtr_psn, 0xb00002);
+	assert_int_equal(a.cm.state, GCM_ESTABLISHED);
+	assert_int_equal(b.cm.state, GCM_ESTABLISHED);
+}
+
+/* A passive side that cannot bring its QP up rejects with No Resources. */
+static void test_qp_failure_rejects(void **state)
+{
+	struct net n;
+	struct peer a, b;
+
+	(void)state;
+	setup_pair(&n, &a, &b);
+	b.cm.ops = &qp_ops;
+	b.fail_rtr = 1;
+	gcm_connect(&a.cm, 0);
+	deliver(&n, &a, &b, 1);
+	assert_int_equal(a.events[GCM_EV_REJECTED], 1);
+	assert_int_equal(a.last_detail, CM_REJ_REASON_NO_RESOURCES);
+	assert_int_equal(n.sent[CM_IDX_REP], 0);
+	assert_int_equal(b.cm.state, GCM_LISTEN);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -284,6 +364,8 @@ int main(void)
 		cmocka_unit_test(test_timeout_sends_timeout_rej),
 		cmocka_unit_test(test_dreq_retransmitted_and_duplicate_answered),
 		cmocka_unit_test(test_mra_delays_retransmission),
+		cmocka_unit_test(test_qp_hooks_follow_the_handshake),
+		cmocka_unit_test(test_qp_failure_rejects),
 	};
 
 	return cmocka_run_group_tests_name("guest_cm", tests, NULL, NULL);

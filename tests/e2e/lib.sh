@@ -1,0 +1,44 @@
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+# Helpers for lab scenarios; sourced inside the lab VMs (cwd: the repo).
+B=${B:-build}
+DAEMON_PID=
+NO_KCM="rdma_rxe ib_umad ib_uverbs"
+WITH_KCM="rdma_rxe ib_umad ib_uverbs rdma_ucm"
+
+fail() { echo "FAIL: $*"; [ -f /tmp/d.log ] && sed 's/^/daemon: /' /tmp/d.log; exit 1; }
+ok() { echo "ok: $*"; }
+
+# wait_for CONDITION-COMMAND...: retry for up to 10 s.
+wait_for() {
+	local i
+	for i in $(seq 100); do "$@" && return 0; sleep 0.1; done
+	return 1
+}
+
+signal() { touch "$LAB_SYNC/$1"; }
+await() { wait_for test -e "$LAB_SYNC/$1" || fail "peer never signalled $1"; }
+
+add_ip() { ip addr add "$1/24" dev eth0 || fail "ip addr add $1"; }
+add_ip6() { ip -6 addr add "$1/64" dev eth0 nodad || fail "ip addr add $1"; }
+
+# The GID an address gets on rxe0 port 1 shows up in its table.
+gid_present() {
+	cat /sys/class/infiniband/rxe0/ports/1/gids/* 2>/dev/null | grep -qi "$1"
+}
+
+start_daemon() {
+	"$B/rdmacm-muxd" --port rxe0:1 -s /tmp/m.sock -S /tmp/s.sock "$@" 2>/tmp/d.log &
+	DAEMON_PID=$!
+	wait_for test -S /tmp/s.sock || fail "daemon did not start"
+	export RDMACM_MUX_SOCKET=/tmp/m.sock RDMACM_MUX_STATUS=/tmp/s.sock
+}
+
+stop_daemon() {
+	local rc=0
+	kill -TERM "$DAEMON_PID"
+	wait "$DAEMON_PID" || rc=$?
+	[ "$rc" = 0 ] || fail "daemon exit status $rc"
+	ok "daemon stopped cleanly"
+}
+
+status_json() { "$B/rdmacm-muxctl" -j; }

@@ -1,0 +1,28 @@
+# Issue 3, 4a: two VMs behind one daemon on host A, each with its own GID,
+# connect, move data both ways over a real RC QP, and disconnect.
+LAB_TWO=0
+MODULES_A=$NO_KCM
+
+host_a() {
+	add_ip 10.77.0.11
+	add_ip 10.77.0.12
+	wait_for gid_present "ffff:0a4d:000c" || fail "no GID for 10.77.0.12"
+	start_daemon
+	"$B/rdmacm-mux-vm" --name vm2 --gid 10.77.0.12 --listen 7471 --device rxe0 \
+		>/tmp/vm2.log 2>&1 &
+	local vm2=$! rc1=0 rc2=0
+	wait_for grep -q listening /tmp/vm2.log || fail "vm2 did not start"
+	"$B/rdmacm-mux-vm" --name vm1 --gid 10.77.0.11 --connect 10.77.0.12 \
+		--rdma-port 7471 --device rxe0 >/tmp/vm1.log 2>&1 || rc1=$?
+	wait $vm2 || rc2=$?
+	cat /tmp/vm1.log /tmp/vm2.log
+	[ "$rc1" = 0 ] && [ "$rc2" = 0 ] || fail "vm exit statuses $rc1 $rc2"
+	grep -q 'vm1: data: received 10, sent 10' /tmp/vm1.log || fail "vm1 data"
+	grep -q 'vm2: data: received 10, sent 10' /tmp/vm2.log || fail "vm2 data"
+	grep -q 'first received: "vm2 message 0"' /tmp/vm1.log || fail "vm1 got wrong data"
+	grep -q 'first received: "vm1 message 0"' /tmp/vm2.log || fail "vm2 got wrong data"
+	grep -q 'vm1: disconnected' /tmp/vm1.log && grep -q 'vm2: disconnected' /tmp/vm2.log ||
+		fail "no clean disconnect"
+	ok "connected, 10 messages each way over RC, disconnected"
+	stop_daemon
+}

@@ -1,0 +1,32 @@
+# Issue 3, 4b: a VM on host A connects to stock ucmatose (server) on host B,
+# which runs the kernel's rdma_cm; messages flow and both see the
+# disconnect.
+LAB_TWO=1
+MODULES_A=$NO_KCM
+MODULES_B=$WITH_KCM
+
+host_a() {
+	add_ip 10.77.0.11
+	start_daemon
+	await server-up
+	local rc=0
+	"$B/rdmacm-mux-vm" --name vm1 --gid 10.77.0.11 --connect "$LAB_PEER_IP" \
+		--rdma-port 7471 --device rxe0 --run-ms 30000 >/tmp/vm1.log 2>&1 || rc=$?
+	cat /tmp/vm1.log
+	[ "$rc" = 0 ] || fail "vm1 exit status $rc"
+	grep -q 'vm1: data: received 10, sent 10' /tmp/vm1.log || fail "vm1 data"
+	grep -q 'vm1: disconnected' /tmp/vm1.log || fail "vm1 saw no disconnect"
+	ok "vm1: connected to ucmatose, 10 messages each way, disconnected"
+	stop_daemon
+}
+
+host_b() {
+	(sleep 1; signal server-up) &
+	timeout 60 stdbuf -oL ucmatose -b "$LAB_IP" >/tmp/ucm.log 2>&1
+	local rc=$?
+	cat /tmp/ucm.log
+	[ "$rc" = 0 ] || fail "ucmatose exit status $rc"
+	grep -q "data transfers complete" /tmp/ucm.log || fail "ucmatose data"
+	grep -q "^disconnected" /tmp/ucm.log || fail "ucmatose saw no disconnect"
+	ok "ucmatose (kernel rdma_cm): data complete, disconnected"
+}
