@@ -280,6 +280,12 @@ int main(int argc, char **argv)
 	base = event_base_new();
 	if (base == NULL)
 		fatalx("event_base_new failed");
+	/* Before anything a client can see exists: a SIGTERM that arrives
+	 * during start-up is then a clean shutdown once the loop runs. */
+	sigint = evsignal_new(base, SIGINT, on_signal, base);
+	sigterm = evsignal_new(base, SIGTERM, on_signal, base);
+	event_add(sigint, NULL);
+	event_add(sigterm, NULL);
 	lim.max_gids_per_client = mux->cfg.max_gids_per_client;
 	lim.max_comm_ids_per_client = mux->cfg.max_comm_ids_per_client;
 	lim.timewait_ms = mux->cfg.timewait_ms;
@@ -300,10 +306,6 @@ int main(int argc, char **argv)
 	if (rc < 0)
 		fatalx("status socket %s: %s", mux->cfg.status_path, strerror(-rc));
 
-	sigint = evsignal_new(base, SIGINT, on_signal, base);
-	sigterm = evsignal_new(base, SIGTERM, on_signal, base);
-	event_add(sigint, NULL);
-	event_add(sigterm, NULL);
 	log_info("rdmacm-muxd %s ready: %d port(s), %d worker(s), clients on %s, "
 		 "status on %s", MUX_VERSION, mux->nports, mux->nworkers,
 		 mux->cfg.socket_path, mux->cfg.status_path);

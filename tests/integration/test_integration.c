@@ -842,6 +842,22 @@ static void test_several_ports(void **state)
 	tc_close(&b1);
 }
 
+/* Regression: a SIGTERM that lands as soon as the sockets exist (before
+ * the event loop ran) once killed the daemon without its clean-up.  The
+ * window was short; this catches it reliably where start-up is slow:
+ * under valgrind (scripts/check.sh) and in the lab (scenario 08). */
+static void test_sigterm_right_after_start(void **state)
+{
+	struct hdaemon d;
+	int i;
+
+	(void)state;
+	for (i = 0; i < 5; i++) {
+		hd_start(&d, NULL, one_port, NULL);
+		hd_stop(&d);    /* asserts exit status 0 and the sockets gone */
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -860,6 +876,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_status_socket_is_read_only, setup_daemon, teardown_daemon),
 		cmocka_unit_test_setup_teardown(test_library_is_thread_safe, setup_daemon, teardown_daemon),
 		cmocka_unit_test_setup_teardown(test_several_ports, setup_two_ports, teardown_daemon),
+		cmocka_unit_test(test_sigterm_right_after_start),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
