@@ -42,3 +42,6 @@ stop_daemon() {
 }
 
 status_json() { "$B/rdmacm-muxctl" -j; }
+
+# The kernel rdma_cm has a listener on PORT (e.g. a stock ucmatose server).
+kernel_listening() { rdma res show cm_id 2>/dev/null | grep -q "state LISTEN.*:$1 "; }

@@ -21,9 +21,11 @@ host_a() {
 }
 
 host_b() {
-	(sleep 1; signal server-up) &
-	timeout 60 stdbuf -oL ucmatose -b "$LAB_IP" >/tmp/ucm.log 2>&1
-	local rc=$?
+	timeout 60 stdbuf -oL ucmatose -b "$LAB_IP" >/tmp/ucm.log 2>&1 &
+	local ucm=$! rc=0
+	wait_for kernel_listening 7471 || fail "ucmatose is not listening"
+	signal server-up
+	wait $ucm || rc=$?
 	cat /tmp/ucm.log
 	[ "$rc" = 0 ] || fail "ucmatose exit status $rc"
 	grep -q "data transfers complete" /tmp/ucm.log || fail "ucmatose data"
