@@ -11,7 +11,7 @@ PKGS=(
 	clang libclang-rt-14-dev valgrind
 	# the lab: Debian's kernel with soft-RoCE in QEMU, and stock peers
 	qemu-system-x86 busybox-static cpio xz-utils zstd kmod iproute2
-	ibverbs-utils rdmacm-utils perftest infiniband-diags tcpdump
+	ibverbs-utils rdmacm-utils perftest infiniband-diags tcpdump jq
 )
 
 missing=()

@@ -42,6 +42,10 @@ stop_daemon() {
 }
 
 status_json() { "$B/rdmacm-muxctl" -j; }
+# A value from the daemon's status: status_get '.counters.mads_in.REJ'
+status_get() { "$B/rdmacm-muxctl" -j | jq -r "$1"; }
+# A client's counter by name: client_counter vm2 mads_delivered
+client_counter() { status_get ".clients[] | select(.name == \"$1\") | .counters.$2"; }
 
 # The kernel rdma_cm has a listener on PORT (e.g. a stock ucmatose server).
 kernel_listening() { rdma res show cm_id 2>/dev/null | grep -q "state LISTEN.*:$1 "; }

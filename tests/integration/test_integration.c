@@ -714,7 +714,7 @@ static void test_status_socket_is_read_only(void **state)
 {
 	struct fixture *f = *state;
 	struct tclient a;
-	json_t *st;
+	json_t *st, *cl;
 	int s;
 
 	connect_client(&a, &f->d, "a", "fd00::1");
@@ -727,7 +727,19 @@ static void test_status_socket_is_read_only(void **state)
 	st = hd_status(&f->d);
 	assert_int_equal(json_path_int(st, "routing.gids"), 1);
 	assert_int_equal(json_path_int(st, "daemon.protocol_major"), 1);
+	assert_true(json_path_int(st, "daemon.uptime_s") >= 0);
+	assert_string_equal(json_string_value(json_object_get(
+		json_object_get(st, "daemon"), "version")), "0.1.0");
 	assert_int_equal(json_array_size(json_object_get(st, "ports")), 1);
+	/* Identity comes from the kernel (SO_PEERCRED), not the client. */
+	cl = client_by_name(st, "a");
+	assert_non_null(cl);
+	assert_int_equal(json_path_int(cl, "pid"), getpid());
+	assert_int_equal(json_path_int(cl, "uid"), getuid());
+	assert_int_equal(json_path_int(cl, "gid"), getgid());
+	assert_string_equal(json_string_value(json_object_get(
+		json_array_get(json_object_get(cl, "gids"), 0), "gid")), "fd00::1");
+	assert_int_equal(json_path_int(cl, "routing.gids"), 1);
 	json_decref(st);
 	tc_close(&a);
 }

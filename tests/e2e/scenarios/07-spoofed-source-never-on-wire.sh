@@ -24,7 +24,8 @@ host_a() {
 	ok "spoofed sources refused by the daemon, the legitimate one sent"
 	signal sent
 	await b-done
-	status_json | tr -d ' \n' | grep -q '"tx_refused":2' || fail "refusals not counted"
+	[ "$(status_get .counters.tx_refused)" = 2 ] || fail "refusals not counted"
+	[ "$(status_get .counters.mads_out.REQ)" = 1 ] || fail "more than one REQ went out"
 	stop_daemon
 }
 
