@@ -37,7 +37,7 @@ LDFLAGS_ALL = $(LDFLAGS) $(SANFLAGS) -pthread
 COMMON_SRC   := common/log.c common/gid.c common/cm_mad.c
 PROTOCOL_SRC := protocol/frame.c protocol/mad_frame.c protocol/control.c
 MUXD_SRC     := mux/main.c mux/daemon.c mux/worker.c mux/session.c mux/requests.c \
-		mux/router.c mux/clients.c mux/stats.c mux/port.c \
+		mux/router.c mux/conn_table.c mux/clients.c mux/stats.c mux/port.c \
 		mux/port_sim.c mux/port_umad.c mux/listener.c mux/status.c
 MUXCTL_SRC   := mux/muxctl.c
 BACKEND_SRC  := backend/muxbe.c backend/verbs.c backend/ah_cache.c
@@ -59,7 +59,7 @@ LIBA    := $(B)/libmuxbe.a
 LIBSO   := $(B)/libmuxbe.so.$(SOVERSION)
 PCFILE  := $(B)/muxbe.pc
 
-UNIT_TESTS := test_codec test_cm_mad test_router test_guest_cm
+UNIT_TESTS := test_codec test_cm_mad test_router test_conn_table test_guest_cm
 UNIT_BINS  := $(addprefix $(B)/tests/,$(UNIT_TESTS))
 INTEG_TESTS := test_integration
 INTEG_BINS := $(addprefix $(B)/tests/,$(INTEG_TESTS))
@@ -109,7 +109,12 @@ $(B)/tests/test_cm_mad: $(B)/obj/tests/unit/test_cm_mad.o $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(TEST_LIBS)
 
-$(B)/tests/test_router: $(B)/obj/tests/unit/test_router.o $(B)/obj/mux/router.o $(COMMON_OBJ)
+$(B)/tests/test_router: $(B)/obj/tests/unit/test_router.o $(B)/obj/mux/router.o \
+		$(B)/obj/mux/conn_table.o $(COMMON_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(TEST_LIBS)
+
+$(B)/tests/test_conn_table: $(B)/obj/tests/unit/test_conn_table.o $(B)/obj/mux/conn_table.o $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(TEST_LIBS)
 
@@ -166,7 +171,7 @@ check-valgrind: $(UNIT_BINS)
 FUZZ_TARGETS := fuzz_frame fuzz_control fuzz_cm_mad
 FUZZ_SECONDS ?= 20
 FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined $(DEP_CFLAGS)
-FUZZ_LINK := $(PROTOCOL_SRC) $(COMMON_SRC) mux/router.c backend/vm/guest_cm.c
+FUZZ_LINK := $(PROTOCOL_SRC) $(COMMON_SRC) mux/router.c mux/conn_table.c backend/vm/guest_cm.c
 $(B)/fuzz/%: tests/fuzz/%.c $(FUZZ_LINK)
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_LINK) $(DEP_LIBS)

@@ -11,6 +11,9 @@
 
 #include "mux.h"
 
+/* Connections listed per client in the status (all are counted). */
+#define CLIENTS_JSON_MAX_CONNS 256
+
 static int client_info_cmp(struct client_info *a, struct client_info *b)
 {
 	return a->id < b->id ? -1 : a->id > b->id;
@@ -106,20 +109,28 @@ json_t *clients_json(struct clients *c, struct router *r)
 	json_t *arr = json_array();
 	struct client_info *ci;
 	struct router_counts rc;
+	uint64_t now = mux_now_ms();
 
 	pthread_mutex_lock(&c->lock);
 	RB_FOREACH(ci, client_tree, &c->tree) {
 		router_client_counts(r, ci->id, &rc);
 		json_array_append_new(arr, json_pack(
-			"{s:I, s:s, s:i, s:i, s:i, s:i, s:I, s:o, s:{s:i, s:i, s:i},"
+			"{s:I, s:s, s:i, s:i, s:i, s:i, s:I, s:o, s:o,"
+			" s:{s:i, s:i, s:i, s:i, s:i, s:i, s:i},"
 			" s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I}}",
 			"id", (json_int_t)ci->id, "name", ci->name,
 			"pid", (int)ci->pid, "uid", (int)ci->uid,
 			"gid", (int)ci->gid, "worker", (int)ci->worker,
 			"connected", (json_int_t)ci->connected,
 			"gids", router_gids_json(r, ci->id),
+			"connections", router_conns_json(r, ci->id,
+							 CLIENTS_JSON_MAX_CONNS, now),
 			"routing", "gids", (int)rc.gids, "comm_ids",
 			(int)rc.comm_ids, "sidr_ids", (int)rc.sidr_ids,
+			"handshake", (int)rc.handshake,
+			"established", (int)rc.established,
+			"disconnecting", (int)rc.disconnecting,
+			"draining", (int)rc.draining,
 			"counters",
 			"requests", (json_int_t)atomic_load(&ci->ctr.requests),
 			"errors", (json_int_t)atomic_load(&ci->ctr.errors),

@@ -19,7 +19,8 @@ void config_defaults(struct mux_config *cfg)
 	cfg->client_outq_max = 1u << 20;
 	cfg->inbox_max = 65536;
 	cfg->max_payload = PROTO_MAX_PAYLOAD_DEFAULT;
-	cfg->timewait_ms = 5000;
+	cfg->handshake_ms = 60000;
+	cfg->timewait_ms = 10000;
 }
 
 uint64_t mux_now_ms(void)

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -41,8 +42,11 @@ static void usage(FILE *f)
 "      --max-comm-ids N        live comm IDs per client (default 4096)\n"
 "      --client-queue BYTES    output queued to one client before its inbound\n"
 "                              MADs are dropped (default 1048576)\n"
-"      --timewait-ms MS        how long an ended connection's route drains\n"
-"                              (default 5000)\n"
+"      --handshake-timeout-ms MS  how long a connection that has not completed\n"
+"                              its handshake (no RTU) or its teardown (no DREP)\n"
+"                              keeps its comm-ID mapping (default 60000)\n"
+"      --timewait-ms MS        how long an ended connection's mapping drains\n"
+"                              after DREP or REJ (default 10000)\n"
 "      --syslog                log to syslog instead of stderr\n"
 "  -v, --verbose               more logging (repeatable)\n"
 "  -V, --version               print the version and exit\n"
@@ -120,7 +124,7 @@ static void add_sim_port(struct mux_config *cfg, const char *arg)
 enum {
 	OPT_SIM_PORT = 256, OPT_SIM_FABRIC, OPT_SOCKET_MODE, OPT_STATUS_MODE,
 	OPT_MAX_CLIENTS, OPT_MAX_GIDS, OPT_MAX_COMM, OPT_CLIENT_QUEUE,
-	OPT_TIMEWAIT, OPT_SYSLOG,
+	OPT_TIMEWAIT, OPT_SYSLOG, OPT_HANDSHAKE,
 };
 
 static void parse_args(struct mux_config *cfg, int argc, char **argv)
@@ -139,6 +143,7 @@ static void parse_args(struct mux_config *cfg, int argc, char **argv)
 		{ "max-comm-ids", required_argument, NULL, OPT_MAX_COMM },
 		{ "client-queue", required_argument, NULL, OPT_CLIENT_QUEUE },
 		{ "timewait-ms", required_argument, NULL, OPT_TIMEWAIT },
+		{ "handshake-timeout-ms", required_argument, NULL, OPT_HANDSHAKE },
 		{ "syslog", no_argument, NULL, OPT_SYSLOG },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "version", no_argument, NULL, 'V' },
@@ -177,6 +182,9 @@ static void parse_args(struct mux_config *cfg, int argc, char **argv)
 			break;
 		case OPT_TIMEWAIT:
 			cfg->timewait_ms = (unsigned)parse_num("--timewait-ms", optarg, 0, 3600000, 10);
+			break;
+		case OPT_HANDSHAKE:
+			cfg->handshake_ms = (unsigned)parse_num("--handshake-timeout-ms", optarg, 1, 3600000, 10);
 			break;
 		case OPT_SYSLOG: cfg->foreground = 0; break;
 		case 'v': cfg->verbose++; break;
@@ -260,6 +268,7 @@ int main(int argc, char **argv)
 {
 	struct router_limits lim;
 	struct event *sigint, *sigterm;
+	uint32_t random_operand;
 	struct event_base *base;
 	struct mux *mux;
 	int rc;
@@ -289,7 +298,13 @@ int main(int argc, char **argv)
 	lim.max_gids_per_client = mux->cfg.max_gids_per_client;
 	lim.max_comm_ids_per_client = mux->cfg.max_comm_ids_per_client;
 	lim.timewait_ms = mux->cfg.timewait_ms;
-	mux->router = router_new(&lim);
+	lim.handshake_ms = mux->cfg.handshake_ms;
+	/* Host comm IDs are XORed with this, as the kernel CM does, so that
+	 * they are not predictable from outside. */
+	if (getrandom(&random_operand, sizeof(random_operand), 0) !=
+	    (ssize_t)sizeof(random_operand))
+		random_operand = (uint32_t)time(NULL) ^ (uint32_t)getpid();
+	mux->router = router_new(&lim, random_operand);
 	if (mux->router == NULL)
 		fatal("router");
 	clients_init(&mux->clients);

@@ -54,6 +54,7 @@ struct mux_config {
 	size_t client_outq_max;         /* bytes queued to one client */
 	unsigned inbox_max;             /* messages queued to one worker */
 	uint32_t max_payload;
+	unsigned handshake_ms;
 	unsigned timewait_ms;
 	int foreground;
 	int verbose;
@@ -145,10 +146,12 @@ struct router;
 struct router_limits {
 	unsigned max_gids_per_client;
 	unsigned max_comm_ids_per_client;
+	unsigned handshake_ms;
 	unsigned timewait_ms;
 };
 
-struct router *router_new(const struct router_limits *lim);
+struct router *router_new(const struct router_limits *lim,
+			  uint32_t random_operand);
 void router_free(struct router *r);
 
 int router_register_gid(struct router *r, unsigned port,
@@ -157,15 +160,15 @@ int router_unregister_gid(struct router *r, unsigned port,
 			  const struct gid *gid, uint64_t client);
 int router_owns_gid(struct router *r, unsigned port, const struct gid *gid,
 		    uint64_t client);
-/* Record what an outbound MAD from `client` means for routing, before it
- * is sent: 0, -EADDRINUSE (the comm ID belongs to another client),
- * -ENOSPC (client's table quota). */
+/* An outbound MAD from `client` to dst, before it is sent: translated in
+ * place (comm ID, request ID, TID); 0 or a negative errno from
+ * conn_outbound() (conn_table.h). */
 int router_outbound(struct router *r, unsigned port, uint64_t client,
-		    const uint8_t *mad, uint64_t now_ms);
-/* Decide who gets an inbound MAD: 0 and *client, or a negative
- * enum drop_reason (as -(int)reason - 1). */
-int router_inbound(struct router *r, unsigned port, const uint8_t *mad,
-		   size_t len, uint64_t now_ms, uint64_t *client);
+		    uint8_t *mad, const struct gid *dst, uint64_t now_ms);
+/* Decide who gets an inbound MAD from src and translate it for them: 0
+ * and *client, or a negative enum drop_reason (ROUTER_DROP()). */
+int router_inbound(struct router *r, unsigned port, uint8_t *mad, size_t len,
+		   const struct gid *src, uint64_t now_ms, uint64_t *client);
 #define ROUTER_DROP(reason) (-(int)(reason) - 1)
 #define ROUTER_DROP_REASON(rc) ((enum drop_reason)(-(rc) - 1))
 /* Forget everything a client owned. */
@@ -174,11 +177,15 @@ void router_purge_client(struct router *r, uint64_t client);
 unsigned router_expire(struct router *r, uint64_t now_ms);
 
 struct router_counts {
-	unsigned gids, comm_ids, sidr_ids, draining;
+	unsigned gids, comm_ids, sidr_ids;
+	unsigned handshake, established, disconnecting, draining;
 };
 void router_counts(struct router *r, struct router_counts *out);
 void router_client_counts(struct router *r, uint64_t client,
 			  struct router_counts *out);
+/* A client's live comm-ID and SIDR mappings, at most max. */
+json_t *router_conns_json(struct router *r, uint64_t client, unsigned max,
+			  uint64_t now_ms);
 /* JSON array of {"port", "gid"} a client owns (all when client == 0). */
 json_t *router_gids_json(struct router *r, uint64_t client);
 /* Owner of a GID, or 0. */

@@ -43,6 +43,7 @@ void port_input(struct port *p, struct proto_mad *m)
 	struct mux *mux = p->mux;
 	struct worker_msg *msg;
 	uint64_t client = 0, suppressed;
+	struct gid src;
 	int rc, w;
 
 	atomic_fetch_add(&p->rx, 1);
@@ -50,7 +51,8 @@ void port_input(struct port *p, struct proto_mad *m)
 	if (m->mad_len >= MAD_HDR_SIZE)
 		atomic_fetch_add(&mux->stats.mads_in[cm_attr_index(
 			cm_mad_attr_id(m->mad))], 1);
-	rc = router_inbound(mux->router, p->index, m->mad, m->mad_len,
+	memcpy(src.raw, m->addr.remote_gid, 16);
+	rc = router_inbound(mux->router, p->index, m->mad, m->mad_len, &src,
 			    mux_now_ms(), &client);
 	if (rc < 0) {
 		enum drop_reason why = ROUTER_DROP_REASON(rc);

@@ -228,10 +228,11 @@ json_t *requests_handle(struct mux *mux, struct client_info *ci,
 }
 
 int requests_send_mad(struct mux *mux, struct client_info *ci,
-		      const struct proto_mad *m, const char **why)
+		      const struct proto_mad *in, const char **why)
 {
+	struct proto_mad wire = *in, *m = &wire;
 	struct port *port;
-	struct gid sgid;
+	struct gid sgid, dgid;
 	int idx, rc;
 
 	if (m->addr.port >= mux->nports) {
@@ -263,10 +264,12 @@ int requests_send_mad(struct mux *mux, struct client_info *ci,
 		rc = -EADDRNOTAVAIL;
 		goto refused;
 	}
-	rc = router_outbound(mux->router, port->index, ci->id, m->mad,
+	memcpy(dgid.raw, m->addr.remote_gid, 16);
+	/* From here on the MAD carries host comm IDs, not the guest's. */
+	rc = router_outbound(mux->router, port->index, ci->id, m->mad, &dgid,
 			     mux_now_ms());
-	if (rc == -EADDRINUSE) {
-		*why = "communication ID is in use by another client";
+	if (rc == -ENOENT) {
+		*why = "no connection of this client has that Local Comm ID";
 		goto refused;
 	}
 	if (rc == -ENOSPC) {
@@ -274,7 +277,7 @@ int requests_send_mad(struct mux *mux, struct client_info *ci,
 		goto refused;
 	}
 	if (rc) {
-		*why = "invalid communication ID";
+		*why = "Local Comm ID (or SIDR request ID) 0 is not valid here";
 		goto refused;
 	}
 	rc = port->ops->send(port, m, idx);

@@ -63,8 +63,8 @@ json_t *status_snapshot(struct mux *mux)
 			"inbox_dropped",
 			(json_int_t)worker_inbox_dropped(mux->workers[i])));
 	return json_pack(
-		"{s:{s:s, s:i, s:I, s:s, s:s, s:i, s:{s:i, s:i, s:i, s:I, s:i}},"
-		" s:o, s:o, s:{s:i, s:i, s:i, s:i}, s:o, s:o}",
+		"{s:{s:s, s:i, s:I, s:s, s:s, s:i, s:{s:i, s:i, s:i, s:I, s:i, s:i}},"
+		" s:o, s:o, s:{s:i, s:i, s:i, s:i, s:i, s:i, s:i}, s:o, s:o}",
 		"daemon", "version", MUX_VERSION, "pid", (int)getpid(),
 		"uptime_s", (json_int_t)(now.tv_sec - mux->started.tv_sec),
 		"socket", mux->cfg.socket_path,
@@ -75,10 +75,13 @@ json_t *status_snapshot(struct mux *mux)
 		"max_comm_ids_per_client", (int)mux->cfg.max_comm_ids_per_client,
 		"client_queue_bytes", (json_int_t)mux->cfg.client_outq_max,
 		"timewait_ms", (int)mux->cfg.timewait_ms,
+		"handshake_timeout_ms", (int)mux->cfg.handshake_ms,
 		"ports", status_ports(mux),
 		"clients", clients_json(&mux->clients, mux->router),
 		"routing", "gids", (int)rc.gids, "comm_ids", (int)rc.comm_ids,
-		"sidr_ids", (int)rc.sidr_ids, "draining", (int)rc.draining,
+		"sidr_ids", (int)rc.sidr_ids, "handshake", (int)rc.handshake,
+		"established", (int)rc.established,
+		"disconnecting", (int)rc.disconnecting, "draining", (int)rc.draining,
 		"counters", stats_to_json(&mux->stats),
 		"workers", workers);
 }

@@ -61,6 +61,8 @@ static void make_req(uint8_t *mad, uint32_t local, const char *src,
 	gid_parse(dst, &d);
 	cm_mad_init(mad, CM_ATTR_REQ, ((uint64_t)1 << 32) | local);
 	cm_field_set(mad, CM_REQ_LOCAL_COMM_ID, local);
+	/* A marker that survives comm-ID translation. */
+	cm_field_set(mad, CM_REQ_STARTING_PSN, local & 0xffffff);
 	cm_field_set(mad, CM_REQ_SERVICE_ID, rdma_service_id(RDMA_PS_TCP, 7471));
 	cm_set_gid(mad, CM_REQ_OFF_PRIMARY_LOCAL_GID, &s);
 	cm_set_gid(mad, CM_REQ_OFF_PRIMARY_REMOTE_GID, &d);
@@ -198,6 +200,7 @@ static void test_multi_client_routing(void **state)
 	struct fixture *f = *state;
 	struct tclient a, b, c;
 	uint8_t mad[MAD_SIZE];
+	uint32_t host_a, host_b;
 	struct gid ga, gb;
 	json_t *st;
 
@@ -212,12 +215,17 @@ static void test_multi_client_routing(void **state)
 	assert_int_equal(tc_send_sync(&a, "fd00::2", mad), 0);
 	assert_true(tc_pump_until(&b, tc_has_rx, 1, H_DEADLINE_MS));
 	assert_int_equal(b.rx[0].len, MAD_SIZE);
-	/* On a real port ib_umad puts its agent's hi_tid in TID bits 63..32
-	 * (K:user_mad.c); everything else arrives as sent. */
+	/* A's comm ID went out as a host ID the daemon chose, and the TID's
+	 * low 32 bits with it; on a real port ib_umad also puts its agent's
+	 * hi_tid in TID bits 63..32 (K:user_mad.c).  The rest is as sent. */
+	host_a = wire_get32(b.rx[0].mad + 24);
+	assert_true(host_a != 0 && host_a != 0xa0001);
 	assert_memory_equal(b.rx[0].mad, mad, 8);
 	if (!h_real_port())
 		assert_memory_equal(b.rx[0].mad + 8, mad + 8, 4);
-	assert_memory_equal(b.rx[0].mad + 12, mad + 12, MAD_SIZE - 12);
+	assert_int_equal(wire_get32(b.rx[0].mad + 12), host_a);
+	assert_memory_equal(b.rx[0].mad + 16, mad + 16, 8);
+	assert_memory_equal(b.rx[0].mad + 28, mad + 28, MAD_SIZE - 28);
 	assert_memory_equal(b.rx[0].grh + 8, ga.raw, 16);     /* SGID */
 	assert_memory_equal(b.rx[0].grh + 24, gb.raw, 16);    /* DGID */
 	assert_int_equal(b.rx[0].grh[0] >> 4, 6);
@@ -227,15 +235,21 @@ static void test_multi_client_routing(void **state)
 	assert_int_equal(b.rx[0].addr.remote_qpn, 1);
 	assert_int_equal(b.rx[0].addr.qkey, GSI_QKEY);
 
-	/* REP by A's comm ID, RTU by B's. */
-	make_reply(mad, CM_ATTR_REP, 0xb0001, 0xa0001);
+	/* REP by A's (host) comm ID, which A sees as its own again; RTU by
+	 * B's. */
+	make_reply(mad, CM_ATTR_REP, 0xb0001, host_a);
 	assert_int_equal(tc_send_sync(&b, "fd00::1", mad), 0);
 	assert_true(tc_pump_until(&a, tc_has_rx, 1, H_DEADLINE_MS));
 	assert_int_equal(cm_mad_attr_id(a.rx[0].mad), CM_ATTR_REP);
-	make_reply(mad, CM_ATTR_RTU, 0xa0001, 0xb0001);
+	assert_int_equal(wire_get32(a.rx[0].mad + 28), 0xa0001);
+	host_b = wire_get32(a.rx[0].mad + 24);
+	assert_true(host_b != 0 && host_b != 0xb0001);
+	make_reply(mad, CM_ATTR_RTU, 0xa0001, host_b);
 	assert_int_equal(tc_send_sync(&a, "fd00::2", mad), 0);
 	assert_true(tc_pump_until(&b, tc_has_rx, 2, H_DEADLINE_MS));
 	assert_int_equal(cm_mad_attr_id(b.rx[1].mad), CM_ATTR_RTU);
+	assert_int_equal(wire_get32(b.rx[1].mad + 24), host_a);
+	assert_int_equal(wire_get32(b.rx[1].mad + 28), 0xb0001);
 
 	/* C saw none of it. */
 	barrier(&c);
@@ -249,6 +263,7 @@ static void test_multi_client_routing(void **state)
 	assert_int_equal(json_path_int(st, "counters.mads_out.RTU"), 1);
 	assert_int_equal(json_path_int(st, "routing.gids"), 3);
 	assert_int_equal(json_path_int(st, "routing.comm_ids"), 2);
+	assert_int_equal(json_path_int(st, "routing.established"), 2);
 	assert_int_equal(json_array_size(json_object_get(st, "clients")), 3);
 	json_decref(st);
 	tc_close(&a);
@@ -316,7 +331,7 @@ static void test_spoofed_source_refused(void **state)
 	make_req(mad, 0x60, "fd00::2", "fd00::1");
 	assert_int_equal(tc_send_sync(&b, "fd00::1", mad), 0);
 	make_reply(mad, CM_ATTR_DREQ, 0x60, 0x99);
-	assert_int_equal(tc_send_sync(&a, "fd00::2", mad), -EADDRINUSE);
+	assert_int_equal(tc_send_sync(&a, "fd00::2", mad), -ENOENT);
 	/* None of it reached B; only B's own REQ reached A. */
 	barrier(&b);
 	assert_int_equal(b.nrx, 0);
@@ -329,9 +344,23 @@ static void test_spoofed_source_refused(void **state)
 	assert_int_equal(tc_send(&a, "fd00::2", mad), 0);
 	assert_true(tc_pump_until(&a, tc_has_sends, 1, H_DEADLINE_MS));
 	assert_int_equal(a.sends_failed, 1);
-	assert_int_equal(a.last_send_status, -EADDRINUSE);
+	assert_int_equal(a.last_send_status, -ENOENT);
 	tc_close(&a);
 	tc_close(&b);
+}
+
+static json_t *client_by_name(json_t *st, const char *name);
+
+static int wait_status_int(struct hdaemon *d, const char *path, long long want)
+{
+	uint64_t deadline = h_now_ms() + H_DEADLINE_MS;
+
+	while (h_now_ms() < deadline) {
+		if (hd_status_int(d, path) == want)
+			return 1;
+		poll(NULL, 0, 10);
+	}
+	return 0;
 }
 
 static int status_counts_are(struct hdaemon *d, int gids, int comm_ids, int clients)
@@ -362,20 +391,27 @@ static void test_cleanup_on_disconnect(void **state)
 	struct fixture *f = *state;
 	struct tclient a, b;
 	uint8_t mad[MAD_SIZE];
+	uint32_t host_a;
+	json_t *st;
 	pid_t child;
 	int status;
 
 	connect_client(&a, &f->d, "a", "fd00::1");
 	connect_client(&b, &f->d, "b", "fd00::2");
-	make_req(mad, 0x77, "fd00::1", "fd00::2");
-	assert_int_equal(tc_send_sync(&a, "fd00::1", mad), 0);
+	make_req(mad, 0x77, "fd00::1", "fd00::3");
+	assert_int_equal(tc_send_sync(&a, "fd00::3", mad), 0);
 	assert_true(status_counts_are(&f->d, 2, 1, 2));
+	st = hd_status(&f->d);
+	host_a = (uint32_t)json_path_int(json_array_get(json_object_get(
+		client_by_name(st, "a"), "connections"), 0), "host_id");
+	json_decref(st);
 	tc_close(&a);
 	assert_true(wait_status_counts(&f->d, 1, 0, 1));
 	/* The GID is free for someone else, and A's comm ID routes nowhere. */
 	assert_int_equal(tc_register(&b, "fd00::1"), 0);
-	make_reply(mad, CM_ATTR_REP, 0x88, 0x77);
-	assert_int_equal(tc_send_sync(&b, "fd00::3", mad), 0);
+	make_reply(mad, CM_ATTR_REP, 0x88, host_a);
+	assert_int_equal(tc_send_sync(&b, "fd00::1", mad), 0);
+	assert_true(wait_status_int(&f->d, "counters.drops.unknown_comm_id", 1));
 	assert_int_equal(muxbe_unregister_gid(b.mb, h_port0(), b.gid), 0);
 
 	/* A client killed with SIGKILL is cleaned up the same way. */
@@ -396,13 +432,13 @@ static void test_cleanup_on_disconnect(void **state)
 	}
 	assert_int_equal(waitpid(child, &status, WUNTRACED), child);
 	assert_true(WIFSTOPPED(status));
-	/* B: fd00::2 and the REP's comm ID; the child: fd00::4 and its REQ's. */
-	assert_true(status_counts_are(&f->d, 2, 2, 2));
+	/* B: fd00::2, its REP's mapping and the record of the child's REQ;
+	 * the child: fd00::4 and its REQ's mapping. */
+	assert_true(wait_status_counts(&f->d, 2, 3, 2));
 	kill(child, SIGKILL);
 	waitpid(child, &status, 0);
-	assert_true(wait_status_counts(&f->d, 1, 1, 1));
+	assert_true(wait_status_counts(&f->d, 1, 2, 1));
 	assert_int_equal(tc_register(&b, "fd00::4"), 0);
-	assert_true(hd_status_int(&f->d, "counters.drops.unknown_comm_id") >= 1);
 	tc_close(&b);
 }
 
@@ -630,10 +666,11 @@ static void test_two_daemons_share_fabric(void **state)
 	make_req(mad, 0xd1, "fd00::1", "fd01::2");
 	assert_int_equal(tc_send_sync(&a, "fd01::2", mad), 0);
 	assert_true(tc_pump_until(&b, tc_has_rx, 1, H_DEADLINE_MS));
-	make_reply(mad, CM_ATTR_REP, 0xd2, 0xd1);
+	make_reply(mad, CM_ATTR_REP, 0xd2, wire_get32(b.rx[0].mad + 24));
 	assert_int_equal(tc_send_sync(&b, "fd00::1", mad), 0);
 	assert_true(tc_pump_until(&a, tc_has_rx, 1, H_DEADLINE_MS));
 	assert_int_equal(cm_mad_attr_id(a.rx[0].mad), CM_ATTR_REP);
+	assert_int_equal(wire_get32(a.rx[0].mad + 28), 0xd1);
 	tc_close(&a);
 	tc_close(&b);
 	hd_stop(&d2);
@@ -701,7 +738,7 @@ static void test_library_queues_without_buffers(void **state)
 	assert_true(tc_pump_until(&b, tc_has_rx, 3, H_DEADLINE_MS));
 	/* In arrival order. */
 	for (i = 0; i < 3; i++)
-		assert_int_equal(cm_field_get(b.rx[i].mad, CM_REQ_LOCAL_COMM_ID),
+		assert_int_equal(cm_field_get(b.rx[i].mad, CM_REQ_STARTING_PSN),
 				 0x300 + i);
 	muxbe_get_stats(b.mb, &st);
 	assert_int_equal(st.rx_delivered, 3);
@@ -792,7 +829,7 @@ static void test_library_is_thread_safe(void **state)
 	assert_true(tc_pump_until(&a, tc_has_sends, 200, H_DEADLINE_MS));
 	assert_int_equal(a.sends_failed, 0);
 	for (i = 0; i < 200; i++)
-		assert_int_equal(cm_field_get(b.rx[i].mad, CM_REQ_LOCAL_COMM_ID),
+		assert_int_equal(cm_field_get(b.rx[i].mad, CM_REQ_STARTING_PSN),
 				 0x4000 + i);
 	tc_close(&a);
 	tc_close(&b);

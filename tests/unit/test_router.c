@@ -21,9 +21,10 @@ static struct router *new_router(void)
 	struct router_limits lim = {
 		.max_gids_per_client = 4,
 		.max_comm_ids_per_client = 8,
+		.handshake_ms = 60000,
 		.timewait_ms = 1000,
 	};
-	struct router *r = router_new(&lim);
+	struct router *r = router_new(&lim, 0x5a5a5a5a);
 
 	assert_non_null(r);
 	return r;
@@ -55,11 +56,19 @@ static void req_to(uint8_t *mad, uint32_t local, const char *dst)
 	cm_set_gid(mad, CM_REQ_OFF_PRIMARY_REMOTE_GID, &d);
 }
 
-static int inbound(struct router *r, unsigned port, const uint8_t *mad,
+static const struct gid peer_gid = { { 0xfd, 0, [15] = 0x99 } };
+
+static int inbound(struct router *r, unsigned port, uint8_t *mad,
 		   uint64_t now, uint64_t *client)
 {
 	*client = 0;
-	return router_inbound(r, port, mad, MAD_SIZE, now, client);
+	return router_inbound(r, port, mad, MAD_SIZE, &peer_gid, now, client);
+}
+
+static int outbound(struct router *r, unsigned port, uint64_t client,
+		    uint8_t *mad, uint64_t now)
+{
+	return router_outbound(r, port, client, mad, &peer_gid, now);
 }
 
 static void test_gid_registry(void **state)
@@ -138,7 +147,8 @@ static void test_sidr_routing(void **state)
 {
 	struct router *r = new_router();
 	struct gid a = G("10.0.0.1"), b = G("10.0.0.2");
-	uint8_t mad[MAD_SIZE];
+	uint8_t mad[MAD_SIZE], mad2[MAD_SIZE];
+	uint32_t host_a, host_b;
 	uint64_t who;
 
 	(void)state;
@@ -152,66 +162,88 @@ static void test_sidr_routing(void **state)
 	mad[CM_SIDR_REQ_OFF_PRIVATE_DATA + 1] = 0;
 	assert_int_equal(inbound(r, 0, mad, 0, &who), ROUTER_DROP(DROP_NO_CMA_HDR));
 
-	/* SIDR_REP by the request id the client sent. */
+	/* Two clients may use the same request ID: each gets a host one. */
 	cm_mad_init(mad, CM_ATTR_SIDR_REQ, 1);
 	cm_field_set(mad, CM_SIDR_REQ_REQUEST_ID, 0x77);
-	assert_int_equal(router_outbound(r, 0, A, mad, 0), 0);
-	cm_mad_init(mad, CM_ATTR_SIDR_REQ, 1);
-	cm_field_set(mad, CM_SIDR_REQ_REQUEST_ID, 0x77);
-	assert_int_equal(router_outbound(r, 0, B, mad, 0), -EADDRINUSE);
+	memcpy(mad2, mad, MAD_SIZE);
+	assert_int_equal(outbound(r, 0, A, mad, 0), 0);
+	assert_int_equal(outbound(r, 0, B, mad2, 0), 0);
+	host_a = (uint32_t)cm_field_get(mad, CM_SIDR_REQ_REQUEST_ID);
+	host_b = (uint32_t)cm_field_get(mad2, CM_SIDR_REQ_REQUEST_ID);
+	assert_true(host_a != 0x77 && host_b != 0x77 && host_a != host_b);
 	cm_mad_init(mad, CM_ATTR_SIDR_REP, 1);
-	cm_field_set(mad, CM_SIDR_REP_REQUEST_ID, 0x77);
+	cm_field_set(mad, CM_SIDR_REP_REQUEST_ID, host_b);
+	assert_int_equal(inbound(r, 0, mad, 10, &who), 0);
+	assert_true(who == B);
+	assert_int_equal(cm_field_get(mad, CM_SIDR_REP_REQUEST_ID), 0x77);
+	cm_field_set(mad, CM_SIDR_REP_REQUEST_ID, host_a);
 	assert_int_equal(inbound(r, 0, mad, 10, &who), 0);
 	assert_true(who == A);
 	cm_field_set(mad, CM_SIDR_REP_REQUEST_ID, 0x78);
 	assert_int_equal(inbound(r, 0, mad, 10, &who),
 			 ROUTER_DROP(DROP_UNKNOWN_REQUEST_ID));
-	/* The answered request drains, then is gone. */
-	cm_field_set(mad, CM_SIDR_REP_REQUEST_ID, 0x77);
-	assert_int_equal(inbound(r, 0, mad, 500, &who), 0);
-	assert_int_equal(router_expire(r, 1499), 0);
-	assert_int_equal(router_expire(r, 1500), 1);
+	/* Answered requests drain (1000 ms here), then are gone. */
+	assert_int_equal(router_expire(r, 1009), 0);
+	assert_int_equal(router_expire(r, 1010), 2);
+	cm_field_set(mad, CM_SIDR_REP_REQUEST_ID, host_a);
 	assert_int_equal(inbound(r, 0, mad, 1600, &who),
 			 ROUTER_DROP(DROP_UNKNOWN_REQUEST_ID));
 	router_free(r);
 }
 
-/* Every attribute that carries a Remote Comm ID routes by it. */
+/* Every attribute that carries a Remote Comm ID routes by it, and the
+ * client sees its own comm ID again. */
 static void test_comm_id_routing_every_attribute(void **state)
 {
 	static const uint16_t attrs[] = { CM_ATTR_MRA, CM_ATTR_REJ, CM_ATTR_REP,
 		CM_ATTR_RTU, CM_ATTR_DREQ, CM_ATTR_DREP, CM_ATTR_LAP, CM_ATTR_APR };
 	struct router *r = new_router();
 	uint8_t mad[MAD_SIZE];
+	uint32_t host;
 	uint64_t who;
 	size_t i;
 
 	(void)state;
-	req_to(mad, 0x1000, "fd00::2");
-	assert_int_equal(router_outbound(r, 0, A, mad, 0), 0);
-	mad_with_ids(mad, CM_ATTR_REP, 0x2000, 0x9999);
-	assert_int_equal(router_outbound(r, 0, B, mad, 0), 0);
 	for (i = 0; i < sizeof(attrs) / sizeof(attrs[0]); i++) {
-		mad_with_ids(mad, attrs[i], 0x5555, 0x1000);
+		req_to(mad, 0x1000 + (uint32_t)i, "fd00::2");
+		assert_int_equal(outbound(r, 0, A, mad, 0), 0);
+		host = (uint32_t)cm_field_get(mad, CM_REQ_LOCAL_COMM_ID);
+		assert_true(host != 0x1000 + i && host != 0);
+		mad_with_ids(mad, attrs[i], 0x5555, host);
 		assert_int_equal(inbound(r, 0, mad, 0, &who), 0);
 		assert_true(who == A);
-		/* Re-claim after REJ/DREP drained it. */
-		req_to(mad, 0x1000, "fd00::2");
-		assert_int_equal(router_outbound(r, 0, A, mad, 0), 0);
-		mad_with_ids(mad, attrs[i], 0x5555, 0x2000);
-		assert_int_equal(inbound(r, 0, mad, 0, &who), 0);
-		assert_true(who == B);
-		mad_with_ids(mad, CM_ATTR_REP, 0x2000, 0x9999);
-		assert_int_equal(router_outbound(r, 0, B, mad, 0), 0);
-		mad_with_ids(mad, attrs[i], 0x5555, 0x3000);
+		assert_int_equal(wire_get32(mad + 28), 0x1000 + i);
+		assert_int_equal(wire_get32(mad + 24), 0x5555);
+		mad_with_ids(mad, attrs[i], 0x5555, host ^ 0xffff0000u);
 		assert_int_equal(inbound(r, 0, mad, 0, &who),
 				 ROUTER_DROP(DROP_UNKNOWN_COMM_ID));
-		/* Remote Comm ID 0 (e.g. a timeout REJ) has no owner. */
+		/* Remote Comm ID 0 without a REQ record has no owner. */
 		mad_with_ids(mad, attrs[i], 0x5555, 0);
 		assert_int_equal(inbound(r, 0, mad, 0, &who),
 				 ROUTER_DROP(DROP_ZERO_COMM_ID));
 		assert_true(who == 0);
 	}
+	router_free(r);
+}
+
+/* The peer's timeout REJ after an abandoned REQ carries neither our comm
+ * ID nor our GID: it reaches the client the REQ went to. */
+static void test_timeout_rej_reaches_req_owner(void **state)
+{
+	struct router *r = new_router();
+	struct gid b = G("fd00::2");
+	uint8_t mad[MAD_SIZE];
+	uint64_t who;
+
+	(void)state;
+	assert_int_equal(router_register_gid(r, 0, &b, B), 0);
+	req_to(mad, 0xabc, "fd00::2");
+	assert_int_equal(inbound(r, 0, mad, 0, &who), 0);
+	assert_true(who == B);
+	mad_with_ids(mad, CM_ATTR_REJ, 0xabc, 0);
+	cm_field_set(mad, CM_REJ_REASON, CM_REJ_REASON_TIMEOUT);
+	assert_int_equal(inbound(r, 0, mad, 5000, &who), 0);
+	assert_true(who == B);
 	router_free(r);
 }
 
@@ -235,7 +267,7 @@ static void test_unroutable(void **state)
 	mad[3] = MAD_METHOD_GET;
 	assert_int_equal(inbound(r, 0, mad, 0, &who), ROUTER_DROP(DROP_NOT_CM));
 	cm_mad_init(mad, CM_ATTR_REQ, 1);
-	assert_int_equal(router_inbound(r, 0, mad, 100, 0, &who),
+	assert_int_equal(router_inbound(r, 0, mad, 100, &peer_gid, 0, &who),
 			 ROUTER_DROP(DROP_BAD_SIZE));
 	router_free(r);
 }
@@ -243,88 +275,44 @@ static void test_unroutable(void **state)
 static void test_outbound_ownership(void **state)
 {
 	struct router *r = new_router();
-	uint8_t mad[MAD_SIZE];
+	uint8_t mad[MAD_SIZE], mad2[MAD_SIZE];
 	struct router_counts rc;
 	int i;
 
 	(void)state;
+	/* Two clients may use the same comm ID: both work. */
 	req_to(mad, 0x10, "fd00::2");
-	assert_int_equal(router_outbound(r, 0, A, mad, 0), 0);
-	/* Another client may neither start nor act on A's comm ID. */
-	assert_int_equal(router_outbound(r, 0, B, mad, 0), -EADDRINUSE);
-	mad_with_ids(mad, CM_ATTR_DREQ, 0x10, 0x99);
-	assert_int_equal(router_outbound(r, 0, B, mad, 0), -EADDRINUSE);
-	mad_with_ids(mad, CM_ATTR_REJ, 0x10, 0x99);
-	assert_int_equal(router_outbound(r, 0, B, mad, 0), -EADDRINUSE);
-	mad_with_ids(mad, CM_ATTR_RTU, 0x10, 0x99);
-	assert_int_equal(router_outbound(r, 0, B, mad, 0), -EADDRINUSE);
-	assert_int_equal(router_outbound(r, 0, A, mad, 0), 0);
-	/* Local Comm ID 0 is never claimed. */
+	memcpy(mad2, mad, MAD_SIZE);
+	assert_int_equal(outbound(r, 0, A, mad, 0), 0);
+	assert_int_equal(outbound(r, 0, B, mad2, 0), 0);
+	assert_true(wire_get32(mad + 24) != wire_get32(mad2 + 24));
+	/* Acting on a connection a client does not have is refused. */
+	mad_with_ids(mad, CM_ATTR_DREQ, 0x11, 0x99);
+	assert_int_equal(outbound(r, 0, A, mad, 0), -ENOENT);
+	mad_with_ids(mad, CM_ATTR_RTU, 0x12, 0x99);
+	assert_int_equal(outbound(r, 0, B, mad, 0), -ENOENT);
+	/* Local Comm ID 0 is never mapped; a REJ may carry it. */
 	req_to(mad, 0, "fd00::2");
-	assert_int_equal(router_outbound(r, 0, A, mad, 0), -EINVAL);
+	assert_int_equal(outbound(r, 0, A, mad, 0), -EINVAL);
 	mad_with_ids(mad, CM_ATTR_REJ, 0, 0x99);
-	assert_int_equal(router_outbound(r, 0, B, mad, 0), 0);
+	assert_int_equal(outbound(r, 0, B, mad, 0), 0);
+	assert_int_equal(wire_get32(mad + 24), 0);
 	/* Quota: 8 per client. */
 	for (i = 1; i < 8; i++) {
 		req_to(mad, 0x100 + (uint32_t)i, "fd00::2");
-		assert_int_equal(router_outbound(r, 0, A, mad, 0), 0);
+		assert_int_equal(outbound(r, 0, A, mad, 0), 0);
 	}
 	req_to(mad, 0x200, "fd00::2");
-	assert_int_equal(router_outbound(r, 0, A, mad, 0), -ENOSPC);
+	assert_int_equal(outbound(r, 0, A, mad, 0), -ENOSPC);
 	router_client_counts(r, A, &rc);
 	assert_int_equal(rc.comm_ids, 8);
-	router_free(r);
-}
-
-static void test_drain_and_purge(void **state)
-{
-	struct router *r = new_router();
-	uint8_t mad[MAD_SIZE];
-	struct router_counts rc;
-	uint64_t who;
-
-	(void)state;
-	req_to(mad, 0x10, "fd00::2");
-	assert_int_equal(router_outbound(r, 0, A, mad, 0), 0);
-	/* Inbound DREP starts the drain; retransmissions still route. */
-	mad_with_ids(mad, CM_ATTR_DREP, 0x20, 0x10);
-	assert_int_equal(inbound(r, 0, mad, 100, &who), 0);
-	router_counts(r, &rc);
-	assert_int_equal(rc.draining, 1);
-	assert_int_equal(inbound(r, 0, mad, 1099, &who), 0);
-	/* The duplicate re-armed the drain at 1099. */
-	assert_int_equal(router_expire(r, 2098), 0);
-	assert_int_equal(router_expire(r, 2099), 1);
-	assert_int_equal(inbound(r, 0, mad, 2100, &who),
-			 ROUTER_DROP(DROP_UNKNOWN_COMM_ID));
-	/* A new REQ with the same id revives a draining entry. */
-	req_to(mad, 0x30, "fd00::2");
-	assert_int_equal(router_outbound(r, 0, A, mad, 3000), 0);
-	mad_with_ids(mad, CM_ATTR_REJ, 0x30, 0x40);
-	assert_int_equal(router_outbound(r, 0, A, mad, 3000), 0);
-	router_counts(r, &rc);
-	assert_int_equal(rc.draining, 1);
-	req_to(mad, 0x30, "fd00::2");
-	assert_int_equal(router_outbound(r, 0, A, mad, 3500), 0);
-	router_counts(r, &rc);
-	assert_int_equal(rc.draining, 0);
-	assert_int_equal(router_expire(r, 100000), 0);
-	/* Disconnect purges everything the client had, draining or not. */
-	mad_with_ids(mad, CM_ATTR_REP, 0x50, 0x60);
-	assert_int_equal(router_outbound(r, 0, A, mad, 3500), 0);
-	mad_with_ids(mad, CM_ATTR_DREP, 0x50, 0x60);
-	assert_int_equal(router_outbound(r, 0, A, mad, 3600), 0);
+	assert_int_equal(rc.handshake, 8);
+	/* A disconnect purges them all. */
 	router_purge_client(r, A);
-	router_counts(r, &rc);
+	router_client_counts(r, A, &rc);
 	assert_int_equal(rc.comm_ids, 0);
-	assert_int_equal(rc.draining, 0);
-	mad_with_ids(mad, CM_ATTR_RTU, 0x99, 0x30);
-	assert_int_equal(inbound(r, 0, mad, 3700, &who),
-			 ROUTER_DROP(DROP_UNKNOWN_COMM_ID));
-	/* And the ids are free for another client. */
-	req_to(mad, 0x30, "fd00::2");
-	assert_int_equal(router_outbound(r, 0, C, mad, 3800), 0);
-	assert_int_equal(router_expire(r, 100000), 0);
+	router_counts(r, &rc);
+	assert_int_equal(rc.comm_ids, 1);
 	router_free(r);
 }
 
@@ -338,7 +326,7 @@ int main(void)
 		cmocka_unit_test(test_comm_id_routing_every_attribute),
 		cmocka_unit_test(test_unroutable),
 		cmocka_unit_test(test_outbound_ownership),
-		cmocka_unit_test(test_drain_and_purge),
+		cmocka_unit_test(test_timeout_rej_reaches_req_owner),
 	};
 
 	return cmocka_run_group_tests_name("router", tests, NULL, NULL);
