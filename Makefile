@@ -61,7 +61,7 @@ PCFILE  := $(B)/muxbe.pc
 
 UNIT_TESTS := test_codec test_cm_mad test_router test_conn_table test_guest_cm
 UNIT_BINS  := $(addprefix $(B)/tests/,$(UNIT_TESTS))
-INTEG_TESTS := test_integration
+INTEG_TESTS := test_integration test_cm
 INTEG_BINS := $(addprefix $(B)/tests/,$(INTEG_TESTS))
 
 .PHONY: check-lab all clean check check-quick check-unit check-integration check-demo \
@@ -133,6 +133,11 @@ $(B)/tests/mad_send: $(B)/obj/tests/e2e/mad_send.o $(LIBA)
 	$(CC) $(LDFLAGS_ALL) -o $@ $(filter %.o,$^) $(LIBA) $(DEP_LIBS) -libverbs
 
 $(B)/tests/verbs_selftest: $(B)/obj/tests/e2e/verbs_selftest.o \
+		$(B)/obj/tests/integration/harness.o $(LIBA)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_ALL) -o $@ $(filter %.o,$^) $(LIBA) $(TEST_LIBS) -libverbs
+
+$(B)/tests/test_cm: $(B)/obj/tests/integration/test_cm.o \
 		$(B)/obj/tests/integration/harness.o $(LIBA)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $(filter %.o,$^) $(LIBA) $(TEST_LIBS) -libverbs

@@ -213,3 +213,32 @@ void cma_hdr_build(uint8_t *pd, const struct gid *src, const struct gid *dst,
 		memcpy(pd + CMA_OFF_DST_ADDR, dst->raw, 16);
 	}
 }
+
+int cm_mad_class_response(const uint8_t *req, size_t len, uint8_t *resp)
+{
+	uint8_t method;
+
+	if (len != MAD_SIZE || req[MAD_OFF_BASE_VERSION] != MAD_BASE_VERSION ||
+	    req[MAD_OFF_MGMT_CLASS] != MAD_CLASS_CM)
+		return 0;
+	method = req[MAD_OFF_METHOD];
+	if (method != MAD_METHOD_GET && method != MAD_METHOD_SET)
+		return 0;
+	memcpy(resp, req, MAD_HDR_SIZE);
+	memset(resp + MAD_HDR_SIZE, 0, MAD_SIZE - MAD_HDR_SIZE);
+	resp[MAD_OFF_METHOD] = MAD_METHOD_GET_RESP;
+	resp[MAD_OFF_CLASS_VERSION] = MAD_CM_CLASS_VERSION;
+	if (method == MAD_METHOD_GET &&
+	    cm_mad_attr_id(req) == CM_ATTR_CLASS_PORT_INFO &&
+	    req[MAD_OFF_CLASS_VERSION] == MAD_CM_CLASS_VERSION) {
+		wire_put16(resp + MAD_OFF_STATUS, 0);
+		/* ClassPortInfo (IBA 13.4.8.1): no optional capabilities,
+		 * no redirection, no traps. */
+		resp[MAD_HDR_SIZE + 0] = MAD_BASE_VERSION;
+		resp[MAD_HDR_SIZE + 1] = MAD_CM_CLASS_VERSION;
+		wire_put32(resp + MAD_HDR_SIZE + 4, CM_CLASS_RESP_TIME_VALUE);
+	} else {
+		wire_put16(resp + MAD_OFF_STATUS, MAD_STATUS_UNSUPPORTED_METHOD_ATTR);
+	}
+	return 1;
+}

@@ -234,6 +234,17 @@ int cm_mad_remote_comm_id(const uint8_t *mad, uint32_t *id);
  * -EMSGSIZE (length). */
 int cm_mad_validate(const uint8_t *mad, size_t len);
 
+/*
+ * A Get or Set addressed to the CM class (which only uses Send): fill
+ * resp with the GetResp the spec asks for -- ClassPortInfo for a Get of
+ * it, otherwise status "unsupported method/attribute" as the kernel's MAD
+ * layer answers for classes nobody serves.  Returns 1 when req is such a
+ * request, 0 otherwise.
+ */
+#define MAD_STATUS_UNSUPPORTED_METHOD_ATTR 0x000c
+#define CM_CLASS_RESP_TIME_VALUE 20     /* 4.096 us * 2^20: about 4 s */
+int cm_mad_class_response(const uint8_t *req, size_t len, uint8_t *resp);
+
 /* Destination GID of a SIDR_REQ from rdma_cm's private-data header.
  * Returns 0, or -ENOENT when the header is absent or not version 0. */
 int cm_sidr_req_dst_gid(const uint8_t *mad, struct gid *out);

@@ -92,6 +92,7 @@ struct mux_stats {
 	_Atomic uint64_t clients_accepted;
 	_Atomic uint64_t clients_refused;
 	_Atomic uint64_t protocol_errors;
+	_Atomic uint64_t class_requests_answered;       /* CM Get/Set */
 };
 
 json_t *stats_to_json(struct mux_stats *st);

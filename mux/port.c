@@ -38,6 +38,25 @@ static struct log_ratelimit *port_drop_rl(void)
 	return &rl;
 }
 
+/* Gets and Sets to the CM class are answered here (on a umad port the
+ * kernel's MAD layer answers them before they reach us). */
+static int port_answer_class_request(struct port *p, const struct proto_mad *m)
+{
+	struct proto_mad resp;
+	struct gid local;
+	int idx;
+
+	if (!cm_mad_class_response(m->mad, m->mad_len, resp.mad))
+		return 0;
+	resp.addr = m->addr;
+	resp.mad_len = MAD_SIZE;
+	memcpy(local.raw, m->addr.local_gid, 16);
+	idx = p->ops->gid_index(p, &local);
+	if (idx >= 0 && p->ops->send(p, &resp, idx) == 0)
+		atomic_fetch_add(&p->mux->stats.class_requests_answered, 1);
+	return 1;
+}
+
 void port_input(struct port *p, struct proto_mad *m)
 {
 	struct mux *mux = p->mux;
@@ -51,6 +70,8 @@ void port_input(struct port *p, struct proto_mad *m)
 	if (m->mad_len >= MAD_HDR_SIZE)
 		atomic_fetch_add(&mux->stats.mads_in[cm_attr_index(
 			cm_mad_attr_id(m->mad))], 1);
+	if (port_answer_class_request(p, m))
+		return;
 	memcpy(src.raw, m->addr.remote_gid, 16);
 	rc = router_inbound(mux->router, p->index, m->mad, m->mad_len, &src,
 			    mux_now_ms(), &client);

@@ -21,10 +21,9 @@
 #include <unistd.h>
 
 #include "mux.h"
+#include "sim_fabric.h"
 #include "../common/log.h"
 
-#define SIM_MAGIC "RCMSIM1"     /* 8 bytes with its NUL */
-#define SIM_MAGIC_LEN 8
 #define SIM_RX_BUDGET 256       /* datagrams per wake-up */
 
 struct sim_port {
@@ -110,7 +109,7 @@ static void sim_receive(struct port *p, const struct proto_mad *wire)
 static void sim_rx(evutil_socket_t fd, short what, void *arg)
 {
 	struct port *p = arg;
-	uint8_t buf[SIM_MAGIC_LEN + PROTO_MAD_ADDR_SIZE + PROTO_MAD_MAX + 1];
+	uint8_t buf[SIM_DGRAM_MAX + 1];
 	struct proto_mad wire;
 	ssize_t n;
 	int budget = SIM_RX_BUDGET;
@@ -120,9 +119,7 @@ static void sim_rx(evutil_socket_t fd, short what, void *arg)
 		n = recv(fd, buf, sizeof(buf), 0);
 		if (n < 0)
 			return;
-		if (n < SIM_MAGIC_LEN || memcmp(buf, SIM_MAGIC, SIM_MAGIC_LEN) ||
-		    proto_mad_decode(buf + SIM_MAGIC_LEN, (size_t)n - SIM_MAGIC_LEN,
-				     &wire) < 0) {
+		if (sim_dgram_decode(buf, (size_t)n, &wire) < 0) {
 			atomic_fetch_add(&p->rx_errors, 1);
 			continue;
 		}
@@ -141,7 +138,7 @@ static int sim_start(struct port *p, struct event_base *base)
 static int sim_send(struct port *p, const struct proto_mad *m, int gid_index)
 {
 	struct sim_port *sp = p->priv;
-	uint8_t buf[SIM_MAGIC_LEN + PROTO_MAD_ADDR_SIZE + PROTO_MAD_MAX];
+	uint8_t buf[SIM_DGRAM_MAX];
 	struct sockaddr_un sun = { .sun_family = AF_UNIX };
 	struct proto_mad wire = *m;
 	struct gid dst;
@@ -159,8 +156,7 @@ static int sim_send(struct port *p, const struct proto_mad *m, int gid_index)
 		sim_receive(p, &wire);
 		return 0;
 	}
-	memcpy(buf, SIM_MAGIC, SIM_MAGIC_LEN);
-	len = proto_mad_encode(&wire, buf + SIM_MAGIC_LEN, sizeof(buf) - SIM_MAGIC_LEN);
+	len = sim_dgram_encode(&wire, buf, sizeof(buf));
 	if (len < 0)
 		return len;
 	dir = opendir(sp->fabric);
@@ -176,7 +172,7 @@ static int sim_send(struct port *p, const struct proto_mad *m, int gid_index)
 		/* A full peer loses the datagram, as a congested wire
 		 * would (the guest CM retransmits); counted, not silent.
 		 * A gone peer (stale socket file) is not a loss. */
-		if (sendto(sp->fd, buf, SIM_MAGIC_LEN + (size_t)len, MSG_DONTWAIT,
+		if (sendto(sp->fd, buf, (size_t)len, MSG_DONTWAIT,
 			   (struct sockaddr *)&sun, sizeof(sun)) < 0 &&
 		    (errno == EAGAIN || errno == ENOBUFS))
 			atomic_fetch_add(&p->wire_dropped, 1);

@@ -41,7 +41,7 @@ json_t *stats_to_json(struct mux_stats *st)
 	for (i = 0; i < DROP_MAX; i++)
 		json_object_set_new(drops, drop_reason_name(i),
 				    json_integer((json_int_t)atomic_load(&st->drops[i])));
-	return json_pack("{s:o, s:o, s:o, s:I, s:I, s:I, s:I, s:I}",
+	return json_pack("{s:o, s:o, s:o, s:I, s:I, s:I, s:I, s:I, s:I}",
 		"mads_in", attr_counters(st->mads_in),
 		"mads_out", attr_counters(st->mads_out),
 		"drops", drops,
@@ -49,5 +49,7 @@ json_t *stats_to_json(struct mux_stats *st)
 		"tx_errors", (json_int_t)atomic_load(&st->tx_errors),
 		"clients_accepted", (json_int_t)atomic_load(&st->clients_accepted),
 		"clients_refused", (json_int_t)atomic_load(&st->clients_refused),
-		"protocol_errors", (json_int_t)atomic_load(&st->protocol_errors));
+		"protocol_errors", (json_int_t)atomic_load(&st->protocol_errors),
+		"class_requests_answered",
+		(json_int_t)atomic_load(&st->class_requests_answered));
 }

@@ -56,6 +56,8 @@ suites() {
 	done
 	run_suite "$tag integration" env RDMACM_MUXD="$PWD/$b/rdmacm-muxd" \
 		"$b/tests/test_integration"
+	run_suite "$tag cm translation" env RDMACM_MUXD="$PWD/$b/rdmacm-muxd" \
+		"$b/tests/test_cm"
 	run_suite "$tag demo" scripts/demo.sh --build-dir "$b" --check
 }
 
@@ -77,6 +79,9 @@ if [ "$QUICK" = 0 ]; then
 	run_suite "valgrind integration (daemon under valgrind)" env \
 		RDMACM_MUXD="$PWD/build/rdmacm-muxd" RDMACM_MUXD_WRAPPER="$VG" \
 		RCM_TIME_SCALE=10 build/tests/test_integration
+	run_suite "valgrind cm translation (daemon under valgrind)" env \
+		RDMACM_MUXD="$PWD/build/rdmacm-muxd" RDMACM_MUXD_WRAPPER="$VG" \
+		RCM_TIME_SCALE=10 build/tests/test_cm
 
 	FUZZ_SECONDS=${FUZZ_SECONDS:-15}
 	for t in fuzz_frame fuzz_control fuzz_cm_mad; do

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 #include "harness.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -23,6 +24,7 @@
 #include "../../common/gid.h"
 #include "../../common/wire.h"
 #include "../../protocol/rdmacm_mux_proto.h"
+#include "../../mux/sim_fabric.h"
 
 int h_time_scale(void)
 {
@@ -461,6 +463,95 @@ int raw_wait_eof(int fd, int timeout_ms)
 		n = read(fd, buf, sizeof(buf));
 		if (n == 0 || (n < 0 && errno == ECONNRESET))
 			return 1;
+	}
+	return 0;
+}
+
+void simpeer_open(struct simpeer *sp, struct hdaemon *d, const char *name,
+		  const char *gid)
+{
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	struct gid g;
+
+	memset(sp, 0, sizeof(*sp));
+	assert_int_equal(gid_parse(gid, &g), 0);
+	memcpy(sp->gid, g.raw, 16);
+	snprintf(sp->fabric, sizeof(sp->fabric), "%s", d->fabric);
+	assert_true((size_t)snprintf(sp->path, sizeof(sp->path), "%s/%s.sock",
+				     d->fabric, name) < sizeof(sun.sun_path));
+	sp->fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	assert_true(sp->fd >= 0);
+	memcpy(sun.sun_path, sp->path, strlen(sp->path) + 1);
+	unlink(sp->path);
+	assert_int_equal(bind(sp->fd, (struct sockaddr *)&sun, sizeof(sun)), 0);
+}
+
+void simpeer_close(struct simpeer *sp)
+{
+	close(sp->fd);
+	unlink(sp->path);
+}
+
+void simpeer_send(struct simpeer *sp, const char *dst, const uint8_t *mad)
+{
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	uint8_t buf[SIM_DGRAM_MAX];
+	struct proto_mad m;
+	struct dirent *de;
+	struct gid g;
+	DIR *dir;
+	int len;
+
+	memset(&m, 0, sizeof(m));
+	assert_int_equal(gid_parse(dst, &g), 0);
+	m.addr.flags = PROTO_MAD_F_GRH;
+	m.addr.hop_limit = 64;
+	m.addr.remote_qpn = GSI_QPN;
+	m.addr.qkey = GSI_QKEY;
+	memcpy(m.addr.local_gid, sp->gid, 16);
+	memcpy(m.addr.remote_gid, g.raw, 16);
+	m.mad_len = MAD_SIZE;
+	memcpy(m.mad, mad, MAD_SIZE);
+	len = sim_dgram_encode(&m, buf, sizeof(buf));
+	assert_true(len > 0);
+	/* The daemons' sim ports: every socket in the fabric but ours. */
+	dir = opendir(sp->fabric);
+	assert_non_null(dir);
+	while ((de = readdir(dir)) != NULL) {
+		size_t nl = strlen(de->d_name);
+
+		if (nl < 6 || strcmp(de->d_name + nl - 5, ".sock") != 0)
+			continue;
+		if ((size_t)snprintf(sun.sun_path, sizeof(sun.sun_path), "%s/%s",
+				     sp->fabric, de->d_name) >= sizeof(sun.sun_path) ||
+		    strcmp(sun.sun_path, sp->path) == 0)
+			continue;
+		sendto(sp->fd, buf, (size_t)len, 0, (struct sockaddr *)&sun,
+		       sizeof(sun));
+	}
+	closedir(dir);
+}
+
+int simpeer_recv(struct simpeer *sp, uint8_t *mad, uint8_t *src, int timeout_ms)
+{
+	uint64_t deadline = h_now_ms() + (uint64_t)timeout_ms;
+	struct pollfd pfd = { .fd = sp->fd, .events = POLLIN };
+	uint8_t buf[SIM_DGRAM_MAX + 1];
+	struct proto_mad m;
+	ssize_t n;
+
+	while (h_now_ms() < deadline) {
+		if (poll(&pfd, 1, 20) <= 0)
+			continue;
+		n = recv(sp->fd, buf, sizeof(buf), 0);
+		if (n <= 0 || sim_dgram_decode(buf, (size_t)n, &m) < 0)
+			continue;
+		if (memcmp(m.addr.remote_gid, sp->gid, 16) != 0)
+			continue;       /* broadcast to somebody else */
+		memcpy(mad, m.mad, MAD_SIZE);
+		if (src)
+			memcpy(src, m.addr.local_gid, 16);
+		return 1;
 	}
 	return 0;
 }

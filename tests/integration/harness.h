@@ -99,4 +99,22 @@ int raw_wait_eof(int fd, int timeout_ms);
 
 uint64_t h_now_ms(void);
 
+/* A scripted CM peer on the sim fabric: a remote host's CM, as the
+ * daemon's sim port sees it (only on sim ports). */
+struct simpeer {
+	int fd;
+	char path[256];
+	char fabric[192];
+	uint8_t gid[16];
+};
+
+void simpeer_open(struct simpeer *sp, struct hdaemon *d, const char *name,
+		  const char *gid);
+void simpeer_close(struct simpeer *sp);
+/* Send a MAD from the peer's GID to dst on the fabric. */
+void simpeer_send(struct simpeer *sp, const char *dst, const uint8_t *mad);
+/* The next MAD addressed to the peer, or 0 by the deadline; *src gets the
+ * sender's GID when not NULL. */
+int simpeer_recv(struct simpeer *sp, uint8_t *mad, uint8_t *src, int timeout_ms);
+
 #endif
