@@ -64,7 +64,7 @@ UNIT_BINS  := $(addprefix $(B)/tests/,$(UNIT_TESTS))
 INTEG_TESTS := test_integration test_cm
 INTEG_BINS := $(addprefix $(B)/tests/,$(INTEG_TESTS))
 
-.PHONY: check-lab all clean check check-quick check-unit check-integration check-demo \
+.PHONY: bench check-lab all clean check check-quick check-unit check-integration check-demo \
 	check-san check-valgrind demo install fuzz tests
 all: $(MUXD) $(MUXCTL) $(LIBA) $(LIBSO) $(PCFILE) $(VMPROG)
 
@@ -186,6 +186,14 @@ fuzz: $(addprefix $(B)/fuzz/,$(FUZZ_TARGETS))
 		echo "== $$t ($(FUZZ_SECONDS)s)"; \
 		$(B)/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
 			$(B)/fuzz/corpus-$$t tests/fuzz/seeds/$$t; done
+
+# ---- benchmarks ------------------------------------------------------------
+$(B)/bench/bench_conn: $(B)/obj/tests/bench/bench_conn.o $(B)/obj/mux/conn_table.o $(COMMON_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(DEP_LIBS)
+
+bench: $(B)/bench/bench_conn
+	$(B)/bench/bench_conn
 
 # ---- demo and install ----------------------------------------------------
 demo: all

@@ -119,6 +119,38 @@ static void print_counter_row(const char *label, json_t *obj)
 	printf("%s\n", any ? "" : " (none)");
 }
 
+/* Live comm-ID and SIDR mappings, per client. */
+static void print_connections(json_t *clients)
+{
+	json_t *c, *conns, *e, *left;
+	size_t i, j, n = 0;
+
+	json_array_foreach(clients, i, c)
+		n += json_array_size(json_object_get(c, "connections"));
+	printf("\nCONNECTIONS (%zu)\n", n);
+	if (n == 0)
+		return;
+	printf("  %-4s %-5s %-13s %-10s %-10s %-10s %s\n", "CLI", "KIND", "STATE",
+	       "GUEST ID", "HOST ID", "PEER ID", "EXPIRES IN");
+	json_array_foreach(clients, i, c) {
+		conns = json_object_get(c, "connections");
+		json_array_foreach(conns, j, e) {
+			left = json_object_get(e, "expires_in_ms");
+			printf("  %-4lld %-5s %-13s 0x%08llx 0x%08llx ", (long long)jint(c, "id"),
+			       jstr(e, "kind"), jstr(e, "state"),
+			       (long long)jint(e, "guest_id"), (long long)jint(e, "host_id"));
+			if (json_is_integer(json_object_get(e, "peer_id")))
+				printf("0x%08llx ", (long long)jint(e, "peer_id"));
+			else
+				printf("%-10s ", "-");
+			if (json_is_integer(left))
+				printf("%.1f s\n", (double)json_integer_value(left) / 1000);
+			else
+				printf("-\n");
+		}
+	}
+}
+
 static void print_status(json_t *st)
 {
 	json_t *d = json_object_get(st, "daemon"), *ports, *clients, *p, *g, *c;
@@ -174,19 +206,26 @@ static void print_status(json_t *st)
 		printf("\n");
 	}
 
-	printf("\nROUTING  gids=%lld comm_ids=%lld sidr_ids=%lld draining=%lld\n",
+	print_connections(clients);
+
+	printf("\nROUTING  gids=%lld comm_ids=%lld sidr_ids=%lld  handshake=%lld "
+	       "established=%lld disconnecting=%lld draining=%lld\n",
 	       (long long)jint(routing, "gids"), (long long)jint(routing, "comm_ids"),
-	       (long long)jint(routing, "sidr_ids"), (long long)jint(routing, "draining"));
+	       (long long)jint(routing, "sidr_ids"), (long long)jint(routing, "handshake"),
+	       (long long)jint(routing, "established"),
+	       (long long)jint(routing, "disconnecting"),
+	       (long long)jint(routing, "draining"));
 	printf("\nCOUNTERS\n");
 	print_counter_row("mads in", json_object_get(ctr, "mads_in"));
 	print_counter_row("mads out", json_object_get(ctr, "mads_out"));
 	print_counter_row("drops", json_object_get(ctr, "drops"));
 	printf("  %-10s refused=%lld errors=%lld  clients accepted=%lld refused=%lld"
-	       "  protocol errors=%lld\n", "tx",
+	       "  protocol errors=%lld  class requests answered=%lld\n", "tx",
 	       (long long)jint(ctr, "tx_refused"), (long long)jint(ctr, "tx_errors"),
 	       (long long)jint(ctr, "clients_accepted"),
 	       (long long)jint(ctr, "clients_refused"),
-	       (long long)jint(ctr, "protocol_errors"));
+	       (long long)jint(ctr, "protocol_errors"),
+	       (long long)jint(ctr, "class_requests_answered"));
 }
 
 int main(int argc, char **argv)

@@ -280,6 +280,11 @@ int requests_send_mad(struct mux *mux, struct client_info *ci,
 		*why = "Local Comm ID (or SIDR request ID) 0 is not valid here";
 		goto refused;
 	}
+	if (log_get_verbose() && memcmp(in->mad + MAD_HDR_SIZE, m->mad + MAD_HDR_SIZE, 4))
+		log_debug("client %llu: %s local comm id 0x%08x sent as 0x%08x",
+			  (unsigned long long)ci->id, cm_attr_name(cm_mad_attr_id(m->mad)),
+			  (unsigned)cm_field_get(in->mad, CM_REQ_LOCAL_COMM_ID),
+			  (unsigned)cm_field_get(m->mad, CM_REQ_LOCAL_COMM_ID));
 	rc = port->ops->send(port, m, idx);
 	if (rc) {
 		*why = "port send failed";

@@ -1,0 +1,50 @@
+# Issue 4, item 7: two VMs behind one daemon, using identical guest comm
+# IDs, connect at the same time to one stock rdma_cm peer (ucmatose
+# serving two connections) on host B; both exchange data and disconnect.
+LAB_TWO=1
+MODULES_A=$NO_KCM
+MODULES_B=$WITH_KCM
+
+host_a() {
+	add_ip 10.77.0.11
+	add_ip 10.77.0.12
+	wait_for gid_present "ffff:0a4d:000c" || fail "no GID for 10.77.0.12"
+	start_daemon -v         # logs each comm-ID translation
+	await server-up
+	local rc1=0 rc2=0 p1 p2
+	"$B/rdmacm-mux-vm" --name vm1 --gid 10.77.0.11 --comm-id 0x1234 \
+		--connect "$LAB_PEER_IP" --rdma-port 7471 --device rxe0 --run-ms 40000 \
+		>/tmp/vm1.log 2>&1 &
+	p1=$!
+	"$B/rdmacm-mux-vm" --name vm2 --gid 10.77.0.12 --comm-id 0x1234 \
+		--connect "$LAB_PEER_IP" --rdma-port 7471 --device rxe0 --run-ms 40000 \
+		>/tmp/vm2.log 2>&1 &
+	p2=$!
+	wait $p1 || rc1=$?
+	wait $p2 || rc2=$?
+	cat /tmp/vm1.log /tmp/vm2.log
+	[ "$rc1" = 0 ] && [ "$rc2" = 0 ] || fail "vm exit statuses $rc1 $rc2"
+	grep -q "local comm id 0x00001234" /tmp/vm1.log || fail "vm1 did not use 0x1234"
+	grep -q "local comm id 0x00001234" /tmp/vm2.log || fail "vm2 did not use 0x1234"
+	for v in vm1 vm2; do
+		grep -q "$v: data: received 10, sent 10" /tmp/$v.log || fail "$v data"
+		grep -q "$v: disconnected" /tmp/$v.log || fail "$v saw no disconnect"
+	done
+	local hosts
+	hosts=$(sed -n 's/.*REQ local comm id 0x00001234 sent as \(0x[0-9a-f]*\).*/\1/p' /tmp/d.log | sort -u | wc -l)
+	[ "$hosts" = 2 ] || fail "expected two host IDs for guest ID 0x1234 on the wire, saw $hosts"
+	ok "two VMs with comm ID 0x1234: two host IDs, both connected, data, disconnected"
+	stop_daemon
+}
+
+host_b() {
+	timeout 90 stdbuf -oL ucmatose -b "$LAB_IP" -c 2 >/tmp/ucm.log 2>&1 &
+	local ucm=$! rc=0
+	wait_for kernel_listening 7471 || fail "ucmatose is not listening"
+	signal server-up
+	wait $ucm || rc=$?
+	cat /tmp/ucm.log
+	[ "$rc" = 0 ] || fail "ucmatose exit status $rc"
+	grep -q "data transfers complete" /tmp/ucm.log || fail "ucmatose data"
+	ok "ucmatose served both connections"
+}
