@@ -30,8 +30,8 @@ static const struct gcm_ops fz_ops = { .send = fz_send, .event = fz_event };
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct router_limits lim = { 4, 16, 100 };
-	struct router *r = router_new(&lim);
+	struct router_limits lim = { 4, 16, 1000, 100 };
+	struct router *r = router_new(&lim, 0x12345678);
 	struct gcm_params gp = { .port = 7471, .local_comm_id = 0x10,
 		.timeout_ms = 10, .max_retries = 2, .timewait_ms = 10 };
 	uint8_t mad[MAD_SIZE];
@@ -39,21 +39,38 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct gid a, b;
 	uint64_t client;
 
+	size_t off;
+
 	gid_parse("fd00::1", &a);
 	gid_parse("fd00::2", &b);
 	router_register_gid(r, 0, &a, 1);
 	router_register_gid(r, 0, &b, 2);
-	memset(mad, 0, sizeof(mad));
-	memcpy(mad, data, size < MAD_SIZE ? size : MAD_SIZE);
-	/* The wire side: any bytes, any length up to a MAD. */
-	router_inbound(r, 0, data, size < MAD_SIZE ? size : MAD_SIZE, 5, &client);
-	router_inbound(r, 0, mad, MAD_SIZE, 5, &client);
-	/* The client side, then the wire again with the state it left. */
-	router_outbound(r, 0, 1, mad, 6);
-	router_inbound(r, 0, mad, MAD_SIZE, 7, &client);
-	router_expire(r, 1000);
+	/* The input is a sequence of MADs; each goes out from client 1, then
+	 * comes in from the wire (as is, and as a reply naming what went
+	 * out), so the table sees every attribute in every state. */
+	for (off = 0; off < size; off += MAD_SIZE) {
+		size_t n = size - off < MAD_SIZE ? size - off : MAD_SIZE;
+
+		memset(mad, 0, sizeof(mad));
+		memcpy(mad, data + off, n);
+		router_inbound(r, 0, mad, n, &b, off, &client);
+		memset(mad, 0, sizeof(mad));
+		memcpy(mad, data + off, n);
+		router_outbound(r, 0, 1 + (off / MAD_SIZE) % 2, mad, &b, off);
+		/* Echo: the host ID it got, as a Remote Comm ID. */
+		memcpy(mad + 28, mad + 24, 4);
+		router_inbound(r, 0, mad, MAD_SIZE, &b, off + 1, &client);
+		router_expire(r, off * 10);
+	}
 	router_purge_client(r, 1);
 	router_free(r);
+	{
+		uint8_t resp[MAD_SIZE];
+
+		cm_mad_class_response(data, size, resp);
+	}
+	memset(mad, 0, sizeof(mad));
+	memcpy(mad, data, size < MAD_SIZE ? size : MAD_SIZE);
 
 	gp.local_gid = b;
 	gcm_init(&g, &gp, &fz_ops, NULL);

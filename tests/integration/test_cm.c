@@ -306,10 +306,12 @@ static void test_lifetimes(void **state)
 	vm_expect(&f->a, 1, CM_ATTR_REP);
 	mk(m, CM_ATTR_RTU, 0x71, 0x171, 1);
 	assert_int_equal(tc_send_sync(&f->a, PEER, m), 0);
+	peer_expect(f, CM_ATTR_RTU, r);
 	/* An abandoned handshake from B. */
 	t0 = h_now_ms();
 	req(m, 0x72, "fd00::2", PEER);
 	assert_int_equal(tc_send_sync(&f->b, PEER, m), 0);
+	peer_expect(f, CM_ATTR_REQ, r);
 	st = hd_status(&f->d);
 	c = json_array_get(json_object_get(json_array_get(json_object_get(st, "clients"),
 							  1), "connections"), 0);
@@ -321,6 +323,18 @@ static void test_lifetimes(void **state)
 	assert_true(wait_comm_ids(&f->d, 1, 600 + 250 + 500 * h_time_scale()));
 	/* ...and not before it. */
 	assert_true(h_now_ms() - t0 >= 600);
+	/* The peer starts a connection to B, B answers REP, and the peer
+	 * disappears mid-handshake: B's mapping is abandoned in time. */
+	req(m, 0xabc0, PEER, "fd00::2");
+	simpeer_send(&f->p, "fd00::2", m);
+	vm_expect(&f->b, 1, CM_ATTR_REQ);
+	mk(m, CM_ATTR_REP, 0x73, 0xabc0, 3);
+	assert_int_equal(tc_send_sync(&f->b, PEER, m), 0);
+	peer_expect(f, CM_ATTR_REP, r);
+	t0 = h_now_ms();
+	assert_true(hd_status_int(&f->d, "routing.comm_ids") == 2);
+	assert_true(wait_comm_ids(&f->d, 1, 600 + 250 + 500 * h_time_scale()));
+	assert_true(h_now_ms() - t0 >= 500);
 	/* Three handshake periods idle: the established one stays. */
 	poll(NULL, 0, 3 * 600);
 	assert_true(hd_status_int(&f->d, "routing.established") == 1);
