@@ -35,6 +35,7 @@ void clients_fini(struct clients *c)
 
 	RB_FOREACH_SAFE(ci, client_tree, &c->tree, next) {
 		RB_REMOVE(client_tree, &c->tree, ci);
+		policy_unref(ci->pol);
 		free(ci);
 	}
 	pthread_mutex_destroy(&c->lock);
@@ -61,6 +62,7 @@ int clients_add(struct clients *c, unsigned max, pid_t pid, uid_t uid,
 	ci->gid = gid;
 	ci->worker = worker;
 	ci->connected = time(NULL);
+	ci->rl = (struct log_ratelimit)LOG_RATELIMIT_INIT(5, 1);
 	RB_INSERT(client_tree, &c->tree, ci);
 	c->count++;
 	pthread_mutex_unlock(&c->lock);
@@ -77,6 +79,7 @@ void clients_remove(struct clients *c, uint64_t id)
 	if (ci) {
 		RB_REMOVE(client_tree, &c->tree, ci);
 		c->count--;
+		policy_unref(ci->pol);
 		free(ci);
 	}
 	pthread_mutex_unlock(&c->lock);

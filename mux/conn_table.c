@@ -89,6 +89,7 @@ struct conn_table {
 	TAILQ_HEAD(, conn) timers[TC_MAX];
 	unsigned timer_ms[TC_MAX];
 	struct conn_counts counts;
+	unsigned call_max;              /* the current call's client limit */
 };
 
 static const char *const conn_state_names[CONN_STATE_MAX] = {
@@ -203,13 +204,16 @@ static struct conn *conn_new(struct conn_table *ct, enum conn_kind kind,
 			     enum conn_state state, int *err)
 {
 	struct conn_client *cc = cclient_get(ct, client, 1);
+	unsigned max = ct->lim.max_per_client;
 	struct conn *c;
 
 	if (cc == NULL) {
 		*err = -ENOMEM;
 		return NULL;
 	}
-	if (cc->n >= ct->lim.max_per_client) {
+	if (ct->call_max && ct->call_max < max)
+		max = ct->call_max;
+	if (cc->n >= max) {
 		*err = -ENOSPC;
 		if (cc->n == 0) {
 			RB_REMOVE(cclient_tree, &ct->clients, cc);
@@ -355,21 +359,38 @@ static struct conn *conn_for_reply(struct conn_table *ct, uint64_t client,
 {
 	struct conn *c = peer_find(ct, port, peer_id, dst);
 
-	if (c && c->client == client && c->state == CONN_REQ_RCVD) {
-		*err = conn_bind(ct, c, guest_id);
-		if (*err)
-			return NULL;
-		set_state(ct, c, state);
-		return c;
+	/* Only an answer to a REQ this client received: otherwise a VM
+	 * could accept (or reject) a connection meant for another. */
+	if (c == NULL || c->client != client || c->state != CONN_REQ_RCVD) {
+		*err = -ENOENT;
+		return NULL;
 	}
-	c = conn_create_bound(ct, CK_COMM, client, port, guest_id, state, err);
-	if (c)
-		peer_set(ct, c, peer_id, dst);
+	*err = conn_bind(ct, c, guest_id);
+	if (*err)
+		return NULL;
+	set_state(ct, c, state);
 	return c;
 }
 
+static int conn_outbound_locked(struct conn_table *ct, uint64_t client,
+				unsigned port, uint8_t *mad,
+				const struct gid *dst, uint64_t now_ms);
+
 int conn_outbound(struct conn_table *ct, uint64_t client, unsigned port,
-		  uint8_t *mad, const struct gid *dst, uint64_t now_ms)
+		  uint8_t *mad, const struct gid *dst, uint64_t now_ms,
+		  unsigned max_conns)
+{
+	int rc;
+
+	ct->call_max = max_conns;
+	rc = conn_outbound_locked(ct, client, port, mad, dst, now_ms);
+	ct->call_max = 0;
+	return rc;
+}
+
+static int conn_outbound_locked(struct conn_table *ct, uint64_t client,
+				unsigned port, uint8_t *mad,
+				const struct gid *dst, uint64_t now_ms)
 {
 	uint16_t attr = cm_mad_attr_id(mad);
 	uint32_t local = wire_get32(mad + MAD_HDR_SIZE);
@@ -407,9 +428,12 @@ int conn_outbound(struct conn_table *ct, uint64_t client, unsigned port,
 		break;
 	case CM_ATTR_REJ:
 		if (local == 0) {
-			/* Rejecting a REQ before replying: nothing to map. */
+			/* Rejecting a REQ before replying: nothing to map,
+			 * but it must be a REQ this client received. */
 			c = peer_find(ct, port, remote, dst);
-			if (c && c->client == client && c->state == CONN_REQ_RCVD) {
+			if (c == NULL || c->client != client)
+				return -ENOENT;
+			if (c->state == CONN_REQ_RCVD) {
 				set_state(ct, c, CONN_TIMEWAIT);
 				timer_arm(ct, c, TC_TIMEWAIT, now_ms);
 			}

@@ -64,15 +64,18 @@ void conn_table_free(struct conn_table *ct);
 
 /*
  * A client's outbound CM MAD, rewritten in place (Local Comm ID or SIDR
- * request ID, and TID) before it is sent to dst.  Returns 0, or
- * -EINVAL   a REQ, REP or MRA with Local Comm ID 0;
+ * request ID, and TID) before it is sent to dst.  max_conns (0: the
+ * table's limit) bounds the client's entries.  Returns 0, or
+ * -EINVAL   a REQ, REP, MRA or SIDR_REQ with ID 0;
  * -ENOENT   RTU, DREQ, DREP, LAP or APR for a comm ID this client has not
- *           established (it cannot act on anyone else's connection);
+ *           started, or a REP, MRA or REJ that answers no REQ this client
+ *           received: a client can only act on its own connections;
  * -ENOSPC   the client's quota;
  * -ENOMEM.
  */
 int conn_outbound(struct conn_table *ct, uint64_t client, unsigned port,
-		  uint8_t *mad, const struct gid *dst, uint64_t now_ms);
+		  uint8_t *mad, const struct gid *dst, uint64_t now_ms,
+		  unsigned max_conns);
 
 /*
  * An inbound CM MAD from src that is routed by ID (everything but REQ and

@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* The daemon object's small shared helpers and the configuration defaults. */
+#include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -11,6 +13,9 @@ void config_defaults(struct mux_config *cfg)
 	cfg->socket_path = MUX_DEFAULT_SOCKET;
 	cfg->status_path = MUX_DEFAULT_STATUS;
 	cfg->socket_mode = 0660;
+	cfg->socket_owner = (uid_t)-1;
+	cfg->socket_group = (gid_t)-1;
+	cfg->status_group = (gid_t)-1;
 	cfg->status_mode = 0660;
 	cfg->workers = 2;
 	cfg->max_clients = 1024;
@@ -39,4 +44,34 @@ struct port *mux_port_by_name(struct mux *mux, const char *name)
 		if (strcmp(mux->ports[i].name, name) == 0)
 			return &mux->ports[i];
 	return NULL;
+}
+
+struct policy *mux_policy_get(struct mux *mux)
+{
+	struct policy *p;
+
+	pthread_mutex_lock(&mux->policy_lock);
+	p = policy_ref(mux->policy);
+	pthread_mutex_unlock(&mux->policy_lock);
+	return p;
+}
+
+int mux_policy_reload(struct mux *mux, char *err, size_t errlen)
+{
+	struct policy *p, *old;
+
+	if (mux->cfg.policy_path == NULL) {
+		snprintf(err, errlen, "no policy file (the default policy is in force)");
+		return -ENOENT;
+	}
+	p = policy_load(mux->cfg.policy_path, err, errlen);
+	if (p == NULL)
+		return -EINVAL;
+	pthread_mutex_lock(&mux->policy_lock);
+	old = mux->policy;
+	mux->policy = p;
+	pthread_mutex_unlock(&mux->policy_lock);
+	policy_unref(old);
+	snprintf(err, errlen, "%d rules from %s", p->nrules, p->source);
+	return 0;
 }

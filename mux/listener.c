@@ -22,7 +22,7 @@
 /* How long accepting pauses when the process is out of descriptors. */
 #define LISTENER_PAUSE_MS 500
 
-int unix_listen_socket(const char *path, mode_t mode)
+int unix_listen_socket(const char *path, mode_t mode, uid_t owner, gid_t group)
 {
 	struct sockaddr_un sun = { .sun_family = AF_UNIX };
 	mode_t old_umask;
@@ -53,6 +53,16 @@ int unix_listen_socket(const char *path, mode_t mode)
 	old_umask = umask(~mode & 0777);
 	rc = bind(fd, (struct sockaddr *)&sun, sizeof(sun));
 	umask(old_umask);
+	/* Owner and group before the mode: the mode never applies to a
+	 * wider audience than asked, even for an instant. */
+	if (rc == 0 && (owner != (uid_t)-1 || group != (gid_t)-1) &&
+	    chown(path, owner, group) < 0) {
+		rc = -errno;
+		log_warn("%s: cannot set owner/group", path);
+		close(fd);
+		unlink(path);
+		return rc;
+	}
 	if (rc < 0 || chmod(path, mode) < 0 || listen(fd, LISTEN_BACKLOG) < 0) {
 		rc = -errno;
 		log_warn("%s: cannot listen", path);
@@ -91,8 +101,10 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd,
 	socklen_t clen = sizeof(cred);
 	struct client_info *ci;
 	struct worker_msg *msg;
+	struct policy *pol;
+	uint64_t suppressed;
 	unsigned w;
-	int rc;
+	int rc, admitted;
 
 	(void)l;
 	(void)sa;
@@ -100,6 +112,24 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd,
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0) {
 		log_warn("accept: SO_PEERCRED");
 		close(fd);
+		return;
+	}
+	/* Identity comes from the kernel; the policy decides before the
+	 * peer can say anything. */
+	pol = mux_policy_get(mux);
+	admitted = policy_admits(pol, cred.uid, cred.gid);
+	policy_unref(pol);
+	if (!admitted) {
+		char why[128];
+
+		atomic_fetch_add(&mux->stats.clients_refused_policy, 1);
+		atomic_fetch_add(&mux->stats.clients_refused, 1);
+		snprintf(why, sizeof(why), "uid %d gid %d is not allowed by policy",
+			 (int)cred.uid, (int)cred.gid);
+		if (log_ratelimit_allow(&mux->accept_rl, &suppressed))
+			log_warnx("refusing client pid %d: %s (%llu similar suppressed)",
+				  (int)cred.pid, why, (unsigned long long)suppressed);
+		refuse_client(fd, EACCES, why);
 		return;
 	}
 	w = atomic_fetch_add(&mux->next_worker, 1) % (unsigned)mux->nworkers;
@@ -157,7 +187,8 @@ static void accept_error_cb(struct evconnlistener *l, void *arg)
 
 int listener_start(struct mux *mux, struct event_base *base)
 {
-	int fd = unix_listen_socket(mux->cfg.socket_path, mux->cfg.socket_mode);
+	int fd = unix_listen_socket(mux->cfg.socket_path, mux->cfg.socket_mode,
+				    mux->cfg.socket_owner, mux->cfg.socket_group);
 
 	if (fd < 0)
 		return fd;

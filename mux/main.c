@@ -5,6 +5,8 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <grp.h>
+#include <pwd.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -35,7 +37,15 @@ static void usage(FILE *f)
 "  -s, --socket PATH           client socket (default " MUX_DEFAULT_SOCKET ")\n"
 "  -S, --status-socket PATH    read-only status socket (default " MUX_DEFAULT_STATUS ")\n"
 "      --socket-mode MODE      octal mode of the client socket (default 0660)\n"
+"      --socket-owner USER     owner of the client socket (default: the daemon's)\n"
+"      --socket-group GROUP    group of the client socket (default: the daemon's)\n"
 "      --status-mode MODE      octal mode of the status socket (default 0660)\n"
+"      --status-group GROUP    group of the status socket\n"
+"  -A, --admin-socket PATH     root-only control socket (disconnect a client,\n"
+"                              reload the policy); default: none\n"
+"  -P, --policy FILE           who may connect and do what (JSON, see\n"
+"                              rdmacm-muxd(8)); default: only the daemon's own\n"
+"                              user and root; SIGHUP reloads it\n"
 "  -w, --workers N             worker threads (default 2)\n"
 "      --max-clients N         (default 1024)\n"
 "      --max-gids N            GIDs per client (default 64)\n"
@@ -63,6 +73,24 @@ static long parse_num(const char *opt, const char *s, long min, long max, int ba
 	if (errno || *s == '\0' || *end != '\0' || v < min || v > max)
 		fatalx("%s: '%s' is not a number in [%ld, %ld]", opt, s, min, max);
 	return v;
+}
+
+static uid_t parse_user(const char *s)
+{
+	struct passwd *pw = getpwnam(s);
+
+	if (pw)
+		return pw->pw_uid;
+	return (uid_t)parse_num("user", s, 0, 0x7fffffff, 10);
+}
+
+static gid_t parse_group(const char *s)
+{
+	struct group *gr = getgrnam(s);
+
+	if (gr)
+		return gr->gr_gid;
+	return (gid_t)parse_num("group", s, 0, 0x7fffffff, 10);
 }
 
 static void add_umad_port(struct mux_config *cfg, const char *arg)
@@ -124,7 +152,8 @@ static void add_sim_port(struct mux_config *cfg, const char *arg)
 enum {
 	OPT_SIM_PORT = 256, OPT_SIM_FABRIC, OPT_SOCKET_MODE, OPT_STATUS_MODE,
 	OPT_MAX_CLIENTS, OPT_MAX_GIDS, OPT_MAX_COMM, OPT_CLIENT_QUEUE,
-	OPT_TIMEWAIT, OPT_SYSLOG, OPT_HANDSHAKE,
+	OPT_TIMEWAIT, OPT_SYSLOG, OPT_HANDSHAKE, OPT_SOCKET_OWNER,
+	OPT_SOCKET_GROUP, OPT_STATUS_GROUP,
 };
 
 static void parse_args(struct mux_config *cfg, int argc, char **argv)
@@ -144,6 +173,11 @@ static void parse_args(struct mux_config *cfg, int argc, char **argv)
 		{ "client-queue", required_argument, NULL, OPT_CLIENT_QUEUE },
 		{ "timewait-ms", required_argument, NULL, OPT_TIMEWAIT },
 		{ "handshake-timeout-ms", required_argument, NULL, OPT_HANDSHAKE },
+		{ "socket-owner", required_argument, NULL, OPT_SOCKET_OWNER },
+		{ "socket-group", required_argument, NULL, OPT_SOCKET_GROUP },
+		{ "status-group", required_argument, NULL, OPT_STATUS_GROUP },
+		{ "admin-socket", required_argument, NULL, 'A' },
+		{ "policy", required_argument, NULL, 'P' },
 		{ "syslog", no_argument, NULL, OPT_SYSLOG },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "version", no_argument, NULL, 'V' },
@@ -152,7 +186,7 @@ static void parse_args(struct mux_config *cfg, int argc, char **argv)
 	};
 	int c;
 
-	while ((c = getopt_long(argc, argv, "p:s:S:w:vVh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "p:s:S:w:A:P:vVh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'p': add_umad_port(cfg, optarg); break;
 		case OPT_SIM_PORT: add_sim_port(cfg, optarg); break;
@@ -187,6 +221,11 @@ static void parse_args(struct mux_config *cfg, int argc, char **argv)
 			cfg->handshake_ms = (unsigned)parse_num("--handshake-timeout-ms", optarg, 1, 3600000, 10);
 			break;
 		case OPT_SYSLOG: cfg->foreground = 0; break;
+		case OPT_SOCKET_OWNER: cfg->socket_owner = parse_user(optarg); break;
+		case OPT_SOCKET_GROUP: cfg->socket_group = parse_group(optarg); break;
+		case OPT_STATUS_GROUP: cfg->status_group = parse_group(optarg); break;
+		case 'A': cfg->admin_path = optarg; break;
+		case 'P': cfg->policy_path = optarg; break;
 		case 'v': cfg->verbose++; break;
 		case 'V': printf("rdmacm-muxd %s\n", MUX_VERSION); exit(0);
 		case 'h': usage(stdout); exit(0);
@@ -257,6 +296,18 @@ static void open_ports(struct mux *mux)
 	}
 }
 
+static void on_sighup(evutil_socket_t sig, short what, void *arg)
+{
+	struct mux *mux = arg;
+	char msg[512];
+	int rc;
+
+	(void)sig;
+	(void)what;
+	rc = mux_policy_reload(mux, msg, sizeof(msg));
+	log_info("SIGHUP: policy reload %s: %s", rc ? "failed" : "done", msg);
+}
+
 static void on_signal(evutil_socket_t sig, short what, void *arg)
 {
 	(void)what;
@@ -267,7 +318,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 int main(int argc, char **argv)
 {
 	struct router_limits lim;
-	struct event *sigint, *sigterm;
+	struct event *sigint, *sigterm, *sighup;
 	uint32_t random_operand;
 	struct event_base *base;
 	struct mux *mux;
@@ -308,6 +359,19 @@ int main(int argc, char **argv)
 	if (mux->router == NULL)
 		fatal("router");
 	clients_init(&mux->clients);
+	pthread_mutex_init(&mux->policy_lock, NULL);
+	mux->accept_rl = (struct log_ratelimit)LOG_RATELIMIT_INIT(10, 1);
+	if (mux->cfg.policy_path) {
+		char err[512];
+
+		mux->policy = policy_load(mux->cfg.policy_path, err, sizeof(err));
+		if (mux->policy == NULL)
+			fatalx("policy: %s", err);
+	} else {
+		mux->policy = policy_default(geteuid());
+	}
+	log_info("policy: %d rule(s) from %s", mux->policy->nrules,
+		 mux->policy->source);
 	setup_sim_fabric(mux);
 	open_ports(mux);
 
@@ -320,6 +384,11 @@ int main(int argc, char **argv)
 	rc = status_listen(mux, base);
 	if (rc < 0)
 		fatalx("status socket %s: %s", mux->cfg.status_path, strerror(-rc));
+	rc = admin_listen(mux, base);
+	if (rc < 0)
+		fatalx("admin socket %s: %s", mux->cfg.admin_path, strerror(-rc));
+	sighup = evsignal_new(base, SIGHUP, on_sighup, mux);
+	event_add(sighup, NULL);
 
 	log_info("rdmacm-muxd %s ready: %d port(s), %d worker(s), clients on %s, "
 		 "status on %s", MUX_VERSION, mux->nports, mux->nworkers,
@@ -329,15 +398,19 @@ int main(int argc, char **argv)
 
 	listener_stop(mux);
 	status_close(mux);
+	admin_close(mux);
 	portio_stop(mux->portio);
 	worker_pool_stop(mux);
 	portio_free(mux->portio);
 	router_free(mux->router);
 	clients_fini(&mux->clients);
+	policy_unref(mux->policy);
+	pthread_mutex_destroy(&mux->policy_lock);
 	if (mux->sim_fabric_owned)
 		rmdir(mux->sim_fabric);
 	event_free(sigint);
 	event_free(sigterm);
+	event_free(sighup);
 	event_base_free(base);
 	free(mux);
 	log_info("rdmacm-muxd: exiting");

@@ -20,7 +20,9 @@
 
 #include "../common/cm_mad.h"
 #include "../common/gid.h"
+#include "../common/log.h"
 #include "../common/tree.h"
+#include "policy.h"
 #include "../protocol/rdmacm_mux_proto.h"
 
 #define MUX_VERSION "0.1.0"
@@ -45,8 +47,13 @@ struct mux_config {
 	const char *socket_path;
 	const char *status_path;
 	const char *sim_fabric;         /* NULL: a private directory */
+	const char *policy_path;        /* NULL: the default policy */
+	const char *admin_path;         /* NULL: no admin socket */
 	mode_t socket_mode;
 	mode_t status_mode;
+	uid_t socket_owner;             /* (uid_t)-1: the daemon's */
+	gid_t socket_group;             /* (gid_t)-1: the daemon's */
+	gid_t status_group;
 	int workers;
 	unsigned max_clients;
 	unsigned max_gids_per_client;
@@ -83,11 +90,33 @@ enum drop_reason {
 
 const char *drop_reason_name(enum drop_reason r);
 
+/* Why an outbound MAD was refused (each has its own errno, see
+ * rdmacm-mux-protocol(7)). */
+enum refusal {
+	REFUSE_NOT_CM,          /* EBADMSG: class or class version */
+	REFUSE_METHOD,          /* EOPNOTSUPP: not Send */
+	REFUSE_ATTRIBUTE,       /* ENOMSG: not a CM message attribute */
+	REFUSE_SIZE,            /* EMSGSIZE */
+	REFUSE_PORT,            /* ENODEV or EACCES (policy) */
+	REFUSE_PORT_DOWN,       /* ENETDOWN */
+	REFUSE_SOURCE_GID,      /* EADDRNOTAVAIL */
+	REFUSE_COMM_ID,         /* ENOENT / EINVAL */
+	REFUSE_PKEY_INDEX,      /* ERANGE */
+	REFUSE_RATE,            /* EAGAIN */
+	REFUSE_QUOTA,           /* ENOSPC */
+	REFUSE_MAX
+};
+
+const char *refusal_name(enum refusal r);
+
 struct mux_stats {
 	_Atomic uint64_t mads_in[CM_IDX_MAX];
 	_Atomic uint64_t mads_out[CM_IDX_MAX];
 	_Atomic uint64_t drops[DROP_MAX];
 	_Atomic uint64_t tx_refused;
+	_Atomic uint64_t refusals[REFUSE_MAX];
+	_Atomic uint64_t clients_refused_policy;
+	_Atomic uint64_t admin_actions;
 	_Atomic uint64_t tx_errors;
 	_Atomic uint64_t clients_accepted;
 	_Atomic uint64_t clients_refused;
@@ -119,6 +148,11 @@ struct client_info {
 	time_t connected;
 	char name[64];
 	struct client_counters ctr;
+	/* Set at hello and used only on the client's worker thread. */
+	struct policy *pol;
+	const struct policy_rule *rule;
+	struct token_bucket tb;
+	struct log_ratelimit rl;
 };
 
 struct clients {
@@ -165,7 +199,8 @@ int router_owns_gid(struct router *r, unsigned port, const struct gid *gid,
  * place (comm ID, request ID, TID); 0 or a negative errno from
  * conn_outbound() (conn_table.h). */
 int router_outbound(struct router *r, unsigned port, uint64_t client,
-		    uint8_t *mad, const struct gid *dst, uint64_t now_ms);
+		    uint8_t *mad, const struct gid *dst, uint64_t now_ms,
+		    unsigned max_conns);
 /* Decide who gets an inbound MAD from src and translate it for them: 0
  * and *client, or a negative enum drop_reason (ROUTER_DROP()). */
 int router_inbound(struct router *r, unsigned port, uint8_t *mad, size_t len,
@@ -212,6 +247,8 @@ struct port_ops {
 	int (*gid_index)(struct port *p, const struct gid *gid);
 	/* JSON array of the port's GID table. */
 	json_t *(*gid_table)(struct port *p);
+	/* Entries in the port's P_Key table. */
+	int (*pkey_count)(struct port *p);
 	/* Port thread, periodically: re-read the state. */
 	void (*poll_state)(struct port *p);
 	void (*close)(struct port *p);
@@ -251,6 +288,7 @@ enum worker_msg_type {
 	WMSG_NEW_CLIENT,
 	WMSG_MAD_IN,
 	WMSG_EVENT,             /* JSON event text to every ready session */
+	WMSG_KICK,              /* admin: disconnect client_id */
 	WMSG_STOP,
 };
 
@@ -287,6 +325,7 @@ void session_deliver_mad(struct worker *w, uint64_t client_id,
 			 const struct proto_mad *m);
 void session_broadcast_event(struct worker *w, const char *text);
 void session_close_all(struct worker *w);
+void session_kick(struct worker *w, uint64_t client_id, const char *why);
 struct session_tree *session_tree_new(void);
 void session_tree_free(struct session_tree *t);
 
@@ -308,7 +347,7 @@ void status_close(struct mux *mux);
 
 /* ---- listener.c: the client socket ------------------------------------ */
 
-int unix_listen_socket(const char *path, mode_t mode);
+int unix_listen_socket(const char *path, mode_t mode, uid_t owner, gid_t group);
 int listener_start(struct mux *mux, struct event_base *base);
 void listener_stop(struct mux *mux);
 
@@ -332,7 +371,22 @@ struct mux {
 	int status_conns;             /* main thread only */
 	char sim_fabric[256];
 	int sim_fabric_owned;
+	pthread_mutex_t policy_lock;
+	struct policy *policy;
+	struct log_ratelimit accept_rl;  /* main thread only */
+	struct evconnlistener *admin_listener;
 };
+
+/* The policy in force (a reference: policy_unref() it). */
+struct policy *mux_policy_get(struct mux *mux);
+/* Read the policy file again; the new one applies to clients that connect
+ * from now on.  0, or -errno with err set. */
+int mux_policy_reload(struct mux *mux, char *err, size_t errlen);
+
+/* ---- admin.c: the root-only control socket -------------------------- */
+
+int admin_listen(struct mux *mux, struct event_base *base);
+void admin_close(struct mux *mux);
 
 uint64_t mux_now_ms(void);
 struct port *mux_port_by_name(struct mux *mux, const char *name);

@@ -16,16 +16,22 @@
 #include <jansson.h>
 
 #define DEFAULT_STATUS "/run/rdmacm-mux/status.sock"
+#define DEFAULT_ADMIN "/run/rdmacm-mux/admin.sock"
 #define STATUS_MAX (64u << 20)
 
 static void usage(FILE *f)
 {
 	fprintf(f,
 "usage: rdmacm-muxctl [-S PATH] [-j] [-t MS] [status]\n"
+"       rdmacm-muxctl [-A PATH] disconnect CLIENT-ID | reload\n"
 "  -S, --status-socket PATH  daemon status socket (default $RDMACM_MUX_STATUS\n"
 "                            or " DEFAULT_STATUS ")\n"
 "  -j, --json                print the status as JSON\n"
 "  -t, --timeout MS          give up after MS milliseconds (default 5000)\n"
+"  -A, --admin-socket PATH   the daemon's admin socket (default\n"
+"                            $RDMACM_MUX_ADMIN or " DEFAULT_ADMIN "); root only\n"
+"  disconnect ID             close a client's connection (audited)\n"
+"  reload                    read the policy file again (audited)\n"
 "  -h, --help                this text\n");
 }
 
@@ -228,16 +234,71 @@ static void print_status(json_t *st)
 	       (long long)jint(ctr, "class_requests_answered"));
 }
 
+/* One request on the admin socket; prints the reply, exits 0 when ok. */
+static int admin_request(const char *path, const char *request, int timeout_ms)
+{
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	char reply[4096];
+	struct pollfd pfd;
+	size_t len = 0;
+	json_t *j;
+	ssize_t n;
+	int fd, ok;
+
+	if (strlen(path) >= sizeof(sun.sun_path))
+		return 2;
+	strcpy(sun.sun_path, path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0) {
+		fprintf(stderr, "rdmacm-muxctl: cannot connect to %s: %s\n"
+			"  (admin commands need root and the daemon's --admin-socket)\n",
+			path, strerror(errno));
+		return 1;
+	}
+	if (write(fd, request, strlen(request)) < 0 || write(fd, "\n", 1) < 0) {
+		fprintf(stderr, "rdmacm-muxctl: write: %s\n", strerror(errno));
+		close(fd);
+		return 1;
+	}
+	pfd.fd = fd;
+	pfd.events = POLLIN;
+	while (len < sizeof(reply) - 1 && poll(&pfd, 1, timeout_ms) > 0) {
+		n = read(fd, reply + len, sizeof(reply) - 1 - len);
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+	}
+	close(fd);
+	reply[len] = '\0';
+	j = json_loads(reply, 0, NULL);
+	if (j == NULL) {
+		fprintf(stderr, "rdmacm-muxctl: no answer from the daemon\n");
+		return 1;
+	}
+	ok = json_is_true(json_object_get(j, "ok"));
+	if (ok)
+		printf("ok%s%s\n", json_object_get(j, "message") ? ": " : "",
+		       json_string_value(json_object_get(j, "message")) ?: "");
+	else
+		fprintf(stderr, "rdmacm-muxctl: %s: %s\n",
+			json_string_value(json_object_get(json_object_get(j, "error"), "code")) ?: "?",
+			json_string_value(json_object_get(json_object_get(j, "error"), "message")) ?: "");
+	json_decref(j);
+	return ok ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "status-socket", required_argument, NULL, 'S' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "timeout", required_argument, NULL, 't' },
+		{ "admin-socket", required_argument, NULL, 'A' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *path = getenv("RDMACM_MUX_STATUS");
+	const char *admin = getenv("RDMACM_MUX_ADMIN");
 	int json_out = 0, timeout_ms = 5000, c;
 	json_error_t jerr;
 	json_t *st;
@@ -245,14 +306,33 @@ int main(int argc, char **argv)
 
 	if (path == NULL)
 		path = DEFAULT_STATUS;
-	while ((c = getopt_long(argc, argv, "S:jt:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "S:jt:A:h", opts, NULL)) != -1) {
 		switch (c) {
+		case 'A': admin = optarg; break;
 		case 'S': path = optarg; break;
 		case 'j': json_out = 1; break;
 		case 't': timeout_ms = atoi(optarg); break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
+	}
+	if (admin == NULL)
+		admin = DEFAULT_ADMIN;
+	if (optind < argc && strcmp(argv[optind], "reload") == 0)
+		return admin_request(admin, "{\"op\":\"reload_policy\"}", timeout_ms);
+	if (optind < argc && strcmp(argv[optind], "disconnect") == 0) {
+		char req[128];
+		char *end;
+		unsigned long long id;
+
+		if (optind + 1 >= argc || (id = strtoull(argv[optind + 1], &end, 10)) == 0 ||
+		    *end) {
+			fprintf(stderr, "rdmacm-muxctl: disconnect needs a client id "
+				"(see rdmacm-muxctl status)\n");
+			return 2;
+		}
+		snprintf(req, sizeof(req), "{\"op\":\"disconnect_client\",\"client_id\":%llu}", id);
+		return admin_request(admin, req, timeout_ms);
 	}
 	if (optind < argc && strcmp(argv[optind], "status") != 0) {
 		fprintf(stderr, "rdmacm-muxctl: unknown command '%s'\n", argv[optind]);

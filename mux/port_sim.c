@@ -194,6 +194,13 @@ static json_t *sim_gid_table(struct port *p)
 	return arr;
 }
 
+/* The sim port has the default partition only. */
+static int sim_pkey_count(struct port *p)
+{
+	(void)p;
+	return 1;
+}
+
 static void sim_poll_state(struct port *p)
 {
 	struct sim_port *sp = p->priv;
@@ -225,6 +232,7 @@ const struct port_ops port_sim_ops = {
 	.send = sim_send,
 	.gid_index = sim_gid_index,
 	.gid_table = sim_gid_table,
+	.pkey_count = sim_pkey_count,
 	.poll_state = sim_poll_state,
 	.close = sim_close,
 };

@@ -32,6 +32,7 @@ struct umad_agent_port {
 	pthread_mutex_t gid_lock;
 	int ngids;
 	struct gid gids[UMAD_GID_MAX];
+	int pkeys;
 	int tick;
 };
 
@@ -44,6 +45,7 @@ static void umad_read_gids(struct umad_agent_port *up)
 	if (ibv_query_port(up->ctx, (uint8_t)up->port_num, &pa))
 		return;
 	n = pa.gid_tbl_len < UMAD_GID_MAX ? pa.gid_tbl_len : UMAD_GID_MAX;
+	up->pkeys = (int)pa.pkey_tbl_len;
 	pthread_mutex_lock(&up->gid_lock);
 	for (i = 0; i < n; i++) {
 		if (ibv_query_gid(up->ctx, (uint8_t)up->port_num, i, &g))
@@ -259,6 +261,13 @@ static json_t *umad_gid_table(struct port *p)
 	return arr;
 }
 
+static int umad_pkey_count(struct port *p)
+{
+	struct umad_agent_port *up = p->priv;
+
+	return up->pkeys > 0 ? up->pkeys : 1;
+}
+
 static void umad_poll_state(struct port *p)
 {
 	struct umad_agent_port *up = p->priv;
@@ -300,6 +309,7 @@ const struct port_ops port_umad_ops = {
 	.send = umad_port_send,
 	.gid_index = umad_gid_index,
 	.gid_table = umad_gid_table,
+	.pkey_count = umad_pkey_count,
 	.poll_state = umad_poll_state,
 	.close = umad_port_close,
 };

@@ -35,7 +35,9 @@ static json_t *op_hello(struct mux *mux, struct client_info *ci,
 	json_t *proto = json_object_get(req, "protocol");
 	json_t *name = json_object_get(req, "name");
 	json_t *features = json_object_get(req, "features");
+	const struct policy_rule *rule;
 	json_int_t major, minor;
+	struct policy *pol;
 
 	if (*hello_done)
 		return proto_reply_error(EALREADY, "hello already done");
@@ -58,6 +60,23 @@ static json_t *op_hello(struct mux *mux, struct client_info *ci,
 		return proto_reply_error(EINVAL, "\"name\" must be a string");
 	if (features != NULL && !json_is_array(features))
 		return proto_reply_error(EINVAL, "\"features\" must be an array");
+	/* The VM name is the hypervisor's word, but only counts where the
+	 * policy binds it to this (kernel-verified) identity. */
+	pol = mux_policy_get(mux);
+	rule = policy_select(pol, ci->uid, ci->gid,
+			     name ? json_string_value(name) : NULL);
+	if (rule == NULL) {
+		policy_unref(pol);
+		*close_after = 1;
+		return proto_reply_error(EACCES,
+			"no policy rule lets uid %d gid %d run VM \"%s\"",
+			(int)ci->uid, (int)ci->gid,
+			name ? json_string_value(name) : "");
+	}
+	policy_unref(ci->pol);
+	ci->pol = pol;
+	ci->rule = rule;
+	token_bucket_init(&ci->tb, rule->mad_rate, rule->mad_burst, mux_now_ms());
 	if (name)
 		clients_set_name(&mux->clients, ci, json_string_value(name));
 	*hello_done = 1;
@@ -133,6 +152,21 @@ static json_t *op_register_gid(struct mux *mux, struct client_info *ci,
 	port = request_port_gid(mux, req, &gid, &err);
 	if (port == NULL)
 		return err;
+	if (!rule_allows_port(ci->rule, port->name))
+		return proto_reply_error(EACCES, "policy does not allow port %s "
+					 "for this client", port->name);
+	if (!rule_allows_gid(ci->rule, &gid))
+		return proto_reply_error(EACCES, "policy does not allow GID %s "
+					 "for this client", gid_format(&gid, buf));
+	if (ci->rule->max_gids && router_owns_gid(mux->router, port->index,
+						  &gid, ci->id) == 0) {
+		struct router_counts rc2;
+
+		router_client_counts(mux->router, ci->id, &rc2);
+		if (rc2.gids >= ci->rule->max_gids)
+			return proto_reply_error(ENOSPC, "policy allows this client "
+						 "%u GIDs", ci->rule->max_gids);
+	}
 	idx = port->ops->gid_index(port, &gid);
 	if (idx < 0)
 		return proto_reply_error(EADDRNOTAVAIL,
@@ -227,59 +261,87 @@ json_t *requests_handle(struct mux *mux, struct client_info *ci,
 	return proto_reply_error(EOPNOTSUPP, "unknown op \"%s\"", op);
 }
 
+/* A refused MAD: the reason's counter, a rate-limited log line. */
+static int refuse(struct mux *mux, struct client_info *ci, enum refusal why,
+		  int err, const char *text, const char **out)
+{
+	uint64_t suppressed;
+
+	*out = text;
+	atomic_fetch_add(&mux->stats.tx_refused, 1);
+	atomic_fetch_add(&mux->stats.refusals[why], 1);
+	if (log_ratelimit_allow(&ci->rl, &suppressed))
+		log_warnx("client %llu (%s, pid %d): MAD refused: %s (%llu similar "
+			  "suppressed)", (unsigned long long)ci->id, ci->name,
+			  (int)ci->pid, text, (unsigned long long)suppressed);
+	return err;
+}
+
+static int cm_message_attr(uint16_t attr)
+{
+	return (attr >= CM_ATTR_REQ && attr <= CM_ATTR_APR);
+}
+
 int requests_send_mad(struct mux *mux, struct client_info *ci,
 		      const struct proto_mad *in, const char **why)
 {
 	struct proto_mad wire = *in, *m = &wire;
+	const uint8_t *mad = m->mad;
 	struct port *port;
 	struct gid sgid, dgid;
 	int idx, rc;
 
-	if (m->addr.port >= mux->nports) {
-		*why = "no such port";
-		rc = -ENODEV;
-		goto refused;
-	}
+	/* Cheapest first; the rate limit before anything touches state. */
+	if (!token_bucket_take(&ci->tb, mux_now_ms()))
+		return refuse(mux, ci, REFUSE_RATE, -EAGAIN,
+			      "MAD rate limit of this client exceeded", why);
+	if (m->mad_len != MAD_SIZE)
+		return refuse(mux, ci, REFUSE_SIZE, -EMSGSIZE,
+			      "a CM MAD is exactly 256 bytes", why);
+	if (mad[MAD_OFF_BASE_VERSION] != MAD_BASE_VERSION ||
+	    mad[MAD_OFF_MGMT_CLASS] != MAD_CLASS_CM ||
+	    mad[MAD_OFF_CLASS_VERSION] != MAD_CM_CLASS_VERSION)
+		return refuse(mux, ci, REFUSE_NOT_CM, -EBADMSG,
+			      "not a CM (class 0x07 version 2) MAD", why);
+	if (mad[MAD_OFF_METHOD] != MAD_METHOD_SEND)
+		return refuse(mux, ci, REFUSE_METHOD, -EOPNOTSUPP,
+			      "the CM uses method Send only", why);
+	if (!cm_message_attr(cm_mad_attr_id(mad)))
+		return refuse(mux, ci, REFUSE_ATTRIBUTE, -ENOMSG,
+			      "not a CM message attribute (REQ..APR, SIDR)", why);
+	if (m->addr.port >= mux->nports)
+		return refuse(mux, ci, REFUSE_PORT, -ENODEV, "no such port", why);
 	port = &mux->ports[m->addr.port];
-	rc = cm_mad_validate(m->mad, m->mad_len);
-	if (rc) {
-		*why = rc == -EMSGSIZE ? "a CM MAD is exactly 256 bytes"
-				       : "not a CM (class 0x07 v2) Send MAD";
-		goto refused;
-	}
+	if (!rule_allows_port(ci->rule, port->name))
+		return refuse(mux, ci, REFUSE_PORT, -EACCES,
+			      "policy does not allow this port", why);
 	memcpy(sgid.raw, m->addr.local_gid, 16);
-	if (!router_owns_gid(mux->router, port->index, &sgid, ci->id)) {
-		*why = "source GID is not registered by this client";
-		rc = -EADDRNOTAVAIL;
-		goto refused;
-	}
-	if (atomic_load(&port->state) != PORT_STATE_ACTIVE) {
-		*why = "port is down";
-		rc = -ENETDOWN;
-		goto refused;
-	}
+	if (!router_owns_gid(mux->router, port->index, &sgid, ci->id))
+		return refuse(mux, ci, REFUSE_SOURCE_GID, -EADDRNOTAVAIL,
+			      "source GID is not registered by this client", why);
+	if (m->addr.pkey_index >= port->ops->pkey_count(port))
+		return refuse(mux, ci, REFUSE_PKEY_INDEX, -ERANGE,
+			      "P_Key index outside the port's P_Key table", why);
+	if (atomic_load(&port->state) != PORT_STATE_ACTIVE)
+		return refuse(mux, ci, REFUSE_PORT_DOWN, -ENETDOWN, "port is down", why);
 	idx = port->ops->gid_index(port, &sgid);
-	if (idx < 0) {
-		*why = "source GID has left the port's GID table";
-		rc = -EADDRNOTAVAIL;
-		goto refused;
-	}
+	if (idx < 0)
+		return refuse(mux, ci, REFUSE_SOURCE_GID, -EADDRNOTAVAIL,
+			      "source GID has left the port's GID table", why);
 	memcpy(dgid.raw, m->addr.remote_gid, 16);
 	/* From here on the MAD carries host comm IDs, not the guest's. */
 	rc = router_outbound(mux->router, port->index, ci->id, m->mad, &dgid,
-			     mux_now_ms());
-	if (rc == -ENOENT) {
-		*why = "no connection of this client has that Local Comm ID";
-		goto refused;
-	}
-	if (rc == -ENOSPC) {
-		*why = "client has the maximum number of live communication IDs";
-		goto refused;
-	}
-	if (rc) {
-		*why = "Local Comm ID (or SIDR request ID) 0 is not valid here";
-		goto refused;
-	}
+			     mux_now_ms(), ci->rule->max_connections);
+	if (rc == -ENOENT)
+		return refuse(mux, ci, REFUSE_COMM_ID, rc, "no connection of this "
+			      "client has that comm ID, or it answers no REQ this "
+			      "client received", why);
+	if (rc == -ENOSPC)
+		return refuse(mux, ci, REFUSE_QUOTA, rc, "client has the maximum "
+			      "number of live communication IDs", why);
+	if (rc)
+		return refuse(mux, ci, REFUSE_COMM_ID, rc, "Local Comm ID (or SIDR "
+			      "request ID) 0 is not valid here", why);
 	if (log_get_verbose() && memcmp(in->mad + MAD_HDR_SIZE, m->mad + MAD_HDR_SIZE, 4))
 		log_debug("client %llu: %s local comm id 0x%08x sent as 0x%08x",
 			  (unsigned long long)ci->id, cm_attr_name(cm_mad_attr_id(m->mad)),
@@ -296,7 +358,4 @@ int requests_send_mad(struct mux *mux, struct client_info *ci,
 	atomic_fetch_add(&mux->stats.mads_out[cm_attr_index(cm_mad_attr_id(m->mad))], 1);
 	atomic_fetch_add(&ci->ctr.mads_sent, 1);
 	return 0;
-refused:
-	atomic_fetch_add(&mux->stats.tx_refused, 1);
-	return rc;
 }

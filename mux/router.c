@@ -205,12 +205,13 @@ int router_owns_gid(struct router *r, unsigned port, const struct gid *gid,
 }
 
 int router_outbound(struct router *r, unsigned port, uint64_t client,
-		    uint8_t *mad, const struct gid *dst, uint64_t now_ms)
+		    uint8_t *mad, const struct gid *dst, uint64_t now_ms,
+		    unsigned max_conns)
 {
 	int rc;
 
 	pthread_mutex_lock(&r->lock);
-	rc = conn_outbound(r->conns, client, port, mad, dst, now_ms);
+	rc = conn_outbound(r->conns, client, port, mad, dst, now_ms, max_conns);
 	pthread_mutex_unlock(&r->lock);
 	return rc;
 }

@@ -376,6 +376,21 @@ void session_broadcast_event(struct worker *w, const char *text)
 	}
 }
 
+void session_kick(struct worker *w, uint64_t client_id, const char *why)
+{
+	struct session *s = session_find(w, client_id);
+	json_t *ev;
+
+	if (s == NULL || s->closing)
+		return;
+	ev = json_pack("{s:s, s:s}", "event", "disconnected", "message",
+		       why ? why : "disconnected by the administrator");
+	session_send_json(s, PROTO_FLAG_EVENT, 0, ev);
+	json_decref(ev);
+	s->closing = 1;
+	session_finish_or_wait(s);
+}
+
 void session_close_all(struct worker *w)
 {
 	struct session *s;

@@ -22,6 +22,27 @@ const char *drop_reason_name(enum drop_reason r)
 	return drop_reason_names[r];
 }
 
+static const char *const refusal_names[REFUSE_MAX] = {
+	[REFUSE_NOT_CM] = "not_cm",
+	[REFUSE_METHOD] = "method",
+	[REFUSE_ATTRIBUTE] = "attribute",
+	[REFUSE_SIZE] = "size",
+	[REFUSE_PORT] = "port",
+	[REFUSE_PORT_DOWN] = "port_down",
+	[REFUSE_SOURCE_GID] = "source_gid",
+	[REFUSE_COMM_ID] = "comm_id",
+	[REFUSE_PKEY_INDEX] = "pkey_index",
+	[REFUSE_RATE] = "rate",
+	[REFUSE_QUOTA] = "quota",
+};
+
+const char *refusal_name(enum refusal r)
+{
+	if ((unsigned)r >= REFUSE_MAX)
+		return "invalid";
+	return refusal_names[r];
+}
+
 static json_t *attr_counters(_Atomic uint64_t *v)
 {
 	json_t *o = json_object();
@@ -35,20 +56,27 @@ static json_t *attr_counters(_Atomic uint64_t *v)
 
 json_t *stats_to_json(struct mux_stats *st)
 {
-	json_t *drops = json_object();
+	json_t *drops = json_object(), *refusals = json_object();
 	int i;
 
+	for (i = 0; i < REFUSE_MAX; i++)
+		json_object_set_new(refusals, refusal_name(i),
+				    json_integer((json_int_t)atomic_load(&st->refusals[i])));
 	for (i = 0; i < DROP_MAX; i++)
 		json_object_set_new(drops, drop_reason_name(i),
 				    json_integer((json_int_t)atomic_load(&st->drops[i])));
-	return json_pack("{s:o, s:o, s:o, s:I, s:I, s:I, s:I, s:I, s:I}",
+	return json_pack("{s:o, s:o, s:o, s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
 		"mads_in", attr_counters(st->mads_in),
 		"mads_out", attr_counters(st->mads_out),
 		"drops", drops,
+		"refusals", refusals,
 		"tx_refused", (json_int_t)atomic_load(&st->tx_refused),
 		"tx_errors", (json_int_t)atomic_load(&st->tx_errors),
 		"clients_accepted", (json_int_t)atomic_load(&st->clients_accepted),
 		"clients_refused", (json_int_t)atomic_load(&st->clients_refused),
+		"clients_refused_policy",
+		(json_int_t)atomic_load(&st->clients_refused_policy),
+		"admin_actions", (json_int_t)atomic_load(&st->admin_actions),
 		"protocol_errors", (json_int_t)atomic_load(&st->protocol_errors),
 		"class_requests_answered",
 		(json_int_t)atomic_load(&st->class_requests_answered));

@@ -142,7 +142,8 @@ static void status_accept(struct evconnlistener *l, evutil_socket_t fd,
 
 int status_listen(struct mux *mux, struct event_base *base)
 {
-	int fd = unix_listen_socket(mux->cfg.status_path, mux->cfg.status_mode);
+	int fd = unix_listen_socket(mux->cfg.status_path, mux->cfg.status_mode,
+				    (uid_t)-1, mux->cfg.status_group);
 
 	if (fd < 0)
 		return fd;

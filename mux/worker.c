@@ -47,6 +47,7 @@ static void worker_msg_free(struct worker_msg *m)
 int worker_post(struct worker *w, struct worker_msg *msg)
 {
 	uint64_t one = 1;
+	/* Admin and lifecycle messages always get through. */
 	int bounded = msg->type == WMSG_MAD_IN || msg->type == WMSG_EVENT;
 
 	pthread_mutex_lock(&w->lock);
@@ -91,6 +92,9 @@ static void worker_process_inbox(evutil_socket_t fd, short what, void *arg)
 			break;
 		case WMSG_EVENT:
 			session_broadcast_event(w, m->text);
+			break;
+		case WMSG_KICK:
+			session_kick(w, m->client_id, m->text);
 			break;
 		case WMSG_STOP:
 			session_close_all(w);

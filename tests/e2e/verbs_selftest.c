@@ -24,6 +24,7 @@
 #include "../../backend/muxbe_verbs.h"
 #include "../../common/cm_mad.h"
 #include "../../common/gid.h"
+#include "../../common/wire.h"
 #include "../integration/harness.h"
 
 #define MAX_WC 256
@@ -483,10 +484,15 @@ static void test_gsi_through_daemon(void **state)
 	assert_int_equal(sink_find(&s, &rctx)->status, IBV_WC_SUCCESS);
 	assert_int_equal(sink_find(&s, &rctx)->byte_len, MAD_SIZE);
 	assert_true(sink_find(&s, &rctx)->wc_flags & IBV_WC_GRH);
-	/* ib_umad puts its agent's hi_tid in TID bits 63..32 of every
-	 * request it sends (K:user_mad.c); the rest arrives as sent. */
+	/* The daemon put a host comm ID in place of 0x5151 (and in the
+	 * TID's low half), ib_umad its agent's hi_tid in TID bits 63..32
+	 * (K:user_mad.c); the rest arrives as sent. */
 	assert_memory_equal(rbuf[0] + 40, mad, 8);
-	assert_memory_equal(rbuf[0] + 40 + 12, mad + 12, MAD_SIZE - 12);
+	assert_true(cm_field_get(rbuf[0] + 40, CM_REQ_LOCAL_COMM_ID) != 0x5151);
+	assert_int_equal(wire_get32(rbuf[0] + 40 + 12),
+			 cm_field_get(rbuf[0] + 40, CM_REQ_LOCAL_COMM_ID));
+	assert_memory_equal(rbuf[0] + 40 + 16, mad + 16, 8);
+	assert_memory_equal(rbuf[0] + 40 + 28, mad + 28, MAD_SIZE - 28);
 	assert_memory_equal(rbuf[0] + 8, a.raw, 16);    /* GRH SGID */
 	/* From a GID index that is not ours: the daemon refuses it. */
 	d.sgid_index = 0;               /* the link-local GID: not registered */

@@ -52,7 +52,7 @@ static uint32_t out(struct conn_table *ct, uint64_t client, uint16_t attr,
 	uint8_t mad[MAD_SIZE];
 
 	mk(mad, attr, local, remote, 0x1234000000000000ull | local);
-	assert_int_equal(conn_outbound(ct, client, 0, mad, &peer, now), 0);
+	assert_int_equal(conn_outbound(ct, client, 0, mad, &peer, now, 0), 0);
 	return local_of(mad);
 }
 
@@ -112,7 +112,7 @@ static void test_two_clients_same_comm_id(void **state)
 	/* The wire TID's low half names the entry; replies that echo it
 	 * get the guest's TID back. */
 	mk(mad, CM_ATTR_RTU, 0x10, 0x501, 0xabcd000000000010ull);
-	assert_int_equal(conn_outbound(ct, A, 0, mad, &peer, 2), 0);
+	assert_int_equal(conn_outbound(ct, A, 0, mad, &peer, 2, 0), 0);
 	assert_int_equal(wire_get64(mad + 8), 0xabcd000000000000ull | ha);
 	mk(mad, CM_ATTR_DREQ, 0x501, ha, 0x7777000000000000ull | ha);
 	assert_int_equal(conn_inbound(ct, 0, mad, &peer, 3, &client), 0);
@@ -231,14 +231,35 @@ static void test_rej_from_the_client(void **state)
 	mk(mad, CM_ATTR_REQ, 0x800, 0, 1);
 	conn_note_req(ct, A, 0, mad, &peer, 0);
 	mk(mad, CM_ATTR_REJ, 0, 0x800, 1);
-	assert_int_equal(conn_outbound(ct, A, 0, mad, &peer, 1), 0);
+	assert_int_equal(conn_outbound(ct, A, 0, mad, &peer, 1, 0), 0);
 	assert_int_equal(local_of(mad), 0);
 	assert_int_equal(count(ct, CONN_TIMEWAIT), 1);
-	/* With its own (never mapped) ID: mapped, then drained. */
+	/* With its own (never mapped) ID, answering a REQ it received:
+	 * mapped, then drained. */
+	mk(mad, CM_ATTR_REQ, 0x801, 0, 1);
+	conn_note_req(ct, A, 0, mad, &peer, 0);
 	h = out(ct, A, CM_ATTR_REJ, 0x51, 0x801, 2);
 	assert_true(h != 0 && h != 0x51);
 	assert_int_equal(count(ct, CONN_TIMEWAIT), 2);
 	assert_int_equal(conn_expire(ct, 2 + TW), 2);
+	/* Answering nothing it received: refused (it could otherwise
+	 * reject, accept or confirm someone else's connection). */
+	mk(mad, CM_ATTR_REJ, 0x52, 0x802, 3);
+	assert_int_equal(conn_outbound(ct, A, 0, mad, &peer, 3, 0), -ENOENT);
+	mk(mad, CM_ATTR_REJ, 0, 0x802, 3);
+	assert_int_equal(conn_outbound(ct, A, 0, mad, &peer, 3, 0), -ENOENT);
+	mk(mad, CM_ATTR_REP, 0x53, 0x802, 3);
+	assert_int_equal(conn_outbound(ct, A, 0, mad, &peer, 3, 0), -ENOENT);
+	mk(mad, CM_ATTR_MRA, 0x54, 0x802, 3);
+	assert_int_equal(conn_outbound(ct, A, 0, mad, &peer, 3, 0), -ENOENT);
+	/* Nor a REQ another client received. */
+	mk(mad, CM_ATTR_REQ, 0x803, 0, 1);
+	conn_note_req(ct, B, 0, mad, &peer, 4);
+	mk(mad, CM_ATTR_REP, 0x55, 0x803, 4);
+	assert_int_equal(conn_outbound(ct, A, 0, mad, &peer, 4, 0), -ENOENT);
+	/* A per-call limit below the table's. */
+	mk(mad, CM_ATTR_REQ, 0x56, 0, 5);
+	assert_int_equal(conn_outbound(ct, B, 0, mad, &peer, 5, 1), -ENOSPC);
 	conn_table_free(ct);
 }
 
@@ -255,16 +276,16 @@ static void test_refusals(void **state)
 	for (i = 0; i < sizeof(need) / sizeof(need[0]); i++) {
 		/* B cannot act on A's comm ID (nor on any it lacks). */
 		mk(mad, need[i], 0x61, 0x1, 0);
-		assert_int_equal(conn_outbound(ct, B, 0, mad, &peer, 0), -ENOENT);
+		assert_int_equal(conn_outbound(ct, B, 0, mad, &peer, 0, 0), -ENOENT);
 		mk(mad, need[i], 0, 0x1, 0);
-		assert_int_equal(conn_outbound(ct, A, 0, mad, &peer, 0), -ENOENT);
+		assert_int_equal(conn_outbound(ct, A, 0, mad, &peer, 0, 0), -ENOENT);
 	}
 	mk(mad, CM_ATTR_REQ, 0, 0, 0);
-	assert_int_equal(conn_outbound(ct, A, 0, mad, &peer, 0), -EINVAL);
+	assert_int_equal(conn_outbound(ct, A, 0, mad, &peer, 0, 0), -EINVAL);
 	mk(mad, CM_ATTR_REP, 0, 1, 0);
-	assert_int_equal(conn_outbound(ct, A, 0, mad, &peer, 0), -EINVAL);
+	assert_int_equal(conn_outbound(ct, A, 0, mad, &peer, 0, 0), -EINVAL);
 	cm_mad_init(mad, CM_ATTR_SIDR_REQ, 0);
-	assert_int_equal(conn_outbound(ct, A, 0, mad, &peer, 0), -EINVAL);
+	assert_int_equal(conn_outbound(ct, A, 0, mad, &peer, 0, 0), -EINVAL);
 	conn_table_free(ct);
 }
 
@@ -279,7 +300,7 @@ static void test_quota_and_purge(void **state)
 	for (i = 1; i <= 64; i++)
 		out(ct, A, CM_ATTR_REQ, (uint32_t)i, 0, 0);
 	mk(mad, CM_ATTR_REQ, 65, 0, 0);
-	assert_int_equal(conn_outbound(ct, A, 0, mad, &peer, 0), -ENOSPC);
+	assert_int_equal(conn_outbound(ct, A, 0, mad, &peer, 0, 0), -ENOSPC);
 	out(ct, B, CM_ATTR_REQ, 65, 0, 0);
 	conn_client_counts(ct, A, &c);
 	assert_int_equal(c.total, 64);
@@ -302,11 +323,11 @@ static void test_sidr_lifetime(void **state)
 	(void)state;
 	cm_mad_init(mad, CM_ATTR_SIDR_REQ, 0);
 	cm_field_set(mad, CM_SIDR_REQ_REQUEST_ID, 0x33);
-	assert_int_equal(conn_outbound(ct, A, 0, mad, &peer, 0), 0);
+	assert_int_equal(conn_outbound(ct, A, 0, mad, &peer, 0, 0), 0);
 	ha = (uint32_t)cm_field_get(mad, CM_SIDR_REQ_REQUEST_ID);
 	cm_mad_init(mad, CM_ATTR_SIDR_REQ, 0);
 	cm_field_set(mad, CM_SIDR_REQ_REQUEST_ID, 0x33);
-	assert_int_equal(conn_outbound(ct, B, 0, mad, &peer, 0), 0);
+	assert_int_equal(conn_outbound(ct, B, 0, mad, &peer, 0, 0), 0);
 	hb = (uint32_t)cm_field_get(mad, CM_SIDR_REQ_REQUEST_ID);
 	assert_true(ha != hb);
 	cm_mad_init(mad, CM_ATTR_SIDR_REP, 0);
@@ -361,11 +382,11 @@ static void test_entries_never_outlive_their_lifetimes(void **state)
 			break;
 		case 2:
 			mk(mad, CM_ATTR_RTU, k + 1, 0x100 + k, 0);
-			conn_outbound(ct, A, 0, mad, &peer, now);
+			conn_outbound(ct, A, 0, mad, &peer, now, 0);
 			break;
 		case 3:
 			mk(mad, CM_ATTR_DREQ, k + 1, 0x100 + k, 0);
-			conn_outbound(ct, A, 0, mad, &peer, now);
+			conn_outbound(ct, A, 0, mad, &peer, now, 0);
 			break;
 		case 4:
 			if (host[k])

@@ -1,0 +1,320 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+#include "policy.h"
+
+#include <errno.h>
+#include <grp.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#define POLICY_MAX_RULES 1024
+
+static struct policy *policy_alloc(int nrules, const char *source)
+{
+	struct policy *p = calloc(1, sizeof(*p) + (size_t)nrules * sizeof(p->rules[0]));
+
+	if (p == NULL)
+		return NULL;
+	atomic_store(&p->refs, 1);
+	p->nrules = nrules;
+	snprintf(p->source, sizeof(p->source), "%s", source);
+	return p;
+}
+
+struct policy *policy_default(uid_t daemon_uid)
+{
+	struct policy *p = policy_alloc(daemon_uid == 0 ? 1 : 2, "default");
+
+	if (p == NULL)
+		return NULL;
+	p->rules[0].has_uid = 1;
+	p->rules[0].uid = daemon_uid;
+	if (daemon_uid != 0) {
+		p->rules[1].has_uid = 1;
+		p->rules[1].uid = 0;
+	}
+	return p;
+}
+
+struct policy *policy_ref(struct policy *p)
+{
+	atomic_fetch_add(&p->refs, 1);
+	return p;
+}
+
+void policy_unref(struct policy *p)
+{
+	if (p && atomic_fetch_sub(&p->refs, 1) == 1)
+		free(p);
+}
+
+int gid_prefix_parse(const char *text, struct gid_prefix *out)
+{
+	char buf[64], *slash;
+	long len;
+	char *end;
+	int v4;
+
+	if (text == NULL || strlen(text) >= sizeof(buf))
+		return -EINVAL;
+	strcpy(buf, text);
+	slash = strchr(buf, '/');
+	if (slash)
+		*slash = '\0';
+	v4 = strchr(buf, ':') == NULL;
+	if (gid_parse(buf, &out->gid))
+		return -EINVAL;
+	if (slash == NULL) {
+		out->len = 128;
+		return 0;
+	}
+	errno = 0;
+	len = strtol(slash + 1, &end, 10);
+	if (errno || *end || slash[1] == '\0' || len < 0 || len > (v4 ? 32 : 128))
+		return -EINVAL;
+	/* An IPv4 prefix covers the IPv4-mapped GIDs (::ffff:0:0/96). */
+	out->len = (unsigned)(v4 ? 96 + len : len);
+	return 0;
+}
+
+static int prefix_match(const struct gid_prefix *p, const struct gid *g)
+{
+	unsigned full = p->len / 8, rest = p->len % 8;
+
+	if (memcmp(p->gid.raw, g->raw, full) != 0)
+		return 0;
+	if (rest == 0)
+		return 1;
+	return ((p->gid.raw[full] ^ g->raw[full]) & (0xff << (8 - rest))) == 0;
+}
+
+static int id_from_json(json_t *v, int is_group, unsigned *out)
+{
+	if (json_is_integer(v) && json_integer_value(v) >= 0) {
+		*out = (unsigned)json_integer_value(v);
+		return 0;
+	}
+	if (json_is_string(v)) {
+		if (is_group) {
+			struct group *g = getgrnam(json_string_value(v));
+
+			if (g) {
+				*out = g->gr_gid;
+				return 0;
+			}
+		} else {
+			struct passwd *pw = getpwnam(json_string_value(v));
+
+			if (pw) {
+				*out = pw->pw_uid;
+				return 0;
+			}
+		}
+	}
+	return -EINVAL;
+}
+
+static int uint_field(json_t *rule, const char *key, unsigned *out)
+{
+	json_t *v = json_object_get(rule, key);
+
+	if (v == NULL)
+		return 0;
+	if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+	    json_integer_value(v) > 1000000000)
+		return -EINVAL;
+	*out = (unsigned)json_integer_value(v);
+	return 0;
+}
+
+#define BAD(...) do { snprintf(err, errlen, __VA_ARGS__); goto fail; } while (0)
+
+static const char *const rule_keys[] = {
+	"match", "vm", "ports", "gids", "max_gids", "max_connections",
+	"mad_rate", "mad_burst", NULL,
+};
+
+struct policy *policy_load(const char *path, char *err, size_t errlen)
+{
+	struct policy *p = NULL;
+	json_error_t jerr;
+	json_t *root, *rules, *rule, *v, *match;
+	const char *key;
+	size_t i, j;
+	int k, known;
+
+	root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+	if (root == NULL) {
+		snprintf(err, errlen, "%s:%d:%d: %s", path, jerr.line, jerr.column,
+			 jerr.text);
+		return NULL;
+	}
+	rules = json_object_get(root, "policy");
+	if (!json_is_array(rules))
+		BAD("%s: needs \"policy\": [ rules ]", path);
+	if (json_array_size(rules) > POLICY_MAX_RULES)
+		BAD("%s: more than %d rules", path, POLICY_MAX_RULES);
+	json_object_foreach(root, key, v)
+		if (strcmp(key, "policy") != 0)
+			BAD("%s: unknown key \"%s\"", path, key);
+	p = policy_alloc((int)json_array_size(rules), path);
+	if (p == NULL)
+		BAD("%s: out of memory", path);
+	json_array_foreach(rules, i, rule) {
+		struct policy_rule *r = &p->rules[i];
+		unsigned id;
+
+		if (!json_is_object(rule))
+			BAD("%s: rule %zu is not an object", path, i + 1);
+		json_object_foreach(rule, key, v) {
+			known = 0;
+			for (k = 0; rule_keys[k]; k++)
+				known |= strcmp(rule_keys[k], key) == 0;
+			if (!known)
+				BAD("%s: rule %zu: unknown key \"%s\"", path, i + 1, key);
+		}
+		match = json_object_get(rule, "match");
+		if (!json_is_object(match))
+			BAD("%s: rule %zu: needs \"match\": {\"uid\": ...} or {\"gid\": ...}",
+			    path, i + 1);
+		if ((v = json_object_get(match, "uid")) != NULL) {
+			if (id_from_json(v, 0, &id))
+				BAD("%s: rule %zu: unknown user in match.uid", path, i + 1);
+			r->has_uid = 1;
+			r->uid = (uid_t)id;
+		}
+		if ((v = json_object_get(match, "gid")) != NULL) {
+			if (id_from_json(v, 1, &id))
+				BAD("%s: rule %zu: unknown group in match.gid", path, i + 1);
+			r->has_gid = 1;
+			r->gid = (gid_t)id;
+		}
+		if (!r->has_uid && !r->has_gid)
+			BAD("%s: rule %zu: match needs \"uid\" or \"gid\"", path, i + 1);
+		if ((v = json_object_get(rule, "vm")) != NULL) {
+			if (!json_is_string(v) || json_string_length(v) == 0 ||
+			    json_string_length(v) >= sizeof(r->vm))
+				BAD("%s: rule %zu: \"vm\" must be a name of 1-63 characters",
+				    path, i + 1);
+			strcpy(r->vm, json_string_value(v));
+		}
+		if ((v = json_object_get(rule, "ports")) != NULL) {
+			if (!json_is_array(v) || json_array_size(v) > 16)
+				BAD("%s: rule %zu: \"ports\" must be a list of at most 16 names",
+				    path, i + 1);
+			json_array_foreach(v, j, match) {
+				if (!json_is_string(match) || json_string_length(match) >= 64)
+					BAD("%s: rule %zu: bad port name", path, i + 1);
+				strcpy(r->ports[r->nports++], json_string_value(match));
+			}
+		}
+		if ((v = json_object_get(rule, "gids")) != NULL) {
+			if (!json_is_array(v) || json_array_size(v) > 32)
+				BAD("%s: rule %zu: \"gids\" must be a list of at most 32 prefixes",
+				    path, i + 1);
+			json_array_foreach(v, j, match) {
+				if (gid_prefix_parse(json_string_value(match),
+						     &r->prefixes[r->nprefixes++]))
+					BAD("%s: rule %zu: \"%s\" is not a GID or IP prefix",
+					    path, i + 1, json_string_value(match) ?: "?");
+			}
+		}
+		if (uint_field(rule, "max_gids", &r->max_gids) ||
+		    uint_field(rule, "max_connections", &r->max_connections) ||
+		    uint_field(rule, "mad_rate", &r->mad_rate) ||
+		    uint_field(rule, "mad_burst", &r->mad_burst))
+			BAD("%s: rule %zu: limits must be whole numbers", path, i + 1);
+		if (r->mad_rate && r->mad_burst == 0)
+			r->mad_burst = r->mad_rate;
+	}
+	json_decref(root);
+	return p;
+fail:
+	json_decref(root);
+	policy_unref(p);
+	return NULL;
+}
+
+static int rule_matches(const struct policy_rule *r, uid_t uid, gid_t gid)
+{
+	return (r->has_uid && r->uid == uid) || (r->has_gid && r->gid == gid);
+}
+
+int policy_admits(const struct policy *p, uid_t uid, gid_t gid)
+{
+	int i;
+
+	for (i = 0; i < p->nrules; i++)
+		if (rule_matches(&p->rules[i], uid, gid))
+			return 1;
+	return 0;
+}
+
+const struct policy_rule *policy_select(const struct policy *p, uid_t uid,
+					gid_t gid, const char *vm)
+{
+	int i;
+
+	for (i = 0; i < p->nrules; i++) {
+		const struct policy_rule *r = &p->rules[i];
+
+		if (!rule_matches(r, uid, gid))
+			continue;
+		if (r->vm[0] && (vm == NULL || strcmp(r->vm, vm) != 0))
+			continue;
+		return r;
+	}
+	return NULL;
+}
+
+int rule_allows_port(const struct policy_rule *r, const char *port)
+{
+	int i;
+
+	if (r->nports == 0)
+		return 1;
+	for (i = 0; i < r->nports; i++)
+		if (strcmp(r->ports[i], port) == 0)
+			return 1;
+	return 0;
+}
+
+int rule_allows_gid(const struct policy_rule *r, const struct gid *gid)
+{
+	int i;
+
+	if (r->nprefixes == 0)
+		return 1;
+	for (i = 0; i < r->nprefixes; i++)
+		if (prefix_match(&r->prefixes[i], gid))
+			return 1;
+	return 0;
+}
+
+void token_bucket_init(struct token_bucket *tb, unsigned rate, unsigned burst,
+		       uint64_t now_ms)
+{
+	tb->rate = rate;
+	tb->burst = burst ? burst : rate;
+	tb->tokens = tb->burst;
+	tb->last_ms = now_ms;
+}
+
+int token_bucket_take(struct token_bucket *tb, uint64_t now_ms)
+{
+	if (tb->rate == 0)
+		return 1;
+	if (now_ms > tb->last_ms) {
+		tb->tokens += (double)(now_ms - tb->last_ms) * tb->rate / 1000.0;
+		if (tb->tokens > tb->burst)
+			tb->tokens = tb->burst;
+		tb->last_ms = now_ms;
+	}
+	if (tb->tokens < 1.0)
+		return 0;
+	tb->tokens -= 1.0;
+	return 1;
+}
