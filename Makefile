@@ -60,9 +60,9 @@ LIBA    := $(B)/libmuxbe.a
 LIBSO   := $(B)/libmuxbe.so.$(SOVERSION)
 PCFILE  := $(B)/muxbe.pc
 
-UNIT_TESTS := test_codec test_cm_mad test_router test_conn_table test_guest_cm
+UNIT_TESTS := test_codec test_cm_mad test_router test_conn_table test_policy test_guest_cm
 UNIT_BINS  := $(addprefix $(B)/tests/,$(UNIT_TESTS))
-INTEG_TESTS := test_integration test_cm
+INTEG_TESTS := test_integration test_cm test_attacks
 INTEG_BINS := $(addprefix $(B)/tests/,$(INTEG_TESTS))
 
 .PHONY: bench check-lab all clean check check-quick check-unit check-integration check-demo \
@@ -119,6 +119,10 @@ $(B)/tests/test_conn_table: $(B)/obj/tests/unit/test_conn_table.o $(B)/obj/mux/c
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(TEST_LIBS)
 
+$(B)/tests/test_policy: $(B)/obj/tests/unit/test_policy.o $(B)/obj/mux/policy.o $(COMMON_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(TEST_LIBS)
+
 $(B)/tests/test_guest_cm: $(B)/obj/tests/unit/test_guest_cm.o $(B)/obj/backend/vm/guest_cm.o $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(TEST_LIBS)
@@ -139,6 +143,11 @@ $(B)/tests/verbs_selftest: $(B)/obj/tests/e2e/verbs_selftest.o \
 	$(CC) $(LDFLAGS_ALL) -o $@ $(filter %.o,$^) $(LIBA) $(TEST_LIBS) -libverbs
 
 $(B)/tests/test_cm: $(B)/obj/tests/integration/test_cm.o \
+		$(B)/obj/tests/integration/harness.o $(LIBA)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_ALL) -o $@ $(filter %.o,$^) $(LIBA) $(TEST_LIBS) -libverbs
+
+$(B)/tests/test_attacks: $(B)/obj/tests/integration/test_attacks.o \
 		$(B)/obj/tests/integration/harness.o $(LIBA)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $(filter %.o,$^) $(LIBA) $(TEST_LIBS) -libverbs

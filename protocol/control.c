@@ -38,6 +38,7 @@ static const struct {
 	{ ECONNRESET, "ECONNRESET" },
 	{ EALREADY, "EALREADY" },
 	{ ECANCELED, "ECANCELED" },
+	{ ENOMSG, "ENOMSG" },
 };
 
 const char *proto_errno_name(int err)

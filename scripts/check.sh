@@ -51,13 +51,15 @@ build() {
 
 suites() {
 	local b="$1" tag="$2"
-	for t in test_codec test_cm_mad test_router test_conn_table test_guest_cm; do
+	for t in test_codec test_cm_mad test_router test_conn_table test_policy test_guest_cm; do
 		run_suite "$tag $t" "$b/tests/$t"
 	done
 	run_suite "$tag integration" env RDMACM_MUXD="$PWD/$b/rdmacm-muxd" \
 		"$b/tests/test_integration"
 	run_suite "$tag cm translation" env RDMACM_MUXD="$PWD/$b/rdmacm-muxd" \
 		"$b/tests/test_cm"
+	run_suite "$tag attacks" env RDMACM_MUXD="$PWD/$b/rdmacm-muxd" \
+		"$b/tests/test_attacks"
 	run_suite "$tag demo" scripts/demo.sh --build-dir "$b" --check
 }
 
@@ -73,7 +75,7 @@ if [ "$QUICK" = 0 ]; then
 	unset ASAN_OPTIONS UBSAN_OPTIONS
 
 	VG="valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,indirect"
-	for t in test_codec test_cm_mad test_router test_conn_table test_guest_cm; do
+	for t in test_codec test_cm_mad test_router test_conn_table test_policy test_guest_cm; do
 		run_suite "valgrind $t" $VG build/tests/$t
 	done
 	run_suite "valgrind integration (daemon under valgrind)" env \

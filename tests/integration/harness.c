@@ -12,7 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -80,6 +82,8 @@ void hd_start(struct hdaemon *d, const char *fabric, const char *const *ports,
 	memset(d, 0, sizeof(*d));
 	snprintf(d->dir, sizeof(d->dir), "/tmp/rcm-test.XXXXXX");
 	assert_non_null(mkdtemp(d->dir));
+	/* Let other uids reach the sockets; their modes decide the rest. */
+	chmod(d->dir, 0755);
 	snprintf(d->sock, sizeof(d->sock), "%s/mux.sock", d->dir);
 	snprintf(d->status, sizeof(d->status), "%s/status.sock", d->dir);
 	snprintf(d->log, sizeof(d->log), "%s/daemon.log", d->dir);
@@ -122,6 +126,13 @@ void hd_start(struct hdaemon *d, const char *fabric, const char *const *ports,
 		if (fd >= 0) {
 			dup2(fd, 2);
 			dup2(fd, 1);
+		}
+		if (getenv("RCM_TEST_NOFILE")) {
+			/* For the descriptor-exhaustion test. */
+			struct rlimit rl;
+
+			rl.rlim_cur = rl.rlim_max = (rlim_t)atoi(getenv("RCM_TEST_NOFILE"));
+			setrlimit(RLIMIT_NOFILE, &rl);
 		}
 		execvp(argv[0], (char *const *)argv);
 		_exit(127);

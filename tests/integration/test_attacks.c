@@ -1,0 +1,521 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/*
+ * The attack suite: one client (the attacker) tries every spoof and
+ * hijack against another (the victim), which has an established
+ * connection and a pending incoming one with a scripted peer.  Each
+ * attempt must get its exact refusal and counter, and leave the victim's
+ * connections and MADs untouched.  Also: identities outside the policy,
+ * the rate limit under a flood, the admin socket, descriptor exhaustion.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "harness.h"
+#include "../../common/cm_mad.h"
+#include "../../common/gid.h"
+#include "../../common/wire.h"
+#include "../../protocol/rdmacm_mux_proto.h"
+
+#define PEER "fd99::1"
+static const char *const ports[] = { "sim0=fd00::1,fd00::2,fd00::3,fd00::4,fd00::5", NULL };
+
+static const char policy_text[] =
+	"{\"policy\": [\n"
+	" {\"match\": {\"uid\": 0}, \"vm\": \"victim\", \"gids\": [\"fd00::1\", \"fd00::2\"]},\n"
+	" {\"match\": {\"uid\": 0}, \"vm\": \"attacker\", \"gids\": [\"fd00::3\", \"fd00::4\"],\n"
+	"  \"max_gids\": 1, \"max_connections\": 4, \"mad_rate\": 50, \"mad_burst\": 20},\n"
+	" {\"match\": {\"uid\": 0}, \"vm\": \"good\", \"gids\": [\"fd00::5\"]}\n"
+	"]}\n";
+
+struct fx {
+	struct hdaemon d;
+	struct simpeer p;
+	struct tclient victim, attacker, good;
+	char policy[256], admin[256];
+	uint32_t victim_host;           /* the victim's established connection */
+	uint32_t peer_pending;          /* the peer's pending REQ to the victim */
+};
+
+static void write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+static void mk(uint8_t *mad, uint16_t attr, uint32_t local, uint32_t remote)
+{
+	cm_mad_init(mad, attr, 1);
+	wire_put32(mad + 24, local);
+	wire_put32(mad + 28, remote);
+}
+
+static void req(uint8_t *mad, uint32_t local, const char *src, const char *dst)
+{
+	struct gid s, d;
+
+	gid_parse(src, &s);
+	gid_parse(dst, &d);
+	mk(mad, CM_ATTR_REQ, local, 0);
+	cm_set_gid(mad, CM_REQ_OFF_PRIMARY_LOCAL_GID, &s);
+	cm_set_gid(mad, CM_REQ_OFF_PRIMARY_REMOTE_GID, &d);
+}
+
+static int setup(void **state)
+{
+	static struct fx f;
+	static char pol_arg[300], admin_arg[300];
+	static const char *extra[8];
+	uint8_t m[MAD_SIZE], r[MAD_SIZE];
+	char err[256];
+
+	memset(&f, 0, sizeof(f));
+	snprintf(f.policy, sizeof(f.policy), "/tmp/rcm-attack-policy.%d", getpid());
+	snprintf(f.admin, sizeof(f.admin), "/tmp/rcm-attack-admin.%d", getpid());
+	write_file(f.policy, policy_text);
+	snprintf(pol_arg, sizeof(pol_arg), "--policy=%s", f.policy);
+	snprintf(admin_arg, sizeof(admin_arg), "--admin-socket=%s", f.admin);
+	extra[0] = pol_arg;
+	extra[1] = admin_arg;
+	extra[2] = "--socket-mode=0666";
+	extra[3] = NULL;
+	hd_start(&f.d, NULL, ports, extra);
+	simpeer_open(&f.p, &f.d, "peer", PEER);
+	assert_int_equal(tc_connect(&f.victim, &f.d, "victim", 1, 0, err, sizeof(err)), 0);
+	assert_int_equal(tc_register(&f.victim, "fd00::1"), 0);
+	assert_int_equal(tc_connect(&f.attacker, &f.d, "attacker", 1, 0, err, sizeof(err)), 0);
+	assert_int_equal(tc_register(&f.attacker, "fd00::3"), 0);
+	assert_int_equal(tc_connect(&f.good, &f.d, "good", 1, 0, err, sizeof(err)), 0);
+	assert_int_equal(tc_register(&f.good, "fd00::5"), 0);
+
+	/* The victim's established connection with the peer... */
+	req(m, 0x1234, "fd00::1", PEER);
+	assert_int_equal(tc_send_sync(&f.victim, PEER, m), 0);
+	assert_true(simpeer_recv(&f.p, r, NULL, H_DEADLINE_MS));
+	f.victim_host = wire_get32(r + 24);
+	mk(m, CM_ATTR_REP, 0x9001, f.victim_host);
+	simpeer_send(&f.p, "fd00::1", m);
+	assert_true(tc_pump_until(&f.victim, tc_has_rx, 1, H_DEADLINE_MS));
+	mk(m, CM_ATTR_RTU, 0x1234, 0x9001);
+	assert_int_equal(tc_send_sync(&f.victim, PEER, m), 0);
+	assert_true(simpeer_recv(&f.p, r, NULL, H_DEADLINE_MS));
+	/* ...and a REQ from the peer it has not answered yet. */
+	f.peer_pending = 0x9002;
+	req(m, f.peer_pending, PEER, "fd00::1");
+	simpeer_send(&f.p, "fd00::1", m);
+	assert_true(tc_pump_until(&f.victim, tc_has_rx, 2, H_DEADLINE_MS));
+	*state = &f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fx *f = *state;
+
+	if (f->victim.mb)
+		tc_close(&f->victim);
+	if (f->attacker.mb)
+		tc_close(&f->attacker);
+	if (f->good.mb)
+		tc_close(&f->good);
+	simpeer_close(&f->p);
+	hd_stop(&f->d);
+	unlink(f->policy);
+	return 0;
+}
+
+static json_t *client_named(json_t *st, const char *name)
+{
+	json_t *c;
+	size_t i;
+
+	json_array_foreach(json_object_get(st, "clients"), i, c)
+		if (strcmp(json_string_value(json_object_get(c, "name")), name) == 0)
+			return c;
+	return NULL;
+}
+
+/* The victim is as it was: its connection established, nothing new
+ * delivered to it, nothing from the attacker on the wire. */
+static void victim_untouched(struct fx *f, int victim_rx)
+{
+	uint8_t r[MAD_SIZE];
+	json_t *st, *v, *c;
+	size_t i;
+	int established = 0;
+
+	assert_int_equal(muxbe_ping(f->victim.mb), 0);
+	muxbe_process(f->victim.mb);
+	assert_int_equal(f->victim.nrx, victim_rx);
+	assert_int_equal(simpeer_recv(&f->p, r, NULL, 100), 0);
+	st = hd_status(&f->d);
+	v = client_named(st, "victim");
+	assert_non_null(v);
+	json_array_foreach(json_object_get(v, "connections"), i, c)
+		if (json_integer_value(json_object_get(c, "host_id")) == f->victim_host &&
+		    strcmp(json_string_value(json_object_get(c, "state")), "established") == 0)
+			established = 1;
+	assert_true(established);
+	assert_string_equal(json_string_value(json_object_get(
+		json_array_get(json_object_get(v, "gids"), 0), "gid")), "fd00::1");
+	json_decref(st);
+}
+
+static long long refusals(struct fx *f, const char *reason)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "counters.refusals.%s", reason);
+	return hd_status_int(&f->d, path);
+}
+
+static void test_gid_hijacks(void **state)
+{
+	struct fx *f = *state;
+	struct gid g;
+
+	gid_parse("fd00::1", &g);
+	/* Outside the attacker's policy, and owned by the victim. */
+	assert_int_equal(muxbe_register_gid(f->attacker.mb, NULL, g.raw, NULL), -EACCES);
+	assert_int_equal(muxbe_unregister_gid(f->attacker.mb, NULL, g.raw), -EACCES);
+	gid_parse("fd00::2", &g);       /* free, but the victim's by policy */
+	assert_int_equal(muxbe_register_gid(f->attacker.mb, NULL, g.raw, NULL), -EACCES);
+	gid_parse("fd00::4", &g);       /* allowed, but over max_gids (1) */
+	assert_int_equal(muxbe_register_gid(f->attacker.mb, NULL, g.raw, NULL), -ENOSPC);
+	victim_untouched(f, 2);
+}
+
+static void test_mad_spoofs(void **state)
+{
+	struct fx *f = *state;
+	struct muxbe_addr a = { .grh = 1, .remote_qpn = 1, .qkey = GSI_QKEY };
+	uint8_t m[MAD_SIZE];
+	struct gid g;
+
+	/* A foreign source GID. */
+	req(m, 0x66, "fd00::1", PEER);
+	gid_parse("fd00::1", &g);
+	memcpy(a.local_gid, g.raw, 16);
+	gid_parse(PEER, &g);
+	memcpy(a.remote_gid, g.raw, 16);
+	assert_int_equal(muxbe_send_mad_sync(f->attacker.mb, &a, m, MAD_SIZE), -EADDRNOTAVAIL);
+	assert_true(refusals(f, "source_gid") == 1);
+
+	/* The victim's connection, by its guest ID and by its host ID. */
+	mk(m, CM_ATTR_DREQ, 0x1234, 0x9001);
+	assert_int_equal(tc_send_sync(&f->attacker, PEER, m), -ENOENT);
+	mk(m, CM_ATTR_DREQ, f->victim_host, 0x9001);
+	assert_int_equal(tc_send_sync(&f->attacker, PEER, m), -ENOENT);
+	mk(m, CM_ATTR_RTU, 0x1234, 0x9001);
+	assert_int_equal(tc_send_sync(&f->attacker, PEER, m), -ENOENT);
+	mk(m, CM_ATTR_DREP, 0x1234, 0x9001);
+	assert_int_equal(tc_send_sync(&f->attacker, PEER, m), -ENOENT);
+	/* A REJ of the peer's side of it (REJ of a REP, which the kernel CM
+	 * accepts by the Remote Comm ID alone), with and without an ID. */
+	mk(m, CM_ATTR_REJ, 0x77, 0x9001);
+	cm_field_set(m, CM_REJ_MESSAGE_REJECTED, CM_MSG_RESPONSE_REP);
+	assert_int_equal(tc_send_sync(&f->attacker, PEER, m), -ENOENT);
+	mk(m, CM_ATTR_REJ, 0, 0x9001);
+	assert_int_equal(tc_send_sync(&f->attacker, PEER, m), -ENOENT);
+	/* Answering the REQ that went to the victim. */
+	mk(m, CM_ATTR_REP, 0x78, f->peer_pending);
+	assert_int_equal(tc_send_sync(&f->attacker, PEER, m), -ENOENT);
+	mk(m, CM_ATTR_MRA, 0x79, f->peer_pending);
+	assert_int_equal(tc_send_sync(&f->attacker, PEER, m), -ENOENT);
+	mk(m, CM_ATTR_REJ, 0, f->peer_pending);
+	assert_int_equal(tc_send_sync(&f->attacker, PEER, m), -ENOENT);
+	assert_true(refusals(f, "comm_id") == 9);
+	victim_untouched(f, 2);
+}
+
+static void test_malformed_mads(void **state)
+{
+	struct fx *f = *state;
+	struct muxbe_addr a = { .grh = 1, .remote_qpn = 1, .qkey = GSI_QKEY };
+	uint8_t m[MAD_SIZE], buf[PROTO_HDR_SIZE + 64 + 300];
+	struct gid g;
+
+	req(m, 0x70, "fd00::3", PEER);
+	m[MAD_OFF_MGMT_CLASS] = 0x04;           /* SA */
+	assert_int_equal(tc_send_sync(&f->attacker, PEER, m), -EBADMSG);
+	req(m, 0x70, "fd00::3", PEER);
+	m[MAD_OFF_CLASS_VERSION] = 1;
+	assert_int_equal(tc_send_sync(&f->attacker, PEER, m), -EBADMSG);
+	req(m, 0x70, "fd00::3", PEER);
+	m[MAD_OFF_METHOD] = MAD_METHOD_GET;
+	assert_int_equal(tc_send_sync(&f->attacker, PEER, m), -EOPNOTSUPP);
+	mk(m, CM_ATTR_CLASS_PORT_INFO, 0x70, 0);
+	assert_int_equal(tc_send_sync(&f->attacker, PEER, m), -ENOMSG);
+	mk(m, 0x001b, 0x70, 0);                 /* SAP */
+	assert_int_equal(tc_send_sync(&f->attacker, PEER, m), -ENOMSG);
+	/* A P_Key index beyond the port's table (the sim port has one). */
+	req(m, 0x70, "fd00::3", PEER);
+	gid_parse("fd00::3", &g);
+	memcpy(a.local_gid, g.raw, 16);
+	gid_parse(PEER, &g);
+	memcpy(a.remote_gid, g.raw, 16);
+	a.pkey_index = 1;
+	assert_int_equal(muxbe_send_mad_sync(f->attacker.mb, &a, m, MAD_SIZE), -ERANGE);
+	a.pkey_index = 0;
+	/* Undersize. */
+	assert_int_equal(muxbe_send_mad_sync(f->attacker.mb, &a, m, 200), -EMSGSIZE);
+	assert_true(refusals(f, "not_cm") == 2);
+	assert_true(refusals(f, "method") == 1);
+	assert_true(refusals(f, "attribute") == 2);
+	assert_true(refusals(f, "pkey_index") == 1);
+	assert_true(refusals(f, "size") == 1);
+	/* Oversize never gets past the frame decoder: 300 bytes of MAD. */
+	{
+		int s = raw_connect(f->d.sock), n;
+		uint8_t kind, flags, reply[1024];
+		uint32_t rid;
+
+		raw_send_json(s, 1, "{\"op\":\"hello\",\"name\":\"good\",\"protocol\":{\"major\":1,\"minor\":0}}");
+		assert_true(raw_recv(s, &kind, &flags, &rid, reply, sizeof(reply), H_DEADLINE_MS) > 0);
+		memset(buf, 0, sizeof(buf));
+		wire_put16(buf, 0);
+		wire_put16(buf + 2, 300);
+		assert_int_equal(raw_send(s, PROTO_KIND_MAD, 0, 2, buf, 64 + 300), 0);
+		n = raw_recv(s, &kind, &flags, &rid, reply, sizeof(reply), H_DEADLINE_MS);
+		assert_true(n > 0);
+		assert_int_equal(rid, 2);
+		assert_non_null(strstr((char *)reply, "EMSGSIZE"));
+		close(s);
+	}
+	victim_untouched(f, 2);
+}
+
+static void test_flood_is_rate_limited(void **state)
+{
+	struct fx *f = *state;
+	uint8_t m[MAD_SIZE];
+	uint64_t t0, worst = 0, dt;
+	int i, refused;
+
+	/* RTUs for a connection it does not have: each would be refused
+	 * anyway; the rate limit must refuse them first. */
+	mk(m, CM_ATTR_RTU, 0x55, 0x1);
+	for (i = 0; i < 600; i++) {
+		assert_int_equal(tc_send(&f->attacker, PEER, m), 0);
+		if (i % 60 == 0) {
+			t0 = h_now_ms();
+			assert_int_equal(muxbe_ping(f->good.mb), 0);
+			dt = h_now_ms() - t0;
+			if (dt > worst)
+				worst = dt;
+		}
+	}
+	assert_true(tc_pump_until(&f->attacker, tc_has_sends, 600, H_DEADLINE_MS));
+	refused = f->attacker.sends_failed;
+	assert_int_equal(refused, 600);
+	/* At 50/s with a burst of 20, nearly all of them hit the limit. */
+	assert_true(refusals(f, "rate") >= 600 - 20 - 100);
+	assert_true(refusals(f, "rate") + refusals(f, "comm_id") == 600);
+	print_message("flood: %lld rate-limited, worst ping of a good client %llu ms\n",
+		      refusals(f, "rate"), (unsigned long long)worst);
+	assert_true(worst < 100u * (unsigned)h_time_scale());
+	/* The good client's MADs still go. */
+	req(m, 0x5151, "fd00::5", PEER);
+	assert_int_equal(tc_send_sync(&f->good, PEER, m), 0);
+	{
+		uint8_t r[MAD_SIZE];
+
+		assert_true(simpeer_recv(&f->p, r, NULL, H_DEADLINE_MS));
+	}
+	victim_untouched(f, 2);
+}
+
+static void test_identity_outside_policy(void **state)
+{
+	struct fx *f = *state;
+	struct tclient t;
+	char err[256];
+	pid_t pid;
+	int status;
+
+	/* A VM name the policy does not bind to this uid. */
+	assert_true(tc_connect(&t, &f->d, "mallory", 1, 0, err, sizeof(err)) < 0);
+	assert_non_null(strstr(err, "no policy rule"));
+	/* A uid no rule mentions: refused before its hello. */
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct tclient c;
+		char e[256] = "";
+
+		if (setgid(65534) || setuid(65534))
+			_exit(3);
+		if (tc_connect(&c, &f->d, "victim", 1, 0, e, sizeof(e)) == 0)
+			_exit(1);
+		_exit(strstr(e, "not allowed by policy") ? 0 : 2);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	assert_true(hd_status_int(&f->d, "counters.clients_refused_policy") == 1);
+	victim_untouched(f, 2);
+}
+
+static int admin(struct fx *f, const char *request, char *reply, size_t cap)
+{
+	struct pollfd pfd;
+	size_t len = 0;
+	ssize_t n;
+	int s = raw_connect(f->admin);
+
+	if (s < 0)
+		return s;
+	if (write(s, request, strlen(request)) < 0 || write(s, "\n", 1) < 0) {
+		close(s);
+		return -EIO;
+	}
+	pfd.fd = s;
+	pfd.events = POLLIN;
+	while (len < cap - 1 && poll(&pfd, 1, H_DEADLINE_MS) > 0) {
+		n = read(s, reply + len, cap - 1 - len);
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+	}
+	reply[len] = '\0';
+	close(s);
+	return (int)len;
+}
+
+static int tc_gone(struct tclient *tc, int arg)
+{
+	(void)arg;
+	return tc->disconnected;
+}
+
+static void test_admin_socket(void **state)
+{
+	struct fx *f = *state;
+	struct tclient t;
+	char reply[1024], err[256], req_text[128];
+	long long attacker_id;
+	json_t *st;
+	pid_t pid;
+	int status;
+
+	st = hd_status(&f->d);
+	attacker_id = json_path_int(client_named(st, "attacker"), "id");
+	json_decref(st);
+	/* Root disconnects the attacker; it is told, and it is gone. */
+	snprintf(req_text, sizeof(req_text),
+		 "{\"op\":\"disconnect_client\",\"client_id\":%lld}", attacker_id);
+	assert_true(admin(f, req_text, reply, sizeof(reply)) > 0);
+	assert_non_null(strstr(reply, "\"ok\":true"));
+	assert_true(tc_pump_until(&f->attacker, tc_gone, 0, H_DEADLINE_MS));
+	assert_true(admin(f, req_text, reply, sizeof(reply)) > 0);
+	assert_non_null(strstr(reply, "ENOENT"));
+	assert_true(admin(f, "{\"op\":\"format_disk\"}", reply, sizeof(reply)) > 0);
+	assert_non_null(strstr(reply, "EOPNOTSUPP"));
+	/* A reload drops the "good" rule: new "good" clients are refused,
+	 * the connected one keeps working. */
+	write_file(f->policy,
+		   "{\"policy\": [{\"match\": {\"uid\": 0}, \"vm\": \"victim\"}]}");
+	assert_true(admin(f, "{\"op\":\"reload_policy\"}", reply, sizeof(reply)) > 0);
+	assert_non_null(strstr(reply, "\"ok\":true"));
+	assert_true(tc_connect(&t, &f->d, "good", 1, 0, err, sizeof(err)) < 0);
+	assert_int_equal(muxbe_ping(f->good.mb), 0);
+	/* A broken policy file is refused, and the old one stays. */
+	write_file(f->policy, "{\"policy\": [{\"match\": {}}]}");
+	assert_true(admin(f, "{\"op\":\"reload_policy\"}", reply, sizeof(reply)) > 0);
+	assert_non_null(strstr(reply, "match needs"));
+	assert_int_equal(tc_connect(&t, &f->d, "victim", 1, 0, err, sizeof(err)), 0);
+	tc_close(&t);
+	/* Only root may use the admin socket (and the socket is 0600). */
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		char r[256];
+
+		if (setgid(65534) || setuid(65534))
+			_exit(3);
+		_exit(admin(f, "{\"op\":\"reload_policy\"}", r, sizeof(r)) > 0 ? 1 : 0);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	assert_true(hd_status_int(&f->d, "counters.admin_actions") == 5);
+	victim_untouched(f, 2);
+}
+
+/* Out of descriptors, the daemon pauses accepting instead of spinning,
+ * and takes clients again once descriptors are free. */
+static void test_fd_exhaustion_does_not_spin(void **state)
+{
+	static const char *const one[] = { "sim0=fd00::1", NULL };
+	struct hdaemon d;
+	struct tclient t;
+	char path[64], stat_line[1024], err[256];
+	unsigned long long u0, s0, u1, s1;
+	int fds[64], n = 0, i;
+	FILE *fp;
+
+	(void)state;
+	setenv("RCM_TEST_NOFILE", "40", 1);
+	hd_start(&d, NULL, one, NULL);
+	unsetenv("RCM_TEST_NOFILE");
+	for (i = 0; i < 64; i++) {
+		fds[n] = raw_connect(d.sock);
+		if (fds[n] >= 0)
+			n++;
+	}
+	poll(NULL, 0, 300);
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)d.pid);
+#define READ_TIMES(u, s) do {                                                  \
+		fp = fopen(path, "r");                                          \
+		assert_non_null(fp);                                            \
+		assert_non_null(fgets(stat_line, sizeof(stat_line), fp));       \
+		fclose(fp);                                                     \
+		assert_int_equal(sscanf(strrchr(stat_line, ')') + 2,            \
+			"%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",\
+			&u, &s), 2);                                            \
+	} while (0)
+	READ_TIMES(u0, s0);
+	poll(NULL, 0, 1000);
+	READ_TIMES(u1, s1);
+	print_message("daemon CPU while out of descriptors: %llu ticks in 1 s\n",
+		      (u1 + s1) - (u0 + s0));
+	assert_true((u1 + s1) - (u0 + s0) < 20);        /* under 20% of a core */
+	for (i = 0; i < n; i++)
+		close(fds[i]);
+	assert_int_equal(tc_connect(&t, &d, "late", 1, 0, err, sizeof(err)), 0);
+	tc_close(&t);
+	hd_stop(&d);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_gid_hijacks, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_mad_spoofs, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_malformed_mads, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_flood_is_rate_limited, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_identity_outside_policy, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_admin_socket, setup, teardown),
+		cmocka_unit_test(test_fd_exhaustion_does_not_spin),
+	};
+
+	signal(SIGPIPE, SIG_IGN);
+	if (getenv("RCM_TEST_UMAD_PORT"))
+		return 0;       /* the scripted peer lives on the sim fabric */
+	return cmocka_run_group_tests_name("attacks", tests, NULL, NULL);
+}
