@@ -24,6 +24,7 @@
 
 #include "muxbe_verbs.h"
 #include "ah_cache.h"
+#include "../common/ibdev.h"
 #include "../common/tree.h"
 
 #define DEV_AH_CACHE_MAX 1024
@@ -308,24 +309,6 @@ static int find_mux_port(struct muxbe_dev *dev)
 
 /* ---- device --------------------------------------------------------------- */
 
-static struct ibv_context *open_device(const char *name)
-{
-	struct ibv_device **list;
-	struct ibv_context *ctx = NULL;
-	int i, n;
-
-	list = ibv_get_device_list(&n);
-	if (list == NULL)
-		return NULL;
-	for (i = 0; i < n && ctx == NULL; i++)
-		if (name == NULL || strcmp(ibv_get_device_name(list[i]), name) == 0)
-			ctx = ibv_open_device(list[i]);
-	ibv_free_device_list(list);
-	if (ctx == NULL && errno == 0)
-		errno = ENODEV;
-	return ctx;
-}
-
 static int epoll_add(int epfd, int fd)
 {
 	struct epoll_event ev = { .events = EPOLLIN, .data.fd = fd };
@@ -355,7 +338,7 @@ int muxbe_dev_open(const struct muxbe_dev_options *o, struct muxbe_dev **out)
 	TAILQ_INIT(&dev->pending);
 	ah_cache_init(&dev->ahc, DEV_AH_CACHE_MAX);
 	errno = 0;
-	dev->ctx = open_device(o->dev_name);
+	dev->ctx = ibdev_open(o->dev_name);
 	if (dev->ctx == NULL) {
 		rc = -(errno ? errno : ENODEV);
 		goto fail;

@@ -20,9 +20,18 @@
 #define ADMIN_MAX_REQUEST 4096
 
 struct admin_conn {
+	TAILQ_ENTRY(admin_conn) link;   /* freed at shutdown if still open */
 	struct mux *mux;
+	struct bufferevent *bev;
 	struct ucred cred;
 };
+
+static void admin_conn_free(struct admin_conn *ac)
+{
+	TAILQ_REMOVE(&ac->mux->admin_conns, ac, link);
+	bufferevent_free(ac->bev);
+	free(ac);
+}
 
 static void admin_reply(struct bufferevent *bev, json_t *reply)
 {
@@ -115,17 +124,15 @@ static void admin_read(struct bufferevent *bev, void *arg)
 static void admin_written(struct bufferevent *bev, void *arg)
 {
 	if (evbuffer_get_length(bufferevent_get_output(bev)) == 0 &&
-	    !(bufferevent_get_enabled(bev) & EV_READ)) {
-		bufferevent_free(bev);
-		free(arg);
-	}
+	    !(bufferevent_get_enabled(bev) & EV_READ))
+		admin_conn_free(arg);
 }
 
 static void admin_event(struct bufferevent *bev, short what, void *arg)
 {
+	(void)bev;
 	(void)what;
-	bufferevent_free(bev);
-	free(arg);
+	admin_conn_free(arg);
 }
 
 static void admin_accept(struct evconnlistener *l, evutil_socket_t fd,
@@ -158,6 +165,8 @@ static void admin_accept(struct evconnlistener *l, evutil_socket_t fd,
 		close(fd);
 		return;
 	}
+	ac->bev = bev;
+	TAILQ_INSERT_TAIL(&mux->admin_conns, ac, link);
 	bufferevent_setcb(bev, admin_read, admin_written, admin_event, ac);
 	bufferevent_enable(bev, EV_READ | EV_WRITE);
 }
@@ -166,6 +175,7 @@ int admin_listen(struct mux *mux, struct event_base *base)
 {
 	int fd;
 
+	TAILQ_INIT(&mux->admin_conns);
 	if (mux->cfg.admin_path == NULL)
 		return 0;
 	fd = unix_listen_socket(mux->cfg.admin_path, 0600, (uid_t)-1, (gid_t)-1);
@@ -182,6 +192,8 @@ int admin_listen(struct mux *mux, struct event_base *base)
 
 void admin_close(struct mux *mux)
 {
+	while (!TAILQ_EMPTY(&mux->admin_conns))
+		admin_conn_free(TAILQ_FIRST(&mux->admin_conns));
 	if (mux->admin_listener) {
 		evconnlistener_free(mux->admin_listener);
 		mux->admin_listener = NULL;

@@ -369,12 +369,14 @@ struct mux {
 	struct event *listener_resume;
 	struct evconnlistener *status_listener;
 	int status_conns;             /* main thread only */
+	TAILQ_HEAD(, status_conn) status_conns_list;
 	char sim_fabric[256];
 	int sim_fabric_owned;
 	pthread_mutex_t policy_lock;
 	struct policy *policy;
 	struct log_ratelimit accept_rl;  /* main thread only */
 	struct evconnlistener *admin_listener;
+	TAILQ_HEAD(, admin_conn) admin_conns;
 };
 
 /* The policy in force (a reference: policy_unref() it). */

@@ -17,6 +17,7 @@
 #include <infiniband/verbs.h>
 
 #include "mux.h"
+#include "../common/ibdev.h"
 #include "../common/log.h"
 
 #define UMAD_RX_BUDGET 256
@@ -54,22 +55,6 @@ static void umad_read_gids(struct umad_agent_port *up)
 	}
 	up->ngids = n;
 	pthread_mutex_unlock(&up->gid_lock);
-}
-
-static struct ibv_context *umad_open_verbs(const char *dev)
-{
-	struct ibv_device **list;
-	struct ibv_context *ctx = NULL;
-	int i, n;
-
-	list = ibv_get_device_list(&n);
-	if (list == NULL)
-		return NULL;
-	for (i = 0; i < n; i++)
-		if (strcmp(ibv_get_device_name(list[i]), dev) == 0)
-			ctx = ibv_open_device(list[i]);
-	ibv_free_device_list(list);
-	return ctx;
 }
 
 static int umad_port_open(struct port *p, const struct port_spec *spec)
@@ -121,7 +106,7 @@ static int umad_port_open(struct port *p, const struct port_spec *spec)
 				  p->name, strerror(err));
 		return -err;
 	}
-	up->ctx = umad_open_verbs(up->dev);
+	up->ctx = ibdev_open(up->dev);
 	if (up->ctx == NULL) {
 		log_warnx("umad port %s: cannot open verbs device %s to read "
 			  "its GID table (is ib_uverbs loaded?)", p->name, up->dev);

@@ -86,58 +86,70 @@ json_t *status_snapshot(struct mux *mux)
 		"workers", workers);
 }
 
+/* An open status connection; all are freed at shutdown too. */
+struct status_conn {
+	TAILQ_ENTRY(status_conn) link;
+	struct mux *mux;
+	struct bufferevent *bev;
+};
+
+static void status_conn_free(struct status_conn *sc)
+{
+	TAILQ_REMOVE(&sc->mux->status_conns_list, sc, link);
+	sc->mux->status_conns--;
+	bufferevent_free(sc->bev);
+	free(sc);
+}
+
 static void status_done(struct bufferevent *bev, void *arg)
 {
-	int *count = arg;
-
-	if (evbuffer_get_length(bufferevent_get_output(bev)) > 0)
-		return;
-	bufferevent_free(bev);
-	(*count)--;
+	if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+		status_conn_free(arg);
 }
 
 static void status_event(struct bufferevent *bev, short what, void *arg)
 {
-	int *count = arg;
-
+	(void)bev;
 	(void)what;
-	bufferevent_free(bev);
-	(*count)--;
+	status_conn_free(arg);
 }
 
 static void status_accept(struct evconnlistener *l, evutil_socket_t fd,
 			  struct sockaddr *sa, int salen, void *arg)
 {
 	struct mux *mux = arg;
-	struct bufferevent *bev;
+	struct status_conn *sc;
 	json_t *snap;
 	char *text;
 
 	(void)sa;
 	(void)salen;
-	if (mux->status_conns >= STATUS_MAX_CONNS) {
+	if (mux->status_conns >= STATUS_MAX_CONNS ||
+	    (sc = calloc(1, sizeof(*sc))) == NULL) {
 		close(fd);
 		return;
 	}
-	bev = bufferevent_socket_new(evconnlistener_get_base(l), fd,
-				     BEV_OPT_CLOSE_ON_FREE);
-	if (bev == NULL) {
+	sc->mux = mux;
+	sc->bev = bufferevent_socket_new(evconnlistener_get_base(l), fd,
+					 BEV_OPT_CLOSE_ON_FREE);
+	if (sc->bev == NULL) {
+		free(sc);
 		close(fd);
 		return;
 	}
+	TAILQ_INSERT_TAIL(&mux->status_conns_list, sc, link);
 	mux->status_conns++;
 	snap = status_snapshot(mux);
 	text = json_dumps(snap, JSON_COMPACT);
 	json_decref(snap);
 	if (text) {
-		evbuffer_add(bufferevent_get_output(bev), text, strlen(text));
-		evbuffer_add(bufferevent_get_output(bev), "\n", 1);
+		evbuffer_add(bufferevent_get_output(sc->bev), text, strlen(text));
+		evbuffer_add(bufferevent_get_output(sc->bev), "\n", 1);
 	}
 	free(text);
-	bufferevent_setcb(bev, NULL, status_done, status_event,
-			  &mux->status_conns);
-	bufferevent_disable(bev, EV_READ);
-	bufferevent_enable(bev, EV_WRITE);
+	bufferevent_setcb(sc->bev, NULL, status_done, status_event, sc);
+	bufferevent_disable(sc->bev, EV_READ);
+	bufferevent_enable(sc->bev, EV_WRITE);
 }
 
 int status_listen(struct mux *mux, struct event_base *base)
@@ -147,6 +159,7 @@ int status_listen(struct mux *mux, struct event_base *base)
 
 	if (fd < 0)
 		return fd;
+	TAILQ_INIT(&mux->status_conns_list);
 	mux->status_listener = evconnlistener_new(base, status_accept, mux,
 						  LEV_OPT_CLOSE_ON_FREE, -1, fd);
 	if (mux->status_listener == NULL) {
@@ -158,6 +171,8 @@ int status_listen(struct mux *mux, struct event_base *base)
 
 void status_close(struct mux *mux)
 {
+	while (mux->status_listener && !TAILQ_EMPTY(&mux->status_conns_list))
+		status_conn_free(TAILQ_FIRST(&mux->status_conns_list));
 	if (mux->status_listener) {
 		evconnlistener_free(mux->status_listener);
 		mux->status_listener = NULL;

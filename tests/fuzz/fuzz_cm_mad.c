@@ -56,7 +56,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		router_inbound(r, 0, mad, n, &b, off, &client);
 		memset(mad, 0, sizeof(mad));
 		memcpy(mad, data + off, n);
-		router_outbound(r, 0, 1 + (off / MAD_SIZE) % 2, mad, &b, off);
+		router_outbound(r, 0, 1 + (off / MAD_SIZE) % 2, mad, &b, off, 0);
 		/* Echo: the host ID it got, as a Remote Comm ID. */
 		memcpy(mad + 28, mad + 24, 4);
 		router_inbound(r, 0, mad, MAD_SIZE, &b, off + 1, &client);

@@ -454,6 +454,25 @@ static void test_admin_socket(void **state)
 	assert_int_equal(waitpid(pid, &status, 0), pid);
 	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	assert_true(hd_status_int(&f->d, "counters.admin_actions") == 5);
+	/* Every action is in the daemon's log with who asked. */
+	{
+		char line[512], want[128];
+		int seen_kick = 0, seen_reload = 0;
+		FILE *log = fopen(f->d.log, "r");
+
+		assert_non_null(log);
+		snprintf(want, sizeof(want), "disconnected client %lld", attacker_id);
+		while (fgets(line, sizeof(line), log)) {
+			if (strstr(line, "admin: uid 0 pid ") && strstr(line, want))
+				seen_kick = 1;
+			if (strstr(line, "admin: uid 0 pid ") &&
+			    strstr(line, "reloaded the policy"))
+				seen_reload++;
+		}
+		fclose(log);
+		assert_true(seen_kick);
+		assert_int_equal(seen_reload, 2);
+	}
 	victim_untouched(f, 2);
 }
 
