@@ -50,6 +50,7 @@ static void usage(FILE *f)
 "      --max-clients N         (default 1024)\n"
 "      --max-gids N            GIDs per client (default 64)\n"
 "      --max-comm-ids N        live comm IDs per client (default 4096)\n"
+"      --max-frame BYTES       largest frame a client may send (default 65536)\n"
 "      --client-queue BYTES    output queued to one client before its inbound\n"
 "                              MADs are dropped (default 1048576)\n"
 "      --handshake-timeout-ms MS  how long a connection that has not completed\n"
@@ -153,7 +154,7 @@ enum {
 	OPT_SIM_PORT = 256, OPT_SIM_FABRIC, OPT_SOCKET_MODE, OPT_STATUS_MODE,
 	OPT_MAX_CLIENTS, OPT_MAX_GIDS, OPT_MAX_COMM, OPT_CLIENT_QUEUE,
 	OPT_TIMEWAIT, OPT_SYSLOG, OPT_HANDSHAKE, OPT_SOCKET_OWNER,
-	OPT_SOCKET_GROUP, OPT_STATUS_GROUP,
+	OPT_SOCKET_GROUP, OPT_STATUS_GROUP, OPT_MAX_FRAME,
 };
 
 static void parse_args(struct mux_config *cfg, int argc, char **argv)
@@ -171,6 +172,7 @@ static void parse_args(struct mux_config *cfg, int argc, char **argv)
 		{ "max-gids", required_argument, NULL, OPT_MAX_GIDS },
 		{ "max-comm-ids", required_argument, NULL, OPT_MAX_COMM },
 		{ "client-queue", required_argument, NULL, OPT_CLIENT_QUEUE },
+		{ "max-frame", required_argument, NULL, OPT_MAX_FRAME },
 		{ "timewait-ms", required_argument, NULL, OPT_TIMEWAIT },
 		{ "handshake-timeout-ms", required_argument, NULL, OPT_HANDSHAKE },
 		{ "socket-owner", required_argument, NULL, OPT_SOCKET_OWNER },
@@ -213,6 +215,10 @@ static void parse_args(struct mux_config *cfg, int argc, char **argv)
 			break;
 		case OPT_CLIENT_QUEUE:
 			cfg->client_outq_max = (size_t)parse_num("--client-queue", optarg, 4096, 1L << 30, 10);
+			break;
+		case OPT_MAX_FRAME:
+			cfg->max_payload = (uint32_t)parse_num("--max-frame", optarg,
+				PROTO_MAD_ADDR_SIZE + PROTO_MAD_MAX, PROTO_MAX_PAYLOAD_LIMIT, 10);
 			break;
 		case OPT_TIMEWAIT:
 			cfg->timewait_ms = (unsigned)parse_num("--timewait-ms", optarg, 0, 3600000, 10);

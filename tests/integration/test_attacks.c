@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -330,6 +331,20 @@ static void test_flood_is_rate_limited(void **state)
 	print_message("flood: %lld rate-limited, worst ping of a good client %llu ms\n",
 		      refusals(f, "rate"), (unsigned long long)worst);
 	assert_true(worst < 100u * (unsigned)h_time_scale());
+	/* 600 refusals, but the log holds a handful of lines for them. */
+	{
+		char line[512];
+		int lines = 0;
+		FILE *log = fopen(f->d.log, "r");
+
+		assert_non_null(log);
+		while (fgets(line, sizeof(line), log))
+			if (strstr(line, "(attacker,") && strstr(line, "MAD refused"))
+				lines++;
+		fclose(log);
+		print_message("flood: %d log lines for 600 refusals\n", lines);
+		assert_true(lines >= 1 && lines <= 15);
+	}
 	/* The good client's MADs still go. */
 	req(m, 0x5151, "fd00::5", PEER);
 	assert_int_equal(tc_send_sync(&f->good, PEER, m), 0);
@@ -521,6 +536,37 @@ static void test_fd_exhaustion_does_not_spin(void **state)
 	hd_stop(&d);
 }
 
+/* The sockets get the owner, group and mode asked for; a frame above
+ * --max-frame is refused from its header. */
+static void test_socket_permissions_and_frame_limit(void **state)
+{
+	static const char *const one[] = { "sim0=fd00::1", NULL };
+	static const char *const extra[] = { "--socket-group=65534", "--socket-mode=0660",
+		"--status-group=65534", "--status-mode=0640", "--max-frame=1024", NULL };
+	struct hdaemon d;
+	struct stat st;
+	uint8_t hdr[PROTO_HDR_SIZE], buf[256], kind, flags;
+	uint32_t rid;
+	int s;
+
+	(void)state;
+	hd_start(&d, NULL, one, extra);
+	assert_int_equal(stat(d.sock, &st), 0);
+	assert_int_equal(st.st_gid, 65534);
+	assert_int_equal(st.st_mode & 0777, 0660);
+	assert_int_equal(stat(d.status, &st), 0);
+	assert_int_equal(st.st_gid, 65534);
+	assert_int_equal(st.st_mode & 0777, 0640);
+	s = raw_connect(d.sock);
+	proto_header_encode(hdr, PROTO_KIND_JSON, 0, 1, 1025);
+	assert_int_equal(send(s, hdr, sizeof(hdr), MSG_NOSIGNAL), (ssize_t)sizeof(hdr));
+	assert_true(raw_recv(s, &kind, &flags, &rid, buf, sizeof(buf), H_DEADLINE_MS) > 0);
+	assert_non_null(strstr((char *)buf, "EMSGSIZE"));
+	assert_true(raw_wait_eof(s, H_DEADLINE_MS));
+	close(s);
+	hd_stop(&d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -531,6 +577,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_identity_outside_policy, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_admin_socket, setup, teardown),
 		cmocka_unit_test(test_fd_exhaustion_does_not_spin),
+		cmocka_unit_test(test_socket_permissions_and_frame_limit),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
