@@ -566,3 +566,25 @@ int simpeer_recv(struct simpeer *sp, uint8_t *mad, uint8_t *src, int timeout_ms)
 	}
 	return 0;
 }
+
+void h_mad(uint8_t *mad, uint16_t attr, uint32_t local, uint32_t remote,
+	   uint64_t tid)
+{
+	cm_mad_init(mad, attr, tid);
+	wire_put32(mad + MAD_HDR_SIZE, local);
+	wire_put32(mad + MAD_HDR_SIZE + 4, remote);
+}
+
+void h_req(uint8_t *mad, uint32_t local, const char *src, const char *dst)
+{
+	struct gid s, d;
+
+	assert_int_equal(gid_parse(src, &s), 0);
+	assert_int_equal(gid_parse(dst, &d), 0);
+	h_mad(mad, CM_ATTR_REQ, local, 0, 0x42000000ull | local);
+	cm_field_set(mad, CM_REQ_STARTING_PSN, local & 0xffffff);
+	cm_field_set(mad, CM_REQ_SERVICE_ID, rdma_service_id(RDMA_PS_TCP, 7471));
+	cm_set_gid(mad, CM_REQ_OFF_PRIMARY_LOCAL_GID, &s);
+	cm_set_gid(mad, CM_REQ_OFF_PRIMARY_REMOTE_GID, &d);
+	cma_hdr_build(mad + CM_REQ_OFF_PRIVATE_DATA, &s, &d, 7471);
+}

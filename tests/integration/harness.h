@@ -99,6 +99,13 @@ int raw_wait_eof(int fd, int timeout_ms);
 
 uint64_t h_now_ms(void);
 
+/* CM MADs for tests: any attribute with its comm IDs at P+0 and P+4, and
+ * a REQ from src to dst with rdma_cm's header (Starting PSN = local, a
+ * marker that survives comm-ID translation; TID 0x42000000 | local). */
+void h_mad(uint8_t *mad, uint16_t attr, uint32_t local, uint32_t remote,
+	   uint64_t tid);
+void h_req(uint8_t *mad, uint32_t local, const char *src, const char *dst);
+
 /* A scripted CM peer on the sim fabric: a remote host's CM, as the
  * daemon's sim port sees it (only on sim ports). */
 struct simpeer {

@@ -60,24 +60,6 @@ static void write_file(const char *path, const char *text)
 	fclose(f);
 }
 
-static void mk(uint8_t *mad, uint16_t attr, uint32_t local, uint32_t remote)
-{
-	cm_mad_init(mad, attr, 1);
-	wire_put32(mad + 24, local);
-	wire_put32(mad + 28, remote);
-}
-
-static void req(uint8_t *mad, uint32_t local, const char *src, const char *dst)
-{
-	struct gid s, d;
-
-	gid_parse(src, &s);
-	gid_parse(dst, &d);
-	mk(mad, CM_ATTR_REQ, local, 0);
-	cm_set_gid(mad, CM_REQ_OFF_PRIMARY_LOCAL_GID, &s);
-	cm_set_gid(mad, CM_REQ_OFF_PRIMARY_REMOTE_GID, &d);
-}
-
 static int setup(void **state)
 {
 	static struct fx f;
@@ -106,19 +88,19 @@ static int setup(void **state)
 	assert_int_equal(tc_register(&f.good, "fd00::5"), 0);
 
 	/* The victim's established connection with the peer... */
-	req(m, 0x1234, "fd00::1", PEER);
+	h_req(m, 0x1234, "fd00::1", PEER);
 	assert_int_equal(tc_send_sync(&f.victim, PEER, m), 0);
 	assert_true(simpeer_recv(&f.p, r, NULL, H_DEADLINE_MS));
 	f.victim_host = wire_get32(r + 24);
-	mk(m, CM_ATTR_REP, 0x9001, f.victim_host);
+	h_mad(m, CM_ATTR_REP, 0x9001, f.victim_host, 1);
 	simpeer_send(&f.p, "fd00::1", m);
 	assert_true(tc_pump_until(&f.victim, tc_has_rx, 1, H_DEADLINE_MS));
-	mk(m, CM_ATTR_RTU, 0x1234, 0x9001);
+	h_mad(m, CM_ATTR_RTU, 0x1234, 0x9001, 1);
 	assert_int_equal(tc_send_sync(&f.victim, PEER, m), 0);
 	assert_true(simpeer_recv(&f.p, r, NULL, H_DEADLINE_MS));
 	/* ...and a REQ from the peer it has not answered yet. */
 	f.peer_pending = 0x9002;
-	req(m, f.peer_pending, PEER, "fd00::1");
+	h_req(m, f.peer_pending, PEER, "fd00::1");
 	simpeer_send(&f.p, "fd00::1", m);
 	assert_true(tc_pump_until(&f.victim, tc_has_rx, 2, H_DEADLINE_MS));
 	*state = &f;
@@ -210,7 +192,7 @@ static void test_mad_spoofs(void **state)
 	struct gid g;
 
 	/* A foreign source GID. */
-	req(m, 0x66, "fd00::1", PEER);
+	h_req(m, 0x66, "fd00::1", PEER);
 	gid_parse("fd00::1", &g);
 	memcpy(a.local_gid, g.raw, 16);
 	gid_parse(PEER, &g);
@@ -219,27 +201,27 @@ static void test_mad_spoofs(void **state)
 	assert_true(refusals(f, "source_gid") == 1);
 
 	/* The victim's connection, by its guest ID and by its host ID. */
-	mk(m, CM_ATTR_DREQ, 0x1234, 0x9001);
+	h_mad(m, CM_ATTR_DREQ, 0x1234, 0x9001, 1);
 	assert_int_equal(tc_send_sync(&f->attacker, PEER, m), -ENOENT);
-	mk(m, CM_ATTR_DREQ, f->victim_host, 0x9001);
+	h_mad(m, CM_ATTR_DREQ, f->victim_host, 0x9001, 1);
 	assert_int_equal(tc_send_sync(&f->attacker, PEER, m), -ENOENT);
-	mk(m, CM_ATTR_RTU, 0x1234, 0x9001);
+	h_mad(m, CM_ATTR_RTU, 0x1234, 0x9001, 1);
 	assert_int_equal(tc_send_sync(&f->attacker, PEER, m), -ENOENT);
-	mk(m, CM_ATTR_DREP, 0x1234, 0x9001);
+	h_mad(m, CM_ATTR_DREP, 0x1234, 0x9001, 1);
 	assert_int_equal(tc_send_sync(&f->attacker, PEER, m), -ENOENT);
 	/* A REJ of the peer's side of it (REJ of a REP, which the kernel CM
 	 * accepts by the Remote Comm ID alone), with and without an ID. */
-	mk(m, CM_ATTR_REJ, 0x77, 0x9001);
+	h_mad(m, CM_ATTR_REJ, 0x77, 0x9001, 1);
 	cm_field_set(m, CM_REJ_MESSAGE_REJECTED, CM_MSG_RESPONSE_REP);
 	assert_int_equal(tc_send_sync(&f->attacker, PEER, m), -ENOENT);
-	mk(m, CM_ATTR_REJ, 0, 0x9001);
+	h_mad(m, CM_ATTR_REJ, 0, 0x9001, 1);
 	assert_int_equal(tc_send_sync(&f->attacker, PEER, m), -ENOENT);
 	/* Answering the REQ that went to the victim. */
-	mk(m, CM_ATTR_REP, 0x78, f->peer_pending);
+	h_mad(m, CM_ATTR_REP, 0x78, f->peer_pending, 1);
 	assert_int_equal(tc_send_sync(&f->attacker, PEER, m), -ENOENT);
-	mk(m, CM_ATTR_MRA, 0x79, f->peer_pending);
+	h_mad(m, CM_ATTR_MRA, 0x79, f->peer_pending, 1);
 	assert_int_equal(tc_send_sync(&f->attacker, PEER, m), -ENOENT);
-	mk(m, CM_ATTR_REJ, 0, f->peer_pending);
+	h_mad(m, CM_ATTR_REJ, 0, f->peer_pending, 1);
 	assert_int_equal(tc_send_sync(&f->attacker, PEER, m), -ENOENT);
 	assert_true(refusals(f, "comm_id") == 9);
 	victim_untouched(f, 2);
@@ -252,21 +234,21 @@ static void test_malformed_mads(void **state)
 	uint8_t m[MAD_SIZE], buf[PROTO_HDR_SIZE + 64 + 300];
 	struct gid g;
 
-	req(m, 0x70, "fd00::3", PEER);
+	h_req(m, 0x70, "fd00::3", PEER);
 	m[MAD_OFF_MGMT_CLASS] = 0x04;           /* SA */
 	assert_int_equal(tc_send_sync(&f->attacker, PEER, m), -EBADMSG);
-	req(m, 0x70, "fd00::3", PEER);
+	h_req(m, 0x70, "fd00::3", PEER);
 	m[MAD_OFF_CLASS_VERSION] = 1;
 	assert_int_equal(tc_send_sync(&f->attacker, PEER, m), -EBADMSG);
-	req(m, 0x70, "fd00::3", PEER);
+	h_req(m, 0x70, "fd00::3", PEER);
 	m[MAD_OFF_METHOD] = MAD_METHOD_GET;
 	assert_int_equal(tc_send_sync(&f->attacker, PEER, m), -EOPNOTSUPP);
-	mk(m, CM_ATTR_CLASS_PORT_INFO, 0x70, 0);
+	h_mad(m, CM_ATTR_CLASS_PORT_INFO, 0x70, 0, 1);
 	assert_int_equal(tc_send_sync(&f->attacker, PEER, m), -ENOMSG);
-	mk(m, 0x001b, 0x70, 0);                 /* SAP */
+	h_mad(m, 0x001b, 0x70, 0, 1);                 /* SAP */
 	assert_int_equal(tc_send_sync(&f->attacker, PEER, m), -ENOMSG);
 	/* A P_Key index beyond the port's table (the sim port has one). */
-	req(m, 0x70, "fd00::3", PEER);
+	h_req(m, 0x70, "fd00::3", PEER);
 	gid_parse("fd00::3", &g);
 	memcpy(a.local_gid, g.raw, 16);
 	gid_parse(PEER, &g);
@@ -311,7 +293,7 @@ static void test_flood_is_rate_limited(void **state)
 
 	/* RTUs for a connection it does not have: each would be refused
 	 * anyway; the rate limit must refuse them first. */
-	mk(m, CM_ATTR_RTU, 0x55, 0x1);
+	h_mad(m, CM_ATTR_RTU, 0x55, 0x1, 1);
 	for (i = 0; i < 600; i++) {
 		assert_int_equal(tc_send(&f->attacker, PEER, m), 0);
 		if (i % 60 == 0) {
@@ -346,7 +328,7 @@ static void test_flood_is_rate_limited(void **state)
 		assert_true(lines >= 1 && lines <= 15);
 	}
 	/* The good client's MADs still go. */
-	req(m, 0x5151, "fd00::5", PEER);
+	h_req(m, 0x5151, "fd00::5", PEER);
 	assert_int_equal(tc_send_sync(&f->good, PEER, m), 0);
 	{
 		uint8_t r[MAD_SIZE];

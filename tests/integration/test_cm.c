@@ -74,27 +74,6 @@ static int teardown(void **state)
 	return 0;
 }
 
-static void mk(uint8_t *mad, uint16_t attr, uint32_t local, uint32_t remote,
-	       uint64_t tid)
-{
-	cm_mad_init(mad, attr, tid);
-	wire_put32(mad + 24, local);
-	wire_put32(mad + 28, remote);
-}
-
-static void req(uint8_t *mad, uint32_t local, const char *src, const char *dst)
-{
-	struct gid s, d;
-
-	gid_parse(src, &s);
-	gid_parse(dst, &d);
-	mk(mad, CM_ATTR_REQ, local, 0, 0x42000000ull | local);
-	cm_field_set(mad, CM_REQ_SERVICE_ID, rdma_service_id(RDMA_PS_TCP, 7471));
-	cm_set_gid(mad, CM_REQ_OFF_PRIMARY_LOCAL_GID, &s);
-	cm_set_gid(mad, CM_REQ_OFF_PRIMARY_REMOTE_GID, &d);
-	cma_hdr_build(mad + CM_REQ_OFF_PRIVATE_DATA, &s, &d, 7471);
-}
-
 static uint32_t local_of(const uint8_t *m) { return wire_get32(m + 24); }
 static uint32_t remote_of(const uint8_t *m) { return wire_get32(m + 28); }
 
@@ -120,10 +99,10 @@ static void test_same_comm_id_two_vms(void **state)
 	uint8_t m[MAD_SIZE], ra[MAD_SIZE], rb[MAD_SIZE];
 	uint32_t ha, hb;
 
-	req(m, 0x1234, "fd00::1", PEER);
+	h_req(m, 0x1234, "fd00::1", PEER);
 	assert_int_equal(tc_send_sync(&f->a, PEER, m), 0);
 	peer_expect(f, CM_ATTR_REQ, ra);
-	req(m, 0x1234, "fd00::2", PEER);
+	h_req(m, 0x1234, "fd00::2", PEER);
 	assert_int_equal(tc_send_sync(&f->b, PEER, m), 0);
 	peer_expect(f, CM_ATTR_REQ, rb);
 	ha = local_of(ra);
@@ -133,9 +112,9 @@ static void test_same_comm_id_two_vms(void **state)
 	assert_int_equal(wire_get64(ra + 8) & 0xffffffff, ha);
 
 	/* REP to B first, then to A. */
-	mk(m, CM_ATTR_REP, 0x900b, hb, wire_get64(rb + 8));
+	h_mad(m, CM_ATTR_REP, 0x900b, hb, wire_get64(rb + 8));
 	simpeer_send(&f->p, "fd00::2", m);
-	mk(m, CM_ATTR_REP, 0x900a, ha, wire_get64(ra + 8));
+	h_mad(m, CM_ATTR_REP, 0x900a, ha, wire_get64(ra + 8));
 	simpeer_send(&f->p, "fd00::1", m);
 	vm_expect(&f->a, 1, CM_ATTR_REP);
 	vm_expect(&f->b, 1, CM_ATTR_REP);
@@ -147,22 +126,22 @@ static void test_same_comm_id_two_vms(void **state)
 	assert_int_equal(wire_get64(f->a.rx[0].mad + 8), 0x42000000ull | 0x1234);
 
 	/* RTU from both; the peer tells them apart by host ID. */
-	mk(m, CM_ATTR_RTU, 0x1234, 0x900a, 1);
+	h_mad(m, CM_ATTR_RTU, 0x1234, 0x900a, 1);
 	assert_int_equal(tc_send_sync(&f->a, PEER, m), 0);
 	peer_expect(f, CM_ATTR_RTU, ra);
 	assert_int_equal(local_of(ra), ha);
-	mk(m, CM_ATTR_RTU, 0x1234, 0x900b, 1);
+	h_mad(m, CM_ATTR_RTU, 0x1234, 0x900b, 1);
 	assert_int_equal(tc_send_sync(&f->b, PEER, m), 0);
 	peer_expect(f, CM_ATTR_RTU, rb);
 	assert_int_equal(local_of(rb), hb);
 	assert_true(hd_status_int(&f->d, "routing.established") == 2);
 
 	/* The peer disconnects A only. */
-	mk(m, CM_ATTR_DREQ, 0x900a, ha, 2);
+	h_mad(m, CM_ATTR_DREQ, 0x900a, ha, 2);
 	simpeer_send(&f->p, "fd00::1", m);
 	vm_expect(&f->a, 2, CM_ATTR_DREQ);
 	assert_int_equal(remote_of(f->a.rx[1].mad), 0x1234);
-	mk(m, CM_ATTR_DREP, 0x1234, 0x900a, 2);
+	h_mad(m, CM_ATTR_DREP, 0x1234, 0x900a, 2);
 	assert_int_equal(tc_send_sync(&f->a, PEER, m), 0);
 	peer_expect(f, CM_ATTR_DREP, ra);
 	assert_int_equal(local_of(ra), ha);
@@ -218,30 +197,30 @@ static void test_peer_retransmits_and_mra(void **state)
 	uint8_t m[MAD_SIZE], r[MAD_SIZE];
 	uint32_t h;
 
-	req(m, 0xc0ffee, PEER, "fd00::1");
+	h_req(m, 0xc0ffee, PEER, "fd00::1");
 	simpeer_send(&f->p, "fd00::1", m);
 	simpeer_send(&f->p, "fd00::1", m);
 	vm_expect(&f->a, 2, CM_ATTR_REQ);
 	assert_memory_equal(f->a.rx[0].mad, f->a.rx[1].mad, MAD_SIZE);
-	mk(m, CM_ATTR_MRA, 0x51, 0xc0ffee, 7);
+	h_mad(m, CM_ATTR_MRA, 0x51, 0xc0ffee, 7);
 	assert_int_equal(tc_send_sync(&f->a, PEER, m), 0);
 	peer_expect(f, CM_ATTR_MRA, r);
 	h = local_of(r);
 	assert_true(h != 0x51 && h != 0);
-	mk(m, CM_ATTR_REP, 0x51, 0xc0ffee, 7);
+	h_mad(m, CM_ATTR_REP, 0x51, 0xc0ffee, 7);
 	assert_int_equal(tc_send_sync(&f->a, PEER, m), 0);
 	peer_expect(f, CM_ATTR_REP, r);
 	assert_int_equal(local_of(r), h);       /* same connection, same ID */
-	mk(m, CM_ATTR_RTU, 0xc0ffee, h, 7);
+	h_mad(m, CM_ATTR_RTU, 0xc0ffee, h, 7);
 	simpeer_send(&f->p, "fd00::1", m);
 	vm_expect(&f->a, 3, CM_ATTR_RTU);
 	assert_int_equal(remote_of(f->a.rx[2].mad), 0x51);
 	assert_true(hd_status_int(&f->d, "routing.established") == 1);
 	/* The peer MRAs the VM's own REQ: it reaches the VM. */
-	req(m, 0x61, "fd00::2", PEER);
+	h_req(m, 0x61, "fd00::2", PEER);
 	assert_int_equal(tc_send_sync(&f->b, PEER, m), 0);
 	peer_expect(f, CM_ATTR_REQ, r);
-	mk(m, CM_ATTR_MRA, 0x888, local_of(r), 8);
+	h_mad(m, CM_ATTR_MRA, 0x888, local_of(r), 8);
 	simpeer_send(&f->p, "fd00::2", m);
 	vm_expect(&f->b, 1, CM_ATTR_MRA);
 	assert_int_equal(remote_of(f->b.rx[0].mad), 0x61);
@@ -254,10 +233,10 @@ static void test_timeout_rej_after_abandoned_req(void **state)
 	struct fx *f = *state;
 	uint8_t m[MAD_SIZE];
 
-	req(m, 0xdead01, PEER, "fd00::2");
+	h_req(m, 0xdead01, PEER, "fd00::2");
 	simpeer_send(&f->p, "fd00::2", m);
 	vm_expect(&f->b, 1, CM_ATTR_REQ);
-	mk(m, CM_ATTR_REJ, 0xdead01, 0, 9);
+	h_mad(m, CM_ATTR_REJ, 0xdead01, 0, 9);
 	cm_field_set(m, CM_REJ_REASON, CM_REJ_REASON_TIMEOUT);
 	simpeer_send(&f->p, "fd00::2", m);
 	vm_expect(&f->b, 2, CM_ATTR_REJ);
@@ -266,7 +245,7 @@ static void test_timeout_rej_after_abandoned_req(void **state)
 	tc_pump_until(&f->a, tc_has_rx, 1, 100);
 	assert_int_equal(f->a.nrx, 0);
 	/* A REJ with no record at all is dropped and counted. */
-	mk(m, CM_ATTR_REJ, 0xdead02, 0, 9);
+	h_mad(m, CM_ATTR_REJ, 0xdead02, 0, 9);
 	simpeer_send(&f->p, "fd00::2", m);
 	assert_true(tc_pump_until(&f->b, tc_has_rx, 3, 300) == 0);
 	assert_true(hd_status_int(&f->d, "counters.drops.zero_remote_comm_id") == 1);
@@ -297,19 +276,19 @@ static void test_lifetimes(void **state)
 	uint32_t h;
 	json_t *st, *c;
 
-	req(m, 0x71, "fd00::1", PEER);
+	h_req(m, 0x71, "fd00::1", PEER);
 	assert_int_equal(tc_send_sync(&f->a, PEER, m), 0);
 	peer_expect(f, CM_ATTR_REQ, r);
 	h = local_of(r);
-	mk(m, CM_ATTR_REP, 0x171, h, 1);
+	h_mad(m, CM_ATTR_REP, 0x171, h, 1);
 	simpeer_send(&f->p, "fd00::1", m);
 	vm_expect(&f->a, 1, CM_ATTR_REP);
-	mk(m, CM_ATTR_RTU, 0x71, 0x171, 1);
+	h_mad(m, CM_ATTR_RTU, 0x71, 0x171, 1);
 	assert_int_equal(tc_send_sync(&f->a, PEER, m), 0);
 	peer_expect(f, CM_ATTR_RTU, r);
 	/* An abandoned handshake from B. */
 	t0 = h_now_ms();
-	req(m, 0x72, "fd00::2", PEER);
+	h_req(m, 0x72, "fd00::2", PEER);
 	assert_int_equal(tc_send_sync(&f->b, PEER, m), 0);
 	peer_expect(f, CM_ATTR_REQ, r);
 	st = hd_status(&f->d);
@@ -325,10 +304,10 @@ static void test_lifetimes(void **state)
 	assert_true(h_now_ms() - t0 >= 600);
 	/* The peer starts a connection to B, B answers REP, and the peer
 	 * disappears mid-handshake: B's mapping is abandoned in time. */
-	req(m, 0xabc0, PEER, "fd00::2");
+	h_req(m, 0xabc0, PEER, "fd00::2");
 	simpeer_send(&f->p, "fd00::2", m);
 	vm_expect(&f->b, 1, CM_ATTR_REQ);
-	mk(m, CM_ATTR_REP, 0x73, 0xabc0, 3);
+	h_mad(m, CM_ATTR_REP, 0x73, 0xabc0, 3);
 	assert_int_equal(tc_send_sync(&f->b, PEER, m), 0);
 	peer_expect(f, CM_ATTR_REP, r);
 	t0 = h_now_ms();
@@ -338,10 +317,10 @@ static void test_lifetimes(void **state)
 	/* Three handshake periods idle: the established one stays. */
 	poll(NULL, 0, 3 * 600);
 	assert_true(hd_status_int(&f->d, "routing.established") == 1);
-	mk(m, CM_ATTR_DREQ, 0x171, h, 2);
+	h_mad(m, CM_ATTR_DREQ, 0x171, h, 2);
 	simpeer_send(&f->p, "fd00::1", m);
 	vm_expect(&f->a, 2, CM_ATTR_DREQ);
-	mk(m, CM_ATTR_DREP, 0x71, 0x171, 2);
+	h_mad(m, CM_ATTR_DREP, 0x71, 0x171, 2);
 	assert_int_equal(tc_send_sync(&f->a, PEER, m), 0);
 	t0 = h_now_ms();
 	assert_true(wait_comm_ids(&f->d, 0, 400 + 250 + 500 * h_time_scale()));
@@ -355,12 +334,12 @@ static void test_disconnect_mid_handshake(void **state)
 	struct fx *f = *state;
 	uint8_t m[MAD_SIZE], r[MAD_SIZE];
 
-	req(m, 0x81, "fd00::1", PEER);
+	h_req(m, 0x81, "fd00::1", PEER);
 	assert_int_equal(tc_send_sync(&f->a, PEER, m), 0);
 	peer_expect(f, CM_ATTR_REQ, r);
 	tc_close(&f->a);
 	assert_true(wait_comm_ids(&f->d, 0, H_DEADLINE_MS));
-	mk(m, CM_ATTR_REP, 0x181, local_of(r), 1);
+	h_mad(m, CM_ATTR_REP, 0x181, local_of(r), 1);
 	simpeer_send(&f->p, "fd00::1", m);
 	assert_true(tc_pump_until(&f->b, tc_has_rx, 1, 300) == 0);
 	assert_true(hd_status_int(&f->d, "counters.drops.unknown_comm_id") == 1);

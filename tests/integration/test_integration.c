@@ -52,31 +52,6 @@ static int teardown_daemon(void **state)
 	return 0;
 }
 
-static void make_req(uint8_t *mad, uint32_t local, const char *src,
-		     const char *dst)
-{
-	struct gid s, d;
-
-	gid_parse(src, &s);
-	gid_parse(dst, &d);
-	cm_mad_init(mad, CM_ATTR_REQ, ((uint64_t)1 << 32) | local);
-	cm_field_set(mad, CM_REQ_LOCAL_COMM_ID, local);
-	/* A marker that survives comm-ID translation. */
-	cm_field_set(mad, CM_REQ_STARTING_PSN, local & 0xffffff);
-	cm_field_set(mad, CM_REQ_SERVICE_ID, rdma_service_id(RDMA_PS_TCP, 7471));
-	cm_set_gid(mad, CM_REQ_OFF_PRIMARY_LOCAL_GID, &s);
-	cm_set_gid(mad, CM_REQ_OFF_PRIMARY_REMOTE_GID, &d);
-	cma_hdr_build(mad + CM_REQ_OFF_PRIVATE_DATA, &s, &d, 7471);
-}
-
-static void make_reply(uint8_t *mad, uint16_t attr, uint32_t local,
-		       uint32_t remote)
-{
-	cm_mad_init(mad, attr, 1);
-	wire_put32(mad + 24, local);
-	wire_put32(mad + 28, remote);
-}
-
 static void connect_client(struct tclient *tc, struct hdaemon *d,
 			   const char *name, const char *gid)
 {
@@ -211,7 +186,7 @@ static void test_multi_client_routing(void **state)
 	gid_parse("fd00::2", &gb);
 
 	/* REQ by destination GID, with a GRH naming both ends. */
-	make_req(mad, 0xa0001, "fd00::1", "fd00::2");
+	h_req(mad, 0xa0001, "fd00::1", "fd00::2");
 	assert_int_equal(tc_send_sync(&a, "fd00::2", mad), 0);
 	assert_true(tc_pump_until(&b, tc_has_rx, 1, H_DEADLINE_MS));
 	assert_int_equal(b.rx[0].len, MAD_SIZE);
@@ -237,14 +212,14 @@ static void test_multi_client_routing(void **state)
 
 	/* REP by A's (host) comm ID, which A sees as its own again; RTU by
 	 * B's. */
-	make_reply(mad, CM_ATTR_REP, 0xb0001, host_a);
+	h_mad(mad, CM_ATTR_REP, 0xb0001, host_a, 1);
 	assert_int_equal(tc_send_sync(&b, "fd00::1", mad), 0);
 	assert_true(tc_pump_until(&a, tc_has_rx, 1, H_DEADLINE_MS));
 	assert_int_equal(cm_mad_attr_id(a.rx[0].mad), CM_ATTR_REP);
 	assert_int_equal(wire_get32(a.rx[0].mad + 28), 0xa0001);
 	host_b = wire_get32(a.rx[0].mad + 24);
 	assert_true(host_b != 0 && host_b != 0xb0001);
-	make_reply(mad, CM_ATTR_RTU, 0xa0001, host_b);
+	h_mad(mad, CM_ATTR_RTU, 0xa0001, host_b, 1);
 	assert_int_equal(tc_send_sync(&a, "fd00::2", mad), 0);
 	assert_true(tc_pump_until(&b, tc_has_rx, 2, H_DEADLINE_MS));
 	assert_int_equal(cm_mad_attr_id(b.rx[1].mad), CM_ATTR_RTU);
@@ -303,7 +278,7 @@ static void test_spoofed_source_refused(void **state)
 	connect_client(&a, &f->d, "a", "fd00::1");
 	connect_client(&b, &f->d, "b", "fd00::2");
 	/* A claims B's GID as its source. */
-	make_req(mad, 0x51, "fd00::2", "fd00::1");
+	h_req(mad, 0x51, "fd00::2", "fd00::1");
 	memset(&addr, 0, sizeof(addr));
 	addr.grh = 1;
 	addr.remote_qpn = 1;
@@ -317,7 +292,7 @@ static void test_spoofed_source_refused(void **state)
 	muxbe_last_error(a.mb, err, sizeof(err));
 	assert_non_null(strstr(err, "source GID"));
 	/* Not a CM Send MAD; not 256 bytes; no such port. */
-	make_req(mad, 0x52, "fd00::1", "fd00::2");
+	h_req(mad, 0x52, "fd00::1", "fd00::2");
 	mad[1] = 0x04;
 	assert_int_equal(tc_send_sync(&a, "fd00::2", mad), -EBADMSG);
 	mad[1] = 0x07;
@@ -328,9 +303,9 @@ static void test_spoofed_source_refused(void **state)
 	addr.port = 5;
 	assert_int_equal(muxbe_send_mad_sync(a.mb, &addr, mad, MAD_SIZE), -ENODEV);
 	/* A comm ID another client owns. */
-	make_req(mad, 0x60, "fd00::2", "fd00::1");
+	h_req(mad, 0x60, "fd00::2", "fd00::1");
 	assert_int_equal(tc_send_sync(&b, "fd00::1", mad), 0);
-	make_reply(mad, CM_ATTR_DREQ, 0x60, 0x99);
+	h_mad(mad, CM_ATTR_DREQ, 0x60, 0x99, 1);
 	assert_int_equal(tc_send_sync(&a, "fd00::2", mad), -ENOENT);
 	/* None of it reached B; only B's own REQ reached A. */
 	barrier(&b);
@@ -340,7 +315,7 @@ static void test_spoofed_source_refused(void **state)
 	assert_int_equal(a.nrx, 1);
 	assert_true(hd_status_int(&f->d, "counters.tx_refused") == 5);
 	/* The async API reports the same verdict through send_done. */
-	make_reply(mad, CM_ATTR_DREQ, 0x60, 0x99);
+	h_mad(mad, CM_ATTR_DREQ, 0x60, 0x99, 1);
 	assert_int_equal(tc_send(&a, "fd00::2", mad), 0);
 	assert_true(tc_pump_until(&a, tc_has_sends, 1, H_DEADLINE_MS));
 	assert_int_equal(a.sends_failed, 1);
@@ -398,7 +373,7 @@ static void test_cleanup_on_disconnect(void **state)
 
 	connect_client(&a, &f->d, "a", "fd00::1");
 	connect_client(&b, &f->d, "b", "fd00::2");
-	make_req(mad, 0x77, "fd00::1", "fd00::3");
+	h_req(mad, 0x77, "fd00::1", "fd00::3");
 	assert_int_equal(tc_send_sync(&a, "fd00::3", mad), 0);
 	assert_true(status_counts_are(&f->d, 2, 1, 2));
 	st = hd_status(&f->d);
@@ -415,7 +390,7 @@ static void test_cleanup_on_disconnect(void **state)
 		struct simpeer p;
 
 		simpeer_open(&p, &f->d, "peer", "fd99::1");
-		make_reply(mad, CM_ATTR_REP, 0x88, host_a);
+		h_mad(mad, CM_ATTR_REP, 0x88, host_a, 1);
 		simpeer_send(&p, "fd00::1", mad);
 		assert_true(wait_status_int(&f->d, "counters.drops.unknown_comm_id", 1));
 		simpeer_close(&p);
@@ -434,7 +409,7 @@ static void test_cleanup_on_disconnect(void **state)
 		if (tc_connect(&k, &f->d, "doomed", 1, 0, err, sizeof(err)) ||
 		    tc_register(&k, "fd00::4"))
 			_exit(1);
-		make_req(mad, 0x99, "fd00::4", "fd00::2");
+		h_req(mad, 0x99, "fd00::4", "fd00::2");
 		if (tc_send_sync(&k, "fd00::2", mad))
 			_exit(1);
 		kill(getpid(), SIGSTOP);
@@ -519,13 +494,13 @@ static void test_stopped_client_does_not_delay_others(void **state)
 	/* Far more than S's queue (64 KiB, set by this test's daemon) and
 	 * its socket buffers can hold. */
 	for (i = 0; i < 3000; i++) {
-		make_req(mad, 0x100000 + (uint32_t)i, "fd00::1", "fd00::5");
+		h_req(mad, 0x100000 + (uint32_t)i, "fd00::1", "fd00::5");
 		assert_int_equal(tc_send(&a, "fd00::5", mad), 0);
 		if (i % 100 == 0) {
 			/* B and C keep working meanwhile. */
 			t0 = h_now_ms();
 			assert_int_equal(muxbe_ping(b.mb), 0);
-			make_req(mad, 0x200000 + (uint32_t)i, "fd00::2", "fd00::3");
+			h_req(mad, 0x200000 + (uint32_t)i, "fd00::2", "fd00::3");
 			assert_int_equal(tc_send_sync(&b, "fd00::3", mad), 0);
 			assert_true(tc_pump_until(&c, tc_has_rx, i / 100 + 1, H_DEADLINE_MS));
 			dt = h_now_ms() - t0;
@@ -640,7 +615,7 @@ static void test_port_state_events(void **state)
 	assert_non_null(fp);
 	fclose(fp);
 	assert_true(tc_pump_until(&a, tc_port_down, 1, H_DEADLINE_MS));
-	make_req(mad, 0x31, "fd00::1", "fd00::2");
+	h_req(mad, 0x31, "fd00::1", "fd00::2");
 	assert_int_equal(tc_send_sync(&a, "fd00::2", mad), -ENETDOWN);
 	assert_int_equal(unlink(path), 0);
 	assert_true(tc_pump_until(&a, tc_port_up, 2, H_DEADLINE_MS));
@@ -673,10 +648,10 @@ static void test_two_daemons_share_fabric(void **state)
 			assert_int_equal(muxbe_register_gid(b.mb, "simb", g.raw, &b.port), 0);
 		}
 	}
-	make_req(mad, 0xd1, "fd00::1", "fd01::2");
+	h_req(mad, 0xd1, "fd00::1", "fd01::2");
 	assert_int_equal(tc_send_sync(&a, "fd01::2", mad), 0);
 	assert_true(tc_pump_until(&b, tc_has_rx, 1, H_DEADLINE_MS));
-	make_reply(mad, CM_ATTR_REP, 0xd2, wire_get32(b.rx[0].mad + 24));
+	h_mad(mad, CM_ATTR_REP, 0xd2, wire_get32(b.rx[0].mad + 24), 1);
 	assert_int_equal(tc_send_sync(&b, "fd00::1", mad), 0);
 	assert_true(tc_pump_until(&a, tc_has_rx, 1, H_DEADLINE_MS));
 	assert_int_equal(cm_mad_attr_id(a.rx[0].mad), CM_ATTR_REP);
@@ -727,7 +702,7 @@ static void test_library_queues_without_buffers(void **state)
 	assert_int_equal(tc_connect(&b, &f->d, "b", 0, 3, err, sizeof(err)), 0);
 	assert_int_equal(tc_register(&b, "fd00::2"), 0);
 	for (i = 0; i < 5; i++) {
-		make_req(mad, 0x300 + (uint32_t)i, "fd00::1", "fd00::2");
+		h_req(mad, 0x300 + (uint32_t)i, "fd00::1", "fd00::2");
 		assert_int_equal(tc_send_sync(&a, "fd00::2", mad), 0);
 	}
 	/* Wait until all five reached the library. */
@@ -826,7 +801,7 @@ static void test_library_is_thread_safe(void **state)
 		assert_int_equal(pthread_create(&th[i], NULL, ping_thread, &p[i]), 0);
 	}
 	for (i = 0; i < 200; i++) {
-		make_req(mad, 0x4000 + (uint32_t)i, "fd00::1", "fd00::2");
+		h_req(mad, 0x4000 + (uint32_t)i, "fd00::1", "fd00::2");
 		assert_int_equal(tc_send(&a, "fd00::2", mad), 0);
 		muxbe_process(b.mb);
 		muxbe_process(a.mb);
@@ -882,7 +857,7 @@ static void test_several_ports(void **state)
 	gid_parse("fd00::1", &g);
 	memcpy(a0.gid, g.raw, 16);
 	assert_int_equal(muxbe_register_gid(a0.mb, "p1", g.raw, &a0.port), 0);
-	make_req(mad, 0x71, "fd00::1", "fd00::2");
+	h_req(mad, 0x71, "fd00::1", "fd00::2");
 	assert_int_equal(tc_send_sync(&a0, "fd00::2", mad), 0);
 	assert_true(tc_pump_until(&b1, tc_has_rx, 1, H_DEADLINE_MS));
 	assert_int_equal(b1.rx[0].addr.port, 1);
