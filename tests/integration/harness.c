@@ -229,6 +229,17 @@ long long json_path_int(json_t *root, const char *path)
 	return json_integer_value(cur);
 }
 
+json_t *h_client(json_t *status, const char *name)
+{
+	json_t *c;
+	size_t i;
+
+	json_array_foreach(json_object_get(status, "clients"), i, c)
+		if (strcmp(json_string_value(json_object_get(c, "name")), name) == 0)
+			return c;
+	return NULL;
+}
+
 long long hd_status_int(struct hdaemon *d, const char *path)
 {
 	json_t *st = hd_status(d);

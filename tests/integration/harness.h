@@ -38,6 +38,8 @@ json_t *hd_status(struct hdaemon *d);
 /* A counter from the status: path like "counters.drops.client_queue_full". */
 long long hd_status_int(struct hdaemon *d, const char *path);
 long long json_path_int(json_t *root, const char *path);
+/* The status entry of the client that said this name in its hello. */
+json_t *h_client(json_t *status, const char *name);
 
 #define TC_BUFS 32
 #define TC_RX_MAX 4096

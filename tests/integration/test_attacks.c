@@ -123,17 +123,6 @@ static int teardown(void **state)
 	return 0;
 }
 
-static json_t *client_named(json_t *st, const char *name)
-{
-	json_t *c;
-	size_t i;
-
-	json_array_foreach(json_object_get(st, "clients"), i, c)
-		if (strcmp(json_string_value(json_object_get(c, "name")), name) == 0)
-			return c;
-	return NULL;
-}
-
 /* The victim is as it was: its connection established, nothing new
  * delivered to it, nothing from the attacker on the wire. */
 static void victim_untouched(struct fx *f, int victim_rx)
@@ -148,7 +137,7 @@ static void victim_untouched(struct fx *f, int victim_rx)
 	assert_int_equal(f->victim.nrx, victim_rx);
 	assert_int_equal(simpeer_recv(&f->p, r, NULL, 100), 0);
 	st = hd_status(&f->d);
-	v = client_named(st, "victim");
+	v = h_client(st, "victim");
 	assert_non_null(v);
 	json_array_foreach(json_object_get(v, "connections"), i, c)
 		if (json_integer_value(json_object_get(c, "host_id")) == f->victim_host &&
@@ -412,7 +401,7 @@ static void test_admin_socket(void **state)
 	int status;
 
 	st = hd_status(&f->d);
-	attacker_id = json_path_int(client_named(st, "attacker"), "id");
+	attacker_id = json_path_int(h_client(st, "attacker"), "id");
 	json_decref(st);
 	/* Root disconnects the attacker; it is told, and it is gone. */
 	snprintf(req_text, sizeof(req_text),

@@ -324,8 +324,6 @@ static void test_spoofed_source_refused(void **state)
 	tc_close(&b);
 }
 
-static json_t *client_by_name(json_t *st, const char *name);
-
 static int wait_status_int(struct hdaemon *d, const char *path, long long want)
 {
 	uint64_t deadline = h_now_ms() + H_DEADLINE_MS;
@@ -378,7 +376,7 @@ static void test_cleanup_on_disconnect(void **state)
 	assert_true(status_counts_are(&f->d, 2, 1, 2));
 	st = hd_status(&f->d);
 	host_a = (uint32_t)json_path_int(json_array_get(json_object_get(
-		client_by_name(st, "a"), "connections"), 0), "host_id");
+		h_client(st, "a"), "connections"), 0), "host_id");
 	json_decref(st);
 	tc_close(&a);
 	assert_true(wait_status_counts(&f->d, 1, 0, 1));
@@ -427,17 +425,6 @@ static void test_cleanup_on_disconnect(void **state)
 	tc_close(&b);
 }
 
-static json_t *client_by_name(json_t *st, const char *name)
-{
-	json_t *cl;
-	size_t k;
-
-	json_array_foreach(json_object_get(st, "clients"), k, cl)
-		if (strcmp(json_string_value(json_object_get(cl, "name")), name) == 0)
-			return cl;
-	return NULL;
-}
-
 static int wait_client_settled(struct hdaemon *d, const char *name, long long n)
 {
 	uint64_t deadline = h_now_ms() + H_DEADLINE_MS;
@@ -446,7 +433,7 @@ static int wait_client_settled(struct hdaemon *d, const char *name, long long n)
 
 	for (;;) {
 		st = hd_status(d);
-		cl = client_by_name(st, name);
+		cl = h_client(st, name);
 		/* The sim wire itself may lose some under this burst; it
 		 * counts them, as a NIC would. */
 		ok = cl && json_path_int(cl, "counters.mads_delivered") +
@@ -519,7 +506,7 @@ static void test_stopped_client_does_not_delay_others(void **state)
 	assert_int_equal(c.nrx, 30);
 	st = hd_status(&f->d);
 	assert_true(json_path_int(st, "counters.drops.client_queue_full") > 0);
-	dropped = json_path_int(client_by_name(st, "stopped"), "counters.mads_dropped");
+	dropped = json_path_int(h_client(st, "stopped"), "counters.mads_dropped");
 	assert_true(dropped > 0);
 	assert_true(json_path_int(st, "counters.drops.client_queue_full") == dropped);
 	/* Its queue stayed bounded. */
@@ -754,7 +741,7 @@ static void test_status_socket_is_read_only(void **state)
 		json_object_get(st, "daemon"), "version")), "0.1.0");
 	assert_int_equal(json_array_size(json_object_get(st, "ports")), 1);
 	/* Identity comes from the kernel (SO_PEERCRED), not the client. */
-	cl = client_by_name(st, "a");
+	cl = h_client(st, "a");
 	assert_non_null(cl);
 	assert_int_equal(json_path_int(cl, "pid"), getpid());
 	assert_int_equal(json_path_int(cl, "uid"), getuid());
