@@ -52,8 +52,10 @@ static int port_answer_class_request(struct port *p, const struct proto_mad *m)
 	resp.mad_len = MAD_SIZE;
 	memcpy(local.raw, m->addr.local_gid, 16);
 	idx = p->ops->gid_index(p, &local);
-	if (idx >= 0 && p->ops->send(p, &resp, idx) == 0)
-		atomic_fetch_add(&p->mux->stats.class_requests_answered, 1);
+	/* Counted before it leaves, so the count is never behind the wire. */
+	atomic_fetch_add(&p->mux->stats.class_requests_answered, 1);
+	if (idx < 0 || p->ops->send(p, &resp, idx) != 0)
+		atomic_fetch_add(&p->tx_errors, 1);
 	return 1;
 }
 
