@@ -116,8 +116,10 @@ json_t *clients_json(struct clients *c, struct router *r)
 
 	pthread_mutex_lock(&c->lock);
 	RB_FOREACH(ci, client_tree, &c->tree) {
+		json_t *o;
+
 		router_client_counts(r, ci->id, &rc);
-		json_array_append_new(arr, json_pack(
+		o = json_pack(
 			"{s:I, s:s, s:i, s:i, s:i, s:i, s:I, s:o, s:o,"
 			" s:{s:i, s:i, s:i, s:i, s:i, s:i, s:i},"
 			" s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I}}",
@@ -144,7 +146,11 @@ json_t *clients_json(struct clients *c, struct router *r)
 			(json_int_t)atomic_load(&ci->ctr.mads_dropped),
 			"malformed", (json_int_t)atomic_load(&ci->ctr.malformed),
 			"outq_bytes",
-			(json_int_t)atomic_load(&ci->ctr.outq_bytes)));
+			(json_int_t)atomic_load(&ci->ctr.outq_bytes));
+		/* Which policy rule it runs under (set at hello). */
+		json_object_set_new(o, "policy_rule", ci->rule ?
+			json_integer(ci->rule - ci->pol->rules + 1) : json_null());
+		json_array_append_new(arr, o);
 	}
 	pthread_mutex_unlock(&c->lock);
 	return arr;

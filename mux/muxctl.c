@@ -167,7 +167,10 @@ static void print_status(json_t *st)
 	printf("rdmacm-muxd %s  pid %lld  up %llds  protocol v%lld\n",
 	       jstr(d, "version"), (long long)jint(d, "pid"),
 	       (long long)jint(d, "uptime_s"), (long long)jint(d, "protocol_major"));
-	printf("clients: %s\n\n", jstr(d, "socket"));
+	printf("clients: %s\n", jstr(d, "socket"));
+	printf("policy: %s (%lld rules)\n\n",
+	       jstr(json_object_get(st, "policy"), "source"),
+	       (long long)jint(json_object_get(st, "policy"), "rules"));
 
 	ports = json_object_get(st, "ports");
 	printf("PORTS\n  %-3s %-12s %-5s %-7s %8s %8s  %s\n", "IDX", "NAME", "KIND",

@@ -53,16 +53,18 @@ json_t *status_snapshot(struct mux *mux)
 {
 	struct router_counts rc;
 	struct timespec now;
-	json_t *workers = json_array();
+	json_t *workers = json_array(), *snap;
+	struct policy *pol;
 	int i;
 
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	router_counts(mux->router, &rc);
+	pol = mux_policy_get(mux);
 	for (i = 0; i < mux->nworkers; i++)
 		json_array_append_new(workers, json_pack("{s:i, s:I}", "index", i,
 			"inbox_dropped",
 			(json_int_t)worker_inbox_dropped(mux->workers[i])));
-	return json_pack(
+	snap = json_pack(
 		"{s:{s:s, s:i, s:I, s:s, s:s, s:i, s:{s:i, s:i, s:i, s:I, s:i, s:i}},"
 		" s:o, s:o, s:{s:i, s:i, s:i, s:i, s:i, s:i, s:i}, s:o, s:o}",
 		"daemon", "version", MUX_VERSION, "pid", (int)getpid(),
@@ -84,6 +86,10 @@ json_t *status_snapshot(struct mux *mux)
 		"disconnecting", (int)rc.disconnecting, "draining", (int)rc.draining,
 		"counters", stats_to_json(&mux->stats),
 		"workers", workers);
+	json_object_set_new(snap, "policy", json_pack("{s:s, s:i}", "source",
+			    pol->source, "rules", pol->nrules));
+	policy_unref(pol);
+	return snap;
 }
 
 /* An open status connection; all are freed at shutdown too. */

@@ -161,6 +161,16 @@ static void test_gid_hijacks(void **state)
 {
 	struct fx *f = *state;
 	struct gid g;
+	json_t *st;
+
+	/* The status shows the policy and each client's rule. */
+	st = hd_status(&f->d);
+	assert_int_equal(json_path_int(st, "policy.rules"), 3);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(st, "policy"),
+							      "source")), f->policy);
+	assert_int_equal(json_path_int(h_client(st, "victim"), "policy_rule"), 1);
+	assert_int_equal(json_path_int(h_client(st, "attacker"), "policy_rule"), 2);
+	json_decref(st);
 
 	gid_parse("fd00::1", &g);
 	/* Outside the attacker's policy, and owned by the victim. */
