@@ -97,12 +97,20 @@ int clients_worker_of(struct clients *c, uint64_t id)
 	return w;
 }
 
-void clients_set_name(struct clients *c, struct client_info *ci,
-		      const char *name)
+void clients_set_hello(struct clients *c, struct client_info *ci,
+		       const char *name, struct policy *pol,
+		       const struct policy_rule *rule)
 {
+	struct policy *old;
+
 	pthread_mutex_lock(&c->lock);
-	snprintf(ci->name, sizeof(ci->name), "%s", name);
+	if (name)
+		snprintf(ci->name, sizeof(ci->name), "%s", name);
+	old = ci->pol;
+	ci->pol = pol;
+	ci->rule = rule;
 	pthread_mutex_unlock(&c->lock);
+	policy_unref(old);
 }
 
 /* Status: every client with its identity and counters (lock held while

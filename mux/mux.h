@@ -171,8 +171,11 @@ void clients_remove(struct clients *c, uint64_t id);
 /* Worker index of a live client, or -ENOENT. */
 int clients_worker_of(struct clients *c, uint64_t id);
 json_t *clients_json(struct clients *c, struct router *r);
-void clients_set_name(struct clients *c, struct client_info *ci,
-		      const char *name);
+/* At hello: the name the client gave and the policy rule it runs under
+ * (the client_info takes over the reference to pol). */
+void clients_set_hello(struct clients *c, struct client_info *ci,
+		       const char *name, struct policy *pol,
+		       const struct policy_rule *rule);
 
 /* ---- router.c: GID ownership, comm-ID and SIDR tables, routing ------ */
 

@@ -73,12 +73,10 @@ static json_t *op_hello(struct mux *mux, struct client_info *ci,
 			(int)ci->uid, (int)ci->gid,
 			name ? json_string_value(name) : "");
 	}
-	policy_unref(ci->pol);
-	ci->pol = pol;
-	ci->rule = rule;
 	token_bucket_init(&ci->tb, rule->mad_rate, rule->mad_burst, mux_now_ms());
-	if (name)
-		clients_set_name(&mux->clients, ci, json_string_value(name));
+	/* Under the table's lock: the status thread reads these. */
+	clients_set_hello(&mux->clients, ci, name ? json_string_value(name) : NULL,
+			  pol, rule);
 	*hello_done = 1;
 	return json_pack("{s:b, s:{s:i, s:i}, s:o, s:I, s:s, s:i}", "ok", 1,
 			 "protocol", "major", PROTO_VERSION_MAJOR, "minor",
