@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # rdmacm-mux: `make` builds everything, `make check` runs every test.
-# `make SAN=1 ...` builds with AddressSanitizer and UBSan into build-san/.
+# `make SAN=1 ...` builds with AddressSanitizer and UBSan into build-san/,
+# `make TSAN=1 ...` with ThreadSanitizer into build-tsan/.
 
 VERSION    := 0.1.0
 SOVERSION  := 0
@@ -26,6 +27,11 @@ RDMA_LIBS  := -libumad -libverbs
 ifeq ($(SAN),1)
 B := build-san
 SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+else ifeq ($(TSAN),1)
+# ThreadSanitizer for the multithreaded daemon (clang's runtime).
+B := build-tsan
+CC := clang
+SANFLAGS := -fsanitize=thread -O1
 else
 B := build
 SANFLAGS :=
@@ -229,6 +235,6 @@ install: all
 	install -m 0644 man/*.8 $(DESTDIR)$(MANDIR)/man8/
 
 clean:
-	rm -rf build build-san
+	rm -rf build build-san build-tsan
 
 -include $(shell find $(B)/obj -name '*.d' 2>/dev/null)

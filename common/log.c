@@ -35,6 +35,9 @@ int log_get_verbose(void)
 }
 
 static void vlog(int pri, const char *fmt, va_list ap, const char *suffix)
+	__attribute__((format(printf, 2, 0)));
+
+static void vlog(int pri, const char *fmt, va_list ap, const char *suffix)
 {
 	char line[1024];
 	int saved_errno = errno;

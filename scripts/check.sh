@@ -74,6 +74,19 @@ if [ "$QUICK" = 0 ]; then
 	suites build-san asan+ubsan
 	unset ASAN_OPTIONS UBSAN_OPTIONS
 
+	# The daemon is multithreaded: run its suites against a TSan build
+	# (any data race makes it exit non-zero, which the harness fails).
+	echo "== build TSAN=1 (daemon)"
+	if make -j"$JOBS" TSAN=1 build-tsan/rdmacm-muxd >"$LOGDIR/build-tsan.log" 2>&1; then
+		for t in test_integration test_cm test_attacks; do
+			run_suite "tsan daemon $t" env RDMACM_MUXD="$PWD/build-tsan/rdmacm-muxd" \
+				TSAN_OPTIONS="halt_on_error=1 exitcode=66" RCM_TIME_SCALE=3 \
+				build/tests/$t
+		done
+	else
+		run_suite "build TSAN=1" bash -c "tail -n 30 $LOGDIR/build-tsan.log; false"
+	fi
+
 	VG="valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,indirect"
 	for t in test_codec test_cm_mad test_router test_conn_table test_policy test_guest_cm; do
 		run_suite "valgrind $t" $VG build/tests/$t
