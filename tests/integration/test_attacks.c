@@ -307,7 +307,8 @@ static void test_flood_is_rate_limited(void **state)
 	refused = f->attacker.sends_failed;
 	assert_int_equal(refused, 600);
 	/* At 50/s with a burst of 20, nearly all of them hit the limit. */
-	assert_true(refusals(f, "rate") >= 600 - 20 - 100);
+	/* (With slow builds the flood takes longer and earns more tokens.) */
+	assert_true(refusals(f, "rate") >= 600 - 20 - 100 * h_time_scale());
 	assert_true(refusals(f, "rate") + refusals(f, "comm_id") == 600);
 	print_message("flood: %lld rate-limited, worst ping of a good client %llu ms\n",
 		      refusals(f, "rate"), (unsigned long long)worst);
