@@ -35,29 +35,40 @@ static void usage(FILE *f)
 "  -h, --help                this text\n");
 }
 
-static char *fetch_status(const char *path, int timeout_ms)
+/* A connected unix stream socket, or -1 after saying why (with hint). */
+static int connect_unix(const char *path, const char *hint)
 {
 	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	int fd, err;
+
+	if (strlen(path) >= sizeof(sun.sun_path)) {
+		fprintf(stderr, "rdmacm-muxctl: %s: path too long\n", path);
+		return -1;
+	}
+	strcpy(sun.sun_path, path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd >= 0 && connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == 0)
+		return fd;
+	err = errno;
+	if (fd >= 0)
+		close(fd);
+	fprintf(stderr, "rdmacm-muxctl: cannot connect to %s: %s\n  (%s)\n", path,
+		strerror(err), hint);
+	return -1;
+}
+
+static char *fetch_status(const char *path, int timeout_ms)
+{
 	size_t len = 0, cap = 65536;
 	struct pollfd pfd;
 	char *buf;
 	ssize_t n;
 	int fd;
 
-	if (strlen(path) >= sizeof(sun.sun_path)) {
-		fprintf(stderr, "rdmacm-muxctl: %s: path too long\n", path);
+	fd = connect_unix(path, "is rdmacm-muxd running, and may you open its "
+			  "status socket?");
+	if (fd < 0)
 		return NULL;
-	}
-	strcpy(sun.sun_path, path);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0 || connect(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0) {
-		fprintf(stderr, "rdmacm-muxctl: cannot connect to %s: %s\n"
-			"  (is rdmacm-muxd running, and may you open its status socket?)\n",
-			path, strerror(errno));
-		if (fd >= 0)
-			close(fd);
-		return NULL;
-	}
 	buf = malloc(cap);
 	pfd.fd = fd;
 	pfd.events = POLLIN;
@@ -240,7 +251,6 @@ static void print_status(json_t *st)
 /* One request on the admin socket; prints the reply, exits 0 when ok. */
 static int admin_request(const char *path, const char *request, int timeout_ms)
 {
-	struct sockaddr_un sun = { .sun_family = AF_UNIX };
 	char reply[4096];
 	struct pollfd pfd;
 	size_t len = 0;
@@ -248,16 +258,10 @@ static int admin_request(const char *path, const char *request, int timeout_ms)
 	ssize_t n;
 	int fd, ok;
 
-	if (strlen(path) >= sizeof(sun.sun_path))
-		return 2;
-	strcpy(sun.sun_path, path);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0 || connect(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0) {
-		fprintf(stderr, "rdmacm-muxctl: cannot connect to %s: %s\n"
-			"  (admin commands need root and the daemon's --admin-socket)\n",
-			path, strerror(errno));
+	fd = connect_unix(path, "admin commands need root and the daemon's "
+			  "--admin-socket");
+	if (fd < 0)
 		return 1;
-	}
 	if (write(fd, request, strlen(request)) < 0 || write(fd, "\n", 1) < 0) {
 		fprintf(stderr, "rdmacm-muxctl: write: %s\n", strerror(errno));
 		close(fd);

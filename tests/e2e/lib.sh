@@ -49,3 +49,18 @@ client_counter() { status_get ".clients[] | select(.name == \"$1\") | .counters.
 
 # The kernel rdma_cm has a listener on PORT (e.g. a stock ucmatose server).
 kernel_listening() { rdma res show cm_id 2>/dev/null | grep -q "state LISTEN.*:$1 "; }
+
+# A stock ucmatose server on this host (kernel rdma_cm): start it, tell
+# the peer once the kernel shows its listener, wait for it to finish and
+# check it moved its data.  Extra arguments go to ucmatose.
+ucmatose_server() {
+	local rc=0 ucm
+	timeout 90 stdbuf -oL ucmatose -b "$LAB_IP" "$@" >/tmp/ucm.log 2>&1 &
+	ucm=$!
+	wait_for kernel_listening 7471 || fail "ucmatose is not listening"
+	signal server-up
+	wait $ucm || rc=$?
+	cat /tmp/ucm.log
+	[ "$rc" = 0 ] || fail "ucmatose exit status $rc"
+	grep -q "data transfers complete" /tmp/ucm.log || fail "ucmatose data"
+}

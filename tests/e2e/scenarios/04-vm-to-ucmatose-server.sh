@@ -21,14 +21,7 @@ host_a() {
 }
 
 host_b() {
-	timeout 60 stdbuf -oL ucmatose -b "$LAB_IP" >/tmp/ucm.log 2>&1 &
-	local ucm=$! rc=0
-	wait_for kernel_listening 7471 || fail "ucmatose is not listening"
-	signal server-up
-	wait $ucm || rc=$?
-	cat /tmp/ucm.log
-	[ "$rc" = 0 ] || fail "ucmatose exit status $rc"
-	grep -q "data transfers complete" /tmp/ucm.log || fail "ucmatose data"
+	ucmatose_server
 	grep -q "^disconnected" /tmp/ucm.log || fail "ucmatose saw no disconnect"
 	ok "ucmatose (kernel rdma_cm): data complete, disconnected"
 }

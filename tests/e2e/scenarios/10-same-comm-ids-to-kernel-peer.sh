@@ -38,13 +38,6 @@ host_a() {
 }
 
 host_b() {
-	timeout 90 stdbuf -oL ucmatose -b "$LAB_IP" -c 2 >/tmp/ucm.log 2>&1 &
-	local ucm=$! rc=0
-	wait_for kernel_listening 7471 || fail "ucmatose is not listening"
-	signal server-up
-	wait $ucm || rc=$?
-	cat /tmp/ucm.log
-	[ "$rc" = 0 ] || fail "ucmatose exit status $rc"
-	grep -q "data transfers complete" /tmp/ucm.log || fail "ucmatose data"
+	ucmatose_server -c 2
 	ok "ucmatose served both connections"
 }
