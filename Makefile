@@ -44,8 +44,8 @@ COMMON_SRC   := common/log.c common/gid.c common/cm_mad.c
 PROTOCOL_SRC := protocol/frame.c protocol/mad_frame.c protocol/control.c
 MUXD_SRC     := mux/main.c mux/daemon.c mux/worker.c mux/session.c mux/requests.c \
 		mux/router.c mux/conn_table.c mux/clients.c mux/stats.c mux/port.c \
-		mux/port_sim.c mux/port_umad.c mux/listener.c mux/status.c \
-		mux/policy.c mux/admin.c common/ibdev.c
+		mux/port_sim.c mux/port_umad.c mux/unix_listener.c mux/listener.c \
+		mux/status.c mux/policy.c mux/admin.c common/ibdev.c
 MUXCTL_SRC   := mux/muxctl.c
 BACKEND_SRC  := backend/muxbe.c backend/verbs.c backend/ah_cache.c common/ibdev.c
 VM_SRC       := backend/vm/vm.c backend/vm/guest_cm.c backend/vm/vm_data.c

@@ -173,30 +173,16 @@ static void admin_accept(struct evconnlistener *l, evutil_socket_t fd,
 
 int admin_listen(struct mux *mux, struct event_base *base)
 {
-	int fd;
-
 	TAILQ_INIT(&mux->admin_conns);
 	if (mux->cfg.admin_path == NULL)
 		return 0;
-	fd = unix_listen_socket(mux->cfg.admin_path, 0600, (uid_t)-1, (gid_t)-1);
-	if (fd < 0)
-		return fd;
-	mux->admin_listener = evconnlistener_new(base, admin_accept, mux,
-						 LEV_OPT_CLOSE_ON_FREE, -1, fd);
-	if (mux->admin_listener == NULL) {
-		close(fd);
-		return -ENOMEM;
-	}
-	return 0;
+	return unix_listener_open(&mux->admin_listener, base, mux->cfg.admin_path,
+				  0600, (uid_t)-1, (gid_t)-1, admin_accept, mux);
 }
 
 void admin_close(struct mux *mux)
 {
 	while (!TAILQ_EMPTY(&mux->admin_conns))
 		admin_conn_free(TAILQ_FIRST(&mux->admin_conns));
-	if (mux->admin_listener) {
-		evconnlistener_free(mux->admin_listener);
-		mux->admin_listener = NULL;
-		unlink(mux->cfg.admin_path);
-	}
+	unix_listener_close(&mux->admin_listener);
 }

@@ -1,76 +1,19 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /*
- * The client socket, set up as smtpd's control socket is: refuse to start
- * if another daemon answers on the path, remove a stale socket, bind with
- * a umask so the mode is never wider than asked, then chmod.  Accepted
- * clients are identified by SO_PEERCRED and handed to a worker.
+ * The client socket.  Accepted clients are identified by SO_PEERCRED,
+ * checked against the policy and the client limit, and handed to a
+ * worker.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <event2/listener.h>
 
 #include "mux.h"
 #include "../common/log.h"
-
-#define LISTEN_BACKLOG 128
-/* How long accepting pauses when the process is out of descriptors. */
-#define LISTENER_PAUSE_MS 500
-
-int unix_listen_socket(const char *path, mode_t mode, uid_t owner, gid_t group)
-{
-	struct sockaddr_un sun = { .sun_family = AF_UNIX };
-	mode_t old_umask;
-	int fd, rc;
-
-	if (strlen(path) >= sizeof(sun.sun_path)) {
-		log_warnx("%s: socket path too long (max %zu)", path,
-			  sizeof(sun.sun_path) - 1);
-		return -ENAMETOOLONG;
-	}
-	strcpy(sun.sun_path, path);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == 0) {
-		log_warnx("%s: another daemon is already listening", path);
-		close(fd);
-		return -EADDRINUSE;
-	}
-	close(fd);
-	if (unlink(path) < 0 && errno != ENOENT) {
-		log_warn("%s: cannot remove stale socket", path);
-		return -errno;
-	}
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	old_umask = umask(~mode & 0777);
-	rc = bind(fd, (struct sockaddr *)&sun, sizeof(sun));
-	umask(old_umask);
-	/* Owner and group before the mode: the mode never applies to a
-	 * wider audience than asked, even for an instant. */
-	if (rc == 0 && (owner != (uid_t)-1 || group != (gid_t)-1) &&
-	    chown(path, owner, group) < 0) {
-		rc = -errno;
-		log_warn("%s: cannot set owner/group", path);
-		close(fd);
-		unlink(path);
-		return rc;
-	}
-	if (rc < 0 || chmod(path, mode) < 0 || listen(fd, LISTEN_BACKLOG) < 0) {
-		rc = -errno;
-		log_warn("%s: cannot listen", path);
-		close(fd);
-		return rc;
-	}
-	return fd;
-}
 
 static void refuse_client(int fd, int err, const char *message)
 {
@@ -158,60 +101,14 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd,
 	worker_post(mux->workers[w], msg);
 }
 
-static void listener_resume_cb(evutil_socket_t fd, short what, void *arg)
-{
-	struct mux *mux = arg;
-
-	(void)fd;
-	(void)what;
-	evconnlistener_enable(mux->listener);
-}
-
-static void accept_error_cb(struct evconnlistener *l, void *arg)
-{
-	struct mux *mux = arg;
-	struct timeval tv = { 0, LISTENER_PAUSE_MS * 1000 };
-	int err = EVUTIL_SOCKET_ERROR();
-
-	if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM) {
-		/* Pending connections stay queued; retrying at once would
-		 * spin.  Pause, then try again. */
-		log_warnx("accept: %s; pausing for %d ms", strerror(err),
-			  LISTENER_PAUSE_MS);
-		evconnlistener_disable(l);
-		event_add(mux->listener_resume, &tv);
-		return;
-	}
-	log_warnx("accept: %s", strerror(err));
-}
-
 int listener_start(struct mux *mux, struct event_base *base)
 {
-	int fd = unix_listen_socket(mux->cfg.socket_path, mux->cfg.socket_mode,
-				    mux->cfg.socket_owner, mux->cfg.socket_group);
-
-	if (fd < 0)
-		return fd;
-	mux->listener = evconnlistener_new(base, accept_cb, mux,
-					   LEV_OPT_CLOSE_ON_FREE, -1, fd);
-	if (mux->listener == NULL) {
-		close(fd);
-		return -ENOMEM;
-	}
-	evconnlistener_set_error_cb(mux->listener, accept_error_cb);
-	mux->listener_resume = evtimer_new(base, listener_resume_cb, mux);
-	return 0;
+	return unix_listener_open(&mux->listener, base, mux->cfg.socket_path,
+				  mux->cfg.socket_mode, mux->cfg.socket_owner,
+				  mux->cfg.socket_group, accept_cb, mux);
 }
 
 void listener_stop(struct mux *mux)
 {
-	if (mux->listener) {
-		evconnlistener_free(mux->listener);
-		mux->listener = NULL;
-		unlink(mux->cfg.socket_path);
-	}
-	if (mux->listener_resume) {
-		event_free(mux->listener_resume);
-		mux->listener_resume = NULL;
-	}
+	unix_listener_close(&mux->listener);
 }

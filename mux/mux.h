@@ -16,6 +16,7 @@
 #include <sys/types.h>
 
 #include <event2/event.h>
+#include <event2/listener.h>
 #include <jansson.h>
 
 #include "../common/cm_mad.h"
@@ -348,9 +349,28 @@ json_t *status_snapshot(struct mux *mux);
 int status_listen(struct mux *mux, struct event_base *base);
 void status_close(struct mux *mux);
 
+/* ---- unix_listener.c: the daemon's listening sockets ------------------ */
+
+/* A listening unix socket whose accepting pauses while the process is out
+ * of descriptors; accept(l, fd, sa, salen, arg) gets each connection. */
+struct unix_listener {
+	struct evconnlistener *lev;
+	struct event *resume;
+	const char *path;               /* unlinked on close */
+	evconnlistener_cb accept;
+	void *arg;
+};
+
+/* Bind PATH with MODE (and OWNER/GROUP unless -1) and listen on BASE;
+ * 0 or negative errno, logged. */
+int unix_listener_open(struct unix_listener *ul, struct event_base *base,
+		       const char *path, mode_t mode, uid_t owner, gid_t group,
+		       evconnlistener_cb accept, void *arg);
+/* Stop listening and remove the socket; a no-op if it is not open. */
+void unix_listener_close(struct unix_listener *ul);
+
 /* ---- listener.c: the client socket ------------------------------------ */
 
-int unix_listen_socket(const char *path, mode_t mode, uid_t owner, gid_t group);
 int listener_start(struct mux *mux, struct event_base *base);
 void listener_stop(struct mux *mux);
 
@@ -368,9 +388,8 @@ struct mux {
 	struct worker *workers[MUX_MAX_WORKERS];
 	_Atomic unsigned next_worker;
 	struct portio *portio;
-	struct evconnlistener *listener;
-	struct event *listener_resume;
-	struct evconnlistener *status_listener;
+	struct unix_listener listener;
+	struct unix_listener status_listener;
 	int status_conns;             /* main thread only */
 	TAILQ_HEAD(, status_conn) status_conns_list;
 	char sim_fabric[256];
@@ -378,7 +397,7 @@ struct mux {
 	pthread_mutex_t policy_lock;
 	struct policy *policy;
 	struct log_ratelimit accept_rl;  /* main thread only */
-	struct evconnlistener *admin_listener;
+	struct unix_listener admin_listener;
 	TAILQ_HEAD(, admin_conn) admin_conns;
 };
 

@@ -160,28 +160,15 @@ static void status_accept(struct evconnlistener *l, evutil_socket_t fd,
 
 int status_listen(struct mux *mux, struct event_base *base)
 {
-	int fd = unix_listen_socket(mux->cfg.status_path, mux->cfg.status_mode,
-				    (uid_t)-1, mux->cfg.status_group);
-
-	if (fd < 0)
-		return fd;
 	TAILQ_INIT(&mux->status_conns_list);
-	mux->status_listener = evconnlistener_new(base, status_accept, mux,
-						  LEV_OPT_CLOSE_ON_FREE, -1, fd);
-	if (mux->status_listener == NULL) {
-		close(fd);
-		return -ENOMEM;
-	}
-	return 0;
+	return unix_listener_open(&mux->status_listener, base, mux->cfg.status_path,
+				  mux->cfg.status_mode, (uid_t)-1,
+				  mux->cfg.status_group, status_accept, mux);
 }
 
 void status_close(struct mux *mux)
 {
-	while (mux->status_listener && !TAILQ_EMPTY(&mux->status_conns_list))
+	while (!TAILQ_EMPTY(&mux->status_conns_list))
 		status_conn_free(TAILQ_FIRST(&mux->status_conns_list));
-	if (mux->status_listener) {
-		evconnlistener_free(mux->status_listener);
-		mux->status_listener = NULL;
-		unlink(mux->cfg.status_path);
-	}
+	unix_listener_close(&mux->status_listener);
 }

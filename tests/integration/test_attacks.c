@@ -7,6 +7,7 @@
  * connections and MADs untouched.  Also: identities outside the policy,
  * the rate limit under a flood, the admin socket, descriptor exhaustion.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <poll.h>
 #include <setjmp.h>
@@ -369,12 +370,12 @@ static void test_identity_outside_policy(void **state)
 	victim_untouched(f, 2);
 }
 
-static int admin(struct fx *f, const char *request, char *reply, size_t cap)
+static int admin(const char *path, const char *request, char *reply, size_t cap)
 {
 	struct pollfd pfd;
 	size_t len = 0;
 	ssize_t n;
-	int s = raw_connect(f->admin);
+	int s = raw_connect(path);
 
 	if (s < 0)
 		return s;
@@ -417,24 +418,24 @@ static void test_admin_socket(void **state)
 	/* Root disconnects the attacker; it is told, and it is gone. */
 	snprintf(req_text, sizeof(req_text),
 		 "{\"op\":\"disconnect_client\",\"client_id\":%lld}", attacker_id);
-	assert_true(admin(f, req_text, reply, sizeof(reply)) > 0);
+	assert_true(admin(f->admin, req_text, reply, sizeof(reply)) > 0);
 	assert_non_null(strstr(reply, "\"ok\":true"));
 	assert_true(tc_pump_until(&f->attacker, tc_gone, 0, H_DEADLINE_MS));
-	assert_true(admin(f, req_text, reply, sizeof(reply)) > 0);
+	assert_true(admin(f->admin, req_text, reply, sizeof(reply)) > 0);
 	assert_non_null(strstr(reply, "ENOENT"));
-	assert_true(admin(f, "{\"op\":\"format_disk\"}", reply, sizeof(reply)) > 0);
+	assert_true(admin(f->admin, "{\"op\":\"format_disk\"}", reply, sizeof(reply)) > 0);
 	assert_non_null(strstr(reply, "EOPNOTSUPP"));
 	/* A reload drops the "good" rule: new "good" clients are refused,
 	 * the connected one keeps working. */
 	write_file(f->policy,
 		   "{\"policy\": [{\"match\": {\"uid\": 0}, \"vm\": \"victim\"}]}");
-	assert_true(admin(f, "{\"op\":\"reload_policy\"}", reply, sizeof(reply)) > 0);
+	assert_true(admin(f->admin, "{\"op\":\"reload_policy\"}", reply, sizeof(reply)) > 0);
 	assert_non_null(strstr(reply, "\"ok\":true"));
 	assert_true(tc_connect(&t, &f->d, "good", 1, 0, err, sizeof(err)) < 0);
 	assert_int_equal(muxbe_ping(f->good.mb), 0);
 	/* A broken policy file is refused, and the old one stays. */
 	write_file(f->policy, "{\"policy\": [{\"match\": {}}]}");
-	assert_true(admin(f, "{\"op\":\"reload_policy\"}", reply, sizeof(reply)) > 0);
+	assert_true(admin(f->admin, "{\"op\":\"reload_policy\"}", reply, sizeof(reply)) > 0);
 	assert_non_null(strstr(reply, "match needs"));
 	assert_int_equal(tc_connect(&t, &f->d, "victim", 1, 0, err, sizeof(err)), 0);
 	tc_close(&t);
@@ -446,7 +447,7 @@ static void test_admin_socket(void **state)
 
 		if (setgid(65534) || setuid(65534))
 			_exit(3);
-		_exit(admin(f, "{\"op\":\"reload_policy\"}", r, sizeof(r)) > 0 ? 1 : 0);
+		_exit(admin(f->admin, "{\"op\":\"reload_policy\"}", r, sizeof(r)) > 0 ? 1 : 0);
 	}
 	assert_int_equal(waitpid(pid, &status, 0), pid);
 	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
@@ -473,27 +474,64 @@ static void test_admin_socket(void **state)
 	victim_untouched(f, 2);
 }
 
-/* Out of descriptors, the daemon pauses accepting instead of spinning,
- * and takes clients again once descriptors are free. */
+/* Every descriptor below the daemon's limit is in use. */
+static int daemon_out_of_fds(pid_t pid, int limit)
+{
+	char path[64];
+	struct dirent *de;
+	DIR *dir;
+	int used = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+	dir = opendir(path);
+	if (dir == NULL)
+		return 0;
+	while ((de = readdir(dir)) != NULL)
+		if (de->d_name[0] != '.' && atoi(de->d_name) < limit)
+			used++;
+	closedir(dir);
+	return used == limit;
+}
+
+/* Out of descriptors, the daemon pauses accepting on every socket (the
+ * clients', the status and the admin one) instead of spinning, and takes
+ * connections again once descriptors are free. */
 static void test_fd_exhaustion_does_not_spin(void **state)
 {
 	static const char *const one[] = { "sim0=fd00::1", NULL };
+	static char admin_path[64], admin_arg[80];
+	static const char *extra[] = { admin_arg, NULL };
 	struct hdaemon d;
 	struct tclient t;
-	char path[64], stat_line[1024], err[256];
+	char path[64], stat_line[1024], err[256], reply[256];
 	unsigned long long u0, s0, u1, s1;
-	int fds[64], n = 0, i;
+	struct pollfd queued[2];
+	uint64_t deadline;
+	int fds[66], n = 0, i;
 	FILE *fp;
+	json_t *st;
 
 	(void)state;
+	snprintf(admin_path, sizeof(admin_path), "/tmp/rcm-nofile-admin.%d", getpid());
+	snprintf(admin_arg, sizeof(admin_arg), "--admin-socket=%s", admin_path);
 	setenv("RCM_TEST_NOFILE", "40", 1);
-	hd_start(&d, NULL, one, NULL);
+	hd_start(&d, NULL, one, extra);
 	unsetenv("RCM_TEST_NOFILE");
 	for (i = 0; i < 64; i++) {
 		fds[n] = raw_connect(d.sock);
 		if (fds[n] >= 0)
 			n++;
 	}
+	deadline = h_now_ms() + H_DEADLINE_MS;
+	while (!daemon_out_of_fds(d.pid, 40)) {
+		assert_true(h_now_ms() < deadline);
+		poll(NULL, 0, 10);
+	}
+	/* Queued while the daemon is out of descriptors. */
+	fds[n] = raw_connect(d.status);
+	assert_true(fds[n++] >= 0);
+	fds[n] = raw_connect(admin_path);
+	assert_true(fds[n++] >= 0);
 	poll(NULL, 0, 300);
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)d.pid);
 #define READ_TIMES(u, s) do {                                                  \
@@ -511,10 +549,19 @@ static void test_fd_exhaustion_does_not_spin(void **state)
 	print_message("daemon CPU while out of descriptors: %llu ticks in 1 s\n",
 		      (u1 + s1) - (u0 + s0));
 	assert_true((u1 + s1) - (u0 + s0) < 20);        /* under 20% of a core */
+	/* Both were still waiting: the measurement covered their sockets. */
+	queued[0] = (struct pollfd){ .fd = fds[n - 2], .events = POLLIN };
+	queued[1] = (struct pollfd){ .fd = fds[n - 1], .events = POLLIN };
+	assert_int_equal(poll(queued, 2, 0), 0);
 	for (i = 0; i < n; i++)
 		close(fds[i]);
 	assert_int_equal(tc_connect(&t, &d, "late", 1, 0, err, sizeof(err)), 0);
 	tc_close(&t);
+	st = hd_status(&d);
+	assert_non_null(st);
+	json_decref(st);
+	assert_true(admin(admin_path, "{\"op\":\"reload_policy\"}", reply,
+			  sizeof(reply)) > 0);
 	hd_stop(&d);
 }
 

@@ -1,0 +1,151 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/*
+ * The daemon's unix sockets (clients, status, admin), set up as smtpd's
+ * control socket is: refuse to start if another daemon answers on the
+ * path, remove a stale socket, bind with a umask so the mode is never
+ * wider than asked, then chmod.  Each one's accepting pauses, rather than
+ * spins, while the process is out of descriptors.
+ */
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+#include <event2/listener.h>
+
+#include "mux.h"
+#include "../common/log.h"
+
+#define LISTEN_BACKLOG 128
+/* How long accepting pauses when the process is out of descriptors. */
+#define LISTENER_PAUSE_MS 500
+
+static int unix_listen_socket(const char *path, mode_t mode, uid_t owner, gid_t group)
+{
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	mode_t old_umask;
+	int fd, rc;
+
+	if (strlen(path) >= sizeof(sun.sun_path)) {
+		log_warnx("%s: socket path too long (max %zu)", path,
+			  sizeof(sun.sun_path) - 1);
+		return -ENAMETOOLONG;
+	}
+	strcpy(sun.sun_path, path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == 0) {
+		log_warnx("%s: another daemon is already listening", path);
+		close(fd);
+		return -EADDRINUSE;
+	}
+	close(fd);
+	if (unlink(path) < 0 && errno != ENOENT) {
+		log_warn("%s: cannot remove stale socket", path);
+		return -errno;
+	}
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	old_umask = umask(~mode & 0777);
+	rc = bind(fd, (struct sockaddr *)&sun, sizeof(sun));
+	umask(old_umask);
+	/* Owner and group before the mode: the mode never applies to a
+	 * wider audience than asked, even for an instant. */
+	if (rc == 0 && (owner != (uid_t)-1 || group != (gid_t)-1) &&
+	    chown(path, owner, group) < 0) {
+		rc = -errno;
+		log_warn("%s: cannot set owner/group", path);
+		close(fd);
+		unlink(path);
+		return rc;
+	}
+	if (rc < 0 || chmod(path, mode) < 0 || listen(fd, LISTEN_BACKLOG) < 0) {
+		rc = -errno;
+		log_warn("%s: cannot listen", path);
+		close(fd);
+		return rc;
+	}
+	return fd;
+}
+
+static void unix_listener_accept(struct evconnlistener *l, evutil_socket_t fd,
+				 struct sockaddr *sa, int salen, void *arg)
+{
+	struct unix_listener *ul = arg;
+
+	ul->accept(l, fd, sa, salen, ul->arg);
+}
+
+static void unix_listener_resume(evutil_socket_t fd, short what, void *arg)
+{
+	struct unix_listener *ul = arg;
+
+	(void)fd;
+	(void)what;
+	evconnlistener_enable(ul->lev);
+}
+
+static void unix_listener_error(struct evconnlistener *l, void *arg)
+{
+	struct unix_listener *ul = arg;
+	struct timeval tv = { 0, LISTENER_PAUSE_MS * 1000 };
+	int err = EVUTIL_SOCKET_ERROR();
+
+	if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM) {
+		/* The connection stays queued and the socket readable;
+		 * retrying at once would spin.  Pause, then try again. */
+		log_warnx("%s: accept: %s; pausing for %d ms", ul->path,
+			  strerror(err), LISTENER_PAUSE_MS);
+		evconnlistener_disable(l);
+		event_add(ul->resume, &tv);
+		return;
+	}
+	log_warnx("%s: accept: %s", ul->path, strerror(err));
+}
+
+int unix_listener_open(struct unix_listener *ul, struct event_base *base,
+		       const char *path, mode_t mode, uid_t owner, gid_t group,
+		       evconnlistener_cb accept, void *arg)
+{
+	int fd;
+
+	memset(ul, 0, sizeof(*ul));
+	fd = unix_listen_socket(path, mode, owner, group);
+	if (fd < 0)
+		return fd;
+	ul->path = path;
+	ul->accept = accept;
+	ul->arg = arg;
+	ul->lev = evconnlistener_new(base, unix_listener_accept, ul,
+				     LEV_OPT_CLOSE_ON_FREE, -1, fd);
+	if (ul->lev == NULL) {
+		close(fd);
+		unlink(path);
+		return -ENOMEM;
+	}
+	ul->resume = evtimer_new(base, unix_listener_resume, ul);
+	if (ul->resume == NULL) {
+		unix_listener_close(ul);
+		return -ENOMEM;
+	}
+	evconnlistener_set_error_cb(ul->lev, unix_listener_error);
+	return 0;
+}
+
+void unix_listener_close(struct unix_listener *ul)
+{
+	if (ul->lev) {
+		evconnlistener_free(ul->lev);
+		ul->lev = NULL;
+		unlink(ul->path);
+	}
+	if (ul->resume) {
+		event_free(ul->resume);
+		ul->resume = NULL;
+	}
+}
