@@ -18,12 +18,26 @@ wait_for() {
 signal() { touch "$LAB_SYNC/$1"; }
 await() { wait_for test -e "$LAB_SYNC/$1" || fail "peer never signalled $1"; }
 
-add_ip() { ip addr add "$1/24" dev eth0 || fail "ip addr add $1"; }
-add_ip6() { ip -6 addr add "$1/64" dev eth0 nodad || fail "ip addr add $1"; }
-
 # The GID an address gets on rxe0 port 1 shows up in its table.
 gid_present() {
 	cat /sys/class/infiniband/rxe0/ports/1/gids/* 2>/dev/null | grep -qi "$1"
+}
+
+# The tail of an IPv4 address's GID: 10.77.0.12 -> ffff:0a4d:000c
+ipv4_gid() { local IFS=.; set -- $1; printf 'ffff:%02x%02x:%02x%02x' "$1" "$2" "$3" "$4"; }
+
+# Add an address to eth0 and wait until rxe0 has its GID.
+add_ip() {
+	ip addr add "$1/24" dev eth0 || fail "ip addr add $1"
+	wait_for gid_present "$(ipv4_gid "$1")" || fail "no GID for $1"
+}
+add_ip6() { ip -6 addr add "$1/64" dev eth0 nodad || fail "ip addr add $1"; }
+
+# A rdmacm-mux-vm run, logged to /tmp/NAME.log, moved its 10 messages each
+# way and saw the disconnect.
+vm_session_ok() {
+	grep -q "$1: data: received 10, sent 10" "/tmp/$1.log" || fail "$1 data"
+	grep -q "$1: disconnected" "/tmp/$1.log" || fail "$1 saw no disconnect"
 }
 
 start_daemon() {

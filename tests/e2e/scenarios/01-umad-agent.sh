@@ -14,7 +14,6 @@ host_a() {
 	grep -q "::ffff:$LAB_IP" /tmp/st.json || fail "own GID missing from the GID table"
 	ok "agent registered, port active, GID table read"
 	add_ip 10.77.0.31
-	wait_for gid_present "ffff:0a4d:001f" || fail "no GID for 10.77.0.31"
 	"$B/tests/mad_send" --register 10.77.0.31 --from 10.77.0.31 --to 10.77.0.31 \
 		--expect ok || fail "a GID added after start-up is not usable"
 	ok "a GID added after start-up is found and used"

@@ -6,7 +6,6 @@ MODULES_A=$NO_KCM
 host_a() {
 	add_ip 10.77.0.21
 	add_ip 10.77.0.22
-	wait_for gid_present "ffff:0a4d:0016" || fail "no GID for 10.77.0.22"
 	RDMACM_MUXD=$PWD/$B/rdmacm-muxd RCM_TEST_UMAD_PORT=rxe0:1 \
 		RCM_GSI_GID_A=10.77.0.21 RCM_GSI_GID_B=10.77.0.22 \
 		timeout 120 "$B/tests/verbs_selftest" || fail "verbs selftest"
