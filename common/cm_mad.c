@@ -111,29 +111,149 @@ void cm_mad_init(uint8_t *mad, uint16_t attr_id, uint64_t tid)
 	wire_put16(mad + MAD_OFF_ATTR_ID, attr_id);
 }
 
+#define ID_P0 CM_F(0, 0, 32)
+#define ID_P4 CM_F(4, 0, 32)
+#define NO_ID CM_F(0, 0, 0)
+
+static const struct cm_attr_desc cm_attr_table[] = {
+	{ .attr = CM_ATTR_REQ, .has_local = 1, .local_id = ID_P0,
+	  .remote_id = NO_ID, .n_own_gids = 2,
+	  .own_gids = { { CM_REQ_OFF_PRIMARY_LOCAL_GID, 0, "REQ Primary Local Port GID" },
+			{ CM_REQ_OFF_ALT_LOCAL_GID, 1, "REQ Alternate Local Port GID" } },
+	  .cma_hdr_off = CM_REQ_OFF_PRIVATE_DATA },
+	{ .attr = CM_ATTR_MRA, .has_local = 1, .has_remote = 1,
+	  .local_id = ID_P0, .remote_id = ID_P4 },
+	{ .attr = CM_ATTR_REJ, .has_local = 1, .has_remote = 1,
+	  .local_id = ID_P0, .remote_id = ID_P4 },
+	{ .attr = CM_ATTR_REP, .has_local = 1, .has_remote = 1,
+	  .local_id = ID_P0, .remote_id = ID_P4 },
+	{ .attr = CM_ATTR_RTU, .has_local = 1, .has_remote = 1,
+	  .local_id = ID_P0, .remote_id = ID_P4 },
+	{ .attr = CM_ATTR_DREQ, .has_local = 1, .has_remote = 1,
+	  .local_id = ID_P0, .remote_id = ID_P4 },
+	{ .attr = CM_ATTR_DREP, .has_local = 1, .has_remote = 1,
+	  .local_id = ID_P0, .remote_id = ID_P4 },
+	{ .attr = CM_ATTR_SIDR_REQ, .sidr = 1, .has_local = 1,
+	  .local_id = CM_SIDR_REQ_REQUEST_ID, .remote_id = NO_ID,
+	  .cma_hdr_off = CM_SIDR_REQ_OFF_PRIVATE_DATA },
+	{ .attr = CM_ATTR_SIDR_REP, .sidr = 1, .has_remote = 1,
+	  .local_id = NO_ID, .remote_id = CM_SIDR_REP_REQUEST_ID },
+	{ .attr = CM_ATTR_LAP, .has_local = 1, .has_remote = 1,
+	  .local_id = ID_P0, .remote_id = ID_P4, .n_own_gids = 1,
+	  .own_gids = { { CM_LAP_OFF_ALT_LOCAL_GID, 0, "LAP Alternate Local Port GID" } } },
+	{ .attr = CM_ATTR_APR, .has_local = 1, .has_remote = 1,
+	  .local_id = ID_P0, .remote_id = ID_P4 },
+};
+
+const struct cm_attr_desc *cm_attr_desc(uint16_t attr_id)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(cm_attr_table) / sizeof(cm_attr_table[0]); i++)
+		if (cm_attr_table[i].attr == attr_id)
+			return &cm_attr_table[i];
+	return NULL;
+}
+
 int cm_mad_local_comm_id(const uint8_t *mad, uint32_t *id)
 {
-	switch (cm_mad_attr_id(mad)) {
-	case CM_ATTR_REQ: case CM_ATTR_MRA: case CM_ATTR_REJ: case CM_ATTR_REP:
-	case CM_ATTR_RTU: case CM_ATTR_DREQ: case CM_ATTR_DREP:
-	case CM_ATTR_LAP: case CM_ATTR_APR:
-		*id = wire_get32(mad + MAD_HDR_SIZE);
-		return 1;
-	default:
+	const struct cm_attr_desc *d = cm_attr_desc(cm_mad_attr_id(mad));
+
+	if (d == NULL || d->sidr || !d->has_local)
 		return 0;
-	}
+	*id = (uint32_t)cm_field_get(mad, d->local_id);
+	return 1;
 }
 
 int cm_mad_remote_comm_id(const uint8_t *mad, uint32_t *id)
 {
-	switch (cm_mad_attr_id(mad)) {
-	case CM_ATTR_MRA: case CM_ATTR_REJ: case CM_ATTR_REP: case CM_ATTR_RTU:
-	case CM_ATTR_DREQ: case CM_ATTR_DREP: case CM_ATTR_LAP: case CM_ATTR_APR:
-		*id = wire_get32(mad + MAD_HDR_SIZE + 4);
-		return 1;
-	default:
+	const struct cm_attr_desc *d = cm_attr_desc(cm_mad_attr_id(mad));
+
+	if (d == NULL || d->sidr || !d->has_remote)
 		return 0;
+	*id = (uint32_t)cm_field_get(mad, d->remote_id);
+	return 1;
+}
+
+uint32_t cm_mad_sender_id(const uint8_t *mad)
+{
+	const struct cm_attr_desc *d = cm_attr_desc(cm_mad_attr_id(mad));
+
+	return d && d->has_local ? (uint32_t)cm_field_get(mad, d->local_id) : 0;
+}
+
+uint32_t cm_mad_receiver_id(const uint8_t *mad)
+{
+	const struct cm_attr_desc *d = cm_attr_desc(cm_mad_attr_id(mad));
+
+	return d && d->has_remote ? (uint32_t)cm_field_get(mad, d->remote_id) : 0;
+}
+
+void cm_mad_set_sender_id(uint8_t *mad, uint32_t id)
+{
+	const struct cm_attr_desc *d = cm_attr_desc(cm_mad_attr_id(mad));
+
+	if (d && d->has_local)
+		cm_field_set(mad, d->local_id, id);
+}
+
+void cm_mad_set_receiver_id(uint8_t *mad, uint32_t id)
+{
+	const struct cm_attr_desc *d = cm_attr_desc(cm_mad_attr_id(mad));
+
+	if (d && d->has_remote)
+		cm_field_set(mad, d->remote_id, id);
+}
+
+void cm_build_rej(uint8_t *mad, uint64_t tid, uint32_t local_id,
+		  uint32_t remote_id, unsigned msg_rejected, unsigned reason,
+		  const uint8_t *ari, unsigned ari_len)
+{
+	cm_mad_init(mad, CM_ATTR_REJ, tid);
+	cm_field_set(mad, CM_REJ_LOCAL_COMM_ID, local_id);
+	cm_field_set(mad, CM_REJ_REMOTE_COMM_ID, remote_id);
+	cm_field_set(mad, CM_REJ_MESSAGE_REJECTED, msg_rejected);
+	cm_field_set(mad, CM_REJ_REASON, reason);
+	if (ari && ari_len) {
+		if (ari_len > 72)
+			ari_len = 72;
+		cm_field_set(mad, CM_REJ_ARI_LENGTH, ari_len);
+		memcpy(mad + CM_REJ_OFF_ARI, ari, ari_len);
 	}
+}
+
+void cm_build_dreq(uint8_t *mad, uint64_t tid, uint32_t local_id,
+		   uint32_t remote_id, uint32_t remote_qpn)
+{
+	cm_mad_init(mad, CM_ATTR_DREQ, tid);
+	cm_field_set(mad, CM_DREQ_LOCAL_COMM_ID, local_id);
+	cm_field_set(mad, CM_DREQ_REMOTE_COMM_ID, remote_id);
+	cm_field_set(mad, CM_DREQ_REMOTE_QPN, remote_qpn);
+}
+
+void cm_build_drep(uint8_t *mad, uint64_t tid, uint32_t local_id,
+		   uint32_t remote_id)
+{
+	cm_mad_init(mad, CM_ATTR_DREP, tid);
+	cm_field_set(mad, CM_DREP_LOCAL_COMM_ID, local_id);
+	cm_field_set(mad, CM_DREP_REMOTE_COMM_ID, remote_id);
+}
+
+void cm_build_sidr_rep(uint8_t *mad, uint64_t tid, uint32_t request_id,
+		       unsigned status, uint64_t service_id)
+{
+	cm_mad_init(mad, CM_ATTR_SIDR_REP, tid);
+	cm_field_set(mad, CM_SIDR_REP_REQUEST_ID, request_id);
+	cm_field_set(mad, CM_SIDR_REP_STATUS, status);
+	cm_field_set(mad, CM_SIDR_REP_SERVICE_ID, service_id);
+}
+
+uint64_t cm_service_timeout_ms(unsigned t)
+{
+	/* 4.096 us * 2^t = 2^(t+12) ns */
+	uint64_t ns = UINT64_C(1) << ((t & 31) + 12);
+
+	return (ns + 999999) / 1000000;
 }
 
 int cm_mad_validate(const uint8_t *mad, size_t len)
@@ -176,6 +296,16 @@ static int cma_hdr_parse(const uint8_t *pd, struct gid *src, struct gid *dst,
 	if (port)
 		*port = wire_get16(pd + CMA_OFF_PORT);
 	return 0;
+}
+
+int cm_mad_cma_addrs(const uint8_t *mad, struct gid *src, struct gid *dst,
+		     uint16_t *port)
+{
+	const struct cm_attr_desc *d = cm_attr_desc(cm_mad_attr_id(mad));
+
+	if (d == NULL || d->cma_hdr_off == 0)
+		return -ENOENT;
+	return cma_hdr_parse(mad + d->cma_hdr_off, src, dst, port);
 }
 
 int cm_sidr_req_dst_gid(const uint8_t *mad, struct gid *out)

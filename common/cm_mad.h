@@ -181,8 +181,13 @@ struct cm_field {
 #define CM_SIDR_REP_SERVICE_ID CM_F(12, 0, 64)
 #define CM_SIDR_REP_QKEY CM_F(20, 0, 32)
 
+/* SIDR_REP status (kernel enum ib_cm_sidr_status). */
+#define CM_SIDR_STATUS_SUCCESS 0
+#define CM_SIDR_STATUS_UNSUPPORTED 1    /* no listener for the service ID */
+
 /* REJ reasons used here (kernel enum ib_cm_rej_reason). */
 #define CM_REJ_REASON_TIMEOUT 4
+#define CM_REJ_ARI_CA_GUID_LEN 8        /* a timeout REJ's ARI: the CA GUID */
 #define CM_REJ_REASON_INVALID_COMM_ID 6
 #define CM_REJ_REASON_INVALID_SERVICE_ID 8
 #define CM_REJ_REASON_STALE_CONN 10
@@ -223,11 +228,64 @@ static inline uint16_t cm_mad_attr_id(const uint8_t *mad)
 uint64_t cm_mad_tid(const uint8_t *mad);
 void cm_mad_init(uint8_t *mad, uint16_t attr_id, uint64_t tid);
 
+/*
+ * The wire table: for each CM message attribute, which ID names the
+ * sender's side of the connection (Local Comm ID, or a SIDR_REQ's
+ * Request ID), which names the receiver's (Remote Comm ID, or the Request
+ * ID a SIDR_REP answers), which GIDs inside it must be the sender's own,
+ * and where rdma_cm's private-data header sits.  Everything that reads
+ * IDs or addresses out of a CM MAD goes through this table.
+ */
+#define CM_OWN_GIDS_MAX 2
+struct cm_own_gid {
+	uint16_t off;                   /* absolute offset of the 16 bytes */
+	uint8_t zero_ok;                /* all-zero means "none" (no alternate path) */
+	const char *name;
+};
+
+struct cm_attr_desc {
+	uint16_t attr;
+	uint8_t sidr;                   /* IDs are SIDR request IDs */
+	uint8_t has_local, has_remote;
+	struct cm_field local_id;       /* the sender's ID */
+	struct cm_field remote_id;      /* the receiver's ID */
+	unsigned n_own_gids;
+	struct cm_own_gid own_gids[CM_OWN_GIDS_MAX];
+	uint16_t cma_hdr_off;           /* 0: no rdma_cm header */
+};
+
+/* The entry for attr_id, or NULL for anything that is not a CM message. */
+const struct cm_attr_desc *cm_attr_desc(uint16_t attr_id);
+
 /* Where the Local and Remote Communication IDs sit (every connected-mode
  * attribute has Local at P+0 and Remote at P+4, REQ has only Local).
- * Return 1 and store the id when the attribute carries it, 0 if not. */
+ * Return 1 and store the id when the attribute carries it, 0 if not
+ * (SIDR request IDs are not comm IDs). */
 int cm_mad_local_comm_id(const uint8_t *mad, uint32_t *id);
 int cm_mad_remote_comm_id(const uint8_t *mad, uint32_t *id);
+/* The sender's and receiver's IDs of any CM message, SIDR included
+ * (0 when the attribute has none); and their setters. */
+uint32_t cm_mad_sender_id(const uint8_t *mad);
+uint32_t cm_mad_receiver_id(const uint8_t *mad);
+void cm_mad_set_sender_id(uint8_t *mad, uint32_t id);
+void cm_mad_set_receiver_id(uint8_t *mad, uint32_t id);
+
+/*
+ * MADs a CM sends on its own, as the kernel's cm.c builds them.  Each
+ * fills a whole 256-byte MAD (method Send) with the given TID.
+ */
+/* REJ: reason, which message is rejected, and ARI bytes (may be NULL). */
+void cm_build_rej(uint8_t *mad, uint64_t tid, uint32_t local_id,
+		  uint32_t remote_id, unsigned msg_rejected, unsigned reason,
+		  const uint8_t *ari, unsigned ari_len);
+void cm_build_dreq(uint8_t *mad, uint64_t tid, uint32_t local_id,
+		   uint32_t remote_id, uint32_t remote_qpn);
+void cm_build_drep(uint8_t *mad, uint64_t tid, uint32_t local_id,
+		   uint32_t remote_id);
+void cm_build_sidr_rep(uint8_t *mad, uint64_t tid, uint32_t request_id,
+		       unsigned status, uint64_t service_id);
+/* MRA Service Timeout (4.096 us * 2^t) in milliseconds, rounded up. */
+uint64_t cm_service_timeout_ms(unsigned t);
 
 /* Checks the common header for a CM Send MAD of a full 256 bytes.
  * Returns 0 or -EBADMSG (bad version/class), -EPROTO (bad method),
@@ -245,6 +303,12 @@ int cm_mad_validate(const uint8_t *mad, size_t len);
 #define CM_CLASS_RESP_TIME_VALUE 20     /* 4.096 us * 2^20: about 4 s */
 int cm_mad_class_response(const uint8_t *req, size_t len, uint8_t *resp);
 
+/* rdma_cm's header in a REQ's or SIDR_REQ's private data (the table's
+ * cma_hdr_off): source and destination as GIDs (IPv4 mapped), and port;
+ * any pointer may be NULL.  -ENOENT when the attribute has none or it is
+ * not there (not version 0, no IP version 4 or 6). */
+int cm_mad_cma_addrs(const uint8_t *mad, struct gid *src, struct gid *dst,
+		     uint16_t *port);
 /* Destination GID of a SIDR_REQ from rdma_cm's private-data header.
  * Returns 0, or -ENOENT when the header is absent or not version 0. */
 int cm_sidr_req_dst_gid(const uint8_t *mad, struct gid *out);
