@@ -168,7 +168,7 @@ check-integration: all $(INTEG_BINS)
 check-demo: all
 	scripts/demo.sh --build-dir $(B) --check
 
-tests: $(UNIT_BINS) $(INTEG_BINS) $(E2E_BINS)
+tests: $(UNIT_BINS) $(INTEG_BINS) $(E2E_BINS) $(B)/bench/bench_conn
 
 # Everything: normal build, ASan+UBSan build, valgrind, libFuzzer smoke.
 check:

@@ -10,7 +10,10 @@
 #include "../common/wire.h"
 
 enum conn_kind { CK_COMM, CK_SIDR };
-enum timer_class { TC_NONE, TC_HANDSHAKE, TC_TIMEWAIT, TC_MAX };
+
+/* Timer classes, one fixed duration each: handshake, timewait, and a
+ * handshake extended by each of the 32 MRA Service Timeouts. */
+enum { TC_NONE, TC_HANDSHAKE, TC_TIMEWAIT, TC_MRA0, TC_MAX = TC_MRA0 + 32 };
 
 struct conn {
 	RB_ENTRY(conn) host_link;       /* by (kind, port, host_id) */
@@ -20,12 +23,18 @@ struct conn {
 	LIST_ENTRY(conn) client_link;
 	uint8_t kind, state, timer;
 	uint8_t in_host, in_guest, in_peer;
+	uint8_t orphan;                 /* the client has abandoned it */
+	uint16_t tid_attr;              /* attribute of the last send */
 	unsigned port;
 	uint64_t client;
-	uint32_t host_id, guest_id, peer_id;
-	struct gid peer_gid;
+	uint32_t host_id, guest_id;
+	uint32_t peer_id;               /* 0: not known yet */
+	uint32_t peer_qpn;
+	uint32_t wire_tid;              /* low TID half of the last send */
 	uint64_t guest_tid;
+	uint64_t ca_guid;               /* our REQ's Local CA GUID */
 	uint64_t deadline_ms;
+	struct conn_path path;
 };
 
 struct conn_client {
@@ -61,7 +70,7 @@ static int peer_cmp(struct conn *a, struct conn *b)
 		return a->port < b->port ? -1 : 1;
 	if (a->peer_id != b->peer_id)
 		return a->peer_id < b->peer_id ? -1 : 1;
-	return gid_cmp(&a->peer_gid, &b->peer_gid);
+	return gid_cmp(&a->path.peer_gid, &b->path.peer_gid);
 }
 
 static int cclient_cmp(struct conn_client *a, struct conn_client *b)
@@ -82,22 +91,29 @@ struct conn_table {
 	struct conn_limits lim;
 	uint32_t random_operand;
 	uint32_t next;
+	uint32_t tid_seq;
+	conn_emit_fn emit;
+	void *emit_arg;
 	struct host_tree hosts;
 	struct guest_tree guests;
 	struct peer_tree peers;
 	struct cclient_tree clients;
 	TAILQ_HEAD(, conn) timers[TC_MAX];
-	unsigned timer_ms[TC_MAX];
+	uint64_t timer_ms[TC_MAX];
 	struct conn_counts counts;
 	unsigned call_max;              /* the current call's client limit */
 };
 
 static const char *const conn_state_names[CONN_STATE_MAX] = {
+	[CONN_REQ_SENT] = "req_sent",
 	[CONN_REQ_RCVD] = "req_rcvd",
-	[CONN_HANDSHAKE] = "handshake",
+	[CONN_REP_SENT] = "rep_sent",
+	[CONN_REP_RCVD] = "rep_rcvd",
 	[CONN_ESTABLISHED] = "established",
-	[CONN_DISCONNECTING] = "disconnecting",
+	[CONN_DREQ_SENT] = "dreq_sent",
+	[CONN_DREQ_RCVD] = "dreq_rcvd",
 	[CONN_TIMEWAIT] = "timewait",
+	[CONN_SIDR_REQ_SENT] = "sidr_req_sent",
 };
 
 const char *conn_state_name(enum conn_state s)
@@ -105,8 +121,24 @@ const char *conn_state_name(enum conn_state s)
 	return (unsigned)s < CONN_STATE_MAX ? conn_state_names[s] : "invalid";
 }
 
+static const char *const conn_answer_names[CONN_ANS_MAX] = {
+	[CONN_ANS_REJ_NO_LISTENER] = "rej_no_listener",
+	[CONN_ANS_SIDR_NO_LISTENER] = "sidr_rep_no_listener",
+	[CONN_ANS_DREP_UNKNOWN] = "drep_unknown_comm_id",
+	[CONN_ANS_REJ_STALE] = "rej_stale_conn",
+	[CONN_ANS_DREQ_ABANDONED] = "dreq_abandoned",
+	[CONN_ANS_REJ_ABANDONED] = "rej_abandoned",
+	[CONN_ANS_DREP_ABANDONED] = "drep_abandoned",
+};
+
+const char *conn_answer_name(enum conn_answer a)
+{
+	return (unsigned)a < CONN_ANS_MAX ? conn_answer_names[a] : "invalid";
+}
+
 struct conn_table *conn_table_new(const struct conn_limits *lim,
-				  uint32_t random_operand)
+				  uint32_t random_operand, conn_emit_fn emit,
+				  void *emit_arg)
 {
 	struct conn_table *ct = calloc(1, sizeof(*ct));
 	int i;
@@ -116,6 +148,9 @@ struct conn_table *conn_table_new(const struct conn_limits *lim,
 	ct->lim = *lim;
 	ct->random_operand = random_operand;
 	ct->next = 1;
+	ct->tid_seq = random_operand;
+	ct->emit = emit;
+	ct->emit_arg = emit_arg;
 	RB_INIT(&ct->hosts);
 	RB_INIT(&ct->guests);
 	RB_INIT(&ct->peers);
@@ -124,7 +159,17 @@ struct conn_table *conn_table_new(const struct conn_limits *lim,
 		TAILQ_INIT(&ct->timers[i]);
 	ct->timer_ms[TC_HANDSHAKE] = lim->handshake_ms;
 	ct->timer_ms[TC_TIMEWAIT] = lim->timewait_ms;
+	for (i = 0; i < 32; i++)
+		ct->timer_ms[TC_MRA0 + i] = lim->handshake_ms +
+					    cm_service_timeout_ms((unsigned)i);
 	return ct;
+}
+
+uint32_t conn_next_tid(struct conn_table *ct)
+{
+	if (++ct->tid_seq == 0)
+		ct->tid_seq = 1;
+	return ct->tid_seq;
 }
 
 /* ---- timers: one FIFO per duration class -------------------------------- */
@@ -139,8 +184,8 @@ static void timer_stop(struct conn_table *ct, struct conn *c)
 }
 
 /* (Re-)arm: to the tail, as every entry of a class has the same length. */
-static void timer_arm(struct conn_table *ct, struct conn *c,
-		      enum timer_class tc, uint64_t now_ms)
+static void timer_arm(struct conn_table *ct, struct conn *c, int tc,
+		      uint64_t now_ms)
 {
 	timer_stop(ct, c);
 	c->timer = (uint8_t)tc;
@@ -174,6 +219,14 @@ static void set_state(struct conn_table *ct, struct conn *c, enum conn_state s)
 	ct->counts.by_state[s]++;
 }
 
+static void guest_unlink(struct conn_table *ct, struct conn *c)
+{
+	if (c->in_guest) {
+		RB_REMOVE(guest_tree, &ct->guests, c);
+		c->in_guest = 0;
+	}
+}
+
 static void conn_remove(struct conn_table *ct, struct conn *c)
 {
 	struct conn_client *cc = cclient_get(ct, c->client, 0);
@@ -181,8 +234,7 @@ static void conn_remove(struct conn_table *ct, struct conn *c)
 	timer_stop(ct, c);
 	if (c->in_host)
 		RB_REMOVE(host_tree, &ct->hosts, c);
-	if (c->in_guest)
-		RB_REMOVE(guest_tree, &ct->guests, c);
+	guest_unlink(ct, c);
 	if (c->in_peer)
 		RB_REMOVE(peer_tree, &ct->peers, c);
 	LIST_REMOVE(c, client_link);
@@ -201,7 +253,8 @@ static void conn_remove(struct conn_table *ct, struct conn *c)
 
 static struct conn *conn_new(struct conn_table *ct, enum conn_kind kind,
 			     uint64_t client, unsigned port,
-			     enum conn_state state, int *err)
+			     enum conn_state state, const struct conn_path *path,
+			     int *err)
 {
 	struct conn_client *cc = cclient_get(ct, client, 1);
 	unsigned max = ct->lim.max_per_client;
@@ -230,6 +283,7 @@ static struct conn *conn_new(struct conn_table *ct, enum conn_kind kind,
 	c->state = (uint8_t)state;
 	c->client = client;
 	c->port = port;
+	c->path = *path;
 	LIST_INSERT_HEAD(&cc->conns, c, client_link);
 	cc->n++;
 	ct->counts.total++;
@@ -261,19 +315,19 @@ static struct conn *guest_find(struct conn_table *ct, enum conn_kind kind,
 static struct conn *peer_find(struct conn_table *ct, unsigned port,
 			      uint32_t peer_id, const struct gid *gid)
 {
-	struct conn key = { .port = port, .peer_id = peer_id, .peer_gid = *gid };
+	struct conn key = { .port = port, .peer_id = peer_id };
 
+	key.path.peer_gid = *gid;
 	return RB_FIND(peer_tree, &ct->peers, &key);
 }
 
-static void peer_set(struct conn_table *ct, struct conn *c, uint32_t peer_id,
-		     const struct gid *gid)
+/* The peer's comm ID is known: index the entry by it (first come). */
+static void peer_set(struct conn_table *ct, struct conn *c, uint32_t peer_id)
 {
 	if (c->in_peer || peer_id == 0)
 		return;
 	c->peer_id = peer_id;
-	c->peer_gid = *gid;
-	if (peer_find(ct, c->port, peer_id, gid) == NULL) {
+	if (peer_find(ct, c->port, peer_id, &c->path.peer_gid) == NULL) {
 		RB_INSERT(peer_tree, &ct->peers, c);
 		c->in_peer = 1;
 	}
@@ -311,9 +365,9 @@ static int conn_bind(struct conn_table *ct, struct conn *c, uint32_t guest_id)
 static struct conn *conn_create_bound(struct conn_table *ct, enum conn_kind kind,
 				      uint64_t client, unsigned port,
 				      uint32_t guest_id, enum conn_state state,
-				      int *err)
+				      const struct conn_path *path, int *err)
 {
-	struct conn *c = conn_new(ct, kind, client, port, state, err);
+	struct conn *c = conn_new(ct, kind, client, port, state, path, err);
 
 	if (c == NULL)
 		return NULL;
@@ -325,262 +379,589 @@ static struct conn *conn_create_bound(struct conn_table *ct, enum conn_kind kind
 	return c;
 }
 
-/* The wire TID's low 32 bits name the entry; ib_umad owns the high 32. */
-static void tid_out(struct conn *c, uint8_t *mad)
-{
-	uint64_t tid = wire_get64(mad + MAD_OFF_TID);
+/* ---- TIDs ----------------------------------------------------------------- */
 
-	c->guest_tid = tid;
-	wire_put64(mad + MAD_OFF_TID, (tid & 0xffffffff00000000ull) | c->host_id);
+#define TID_HIGH 0xffffffff00000000ull
+
+/* A client's send gets a fresh low TID half, unless it repeats its last
+ * send (same attribute and guest TID): a retransmission keeps its TID. */
+static void tid_out(struct conn_table *ct, struct conn *c, uint8_t *mad)
+{
+	uint64_t tid = cm_mad_tid(mad);
+	uint16_t attr = cm_mad_attr_id(mad);
+
+	if (c->wire_tid == 0 || c->tid_attr != attr || c->guest_tid != tid) {
+		c->wire_tid = conn_next_tid(ct);
+		c->tid_attr = attr;
+		c->guest_tid = tid;
+	}
+	wire_put64(mad + MAD_OFF_TID, (tid & TID_HIGH) | c->wire_tid);
 }
 
+/* A message that echoes the TID of our last send gets the guest's back. */
 static void tid_in(struct conn *c, uint8_t *mad)
 {
-	if ((wire_get64(mad + MAD_OFF_TID) & 0xffffffffull) == c->host_id)
+	if ((cm_mad_tid(mad) & 0xffffffffull) == c->wire_tid && c->wire_tid)
 		wire_put64(mad + MAD_OFF_TID, c->guest_tid);
 }
 
-static void put_local_id(uint8_t *mad, uint32_t id)
+static void tid_fresh(struct conn_table *ct, uint8_t *mad)
 {
-	wire_put32(mad + MAD_HDR_SIZE, id);
+	wire_put64(mad + MAD_OFF_TID, (cm_mad_tid(mad) & TID_HIGH) |
+		   conn_next_tid(ct));
 }
 
-static void put_remote_id(uint8_t *mad, uint32_t id)
+/* ---- speaking for a client (cm.c's cm_destroy_id) ------------------------ */
+
+static void emit(struct conn_table *ct, enum conn_answer why, unsigned port,
+		 const struct conn_path *path, const uint8_t *mad)
 {
-	wire_put32(mad + MAD_HDR_SIZE + 4, id);
+	struct conn_emit e = { why, port, path, mad };
+
+	if (ct->emit)
+		ct->emit(ct->emit_arg, &e);
 }
 
-/* The client's reply (REP, MRA, REJ) to a peer's REQ: reuse the peer
- * record the REQ left, or make a new entry. */
+static void emit_rej(struct conn_table *ct, struct conn *c, unsigned msg,
+		     unsigned reason, enum conn_answer why)
+{
+	uint8_t mad[MAD_SIZE], guid[CM_REJ_ARI_CA_GUID_LEN];
+	int timeout = reason == CM_REJ_REASON_TIMEOUT;
+
+	/* A timeout REJ names our CA GUID, by which the peer finds the
+	 * REQ it never answered (cm.c's cm_acquire_rejected_id). */
+	wire_put64(guid, c->ca_guid);
+	cm_build_rej(mad, conn_next_tid(ct), c->in_host ? c->host_id : 0,
+		     c->peer_id, msg, reason, timeout ? guid : NULL,
+		     timeout ? sizeof(guid) : 0);
+	emit(ct, why, c->port, &c->path, mad);
+}
+
+/*
+ * The client no longer stands behind this connection (it is gone, or it
+ * reused the comm ID): tell the peer what cm_destroy_id() would, and
+ * leave the entry in the state that follows.
+ */
+static void conn_abandon(struct conn_table *ct, struct conn *c, uint64_t now_ms)
+{
+	uint8_t mad[MAD_SIZE];
+
+	if (c->kind != CK_COMM)
+		return;
+	switch (c->state) {
+	case CONN_REQ_SENT:
+		emit_rej(ct, c, CM_MSG_RESPONSE_REQ, CM_REJ_REASON_TIMEOUT,
+			 CONN_ANS_REJ_ABANDONED);
+		break;
+	case CONN_REQ_RCVD:
+		emit_rej(ct, c, CM_MSG_RESPONSE_REQ, CM_REJ_REASON_CONSUMER_DEFINED,
+			 CONN_ANS_REJ_ABANDONED);
+		break;
+	case CONN_REP_SENT:
+		emit_rej(ct, c, CM_MSG_RESPONSE_OTHER,
+			 CM_REJ_REASON_CONSUMER_DEFINED, CONN_ANS_REJ_ABANDONED);
+		break;
+	case CONN_REP_RCVD:
+		emit_rej(ct, c, CM_MSG_RESPONSE_REP, CM_REJ_REASON_CONSUMER_DEFINED,
+			 CONN_ANS_REJ_ABANDONED);
+		break;
+	case CONN_ESTABLISHED:
+		cm_build_dreq(mad, conn_next_tid(ct), c->host_id, c->peer_id,
+			      c->peer_qpn);
+		emit(ct, CONN_ANS_DREQ_ABANDONED, c->port, &c->path, mad);
+		set_state(ct, c, CONN_DREQ_SENT);
+		timer_arm(ct, c, TC_HANDSHAKE, now_ms);
+		return;
+	case CONN_DREQ_RCVD:
+		cm_build_drep(mad, conn_next_tid(ct), c->host_id, c->peer_id);
+		emit(ct, CONN_ANS_DREP_ABANDONED, c->port, &c->path, mad);
+		break;
+	default:
+		return;
+	}
+	set_state(ct, c, CONN_TIMEWAIT);
+	timer_arm(ct, c, TC_TIMEWAIT, now_ms);
+}
+
+/* The guest reuses a comm ID: the old connection is abandoned and stays
+ * only to absorb its peer's last messages, out of the guest's sight. */
+static void conn_retire(struct conn_table *ct, struct conn *c, uint64_t now_ms)
+{
+	conn_abandon(ct, c, now_ms);
+	guest_unlink(ct, c);
+	c->orphan = 1;
+	if (c->timer == TC_NONE)
+		timer_arm(ct, c, TC_TIMEWAIT, now_ms);
+}
+
+/* ---- outbound: the client's CM sends (cm.c's ib_send_cm_*) ---------------- */
+
+static int same_peer(const struct conn *c, uint32_t peer_id,
+		     const struct conn_path *path)
+{
+	return c->peer_id == peer_id &&
+	       gid_cmp(&c->path.peer_gid, &path->peer_gid) == 0;
+}
+
+/* The client's reply (REP, MRA, REJ) to a peer's REQ: its connection if
+ * it has one with that peer, else the peer record the REQ left. */
 static struct conn *conn_for_reply(struct conn_table *ct, uint64_t client,
 				   unsigned port, uint32_t guest_id,
-				   uint32_t peer_id, const struct gid *dst,
-				   enum conn_state state, int *err)
+				   uint32_t peer_id, const struct conn_path *path,
+				   uint64_t now_ms, int *err)
 {
-	struct conn *c = peer_find(ct, port, peer_id, dst);
+	struct conn *c = guest_find(ct, CK_COMM, client, port, guest_id), *r;
 
+	if (c && same_peer(c, peer_id, path))
+		return c;
 	/* Only an answer to a REQ this client received: otherwise a VM
 	 * could accept (or reject) a connection meant for another. */
-	if (c == NULL || c->client != client || c->state != CONN_REQ_RCVD) {
+	r = peer_find(ct, port, peer_id, &path->peer_gid);
+	if (r == NULL || r->client != client || r->state != CONN_REQ_RCVD ||
+	    r->in_guest) {
 		*err = -ENOENT;
 		return NULL;
 	}
-	*err = conn_bind(ct, c, guest_id);
-	if (*err)
-		return NULL;
-	set_state(ct, c, state);
-	return c;
+	if (c)
+		conn_retire(ct, c, now_ms);     /* the guest reused the ID */
+	*err = conn_bind(ct, r, guest_id);
+	return *err ? NULL : r;
 }
 
-static int conn_outbound_locked(struct conn_table *ct, uint64_t client,
-				unsigned port, uint8_t *mad,
-				const struct gid *dst, uint64_t now_ms);
-
-int conn_outbound(struct conn_table *ct, uint64_t client, unsigned port,
-		  uint8_t *mad, const struct gid *dst, uint64_t now_ms,
-		  unsigned max_conns)
+static int out_req(struct conn_table *ct, uint64_t client, unsigned port,
+		   uint8_t *mad, const struct conn_path *path, uint64_t now_ms,
+		   struct conn **out)
 {
-	int rc;
-
-	ct->call_max = max_conns;
-	rc = conn_outbound_locked(ct, client, port, mad, dst, now_ms);
-	ct->call_max = 0;
-	return rc;
-}
-
-static int conn_outbound_locked(struct conn_table *ct, uint64_t client,
-				unsigned port, uint8_t *mad,
-				const struct gid *dst, uint64_t now_ms)
-{
-	uint16_t attr = cm_mad_attr_id(mad);
-	uint32_t local = wire_get32(mad + MAD_HDR_SIZE);
-	uint32_t remote = wire_get32(mad + MAD_HDR_SIZE + 4);
+	uint32_t guest_id = cm_mad_sender_id(mad);
 	struct conn *c;
 	int err = 0;
 
-	switch (attr) {
-	case CM_ATTR_REQ:
-		if (local == 0)
-			return -EINVAL;
-		c = guest_find(ct, CK_COMM, client, port, local);
-		if (c == NULL)
-			c = conn_create_bound(ct, CK_COMM, client, port, local,
-					      CONN_HANDSHAKE, &err);
-		else if (c->state == CONN_TIMEWAIT)
-			set_state(ct, c, CONN_HANDSHAKE);      /* ID reused */
+	if (guest_id == 0)
+		return -EINVAL;
+	c = guest_find(ct, CK_COMM, client, port, guest_id);
+	/* The same REQ again is a retransmission; anything else with this
+	 * ID is a new connection (a rebooted guest, a wrapped counter). */
+	if (c == NULL || c->state != CONN_REQ_SENT ||
+	    gid_cmp(&c->path.peer_gid, &path->peer_gid) != 0) {
+		if (c)
+			conn_retire(ct, c, now_ms);
+		c = conn_create_bound(ct, CK_COMM, client, port, guest_id,
+				      CONN_REQ_SENT, path, &err);
 		if (c == NULL)
 			return err;
-		if (c->state == CONN_HANDSHAKE)
-			timer_arm(ct, c, TC_HANDSHAKE, now_ms);
+		c->ca_guid = cm_field_get(mad, CM_REQ_LOCAL_CA_GUID);
+	}
+	timer_arm(ct, c, TC_HANDSHAKE, now_ms);
+	*out = c;
+	return 0;
+}
+
+static int out_reply(struct conn_table *ct, uint64_t client, unsigned port,
+		     uint8_t *mad, const struct conn_path *path, uint64_t now_ms,
+		     struct conn **out)
+{
+	uint16_t attr = cm_mad_attr_id(mad);
+	uint32_t guest_id = cm_mad_sender_id(mad);
+	uint32_t peer_id = cm_mad_receiver_id(mad);
+	struct conn *c;
+	int err = 0;
+
+	if (guest_id == 0) {
+		if (attr != CM_ATTR_REJ)
+			return -EINVAL;
+		/* Rejecting a REQ before replying: nothing to map, but it
+		 * must be a REQ this client received; the record goes, as
+		 * cm.c resets to idle. */
+		c = peer_find(ct, port, peer_id, &path->peer_gid);
+		if (c == NULL || c->client != client || c->state != CONN_REQ_RCVD ||
+		    c->in_guest)
+			return -ENOENT;
+		conn_remove(ct, c);
+		tid_fresh(ct, mad);
+		return 1;
+	}
+	c = conn_for_reply(ct, client, port, guest_id, peer_id, path, now_ms,
+			   &err);
+	if (c == NULL)
+		return err;
+	switch (attr) {
+	case CM_ATTR_REP:
+		if (c->state == CONN_REQ_RCVD) {
+			set_state(ct, c, CONN_REP_SENT);
+			/* Kept until RTU, DREQ, REJ or teardown: the guest
+			 * goes established on its first data. */
+			timer_stop(ct, c);
+		} else if (c->state != CONN_REP_SENT) {
+			return -EPROTO;
+		}
+		break;
+	case CM_ATTR_MRA:
+		if (c->state == CONN_REQ_RCVD || c->state == CONN_REP_RCVD)
+			timer_arm(ct, c, TC_MRA0 + (int)cm_field_get(mad,
+				  CM_MRA_SERVICE_TIMEOUT), now_ms);
+		else if (c->state != CONN_ESTABLISHED)
+			return -EPROTO;
+		break;
+	default:        /* REJ */
+		switch (c->state) {
+		case CONN_REQ_SENT: case CONN_REQ_RCVD:
+		case CONN_REP_SENT: case CONN_REP_RCVD:
+			set_state(ct, c, CONN_TIMEWAIT);
+			/* fall through */
+		case CONN_TIMEWAIT:     /* cm.c's REJ to a stale REQ */
+			timer_arm(ct, c, TC_TIMEWAIT, now_ms);
+			break;
+		default:
+			return -EPROTO;
+		}
+		break;
+	}
+	*out = c;
+	return 0;
+}
+
+/* RTU, DREQ, DREP, LAP, APR: on a connection of the client's, in a state
+ * where cm.c would send it. */
+static int out_conn(struct conn_table *ct, uint64_t client, unsigned port,
+		    uint8_t *mad, uint64_t now_ms, struct conn **out)
+{
+	uint16_t attr = cm_mad_attr_id(mad);
+	uint32_t guest_id = cm_mad_sender_id(mad);
+	struct conn *c;
+
+	c = guest_id ? guest_find(ct, CK_COMM, client, port, guest_id) : NULL;
+	if (c == NULL || c->peer_id == 0 || cm_mad_receiver_id(mad) != c->peer_id)
+		return -ENOENT;
+	switch (attr) {
+	case CM_ATTR_RTU:
+		if (c->state == CONN_REP_RCVD) {
+			set_state(ct, c, CONN_ESTABLISHED);
+			timer_stop(ct, c);
+		} else if (c->state != CONN_ESTABLISHED) {
+			return -EPROTO;
+		}
+		break;
+	case CM_ATTR_DREQ:
+		if (c->state != CONN_ESTABLISHED && c->state != CONN_REP_SENT &&
+		    c->state != CONN_DREQ_SENT)
+			return -EPROTO;
+		set_state(ct, c, CONN_DREQ_SENT);
+		timer_arm(ct, c, TC_HANDSHAKE, now_ms);
+		break;
+	case CM_ATTR_DREP:
+		if (c->state != CONN_DREQ_RCVD && c->state != CONN_TIMEWAIT)
+			return -EPROTO;
+		set_state(ct, c, CONN_TIMEWAIT);
+		timer_arm(ct, c, TC_TIMEWAIT, now_ms);
+		break;
+	default:        /* LAP, APR */
+		if (c->state != CONN_ESTABLISHED)
+			return -EPROTO;
+		break;
+	}
+	*out = c;
+	return 0;
+}
+
+static int out_sidr_req(struct conn_table *ct, uint64_t client, unsigned port,
+			uint8_t *mad, const struct conn_path *path,
+			uint64_t now_ms, struct conn **out)
+{
+	uint32_t guest_id = cm_mad_sender_id(mad);
+	struct conn *c;
+	int err = 0;
+
+	if (guest_id == 0)
+		return -EINVAL;
+	c = guest_find(ct, CK_SIDR, client, port, guest_id);
+	if (c && c->state != CONN_SIDR_REQ_SENT) {
+		conn_retire(ct, c, now_ms);
+		c = NULL;
+	}
+	if (c == NULL)
+		c = conn_create_bound(ct, CK_SIDR, client, port, guest_id,
+				      CONN_SIDR_REQ_SENT, path, &err);
+	if (c == NULL)
+		return err;
+	timer_arm(ct, c, TC_HANDSHAKE, now_ms);
+	*out = c;
+	return 0;
+}
+
+int conn_outbound(struct conn_table *ct, uint64_t client, unsigned port,
+		  uint8_t *mad, const struct conn_path *path, uint64_t now_ms,
+		  unsigned max_conns)
+{
+	struct conn *c = NULL;
+	int rc;
+
+	ct->call_max = max_conns;
+	switch (cm_mad_attr_id(mad)) {
+	case CM_ATTR_REQ:
+		rc = out_req(ct, client, port, mad, path, now_ms, &c);
 		break;
 	case CM_ATTR_REP:
 	case CM_ATTR_MRA:
-		if (local == 0)
-			return -EINVAL;
-		c = guest_find(ct, CK_COMM, client, port, local);
-		if (c == NULL)
-			c = conn_for_reply(ct, client, port, local, remote, dst,
-					   CONN_HANDSHAKE, &err);
-		if (c == NULL)
-			return err;
-		if (c->state == CONN_HANDSHAKE)
-			timer_arm(ct, c, TC_HANDSHAKE, now_ms);
-		break;
 	case CM_ATTR_REJ:
-		if (local == 0) {
-			/* Rejecting a REQ before replying: nothing to map,
-			 * but it must be a REQ this client received. */
-			c = peer_find(ct, port, remote, dst);
-			if (c == NULL || c->client != client)
-				return -ENOENT;
-			if (c->state == CONN_REQ_RCVD) {
-				set_state(ct, c, CONN_TIMEWAIT);
-				timer_arm(ct, c, TC_TIMEWAIT, now_ms);
-			}
-			return 0;
-		}
-		c = guest_find(ct, CK_COMM, client, port, local);
-		if (c == NULL)
-			c = conn_for_reply(ct, client, port, local, remote, dst,
-					   CONN_TIMEWAIT, &err);
-		if (c == NULL)
-			return err;
-		set_state(ct, c, CONN_TIMEWAIT);
-		timer_arm(ct, c, TC_TIMEWAIT, now_ms);
+		rc = out_reply(ct, client, port, mad, path, now_ms, &c);
 		break;
 	case CM_ATTR_RTU:
 	case CM_ATTR_DREQ:
 	case CM_ATTR_DREP:
 	case CM_ATTR_LAP:
 	case CM_ATTR_APR:
-		c = local ? guest_find(ct, CK_COMM, client, port, local) : NULL;
-		if (c == NULL)
-			return -ENOENT;
-		if (attr == CM_ATTR_RTU) {
-			set_state(ct, c, CONN_ESTABLISHED);
-			timer_stop(ct, c);
-		} else if (attr == CM_ATTR_DREQ) {
-			set_state(ct, c, CONN_DISCONNECTING);
-			timer_arm(ct, c, TC_HANDSHAKE, now_ms);
-		} else if (attr == CM_ATTR_DREP) {
-			set_state(ct, c, CONN_TIMEWAIT);
-			timer_arm(ct, c, TC_TIMEWAIT, now_ms);
-		}
+		rc = out_conn(ct, client, port, mad, now_ms, &c);
 		break;
 	case CM_ATTR_SIDR_REQ:
-		if (local == 0)
-			return -EINVAL;
-		c = guest_find(ct, CK_SIDR, client, port, local);
-		if (c == NULL)
-			c = conn_create_bound(ct, CK_SIDR, client, port, local,
-					      CONN_HANDSHAKE, &err);
-		if (c == NULL)
-			return err;
-		set_state(ct, c, CONN_HANDSHAKE);
-		timer_arm(ct, c, TC_HANDSHAKE, now_ms);
+		rc = out_sidr_req(ct, client, port, mad, path, now_ms, &c);
 		break;
 	default:
 		/* SIDR_REP names the requester's ID: nothing of ours. */
+		tid_fresh(ct, mad);
+		rc = 1;
+		break;
+	}
+	ct->call_max = 0;
+	if (rc == 1)
+		return 0;
+	if (rc)
+		return rc;
+	/* From here on the MAD carries the host ID, not the guest's. */
+	cm_mad_set_sender_id(mad, c->host_id);
+	tid_out(ct, c, mad);
+	return 0;
+}
+
+/* ---- inbound: the peer's messages (cm.c's cm_*_handler) ------------------ */
+
+/* Whether the Local Comm ID of a peer's message names the peer this
+ * connection knows (cm_acquire_id(): 0 only where the peer's ID cannot
+ * be known yet). */
+static int peer_matches(const struct conn *c, const uint8_t *mad)
+{
+	uint16_t attr = cm_mad_attr_id(mad);
+	uint32_t sender = cm_mad_sender_id(mad);
+	unsigned about = CM_MSG_RESPONSE_OTHER;
+
+	if (attr == CM_ATTR_REJ)
+		about = (unsigned)cm_field_get(mad, CM_REJ_MESSAGE_REJECTED);
+	else if (attr == CM_ATTR_MRA)
+		about = (unsigned)cm_field_get(mad, CM_MRA_MESSAGE_MRAED);
+	if (about == CM_MSG_RESPONSE_REQ || attr == CM_ATTR_REP)
+		return c->peer_id == 0 || sender == c->peer_id ||
+		       (attr == CM_ATTR_REJ && sender == 0);
+	return c->peer_id != 0 && sender == c->peer_id;
+}
+
+/* A peer's message in the connection's state: 0 (deliver) or -EPROTO. */
+static int in_transition(struct conn_table *ct, struct conn *c,
+			 const uint8_t *mad, uint64_t now_ms)
+{
+	switch (cm_mad_attr_id(mad)) {
+	case CM_ATTR_REP:
+		if (c->state == CONN_REQ_SENT) {
+			peer_set(ct, c, cm_mad_sender_id(mad));
+			c->peer_qpn = (uint32_t)cm_field_get(mad, CM_REP_LOCAL_QPN);
+			set_state(ct, c, CONN_REP_RCVD);
+			timer_arm(ct, c, TC_HANDSHAKE, now_ms);
+			return 0;
+		}
+		/* A duplicate: the guest's CM answers it again (RTU). */
+		return c->state == CONN_REP_RCVD || c->state == CONN_ESTABLISHED ?
+		       0 : -EPROTO;
+	case CM_ATTR_MRA:
+		if (c->state == CONN_REQ_SENT || c->state == CONN_REP_SENT) {
+			if (c->state == CONN_REQ_SENT)
+				timer_arm(ct, c, TC_MRA0 + (int)cm_field_get(mad,
+					  CM_MRA_SERVICE_TIMEOUT), now_ms);
+			return 0;
+		}
+		return c->state == CONN_ESTABLISHED ? 0 : -EPROTO;
+	case CM_ATTR_RTU:
+		if (c->state != CONN_REP_SENT)
+			return -EPROTO;
+		set_state(ct, c, CONN_ESTABLISHED);
+		timer_stop(ct, c);
+		return 0;
+	case CM_ATTR_DREQ:
+		switch (c->state) {
+		case CONN_ESTABLISHED: case CONN_REP_SENT: case CONN_DREQ_SENT:
+			set_state(ct, c, CONN_DREQ_RCVD);
+			timer_arm(ct, c, TC_HANDSHAKE, now_ms);
+			return 0;
+		case CONN_DREQ_RCVD:
+			return 0;
+		case CONN_TIMEWAIT:     /* our DREP was lost: the guest answers */
+			timer_arm(ct, c, TC_TIMEWAIT, now_ms);
+			return 0;
+		default:
+			return -EPROTO;
+		}
+	case CM_ATTR_DREP:
+		if (c->state != CONN_DREQ_SENT)
+			return -EPROTO;
+		set_state(ct, c, CONN_TIMEWAIT);
+		timer_arm(ct, c, TC_TIMEWAIT, now_ms);
+		return 0;
+	case CM_ATTR_REJ:
+		switch (c->state) {
+		case CONN_REQ_SENT: case CONN_REQ_RCVD: case CONN_REP_SENT:
+		case CONN_REP_RCVD: case CONN_ESTABLISHED: case CONN_DREQ_SENT:
+			set_state(ct, c, CONN_TIMEWAIT);
+			timer_arm(ct, c, TC_TIMEWAIT, now_ms);
+			return 0;
+		default:
+			return -EPROTO;
+		}
+	default:        /* LAP, APR */
+		return c->state == CONN_ESTABLISHED ? 0 : -EPROTO;
+	}
+}
+
+static void answer_drep(struct conn_table *ct, enum conn_answer why,
+			unsigned port, const uint8_t *dreq,
+			const struct conn_path *path)
+{
+	uint8_t mad[MAD_SIZE];
+
+	/* cm_issue_drep(): the DREQ's IDs swapped. */
+	cm_build_drep(mad, conn_next_tid(ct), cm_mad_receiver_id(dreq),
+		      cm_mad_sender_id(dreq));
+	emit(ct, why, port, path, mad);
+}
+
+static int in_sidr_rep(struct conn_table *ct, unsigned port, uint8_t *mad,
+		       const struct conn_path *path, uint64_t now_ms,
+		       uint64_t *client)
+{
+	struct conn *c = host_find(ct, CK_SIDR, port, cm_mad_receiver_id(mad));
+
+	if (c == NULL)
+		return -ENOENT;
+	if (gid_cmp(&c->path.peer_gid, &path->peer_gid) != 0)
+		return -EPERM;
+	if (c->orphan)
+		return -ESTALE;
+	if (c->state != CONN_SIDR_REQ_SENT)
+		return -EPROTO;
+	set_state(ct, c, CONN_TIMEWAIT);
+	timer_arm(ct, c, TC_TIMEWAIT, now_ms);
+	*client = c->client;
+	cm_mad_set_receiver_id(mad, c->guest_id);
+	tid_in(c, mad);
+	return 0;
+}
+
+/* A REJ without our comm ID: the active side gave up on a REQ before
+ * anyone answered it (a timeout REJ); found by the peer record. */
+static int in_rej_unnamed(struct conn_table *ct, unsigned port, uint8_t *mad,
+			  const struct conn_path *path, uint64_t now_ms,
+			  uint64_t *client)
+{
+	struct conn *c = peer_find(ct, port, cm_mad_sender_id(mad),
+				   &path->peer_gid);
+
+	if (c == NULL)
+		return -EBADR;
+	if (c->orphan)
+		return -ESTALE;
+	if (c->state != CONN_REQ_RCVD)
+		return -EPROTO;
+	*client = c->client;
+	if (!c->in_guest) {
+		conn_remove(ct, c);             /* cm.c: reset to idle */
 		return 0;
 	}
-	put_local_id(mad, c->host_id);
-	tid_out(c, mad);
+	cm_mad_set_receiver_id(mad, c->guest_id);
+	set_state(ct, c, CONN_TIMEWAIT);
+	timer_arm(ct, c, TC_TIMEWAIT, now_ms);
 	return 0;
 }
 
 int conn_inbound(struct conn_table *ct, unsigned port, uint8_t *mad,
-		 const struct gid *src, uint64_t now_ms, uint64_t *client)
+		 const struct conn_path *path, uint64_t now_ms,
+		 uint64_t *client)
 {
 	uint16_t attr = cm_mad_attr_id(mad);
-	uint32_t local = wire_get32(mad + MAD_HDR_SIZE);
-	uint32_t remote = wire_get32(mad + MAD_HDR_SIZE + 4);
+	uint32_t host_id = cm_mad_receiver_id(mad);
 	struct conn *c;
+	int rc;
 
-	if (attr == CM_ATTR_SIDR_REP) {
-		c = host_find(ct, CK_SIDR, port, local);
-		if (c == NULL)
-			return -ENOENT;
-		*client = c->client;
-		put_local_id(mad, c->guest_id);
-		tid_in(c, mad);
-		set_state(ct, c, CONN_TIMEWAIT);
-		timer_arm(ct, c, TC_TIMEWAIT, now_ms);
-		return 0;
-	}
-	if (remote == 0) {
-		/* Only a REJ may come without our ID (the active side's
-		 * timeout REJ after an abandoned REQ): route it by the peer
-		 * record its REQ left. */
+	if (attr == CM_ATTR_SIDR_REP)
+		return in_sidr_rep(ct, port, mad, path, now_ms, client);
+	if (host_id == 0) {
 		if (attr != CM_ATTR_REJ)
 			return -EBADR;
-		c = peer_find(ct, port, local, src);
-		if (c == NULL)
-			return -EBADR;
-		*client = c->client;
-		set_state(ct, c, CONN_TIMEWAIT);
-		timer_arm(ct, c, TC_TIMEWAIT, now_ms);
-		return 0;
+		return in_rej_unnamed(ct, port, mad, path, now_ms, client);
 	}
-	c = host_find(ct, CK_COMM, port, remote);
-	if (c == NULL)
+	c = host_find(ct, CK_COMM, port, host_id);
+	if (c == NULL) {
+		if (attr == CM_ATTR_DREQ)
+			answer_drep(ct, CONN_ANS_DREP_UNKNOWN, port, mad, path);
 		return -ENOENT;
-	*client = c->client;
-	put_remote_id(mad, c->guest_id);
-	tid_in(c, mad);
-	switch (attr) {
-	case CM_ATTR_REP:
-		peer_set(ct, c, local, src);
-		/* fall through */
-	case CM_ATTR_MRA:
-		if (c->state == CONN_HANDSHAKE)
-			timer_arm(ct, c, TC_HANDSHAKE, now_ms);
-		break;
-	case CM_ATTR_RTU:
-		if (c->state == CONN_HANDSHAKE) {
-			set_state(ct, c, CONN_ESTABLISHED);
-			timer_stop(ct, c);
-		}
-		break;
-	case CM_ATTR_DREQ:
-		if (c->state != CONN_TIMEWAIT) {
-			set_state(ct, c, CONN_DISCONNECTING);
-			timer_arm(ct, c, TC_HANDSHAKE, now_ms);
-		} else {
-			/* Our DREP was lost: the guest answers again. */
-			timer_arm(ct, c, TC_TIMEWAIT, now_ms);
-		}
-		break;
-	case CM_ATTR_DREP:
-	case CM_ATTR_REJ:
-		set_state(ct, c, CONN_TIMEWAIT);
-		timer_arm(ct, c, TC_TIMEWAIT, now_ms);
-		break;
-	default:
-		break;
 	}
+	if (gid_cmp(&c->path.peer_gid, &path->peer_gid) != 0 ||
+	    !peer_matches(c, mad))
+		return -EPERM;
+	if (c->orphan) {
+		if (attr == CM_ATTR_DREQ) {
+			answer_drep(ct, CONN_ANS_DREP_ABANDONED, port, mad, &c->path);
+			if (c->state != CONN_TIMEWAIT)
+				set_state(ct, c, CONN_TIMEWAIT);
+			timer_arm(ct, c, TC_TIMEWAIT, now_ms);
+		} else if (attr == CM_ATTR_DREP || attr == CM_ATTR_REJ) {
+			if (c->state != CONN_TIMEWAIT) {
+				set_state(ct, c, CONN_TIMEWAIT);
+				timer_arm(ct, c, TC_TIMEWAIT, now_ms);
+			}
+		}
+		return -ESTALE;
+	}
+	rc = in_transition(ct, c, mad, now_ms);
+	if (rc)
+		return rc;
+	*client = c->client;
+	cm_mad_set_receiver_id(mad, c->guest_id);
+	tid_in(c, mad);
 	return 0;
 }
 
 int conn_note_req(struct conn_table *ct, uint64_t client, unsigned port,
-		  const uint8_t *mad, const struct gid *src, uint64_t now_ms)
+		  const uint8_t *mad, const struct conn_path *path,
+		  uint64_t now_ms)
 {
-	uint32_t peer_id = wire_get32(mad + MAD_HDR_SIZE);
+	uint32_t peer_id = cm_mad_sender_id(mad);
+	uint8_t rej[MAD_SIZE];
 	struct conn *c;
 	int err = 0;
 
 	if (peer_id == 0)
-		return -EINVAL;
-	c = peer_find(ct, port, peer_id, src);
+		return 0;       /* nothing to key a record by; the guest decides */
+	c = peer_find(ct, port, peer_id, &path->peer_gid);
+	if (c && c->state == CONN_TIMEWAIT) {
+		/* The peer reuses the comm ID of a connection still in
+		 * TimeWait: cm.c's cm_dup_req_handler() rejects it. */
+		/* As cm_issue_rej() does: the REQ's sender can only match
+		 * a REJ of its REQ (it knows no ID of ours yet). */
+		cm_build_rej(rej, conn_next_tid(ct), 0, peer_id,
+			     CM_MSG_RESPONSE_REQ, CM_REJ_REASON_STALE_CONN,
+			     NULL, 0);
+		emit(ct, CONN_ANS_REJ_STALE, port, &c->path, rej);
+		return -ESTALE;
+	}
 	if (c) {
-		/* A retransmitted REQ: keep the record as long. */
-		if (c->client == client && c->timer == TC_HANDSHAKE)
+		/* A retransmitted REQ: keep the record as long; the guest's
+		 * CM decides what a duplicate deserves. */
+		if (c->client == client && c->state == CONN_REQ_RCVD &&
+		    c->timer == TC_HANDSHAKE)
 			timer_arm(ct, c, TC_HANDSHAKE, now_ms);
 		return 0;
 	}
-	c = conn_new(ct, CK_COMM, client, port, CONN_REQ_RCVD, &err);
+	c = conn_new(ct, CK_COMM, client, port, CONN_REQ_RCVD, path, &err);
 	if (c == NULL)
-		return err;
-	peer_set(ct, c, peer_id, src);
+		return 0;       /* a full table loses the record, not the REQ */
+	c->peer_qpn = (uint32_t)cm_field_get(mad, CM_REQ_LOCAL_QPN);
+	peer_set(ct, c, peer_id);
 	timer_arm(ct, c, TC_HANDSHAKE, now_ms);
 	return 0;
 }
@@ -624,6 +1005,8 @@ void conn_purge_client(struct conn_table *ct, uint64_t client)
 	while (cc && (c = LIST_FIRST(&cc->conns)) != NULL) {
 		int last = cc->n == 1;
 
+		if (!c->orphan)
+			conn_abandon(ct, c, 0);
 		conn_remove(ct, c);
 		if (last)
 			break;
@@ -636,6 +1019,7 @@ void conn_table_free(struct conn_table *ct)
 
 	if (ct == NULL)
 		return;
+	ct->emit = NULL;        /* shutting down: no one to tell */
 	RB_FOREACH_SAFE(cc, cclient_tree, &ct->clients, next)
 		conn_purge_client(ct, cc->id);
 	free(ct);
@@ -665,35 +1049,32 @@ void conn_client_counts(struct conn_table *ct, uint64_t client,
 	}
 }
 
-json_t *conn_client_json(struct conn_table *ct, uint64_t client,
-			 unsigned max, uint64_t now_ms)
+void conn_client_foreach(struct conn_table *ct, uint64_t client,
+			 unsigned max, uint64_t now_ms,
+			 void (*fn)(void *arg, const struct conn_view *v),
+			 void *arg)
 {
 	struct conn_client *cc = cclient_get(ct, client, 0);
-	json_t *arr = json_array(), *o;
-	char buf[GID_STRLEN];
+	struct conn_view v;
 	struct conn *c;
 	unsigned n = 0;
 
 	if (cc == NULL)
-		return arr;
+		return;
 	LIST_FOREACH(c, &cc->conns, client_link) {
 		if (n++ >= max)
 			break;
-		o = json_pack("{s:s, s:s, s:i, s:I, s:I}",
-			      "kind", c->kind == CK_COMM ? "comm" : "sidr",
-			      "state", conn_state_name(c->state),
-			      "port", (int)c->port,
-			      "guest_id", (json_int_t)c->guest_id,
-			      "host_id", (json_int_t)c->host_id);
-		if (c->in_peer) {
-			json_object_set_new(o, "peer_id", json_integer(c->peer_id));
-			json_object_set_new(o, "peer_gid",
-					    json_string(gid_format(&c->peer_gid, buf)));
-		}
-		json_object_set_new(o, "expires_in_ms", c->timer == TC_NONE ?
-			json_null() : json_integer(c->deadline_ms > now_ms ?
-				(json_int_t)(c->deadline_ms - now_ms) : 0));
-		json_array_append_new(arr, o);
+		memset(&v, 0, sizeof(v));
+		v.sidr = c->kind == CK_SIDR;
+		v.state = (enum conn_state)c->state;
+		v.port = c->port;
+		v.guest_id = c->guest_id;
+		v.host_id = c->host_id;
+		v.peer_id = c->peer_id;
+		v.has_peer = c->peer_id != 0;
+		v.peer_gid = c->path.peer_gid;
+		v.expires_in_ms = c->timer == TC_NONE ? -1 :
+			(c->deadline_ms > now_ms ? (int64_t)(c->deadline_ms - now_ms) : 0);
+		fn(arg, &v);
 	}
-	return arr;
 }

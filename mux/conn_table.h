@@ -4,36 +4,42 @@
 
 /*
  * The connection table: CM communication IDs and SIDR request IDs,
- * translated per client, following each connection's lifetime.
+ * translated per client, and each connection's state, following the
+ * Linux kernel CM's state machine (drivers/infiniband/core/cm.c).
  *
  * Guests allocate comm IDs independently, so two VMs can pick the same
- * one.  Every ID a client puts on the wire is therefore replaced by a
- * host-unique one the table allocates (never 0), and the peer's replies,
- * which name that host ID, are turned back into the client's ID on the
- * way in (the mlx4 SR-IOV multiplexer's scheme).  The wire TID's low 32
- * bits become the host ID too (ib_umad owns the high 32), and the guest's
- * TID is restored on replies that echo it.
+ * one.  Every ID a client puts on the wire is replaced by a host-unique
+ * one the table allocates (never 0), and the peer's messages, which name
+ * that host ID, are turned back into the client's ID on the way in (the
+ * mlx4 SR-IOV multiplexer's scheme).  Every MAD gets a wire TID whose low
+ * 32 bits are unique among recent sends (ib_umad owns the high 32 and
+ * refuses a second outstanding send with the same TID); the guest's TID
+ * is restored on a message that echoes it.
  *
- * Entries follow the connection: created by the client's REQ, REP, MRA or
- * REJ (SIDR_REQ for request IDs); a handshake that sees no RTU is
- * abandoned after handshake_ms; an established connection lives until it
- * is torn down; DREQ bounds the teardown by handshake_ms; DREP and REJ
- * start a timewait_ms drain so retransmissions still find their owner;
- * duplicates re-arm the running timer; a client's entries go when it
- * disconnects.  Every timer class has one fixed duration, so each class
- * is a FIFO list and arming, re-arming and expiry are O(1) per entry.
+ * Inbound messages are matched as cm.c's cm_acquire_id() does: by the
+ * host comm ID and, once known, the peer's comm ID and GID.  The state
+ * decides what each message may do (an RTU completes only a handshake
+ * the client is in), and every transition is one of cm.c's.
  *
- * An inbound REQ leaves a "peer" record (the peer's comm ID and GID) for
- * the client it was routed to, so that a REJ that carries no Remote Comm
- * ID (the active side's timeout REJ after an abandoned REQ) still reaches
- * that client.
+ * Lifetimes: a handshake without progress is abandoned after
+ * handshake_ms (an MRA extends that by the Service Timeout it carries);
+ * a passive side that has sent its REP keeps its mapping until RTU,
+ * DREQ, REJ or its own teardown, as the guest's CM goes established on
+ * the first data even when no RTU arrives; an established connection
+ * lives until it is torn down; TimeWait drains for timewait_ms.  Every
+ * timer class has one fixed duration, so each is a FIFO and arming and
+ * expiry are O(1).
+ *
+ * When a client goes away, or reuses a comm ID of a connection it has
+ * forgotten, the table speaks for it as cm.c's cm_destroy_id() would: a
+ * DREQ to an established peer, a REJ to a pending handshake, a DREP to a
+ * DREQ it was given.  Those MADs, and the answers to stale REQs, leave
+ * through the emit callback.
  *
  * No I/O, no locking: the router serialises calls and passes time in.
  */
 #include <stddef.h>
 #include <stdint.h>
-
-#include <jansson.h>
 
 #include "../common/gid.h"
 
@@ -41,56 +47,112 @@ struct conn_table;
 
 struct conn_limits {
 	unsigned max_per_client;
-	unsigned handshake_ms;          /* abandon a handshake without RTU */
+	unsigned handshake_ms;          /* abandon a handshake without progress */
 	unsigned timewait_ms;           /* drain after DREP/REJ/SIDR_REP */
 };
 
+/* cm.c's states, seen from the client's side of the connection. */
 enum conn_state {
-	CONN_REQ_RCVD,                  /* peer record of an inbound REQ */
-	CONN_HANDSHAKE,
+	CONN_REQ_SENT,          /* IB_CM_REQ_SENT, MRA_REQ_RCVD */
+	CONN_REQ_RCVD,          /* IB_CM_REQ_RCVD, MRA_REQ_SENT */
+	CONN_REP_SENT,          /* IB_CM_REP_SENT, MRA_REP_RCVD */
+	CONN_REP_RCVD,          /* IB_CM_REP_RCVD, MRA_REP_SENT */
 	CONN_ESTABLISHED,
-	CONN_DISCONNECTING,
+	CONN_DREQ_SENT,
+	CONN_DREQ_RCVD,
 	CONN_TIMEWAIT,
+	CONN_SIDR_REQ_SENT,
 	CONN_STATE_MAX
 };
 
 const char *conn_state_name(enum conn_state s);
 
+/* How to reach the peer of a connection, to speak for the client. */
+struct conn_path {
+	struct gid local_gid;           /* the client's (our) GID */
+	struct gid peer_gid;
+	uint16_t pkey_index;
+	uint8_t grh, sl, hop_limit, traffic_class;
+	uint32_t flow_label;
+};
+
+/* What the table (or the router) sent on its own, for the counters. */
+enum conn_answer {
+	CONN_ANS_REJ_NO_LISTENER,       /* REQ for a GID no client owns */
+	CONN_ANS_SIDR_NO_LISTENER,      /* SIDR_REQ for a GID no client owns */
+	CONN_ANS_DREP_UNKNOWN,          /* DREQ for no connection (cm_issue_drep) */
+	CONN_ANS_REJ_STALE,             /* REQ matching a connection in TimeWait */
+	CONN_ANS_DREQ_ABANDONED,        /* client gone or ID reused: established */
+	CONN_ANS_REJ_ABANDONED,         /* ... a handshake */
+	CONN_ANS_DREP_ABANDONED,        /* ... a DREQ it had been given */
+	CONN_ANS_MAX
+};
+
+const char *conn_answer_name(enum conn_answer a);
+
+struct conn_emit {
+	enum conn_answer why;
+	unsigned port;
+	const struct conn_path *path;   /* from local_gid to peer_gid */
+	const uint8_t *mad;             /* MAD_SIZE bytes */
+};
+
+typedef void (*conn_emit_fn)(void *arg, const struct conn_emit *e);
+
 /* random_operand: XORed into allocated IDs so that they are not
- * predictable (as the kernel CM does); tests pass a fixed one. */
+ * predictable (as the kernel CM does); tests pass a fixed one.  emit may
+ * be NULL (nothing is sent on anyone's behalf). */
 struct conn_table *conn_table_new(const struct conn_limits *lim,
-				  uint32_t random_operand);
+				  uint32_t random_operand, conn_emit_fn emit,
+				  void *emit_arg);
 void conn_table_free(struct conn_table *ct);
 
+/* A fresh low TID half for a MAD the caller sends on its own. */
+uint32_t conn_next_tid(struct conn_table *ct);
+
 /*
- * A client's outbound CM MAD, rewritten in place (Local Comm ID or SIDR
- * request ID, and TID) before it is sent to dst.  max_conns (0: the
- * table's limit) bounds the client's entries.  Returns 0, or
+ * A client's outbound CM MAD on path, rewritten in place (its own comm
+ * ID or SIDR request ID, and TID).  max_conns (0: the table's limit)
+ * bounds the client's entries.  Returns 0, or
  * -EINVAL   a REQ, REP, MRA or SIDR_REQ with ID 0;
  * -ENOENT   RTU, DREQ, DREP, LAP or APR for a comm ID this client has not
  *           started, or a REP, MRA or REJ that answers no REQ this client
  *           received: a client can only act on its own connections;
+ * -EPROTO   the message does not fit the connection's state (an RTU
+ *           without a REP, a DREP without a DREQ, ...);
  * -ENOSPC   the client's quota;
  * -ENOMEM.
  */
 int conn_outbound(struct conn_table *ct, uint64_t client, unsigned port,
-		  uint8_t *mad, const struct gid *dst, uint64_t now_ms,
+		  uint8_t *mad, const struct conn_path *path, uint64_t now_ms,
 		  unsigned max_conns);
 
 /*
- * An inbound CM MAD from src that is routed by ID (everything but REQ and
- * SIDR_REQ): returns 0 with *client set and the MAD rewritten for that
- * client, or -ENOENT (nobody's), -EBADR (Remote Comm ID 0 and no peer
- * record).
+ * An inbound CM MAD that is routed by ID (everything but REQ and
+ * SIDR_REQ), arriving on path (local_gid: ours, peer_gid: the sender).
+ * Returns 0 with *client set and the MAD rewritten for that client, or
+ * -ENOENT   nobody's ID (a DREQ is answered with a DREP);
+ * -EBADR    Remote Comm ID 0 and no record of the peer's REQ;
+ * -EPERM    right host ID, wrong peer comm ID or GID: nothing changes;
+ * -EPROTO   not valid in the connection's state (a duplicate, an RTU
+ *           for no REP): nothing changes;
+ * -ESTALE   a connection the client has abandoned: absorbed (a DREQ is
+ *           answered).
  */
 int conn_inbound(struct conn_table *ct, unsigned port, uint8_t *mad,
-		 const struct gid *src, uint64_t now_ms, uint64_t *client);
+		 const struct conn_path *path, uint64_t now_ms,
+		 uint64_t *client);
 
-/* An inbound REQ was routed to client: remember the peer for its REJ. */
+/* An inbound REQ routed to client by its destination GID: remember the
+ * peer.  Returns 0 (deliver it), or -ESTALE when it names a connection in
+ * TimeWait (answered with REJ "stale connection", as cm.c does). */
 int conn_note_req(struct conn_table *ct, uint64_t client, unsigned port,
-		  const uint8_t *mad, const struct gid *src, uint64_t now_ms);
+		  const uint8_t *mad, const struct conn_path *path,
+		  uint64_t now_ms);
 
 unsigned conn_expire(struct conn_table *ct, uint64_t now_ms);
+/* The client is gone: tell its peers (DREQ, REJ, DREP as its states ask)
+ * and forget its entries. */
 void conn_purge_client(struct conn_table *ct, uint64_t client);
 
 struct conn_counts {
@@ -101,9 +163,22 @@ struct conn_counts {
 void conn_counts(struct conn_table *ct, struct conn_counts *out);
 void conn_client_counts(struct conn_table *ct, uint64_t client,
 			struct conn_counts *out);
-/* A client's live entries (at most max) with state and remaining life. */
-json_t *conn_client_json(struct conn_table *ct, uint64_t client,
-			 unsigned max, uint64_t now_ms);
+
+/* One entry, as the status shows it. */
+struct conn_view {
+	int sidr;
+	enum conn_state state;
+	unsigned port;
+	uint32_t guest_id, host_id, peer_id;
+	int has_peer;
+	struct gid peer_gid;
+	int64_t expires_in_ms;          /* -1: no timer */
+};
+/* Calls fn for each of a client's entries, at most max of them. */
+void conn_client_foreach(struct conn_table *ct, uint64_t client,
+			 unsigned max, uint64_t now_ms,
+			 void (*fn)(void *arg, const struct conn_view *v),
+			 void *arg);
 /* The time until the next timer, or UINT64_MAX. */
 uint64_t conn_next_deadline(struct conn_table *ct);
 

@@ -29,6 +29,9 @@ static void usage(FILE *f)
 	fprintf(f,
 "usage: rdmacm-muxd [options] (--port DEV:PORT | --sim-port NAME[=GID,...])...\n"
 "  -p, --port DEV:PORT         serve a real RDMA port through umad (repeatable)\n"
+"      --roce-version DEV:PORT=V  RoCE version (1 or 2) whose GID index the\n"
+"                              daemon sends from where an address is in the\n"
+"                              port's table twice (default 2)\n"
 "      --sim-port NAME[=GIDS]  serve a simulated port (repeatable); GIDS is a\n"
 "                              comma-separated GID table (default: 8 GIDs\n"
 "                              fd53:494d::N:1 .. fd53:494d::N:8, N = port index + 1)\n"
@@ -53,9 +56,9 @@ static void usage(FILE *f)
 "      --max-frame BYTES       largest frame a client may send (default 65536)\n"
 "      --client-queue BYTES    output queued to one client before its inbound\n"
 "                              MADs are dropped (default 1048576)\n"
-"      --handshake-timeout-ms MS  how long a connection that has not completed\n"
-"                              its handshake (no RTU) or its teardown (no DREP)\n"
-"                              keeps its comm-ID mapping (default 60000)\n"
+"      --handshake-timeout-ms MS  how long a handshake or teardown without\n"
+"                              progress keeps its comm-ID mapping (default\n"
+"                              60000; an MRA adds its Service Timeout)\n"
 "      --timewait-ms MS        how long an ended connection's mapping drains\n"
 "                              after DREP or REJ (default 10000)\n"
 "      --syslog                log to syslog instead of stderr\n"
@@ -107,6 +110,30 @@ static void add_umad_port(struct mux_config *cfg, const char *arg)
 	ps->kind = PORT_SPEC_UMAD;
 	snprintf(ps->name, sizeof(ps->name), "%.*s", (int)(colon - arg), arg);
 	ps->port_num = (int)parse_num("--port", colon + 1, 1, 255, 10);
+	ps->roce_version = 2;
+}
+
+/* --roce-version DEV:PORT=1|2, after that port's --port. */
+static void set_roce_version(struct mux_config *cfg, const char *arg)
+{
+	const char *eq = strchr(arg, '=');
+	char name[64];
+	int i;
+
+	if (eq == NULL || (eq[1] != '1' && eq[1] != '2') || eq[2] != 0)
+		fatalx("--roce-version '%s': expected DEV:PORT=1 or DEV:PORT=2", arg);
+	for (i = 0; i < cfg->nports; i++) {
+		struct port_spec *ps = &cfg->ports[i];
+
+		snprintf(name, sizeof(name), "%s:%d", ps->name, ps->port_num);
+		if (ps->kind == PORT_SPEC_UMAD && strlen(name) == (size_t)(eq - arg) &&
+		    strncmp(name, arg, (size_t)(eq - arg)) == 0) {
+			ps->roce_version = eq[1] - '0';
+			return;
+		}
+	}
+	fatalx("--roce-version '%s': no --port %.*s before it", arg,
+	       (int)(eq - arg), arg);
 }
 
 static void add_sim_port(struct mux_config *cfg, const char *arg)
@@ -153,7 +180,7 @@ static void add_sim_port(struct mux_config *cfg, const char *arg)
 enum {
 	OPT_SIM_PORT = 256, OPT_SIM_FABRIC, OPT_SOCKET_MODE, OPT_STATUS_MODE,
 	OPT_MAX_CLIENTS, OPT_MAX_GIDS, OPT_MAX_COMM, OPT_CLIENT_QUEUE,
-	OPT_TIMEWAIT, OPT_SYSLOG, OPT_HANDSHAKE, OPT_SOCKET_OWNER,
+	OPT_TIMEWAIT, OPT_SYSLOG, OPT_HANDSHAKE, OPT_ROCE_VERSION, OPT_SOCKET_OWNER,
 	OPT_SOCKET_GROUP, OPT_STATUS_GROUP, OPT_MAX_FRAME,
 };
 
@@ -162,6 +189,7 @@ static void parse_args(struct mux_config *cfg, int argc, char **argv)
 	static const struct option opts[] = {
 		{ "port", required_argument, NULL, 'p' },
 		{ "sim-port", required_argument, NULL, OPT_SIM_PORT },
+		{ "roce-version", required_argument, NULL, OPT_ROCE_VERSION },
 		{ "sim-fabric", required_argument, NULL, OPT_SIM_FABRIC },
 		{ "socket", required_argument, NULL, 's' },
 		{ "status-socket", required_argument, NULL, 'S' },
@@ -192,6 +220,7 @@ static void parse_args(struct mux_config *cfg, int argc, char **argv)
 		switch (c) {
 		case 'p': add_umad_port(cfg, optarg); break;
 		case OPT_SIM_PORT: add_sim_port(cfg, optarg); break;
+		case OPT_ROCE_VERSION: set_roce_version(cfg, optarg); break;
 		case OPT_SIM_FABRIC: cfg->sim_fabric = optarg; break;
 		case 's': cfg->socket_path = optarg; break;
 		case 'S': cfg->status_path = optarg; break;
@@ -361,7 +390,7 @@ int main(int argc, char **argv)
 	if (getrandom(&random_operand, sizeof(random_operand), 0) !=
 	    (ssize_t)sizeof(random_operand))
 		random_operand = (uint32_t)time(NULL) ^ (uint32_t)getpid();
-	mux->router = router_new(&lim, random_operand);
+	mux->router = router_new(&lim, random_operand, &port_router_ops, mux);
 	if (mux->router == NULL)
 		fatal("router");
 	clients_init(&mux->clients);

@@ -23,6 +23,7 @@
 #include "../common/gid.h"
 #include "../common/log.h"
 #include "../common/tree.h"
+#include "conn_table.h"
 #include "policy.h"
 #include "../protocol/rdmacm_mux_proto.h"
 
@@ -40,6 +41,7 @@ struct port_spec {
 	enum { PORT_SPEC_UMAD, PORT_SPEC_SIM } kind;
 	char name[32];          /* sim name, or device */
 	int port_num;           /* umad */
+	int roce_version;       /* umad: 1 or 2, preferred where a GID has both */
 	int ngids;
 	struct gid gids[32];    /* sim GID table */
 };
@@ -77,11 +79,15 @@ void config_defaults(struct mux_config *cfg);
 enum drop_reason {
 	DROP_NOT_CM,            /* class/version/method not CM Send */
 	DROP_BAD_SIZE,
-	DROP_UNKNOWN_GID,       /* REQ/SIDR_REQ for a GID nobody registered */
+	DROP_UNKNOWN_GID,       /* REQ/SIDR_REQ for a GID not in the port's table */
+	DROP_NO_LISTENER,       /* ... for a GID of the port nobody owns (answered) */
 	DROP_NO_CMA_HDR,        /* SIDR_REQ without rdma_cm's header */
 	DROP_UNKNOWN_COMM_ID,
 	DROP_ZERO_COMM_ID,      /* e.g. timeout REJ: no Remote Comm ID */
 	DROP_UNKNOWN_REQUEST_ID,
+	DROP_PEER_MISMATCH,     /* right host ID, wrong peer comm ID or GID */
+	DROP_WRONG_STATE,       /* not valid in the connection's state */
+	DROP_STALE_CONN,        /* for a connection its client abandoned */
 	DROP_UNSUPPORTED_ATTR,
 	DROP_CLIENT_GONE,       /* owner disconnected while in flight */
 	DROP_CLIENT_QUEUE_FULL, /* owner's output queue above its limit */
@@ -101,6 +107,8 @@ enum refusal {
 	REFUSE_PORT,            /* ENODEV or EACCES (policy) */
 	REFUSE_PORT_DOWN,       /* ENETDOWN */
 	REFUSE_SOURCE_GID,      /* EADDRNOTAVAIL */
+	REFUSE_INNER_GID,       /* EPERM: a GID or address inside the MAD */
+	REFUSE_STATE,           /* EPROTO: not valid in the connection's state */
 	REFUSE_COMM_ID,         /* ENOENT / EINVAL */
 	REFUSE_PKEY_INDEX,      /* ERANGE */
 	REFUSE_RATE,            /* EAGAIN */
@@ -123,6 +131,8 @@ struct mux_stats {
 	_Atomic uint64_t clients_refused;
 	_Atomic uint64_t protocol_errors;
 	_Atomic uint64_t class_requests_answered;       /* CM Get/Set */
+	_Atomic uint64_t answers[CONN_ANS_MAX];         /* sent on our own */
+	_Atomic uint64_t answers_failed;
 };
 
 json_t *stats_to_json(struct mux_stats *st);
@@ -189,8 +199,18 @@ struct router_limits {
 	unsigned timewait_ms;
 };
 
+/* What the router needs from the daemon: a way to send the MADs it
+ * answers with, and whether a GID is in a port's table.  Called without
+ * the router's lock held (gid_in_table with it: it must not call back). */
+struct router_ops {
+	void (*send)(void *arg, enum conn_answer why, unsigned port,
+		     const struct conn_path *path, const uint8_t *mad);
+	int (*gid_in_table)(void *arg, unsigned port, const struct gid *gid);
+};
+
 struct router *router_new(const struct router_limits *lim,
-			  uint32_t random_operand);
+			  uint32_t random_operand,
+			  const struct router_ops *ops, void *ops_arg);
 void router_free(struct router *r);
 
 int router_register_gid(struct router *r, unsigned port,
@@ -199,19 +219,25 @@ int router_unregister_gid(struct router *r, unsigned port,
 			  const struct gid *gid, uint64_t client);
 int router_owns_gid(struct router *r, unsigned port, const struct gid *gid,
 		    uint64_t client);
-/* An outbound MAD from `client` to dst, before it is sent: translated in
- * place (comm ID, request ID, TID); 0 or a negative errno from
+/* An outbound MAD from `client` on path, before it is sent: translated
+ * in place (comm ID, request ID, TID); 0 or a negative errno from
  * conn_outbound() (conn_table.h). */
 int router_outbound(struct router *r, unsigned port, uint64_t client,
-		    uint8_t *mad, const struct gid *dst, uint64_t now_ms,
+		    uint8_t *mad, const struct conn_path *path, uint64_t now_ms,
 		    unsigned max_conns);
-/* Decide who gets an inbound MAD from src and translate it for them: 0
- * and *client, or a negative enum drop_reason (ROUTER_DROP()). */
+/* Decide who gets an inbound MAD arriving on path (peer_gid: the sender)
+ * and translate it for them: 0 and *client, or a negative enum
+ * drop_reason (ROUTER_DROP()); answers what a host's CM would answer. */
 int router_inbound(struct router *r, unsigned port, uint8_t *mad, size_t len,
-		   const struct gid *src, uint64_t now_ms, uint64_t *client);
+		   const struct conn_path *path, uint64_t now_ms,
+		   uint64_t *client);
+/* The path a MAD's address block describes: outbound (local is ours) or
+ * inbound (remote is the sender's). */
+void router_path_from_addr(const struct proto_mad_addr *a, int inbound,
+			   struct conn_path *out);
 #define ROUTER_DROP(reason) (-(int)(reason) - 1)
 #define ROUTER_DROP_REASON(rc) ((enum drop_reason)(-(rc) - 1))
-/* Forget everything a client owned. */
+/* Forget everything a client owned, telling its peers first. */
 void router_purge_client(struct router *r, uint64_t client);
 /* Remove entries whose drain time has passed; returns how many. */
 unsigned router_expire(struct router *r, uint64_t now_ms);
@@ -248,7 +274,13 @@ struct port_ops {
 	/* Any thread. gid_index is the source GID's index in the port's
 	 * table, chosen by the daemon. */
 	int (*send)(struct port *p, const struct proto_mad *m, int gid_index);
+	/* Any thread: the index of a GID in the port's table as last read
+	 * (the preferred RoCE version where it is there twice), or
+	 * -ENOENT.  Never does I/O, so it is safe on every hot path. */
 	int (*gid_index)(struct port *p, const struct gid *gid);
+	/* Optional, any thread: read the GID table again now (a client
+	 * registers an address that may have just appeared). */
+	void (*gid_refresh)(struct port *p);
 	/* JSON array of the port's GID table. */
 	json_t *(*gid_table)(struct port *p);
 	/* Entries in the port's P_Key table. */
@@ -264,9 +296,11 @@ struct port {
 	unsigned index;
 	char name[64];
 	_Atomic int state;
+	int roce;               /* Ethernet link layer: rdma_cm addresses are GIDs */
 	void *priv;
 	_Atomic uint64_t rx, tx, tx_errors, rx_errors;
 	_Atomic uint64_t wire_dropped;  /* sim: a receiver's queue was full */
+	_Atomic uint64_t gid_table_changes;
 };
 
 json_t *port_json(struct port *p, int with_gids);
@@ -274,9 +308,15 @@ json_t *port_json(struct port *p, int with_gids);
 extern const struct port_ops port_sim_ops;
 extern const struct port_ops port_umad_ops;
 
+/* How the router sends the MADs it answers with (port.c). */
+extern const struct router_ops port_router_ops;
+
 /* Called by port implementations on the port thread. */
 void port_input(struct port *p, struct proto_mad *m);
 void port_set_state(struct port *p, enum port_state st);
+/* The port's GID table changed (or the device came or went): count it,
+ * re-check the registrations and tell the clients. */
+void port_gids_changed(struct port *p);
 const char *port_state_name(int st);
 
 struct portio;

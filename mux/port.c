@@ -64,7 +64,7 @@ void port_input(struct port *p, struct proto_mad *m)
 	struct mux *mux = p->mux;
 	struct worker_msg *msg;
 	uint64_t client = 0, suppressed;
-	struct gid src;
+	struct conn_path path;
 	int rc, w;
 
 	atomic_fetch_add(&p->rx, 1);
@@ -74,8 +74,8 @@ void port_input(struct port *p, struct proto_mad *m)
 			cm_mad_attr_id(m->mad))], 1);
 	if (port_answer_class_request(p, m))
 		return;
-	memcpy(src.raw, m->addr.remote_gid, 16);
-	rc = router_inbound(mux->router, p->index, m->mad, m->mad_len, &src,
+	router_path_from_addr(&m->addr, 1, &path);
+	rc = router_inbound(mux->router, p->index, m->mad, m->mad_len, &path,
 			    mux_now_ms(), &client);
 	if (rc < 0) {
 		enum drop_reason why = ROUTER_DROP_REASON(rc);
@@ -105,20 +105,73 @@ void port_input(struct port *p, struct proto_mad *m)
 		atomic_fetch_add(&mux->stats.drops[DROP_WORKER_QUEUE_FULL], 1);
 }
 
-void port_set_state(struct port *p, enum port_state st)
+/* The router's way out: a MAD the daemon sends on its own (an answer for
+ * nobody's GID, or for a client that is gone), from the GID on path.  Any
+ * thread. */
+static void port_send_answer(void *arg, enum conn_answer why, unsigned port,
+			     const struct conn_path *path, const uint8_t *mad)
+{
+	struct mux *mux = arg;
+	struct proto_mad m;
+	struct port *p;
+	int idx;
+
+	if (port >= (unsigned)mux->nports)
+		return;
+	p = &mux->ports[port];
+	idx = p->ops->gid_index(p, &path->local_gid);
+	if (idx < 0 || atomic_load(&p->state) != PORT_STATE_ACTIVE) {
+		atomic_fetch_add(&mux->stats.answers_failed, 1);
+		return;
+	}
+	memset(&m.addr, 0, sizeof(m.addr));
+	m.addr.port = (uint16_t)port;
+	m.addr.flags = path->grh ? PROTO_MAD_F_GRH : 0;
+	m.addr.hop_limit = path->hop_limit;
+	m.addr.traffic_class = path->traffic_class;
+	m.addr.sl = path->sl;
+	m.addr.flow_label = path->flow_label;
+	m.addr.remote_qpn = GSI_QPN;
+	m.addr.qkey = GSI_QKEY;
+	m.addr.pkey_index = path->pkey_index;
+	memcpy(m.addr.local_gid, path->local_gid.raw, 16);
+	memcpy(m.addr.remote_gid, path->peer_gid.raw, 16);
+	m.mad_len = MAD_SIZE;
+	memcpy(m.mad, mad, MAD_SIZE);
+	/* Counted before it leaves, so the count is never behind the wire. */
+	atomic_fetch_add(&mux->stats.answers[why], 1);
+	atomic_fetch_add(&mux->stats.mads_out[cm_attr_index(cm_mad_attr_id(mad))], 1);
+	if (p->ops->send(p, &m, idx) == 0) {
+		atomic_fetch_add(&p->tx, 1);
+	} else {
+		atomic_fetch_add(&p->tx_errors, 1);
+		atomic_fetch_add(&mux->stats.answers_failed, 1);
+	}
+}
+
+static int port_gid_in_table(void *arg, unsigned port, const struct gid *gid)
+{
+	struct mux *mux = arg;
+	struct port *p;
+
+	if (port >= (unsigned)mux->nports)
+		return 0;
+	p = &mux->ports[port];
+	return p->ops->gid_index(p, gid) >= 0;
+}
+
+const struct router_ops port_router_ops = {
+	.send = port_send_answer,
+	.gid_in_table = port_gid_in_table,
+};
+
+/* An event to every client (workers hand it to their ready sessions). */
+static void port_broadcast(struct port *p, json_t *ev)
 {
 	struct worker_msg *msg;
-	char *text;
-	json_t *ev;
+	char *text = json_dumps(ev, JSON_COMPACT);
 	int i;
 
-	if (atomic_exchange(&p->state, st) == (int)st)
-		return;
-	log_info("port %s: %s", p->name, port_state_name(st));
-	ev = json_pack("{s:s, s:i, s:s, s:s}", "event", "port_state", "port",
-		       (int)p->index, "port_name", p->name, "state",
-		       port_state_name(st));
-	text = json_dumps(ev, JSON_COMPACT);
 	json_decref(ev);
 	for (i = 0; text && i < p->mux->nworkers; i++) {
 		msg = calloc(1, sizeof(*msg));
@@ -129,6 +182,42 @@ void port_set_state(struct port *p, enum port_state st)
 		worker_post(p->mux->workers[i], msg);
 	}
 	free(text);
+}
+
+void port_set_state(struct port *p, enum port_state st)
+{
+	if (atomic_exchange(&p->state, st) == (int)st)
+		return;
+	log_info("port %s: %s", p->name, port_state_name(st));
+	port_broadcast(p, json_pack("{s:s, s:i, s:s, s:s}", "event", "port_state",
+				    "port", (int)p->index, "port_name", p->name,
+				    "state", port_state_name(st)));
+}
+
+void port_gids_changed(struct port *p)
+{
+	json_t *gids = router_gids_json(p->mux->router, 0), *g, *missing;
+	struct gid gid;
+	size_t i;
+
+	atomic_fetch_add(&p->gid_table_changes, 1);
+	/* Registrations stay (the address may come back); sends from a GID
+	 * that left the table are refused until it does, since every send
+	 * looks its index up in the table as it is now. */
+	missing = json_array();
+	json_array_foreach(gids, i, g) {
+		if (json_integer_value(json_object_get(g, "port")) != p->index)
+			continue;
+		gid_parse(json_string_value(json_object_get(g, "gid")), &gid);
+		if (p->ops->gid_index(p, &gid) < 0)
+			json_array_append(missing, g);
+	}
+	json_decref(gids);
+	log_info("port %s: GID table changed; %zu registered GID(s) not in it",
+		 p->name, json_array_size(missing));
+	port_broadcast(p, json_pack("{s:s, s:i, s:s, s:o}", "event",
+				    "gid_table_changed", "port", (int)p->index,
+				    "port_name", p->name, "missing", missing));
 }
 
 struct portio {

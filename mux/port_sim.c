@@ -45,6 +45,7 @@ static int sim_open(struct port *p, const struct port_spec *spec)
 	if (sp == NULL)
 		return -ENOMEM;
 	p->priv = sp;
+	p->roce = 1;            /* the sim wire carries RoCE-style GIDs */
 	sp->fd = -1;
 	snprintf(sp->fabric, sizeof(sp->fabric), "%s", p->mux->sim_fabric);
 	if ((size_t)snprintf(sp->sock_path, sizeof(sp->sock_path), "%s/%s.sock",

@@ -5,6 +5,7 @@
  * reply object.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "mux.h"
@@ -166,6 +167,11 @@ static json_t *op_register_gid(struct mux *mux, struct client_info *ci,
 						 "%u GIDs", ci->rule->max_gids);
 	}
 	idx = port->ops->gid_index(port, &gid);
+	if (idx < 0 && port->ops->gid_refresh) {
+		/* The address may have just been added to the netdev. */
+		port->ops->gid_refresh(port);
+		idx = port->ops->gid_index(port, &gid);
+	}
 	if (idx < 0)
 		return proto_reply_error(EADDRNOTAVAIL,
 			"GID %s is not in the GID table of port %s",
@@ -280,13 +286,51 @@ static int cm_message_attr(uint16_t attr)
 	return (attr >= CM_ATTR_REQ && attr <= CM_ATTR_APR);
 }
 
+static const char *inner_text(const char *field)
+{
+	static _Thread_local char text[128];
+
+	snprintf(text, sizeof(text), "%s is not a GID this client owns on "
+		 "this port", field);
+	return text;
+}
+
+/* The GIDs and addresses a MAD says are its sender's (REQ's local port
+ * GIDs, LAP's alternate, rdma_cm's source address) must be the client's
+ * own on that port: a peer builds its path back from them.  NULL, or
+ * which one is not. */
+static const char *foreign_inner_address(struct mux *mux,
+					 struct client_info *ci,
+					 struct port *port, const uint8_t *mad)
+{
+	const struct cm_attr_desc *d = cm_attr_desc(cm_mad_attr_id(mad));
+	struct gid g;
+	unsigned i;
+
+	for (i = 0; d && i < d->n_own_gids; i++) {
+		cm_get_gid(mad, d->own_gids[i].off, &g);
+		if (d->own_gids[i].zero_ok && gid_is_zero(&g))
+			continue;
+		if (!router_owns_gid(mux->router, port->index, &g, ci->id))
+			return d->own_gids[i].name;
+	}
+	/* On RoCE rdma_cm's addresses are GIDs; on InfiniBand they are
+	 * IPoIB addresses, which the daemon cannot check. */
+	if (port->roce && cm_mad_cma_addrs(mad, &g, NULL, NULL) == 0 &&
+	    !router_owns_gid(mux->router, port->index, &g, ci->id))
+		return "rdma_cm header source address";
+	return NULL;
+}
+
 int requests_send_mad(struct mux *mux, struct client_info *ci,
 		      const struct proto_mad *in, const char **why)
 {
 	struct proto_mad wire = *in, *m = &wire;
 	const uint8_t *mad = m->mad;
+	struct conn_path path;
+	const char *inner;
 	struct port *port;
-	struct gid sgid, dgid;
+	struct gid sgid;
 	int idx, rc;
 
 	/* Cheapest first; the rate limit before anything touches state. */
@@ -326,14 +370,21 @@ int requests_send_mad(struct mux *mux, struct client_info *ci,
 	if (idx < 0)
 		return refuse(mux, ci, REFUSE_SOURCE_GID, -EADDRNOTAVAIL,
 			      "source GID has left the port's GID table", why);
-	memcpy(dgid.raw, m->addr.remote_gid, 16);
+	inner = foreign_inner_address(mux, ci, port, mad);
+	if (inner)
+		return refuse(mux, ci, REFUSE_INNER_GID, -EPERM, inner_text(inner),
+			      why);
+	router_path_from_addr(&m->addr, 0, &path);
 	/* From here on the MAD carries host comm IDs, not the guest's. */
-	rc = router_outbound(mux->router, port->index, ci->id, m->mad, &dgid,
+	rc = router_outbound(mux->router, port->index, ci->id, m->mad, &path,
 			     mux_now_ms(), ci->rule->max_connections);
 	if (rc == -ENOENT)
 		return refuse(mux, ci, REFUSE_COMM_ID, rc, "no connection of this "
 			      "client has that comm ID, or it answers no REQ this "
 			      "client received", why);
+	if (rc == -EPROTO)
+		return refuse(mux, ci, REFUSE_STATE, rc, "the message does not fit "
+			      "the connection's state (cm.c would not send it)", why);
 	if (rc == -ENOSPC)
 		return refuse(mux, ci, REFUSE_QUOTA, rc, "client has the maximum "
 			      "number of live communication IDs", why);

@@ -2,9 +2,12 @@
 /*
  * The router: who owns which GID, and so who gets an inbound CM MAD: REQ
  * and SIDR_REQ by destination GID, everything else through the connection
- * table (conn_table.c), which translates comm IDs per client.  It does no
- * I/O; callers pass the time in, so tests drive it with a fake clock.
- * One mutex serialises it.
+ * table (conn_table.c), which translates comm IDs per client.  It answers
+ * for nobody's GIDs as a host's kernel CM would (REJ "invalid service
+ * ID", SIDR_REP "unsupported"), and passes on what the table says for
+ * clients that cannot.  It does no I/O: MADs it sends leave through the
+ * ops the daemon wires up, after its lock is released; callers pass the
+ * time in, so tests drive it with a fake clock.  One mutex serialises it.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -46,17 +49,77 @@ RB_HEAD(rclient_tree, router_client);
 TREE_GENERATE_STATIC(gid_tree, gid_entry, link, gid_entry_cmp)
 TREE_GENERATE_STATIC(rclient_tree, router_client, link, router_client_cmp)
 
+#define ROUTER_ANSWER_HOP_LIMIT 64
+
+/* MADs the router sends, queued under its lock, sent after it. */
+struct router_out {
+	enum conn_answer why;
+	unsigned port;
+	struct conn_path path;
+	uint8_t mad[MAD_SIZE];
+};
+
 struct router {
 	pthread_mutex_t lock;
 	struct router_limits lim;
+	const struct router_ops *ops;
+	void *ops_arg;
+	struct router_out *out;
+	unsigned nout, out_cap;
+	uint64_t out_lost;              /* queue could not grow */
 	struct gid_tree gids;
 	struct rclient_tree clients;
 	struct conn_table *conns;
 	unsigned ngids;
 };
 
+static void router_queue(void *arg, const struct conn_emit *e)
+{
+	struct router *r = arg;
+	struct router_out *o;
+
+	if (r->nout == r->out_cap) {
+		unsigned cap = r->out_cap ? r->out_cap * 2 : 16;
+
+		o = realloc(r->out, cap * sizeof(*o));
+		if (o == NULL) {
+			r->out_lost++;
+			return;
+		}
+		r->out = o;
+		r->out_cap = cap;
+	}
+	o = &r->out[r->nout++];
+	o->why = e->why;
+	o->port = e->port;
+	o->path = *e->path;
+	memcpy(o->mad, e->mad, MAD_SIZE);
+}
+
+/* Unlock, then send what was queued under the lock.  Only the thread
+ * that queued can flush, as the lock is held in between. */
+static void router_unlock_flush(struct router *r)
+{
+	struct router_out *batch = r->out;
+	unsigned i, n = r->nout;
+
+	if (n == 0) {
+		pthread_mutex_unlock(&r->lock);
+		return;
+	}
+	r->out = NULL;
+	r->nout = r->out_cap = 0;
+	pthread_mutex_unlock(&r->lock);
+	for (i = 0; i < n; i++)
+		if (r->ops && r->ops->send)
+			r->ops->send(r->ops_arg, batch[i].why, batch[i].port,
+				     &batch[i].path, batch[i].mad);
+	free(batch);
+}
+
 struct router *router_new(const struct router_limits *lim,
-			  uint32_t random_operand)
+			  uint32_t random_operand,
+			  const struct router_ops *ops, void *ops_arg)
 {
 	struct conn_limits cl = {
 		.max_per_client = lim->max_comm_ids_per_client,
@@ -67,7 +130,9 @@ struct router *router_new(const struct router_limits *lim,
 
 	if (r == NULL)
 		return NULL;
-	r->conns = conn_table_new(&cl, random_operand);
+	r->ops = ops;
+	r->ops_arg = ops_arg;
+	r->conns = conn_table_new(&cl, random_operand, router_queue, r);
 	if (r->conns == NULL) {
 		free(r);
 		return NULL;
@@ -114,6 +179,7 @@ void router_free(struct router *r)
 		router_purge_client(r, c->id);
 	conn_table_free(r->conns);
 	pthread_mutex_destroy(&r->lock);
+	free(r->out);
 	free(r);
 }
 
@@ -205,15 +271,30 @@ int router_owns_gid(struct router *r, unsigned port, const struct gid *gid,
 }
 
 int router_outbound(struct router *r, unsigned port, uint64_t client,
-		    uint8_t *mad, const struct gid *dst, uint64_t now_ms,
+		    uint8_t *mad, const struct conn_path *path, uint64_t now_ms,
 		    unsigned max_conns)
 {
 	int rc;
 
 	pthread_mutex_lock(&r->lock);
-	rc = conn_outbound(r->conns, client, port, mad, dst, now_ms, max_conns);
-	pthread_mutex_unlock(&r->lock);
+	rc = conn_outbound(r->conns, client, port, mad, path, now_ms, max_conns);
+	router_unlock_flush(r);
 	return rc;
+}
+
+void router_path_from_addr(const struct proto_mad_addr *a, int inbound,
+			   struct conn_path *out)
+{
+	memset(out, 0, sizeof(*out));
+	memcpy(out->local_gid.raw, a->local_gid, 16);
+	memcpy(out->peer_gid.raw, a->remote_gid, 16);
+	out->pkey_index = a->pkey_index;
+	out->grh = (a->flags & PROTO_MAD_F_GRH) ? 1 : 0;
+	out->sl = a->sl;
+	out->traffic_class = a->traffic_class;
+	out->flow_label = a->flow_label;
+	/* An answer starts its own hop count. */
+	out->hop_limit = inbound ? ROUTER_ANSWER_HOP_LIMIT : a->hop_limit;
 }
 
 static int route_by_gid(struct router *r, unsigned port,
@@ -228,11 +309,52 @@ static int route_by_gid(struct router *r, unsigned port,
 	return 0;
 }
 
-int router_inbound(struct router *r, unsigned port, uint8_t *mad, size_t len,
-		   const struct gid *src, uint64_t now_ms, uint64_t *client)
+/* A REQ or SIDR_REQ for a GID of this port that no client owns: answer
+ * as the kernel CM of a host without a listener (cm_issue_rej). */
+static int answer_no_listener(struct router *r, unsigned port,
+			      const uint8_t *mad, const struct conn_path *path)
 {
+	struct conn_emit e = { .port = port, .path = path };
+	uint8_t out[MAD_SIZE];
+	uint32_t tid = conn_next_tid(r->conns);
+
+	if (r->ops == NULL || r->ops->gid_in_table == NULL ||
+	    !r->ops->gid_in_table(r->ops_arg, port, &path->local_gid))
+		return ROUTER_DROP(DROP_UNKNOWN_GID);
+	if (cm_mad_attr_id(mad) == CM_ATTR_REQ) {
+		cm_build_rej(out, tid, 0, cm_mad_sender_id(mad), CM_MSG_RESPONSE_REQ,
+			     CM_REJ_REASON_INVALID_SERVICE_ID, NULL, 0);
+		e.why = CONN_ANS_REJ_NO_LISTENER;
+	} else {
+		cm_build_sidr_rep(out, tid, cm_mad_sender_id(mad),
+				  CM_SIDR_STATUS_UNSUPPORTED,
+				  cm_field_get(mad, CM_SIDR_REQ_SERVICE_ID));
+		e.why = CONN_ANS_SIDR_NO_LISTENER;
+	}
+	e.mad = out;
+	router_queue(r, &e);
+	return ROUTER_DROP(DROP_NO_LISTENER);
+}
+
+static int drop_for(int rc, uint16_t attr)
+{
+	switch (rc) {
+	case -EBADR: return ROUTER_DROP(DROP_ZERO_COMM_ID);
+	case -EPERM: return ROUTER_DROP(DROP_PEER_MISMATCH);
+	case -EPROTO: return ROUTER_DROP(DROP_WRONG_STATE);
+	case -ESTALE: return ROUTER_DROP(DROP_STALE_CONN);
+	default:
+		return ROUTER_DROP(attr == CM_ATTR_SIDR_REP ?
+				   DROP_UNKNOWN_REQUEST_ID : DROP_UNKNOWN_COMM_ID);
+	}
+}
+
+int router_inbound(struct router *r, unsigned port, uint8_t *mad, size_t len,
+		   const struct conn_path *wire, uint64_t now_ms,
+		   uint64_t *client)
+{
+	struct conn_path path = *wire;
 	uint16_t attr;
-	struct gid gid;
 	int rc;
 
 	rc = cm_mad_validate(mad, len);
@@ -245,36 +367,35 @@ int router_inbound(struct router *r, unsigned port, uint8_t *mad, size_t len,
 	pthread_mutex_lock(&r->lock);
 	switch (attr) {
 	case CM_ATTR_REQ:
-		cm_get_gid(mad, CM_REQ_OFF_PRIMARY_REMOTE_GID, &gid);
-		rc = route_by_gid(r, port, &gid, client);
-		/* Remembered so that a REJ without our comm ID (the peer's
-		 * timeout REJ) still finds this client; a full table only
-		 * loses that, not the REQ. */
-		if (rc == 0)
-			conn_note_req(r->conns, *client, port, mad, src, now_ms);
-		break;
 	case CM_ATTR_SIDR_REQ:
-		if (cm_sidr_req_dst_gid(mad, &gid)) {
+		/* The receiver's own GID: the REQ's Primary Remote Port GID,
+		 * or the destination in rdma_cm's header of a SIDR_REQ. */
+		if (attr == CM_ATTR_REQ)
+			cm_get_gid(mad, CM_REQ_OFF_PRIMARY_REMOTE_GID, &path.local_gid);
+		else if (cm_sidr_req_dst_gid(mad, &path.local_gid)) {
 			rc = ROUTER_DROP(DROP_NO_CMA_HDR);
 			break;
 		}
-		rc = route_by_gid(r, port, &gid, client);
+		rc = route_by_gid(r, port, &path.local_gid, client);
+		if (rc)
+			rc = answer_no_listener(r, port, mad, &path);
+		else if (attr == CM_ATTR_REQ &&
+			 conn_note_req(r->conns, *client, port, mad, &path,
+				       now_ms) == -ESTALE)
+			rc = ROUTER_DROP(DROP_STALE_CONN);
 		break;
 	case CM_ATTR_MRA: case CM_ATTR_REJ: case CM_ATTR_REP: case CM_ATTR_RTU:
 	case CM_ATTR_DREQ: case CM_ATTR_DREP: case CM_ATTR_LAP: case CM_ATTR_APR:
 	case CM_ATTR_SIDR_REP:
-		rc = conn_inbound(r->conns, port, mad, src, now_ms, client);
-		if (rc == -EBADR)
-			rc = ROUTER_DROP(DROP_ZERO_COMM_ID);
-		else if (rc == -ENOENT)
-			rc = ROUTER_DROP(attr == CM_ATTR_SIDR_REP ?
-					 DROP_UNKNOWN_REQUEST_ID : DROP_UNKNOWN_COMM_ID);
+		rc = conn_inbound(r->conns, port, mad, &path, now_ms, client);
+		if (rc)
+			rc = drop_for(rc, attr);
 		break;
 	default:
 		rc = ROUTER_DROP(DROP_UNSUPPORTED_ATTR);
 		break;
 	}
-	pthread_mutex_unlock(&r->lock);
+	router_unlock_flush(r);
 	return rc;
 }
 
@@ -284,6 +405,7 @@ void router_purge_client(struct router *r, uint64_t client)
 	struct gid_entry *g;
 
 	pthread_mutex_lock(&r->lock);
+	/* The client's peers are told (DREQ, REJ, DREP) once unlocked. */
 	conn_purge_client(r->conns, client);
 	c = client_get(r, client, 0);
 	if (c) {
@@ -296,7 +418,7 @@ void router_purge_client(struct router *r, uint64_t client)
 		RB_REMOVE(rclient_tree, &r->clients, c);
 		free(c);
 	}
-	pthread_mutex_unlock(&r->lock);
+	router_unlock_flush(r);
 }
 
 unsigned router_expire(struct router *r, uint64_t now_ms)
@@ -314,9 +436,13 @@ static void fill_counts(struct router_counts *out, const struct conn_counts *cc)
 	out->comm_ids = cc->comm;
 	out->sidr_ids = cc->sidr;
 	out->draining = cc->by_state[CONN_TIMEWAIT];
-	out->handshake = cc->by_state[CONN_HANDSHAKE] + cc->by_state[CONN_REQ_RCVD];
-	out->established = cc->by_state[CONN_ESTABLISHED];
-	out->disconnecting = cc->by_state[CONN_DISCONNECTING];
+	out->handshake = cc->by_state[CONN_REQ_SENT] + cc->by_state[CONN_REQ_RCVD] +
+			 cc->by_state[CONN_REP_RCVD] + cc->by_state[CONN_SIDR_REQ_SENT];
+	/* A REP sent is a connection the guest may already use. */
+	out->established = cc->by_state[CONN_ESTABLISHED] +
+			   cc->by_state[CONN_REP_SENT];
+	out->disconnecting = cc->by_state[CONN_DREQ_SENT] +
+			     cc->by_state[CONN_DREQ_RCVD];
 }
 
 void router_counts(struct router *r, struct router_counts *out)
@@ -348,13 +474,33 @@ void router_client_counts(struct router *r, uint64_t client,
 	pthread_mutex_unlock(&r->lock);
 }
 
+static void conn_view_json(void *arg, const struct conn_view *v)
+{
+	char buf[GID_STRLEN];
+	json_t *o;
+
+	o = json_pack("{s:s, s:s, s:i, s:I, s:I}",
+		      "kind", v->sidr ? "sidr" : "comm",
+		      "state", conn_state_name(v->state),
+		      "port", (int)v->port,
+		      "guest_id", (json_int_t)v->guest_id,
+		      "host_id", (json_int_t)v->host_id);
+	if (v->has_peer)
+		json_object_set_new(o, "peer_id", json_integer(v->peer_id));
+	json_object_set_new(o, "peer_gid",
+			    json_string(gid_format(&v->peer_gid, buf)));
+	json_object_set_new(o, "expires_in_ms", v->expires_in_ms < 0 ?
+			    json_null() : json_integer(v->expires_in_ms));
+	json_array_append_new(arg, o);
+}
+
 json_t *router_conns_json(struct router *r, uint64_t client, unsigned max,
 			  uint64_t now_ms)
 {
-	json_t *arr;
+	json_t *arr = json_array();
 
 	pthread_mutex_lock(&r->lock);
-	arr = conn_client_json(r->conns, client, max, now_ms);
+	conn_client_foreach(r->conns, client, max, now_ms, conn_view_json, arr);
 	pthread_mutex_unlock(&r->lock);
 	return arr;
 }

@@ -5,10 +5,14 @@ static const char *const drop_reason_names[DROP_MAX] = {
 	[DROP_NOT_CM] = "not_cm",
 	[DROP_BAD_SIZE] = "bad_size",
 	[DROP_UNKNOWN_GID] = "unknown_gid",
+	[DROP_NO_LISTENER] = "no_listener",
 	[DROP_NO_CMA_HDR] = "no_rdma_cm_header",
 	[DROP_UNKNOWN_COMM_ID] = "unknown_comm_id",
 	[DROP_ZERO_COMM_ID] = "zero_remote_comm_id",
 	[DROP_UNKNOWN_REQUEST_ID] = "unknown_sidr_request_id",
+	[DROP_PEER_MISMATCH] = "peer_mismatch",
+	[DROP_WRONG_STATE] = "wrong_state",
+	[DROP_STALE_CONN] = "stale_connection",
 	[DROP_UNSUPPORTED_ATTR] = "unsupported_attribute",
 	[DROP_CLIENT_GONE] = "client_gone",
 	[DROP_CLIENT_QUEUE_FULL] = "client_queue_full",
@@ -30,6 +34,8 @@ static const char *const refusal_names[REFUSE_MAX] = {
 	[REFUSE_PORT] = "port",
 	[REFUSE_PORT_DOWN] = "port_down",
 	[REFUSE_SOURCE_GID] = "source_gid",
+	[REFUSE_INNER_GID] = "inner_address",
+	[REFUSE_STATE] = "state",
 	[REFUSE_COMM_ID] = "comm_id",
 	[REFUSE_PKEY_INDEX] = "pkey_index",
 	[REFUSE_RATE] = "rate",
@@ -57,19 +63,26 @@ static json_t *attr_counters(_Atomic uint64_t *v)
 json_t *stats_to_json(struct mux_stats *st)
 {
 	json_t *drops = json_object(), *refusals = json_object();
+	json_t *answers = json_object();
 	int i;
 
+	for (i = 0; i < CONN_ANS_MAX; i++)
+		json_object_set_new(answers, conn_answer_name(i),
+				    json_integer((json_int_t)atomic_load(&st->answers[i])));
+	json_object_set_new(answers, "failed",
+			    json_integer((json_int_t)atomic_load(&st->answers_failed)));
 	for (i = 0; i < REFUSE_MAX; i++)
 		json_object_set_new(refusals, refusal_name(i),
 				    json_integer((json_int_t)atomic_load(&st->refusals[i])));
 	for (i = 0; i < DROP_MAX; i++)
 		json_object_set_new(drops, drop_reason_name(i),
 				    json_integer((json_int_t)atomic_load(&st->drops[i])));
-	return json_pack("{s:o, s:o, s:o, s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
+	return json_pack("{s:o, s:o, s:o, s:o, s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
 		"mads_in", attr_counters(st->mads_in),
 		"mads_out", attr_counters(st->mads_out),
 		"drops", drops,
 		"refusals", refusals,
+		"answers", answers,
 		"tx_refused", (json_int_t)atomic_load(&st->tx_refused),
 		"tx_errors", (json_int_t)atomic_load(&st->tx_errors),
 		"clients_accepted", (json_int_t)atomic_load(&st->clients_accepted),

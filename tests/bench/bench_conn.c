@@ -34,7 +34,7 @@ int main(void)
 				   .timewait_ms = 10000 };
 	struct conn_table *ct;
 	struct mallinfo2 m0, m1;
-	struct gid peer;
+	struct conn_path path;
 	uint8_t mad[MAD_SIZE];
 	uint32_t *host;
 	uint64_t client, found = 0;
@@ -42,12 +42,14 @@ int main(void)
 	unsigned i, c, g, seed = 1;
 	size_t bytes;
 
-	gid_parse("fd00::99", &peer);
+	memset(&path, 0, sizeof(path));
+	gid_parse("fd00::1", &path.local_gid);
+	gid_parse("fd00::99", &path.peer_gid);
 	host = malloc(sizeof(*host) * N);
 	if (host == NULL)
 		return 1;
 	m0 = mallinfo2();
-	ct = conn_table_new(&lim, 0x9e3779b9);
+	ct = conn_table_new(&lim, 0x9e3779b9, NULL, NULL);
 
 	/* Insertion: each client's REQ for guest IDs 1..1000. */
 	t0 = now_s();
@@ -55,7 +57,7 @@ int main(void)
 		for (g = 1; g <= PER_CLIENT; g++) {
 			cm_mad_init(mad, CM_ATTR_REQ, g);
 			wire_put32(mad + 24, g);
-			if (conn_outbound(ct, c + 1, 0, mad, &peer, 0) != 0)
+			if (conn_outbound(ct, c + 1, 0, mad, &path, 0, 0) != 0)
 				return 1;
 			host[c * PER_CLIENT + g - 1] = wire_get32(mad + 24);
 		}
@@ -72,19 +74,20 @@ int main(void)
 		cm_mad_init(mad, CM_ATTR_MRA, 1);
 		wire_put32(mad + 24, 0x77);
 		wire_put32(mad + 28, h);
-		if (conn_inbound(ct, 0, mad, &peer, 1, &client) == 0)
+		if (conn_inbound(ct, 0, mad, &path, 1, &client) == 0)
 			found++;
 	}
 	t_look = now_s() - t0;
 
-	/* Lookup from a client: LAP by guest ID (no state change). */
+	/* Lookup from a client: a retransmitted REQ, by guest ID. */
 	t0 = now_s();
 	for (i = 0; i < N; i++) {
 		c = (unsigned)rand_r(&seed) % CLIENTS;
 		g = 1 + (unsigned)rand_r(&seed) % PER_CLIENT;
-		cm_mad_init(mad, CM_ATTR_LAP, 1);
+		cm_mad_init(mad, CM_ATTR_REQ, g);
 		wire_put32(mad + 24, g);
-		if (conn_outbound(ct, c + 1, 0, mad, &peer, 2) == 0)
+		if (conn_outbound(ct, c + 1, 0, mad, &path, 2, 0) == 0 &&
+		    wire_get32(mad + 24) == host[c * PER_CLIENT + g - 1])
 			found++;
 	}
 	t_guest = now_s() - t0;

@@ -599,3 +599,29 @@ void h_req(uint8_t *mad, uint32_t local, const char *src, const char *dst)
 	cm_set_gid(mad, CM_REQ_OFF_PRIMARY_REMOTE_GID, &d);
 	cma_hdr_build(mad + CM_REQ_OFF_PRIVATE_DATA, &s, &d, 7471);
 }
+
+int h_admin(const char *path, const char *request, char *reply, size_t cap)
+{
+	struct pollfd pfd;
+	size_t len = 0;
+	ssize_t n;
+	int s = raw_connect(path);
+
+	if (s < 0)
+		return s;
+	if (write(s, request, strlen(request)) < 0 || write(s, "\n", 1) < 0) {
+		close(s);
+		return -EIO;
+	}
+	pfd.fd = s;
+	pfd.events = POLLIN;
+	while (len < cap - 1 && poll(&pfd, 1, H_DEADLINE_MS) > 0) {
+		n = read(s, reply + len, cap - 1 - len);
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+	}
+	reply[len] = '\0';
+	close(s);
+	return (int)len;
+}

@@ -101,6 +101,10 @@ int raw_wait_eof(int fd, int timeout_ms);
 
 uint64_t h_now_ms(void);
 
+/* One request line to the admin socket; the reply text in reply.
+ * Returns its length or a negative errno. */
+int h_admin(const char *path, const char *request, char *reply, size_t cap);
+
 /* CM MADs for tests: any attribute with its comm IDs at P+0 and P+4, and
  * a REQ from src to dst with rdma_cm's header (Starting PSN = local, a
  * marker that survives comm-ID translation; TID 0x42000000 | local). */

@@ -370,32 +370,6 @@ static void test_identity_outside_policy(void **state)
 	victim_untouched(f, 2);
 }
 
-static int admin(const char *path, const char *request, char *reply, size_t cap)
-{
-	struct pollfd pfd;
-	size_t len = 0;
-	ssize_t n;
-	int s = raw_connect(path);
-
-	if (s < 0)
-		return s;
-	if (write(s, request, strlen(request)) < 0 || write(s, "\n", 1) < 0) {
-		close(s);
-		return -EIO;
-	}
-	pfd.fd = s;
-	pfd.events = POLLIN;
-	while (len < cap - 1 && poll(&pfd, 1, H_DEADLINE_MS) > 0) {
-		n = read(s, reply + len, cap - 1 - len);
-		if (n <= 0)
-			break;
-		len += (size_t)n;
-	}
-	reply[len] = '\0';
-	close(s);
-	return (int)len;
-}
-
 static int tc_gone(struct tclient *tc, int arg)
 {
 	(void)arg;
@@ -418,24 +392,24 @@ static void test_admin_socket(void **state)
 	/* Root disconnects the attacker; it is told, and it is gone. */
 	snprintf(req_text, sizeof(req_text),
 		 "{\"op\":\"disconnect_client\",\"client_id\":%lld}", attacker_id);
-	assert_true(admin(f->admin, req_text, reply, sizeof(reply)) > 0);
+	assert_true(h_admin(f->admin, req_text, reply, sizeof(reply)) > 0);
 	assert_non_null(strstr(reply, "\"ok\":true"));
 	assert_true(tc_pump_until(&f->attacker, tc_gone, 0, H_DEADLINE_MS));
-	assert_true(admin(f->admin, req_text, reply, sizeof(reply)) > 0);
+	assert_true(h_admin(f->admin, req_text, reply, sizeof(reply)) > 0);
 	assert_non_null(strstr(reply, "ENOENT"));
-	assert_true(admin(f->admin, "{\"op\":\"format_disk\"}", reply, sizeof(reply)) > 0);
+	assert_true(h_admin(f->admin, "{\"op\":\"format_disk\"}", reply, sizeof(reply)) > 0);
 	assert_non_null(strstr(reply, "EOPNOTSUPP"));
 	/* A reload drops the "good" rule: new "good" clients are refused,
 	 * the connected one keeps working. */
 	write_file(f->policy,
 		   "{\"policy\": [{\"match\": {\"uid\": 0}, \"vm\": \"victim\"}]}");
-	assert_true(admin(f->admin, "{\"op\":\"reload_policy\"}", reply, sizeof(reply)) > 0);
+	assert_true(h_admin(f->admin, "{\"op\":\"reload_policy\"}", reply, sizeof(reply)) > 0);
 	assert_non_null(strstr(reply, "\"ok\":true"));
 	assert_true(tc_connect(&t, &f->d, "good", 1, 0, err, sizeof(err)) < 0);
 	assert_int_equal(muxbe_ping(f->good.mb), 0);
 	/* A broken policy file is refused, and the old one stays. */
 	write_file(f->policy, "{\"policy\": [{\"match\": {}}]}");
-	assert_true(admin(f->admin, "{\"op\":\"reload_policy\"}", reply, sizeof(reply)) > 0);
+	assert_true(h_admin(f->admin, "{\"op\":\"reload_policy\"}", reply, sizeof(reply)) > 0);
 	assert_non_null(strstr(reply, "match needs"));
 	assert_int_equal(tc_connect(&t, &f->d, "victim", 1, 0, err, sizeof(err)), 0);
 	tc_close(&t);
@@ -447,7 +421,7 @@ static void test_admin_socket(void **state)
 
 		if (setgid(65534) || setuid(65534))
 			_exit(3);
-		_exit(admin(f->admin, "{\"op\":\"reload_policy\"}", r, sizeof(r)) > 0 ? 1 : 0);
+		_exit(h_admin(f->admin, "{\"op\":\"reload_policy\"}", r, sizeof(r)) > 0 ? 1 : 0);
 	}
 	assert_int_equal(waitpid(pid, &status, 0), pid);
 	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
@@ -560,7 +534,7 @@ static void test_fd_exhaustion_does_not_spin(void **state)
 	st = hd_status(&d);
 	assert_non_null(st);
 	json_decref(st);
-	assert_true(admin(admin_path, "{\"op\":\"reload_policy\"}", reply,
+	assert_true(h_admin(admin_path, "{\"op\":\"reload_policy\"}", reply,
 			  sizeof(reply)) > 0);
 	hd_stop(&d);
 }

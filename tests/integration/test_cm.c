@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -121,8 +122,9 @@ static void test_same_comm_id_two_vms(void **state)
 	ha = local_of(ra);
 	hb = local_of(rb);
 	assert_true(ha != hb && ha != 0x1234 && hb != 0x1234 && ha && hb);
-	/* The wire TID's low half is the host ID too. */
-	assert_int_equal(wire_get64(ra + 8) & 0xffffffff, ha);
+	/* The wire TIDs' low halves are the daemon's, unique per send. */
+	assert_true((wire_get64(ra + 8) & 0xffffffff) !=
+		    (wire_get64(rb + 8) & 0xffffffff));
 
 	/* REP to B first, then to A. */
 	h_mad(m, CM_ATTR_REP, 0x900b, hb, wire_get64(rb + 8));
@@ -286,7 +288,7 @@ static void test_lifetimes(void **state)
 	struct fx *f = *state;
 	uint8_t m[MAD_SIZE], r[MAD_SIZE];
 	uint64_t t0;
-	uint32_t h;
+	uint32_t h, hb;
 	json_t *st, *c;
 
 	h_req(m, 0x71, "fd00::1", PEER);
@@ -307,7 +309,7 @@ static void test_lifetimes(void **state)
 	st = hd_status(&f->d);
 	c = json_array_get(json_object_get(json_array_get(json_object_get(st, "clients"),
 							  1), "connections"), 0);
-	assert_string_equal(json_string_value(json_object_get(c, "state")), "handshake");
+	assert_string_equal(json_string_value(json_object_get(c, "state")), "req_sent");
 	assert_true(json_integer_value(json_object_get(c, "expires_in_ms")) <= 600);
 	json_decref(st);
 	assert_true(hd_status_int(&f->d, "routing.comm_ids") == 2);
@@ -315,22 +317,33 @@ static void test_lifetimes(void **state)
 	assert_true(wait_comm_ids(&f->d, 1, 600 + 250 + 500 * h_time_scale()));
 	/* ...and not before it. */
 	assert_true(h_now_ms() - t0 >= 600);
-	/* The peer starts a connection to B, B answers REP, and the peer
-	 * disappears mid-handshake: B's mapping is abandoned in time. */
+	/* The peer starts a connection to B, B answers REP, and the RTU
+	 * never comes (lost; the peer went established and B's CM will on
+	 * the first data): B's mapping outlives the handshake timeout. */
 	h_req(m, 0xabc0, PEER, "fd00::2");
 	simpeer_send(&f->p, "fd00::2", m);
 	vm_expect(&f->b, 1, CM_ATTR_REQ);
 	h_mad(m, CM_ATTR_REP, 0x73, 0xabc0, 3);
-	/* Taken before the daemon sees the REP: its timer starts later. */
-	t0 = h_now_ms();
 	assert_int_equal(tc_send_sync(&f->b, PEER, m), 0);
 	peer_expect(f, CM_ATTR_REP, r);
+	hb = local_of(r);
 	assert_true(hd_status_int(&f->d, "routing.comm_ids") == 2);
-	assert_true(wait_comm_ids(&f->d, 1, 600 + 250 + 500 * h_time_scale()));
-	assert_true(h_now_ms() - t0 >= 600);
-	/* Three handshake periods idle: the established one stays. */
+	/* Three handshake periods idle: both the established connection
+	 * and the one whose RTU never came stay. */
 	poll(NULL, 0, 3 * 600);
-	assert_true(hd_status_int(&f->d, "routing.established") == 1);
+	assert_true(hd_status_int(&f->d, "routing.comm_ids") == 2);
+	assert_true(hd_status_int(&f->d, "routing.established") == 2);
+	/* B disconnects cleanly: its DREQ reaches the peer, the peer's DREP
+	 * reaches B. */
+	h_mad(m, CM_ATTR_DREQ, 0x73, 0xabc0, 4);
+	assert_int_equal(tc_send_sync(&f->b, PEER, m), 0);
+	peer_expect(f, CM_ATTR_DREQ, r);
+	assert_int_equal(local_of(r), hb);
+	h_mad(m, CM_ATTR_DREP, 0xabc0, hb, 4);
+	simpeer_send(&f->p, "fd00::2", m);
+	vm_expect(&f->b, 2, CM_ATTR_DREP);
+	assert_int_equal(remote_of(f->b.rx[1].mad), 0x73);
+	assert_true(wait_comm_ids(&f->d, 1, 400 + 250 + 500 * h_time_scale()));
 	h_mad(m, CM_ATTR_DREQ, 0x171, h, 2);
 	simpeer_send(&f->p, "fd00::1", m);
 	vm_expect(&f->a, 2, CM_ATTR_DREQ);
@@ -384,6 +397,322 @@ static void test_class_port_info(void **state)
 	assert_true(wait_status(&f->d, "counters.class_requests_answered", 2));
 }
 
+/* Issue 8 ---------------------------------------------------------------- */
+
+/* A REQ from A to the peer, answered, confirmed: A's established
+ * connection (guest ID g, peer ID p); returns the host ID. */
+static uint32_t establish(struct fx *f, uint32_t g, uint32_t p)
+{
+	uint8_t m[MAD_SIZE], r[MAD_SIZE];
+	int n = f->a.nrx;
+	uint32_t h;
+
+	h_req(m, g, "fd00::1", PEER);
+	assert_int_equal(tc_send_sync(&f->a, PEER, m), 0);
+	peer_expect(f, CM_ATTR_REQ, r);
+	h = local_of(r);
+	h_mad(m, CM_ATTR_REP, p, h, 1);
+	simpeer_send(&f->p, "fd00::1", m);
+	vm_expect(&f->a, n + 1, CM_ATTR_REP);
+	h_mad(m, CM_ATTR_RTU, g, p, 1);
+	assert_int_equal(tc_send_sync(&f->a, PEER, m), 0);
+	peer_expect(f, CM_ATTR_RTU, r);
+	return h;
+}
+
+static int send_errno(struct tclient *tc, const uint8_t *m)
+{
+	return tc_send_sync(tc, PEER, m);
+}
+
+/* Item 1: the addresses inside a MAD are the sender's own. */
+static void test_inner_addresses_are_the_senders(void **state)
+{
+	struct fx *f = *state;
+	uint8_t m[MAD_SIZE], r[MAD_SIZE];
+	struct gid other, zero = { { 0 } }, peer;
+
+	gid_parse("fd00::2", &other);           /* B's */
+	gid_parse(PEER, &peer);
+	/* REQ Primary Local Port GID. */
+	h_req(m, 0x11, "fd00::1", PEER);
+	cm_set_gid(m, CM_REQ_OFF_PRIMARY_LOCAL_GID, &other);
+	assert_int_equal(send_errno(&f->a, m), -EPERM);
+	/* Alternate Local Port GID: another's is refused, none is fine. */
+	h_req(m, 0x12, "fd00::1", PEER);
+	cm_set_gid(m, CM_REQ_OFF_ALT_LOCAL_GID, &other);
+	assert_int_equal(send_errno(&f->a, m), -EPERM);
+	/* rdma_cm's source address. */
+	h_req(m, 0x13, "fd00::1", PEER);
+	cma_hdr_build(m + CM_REQ_OFF_PRIVATE_DATA, &other, &peer, 7471);
+	assert_int_equal(send_errno(&f->a, m), -EPERM);
+	/* SIDR_REQ's rdma_cm source address. */
+	cm_mad_init(m, CM_ATTR_SIDR_REQ, 5);
+	cm_field_set(m, CM_SIDR_REQ_REQUEST_ID, 0x14);
+	cma_hdr_build(m + CM_SIDR_REQ_OFF_PRIVATE_DATA, &other, &peer, 4791);
+	assert_int_equal(send_errno(&f->a, m), -EPERM);
+	assert_true(wait_status(&f->d, "counters.refusals.inner_address", 4));
+	/* Nothing of that reached the wire. */
+	assert_int_equal(simpeer_recv(&f->p, r, NULL, 100), 0);
+	/* A REQ with no alternate path and its own addresses goes out. */
+	h_req(m, 0x15, "fd00::1", PEER);
+	cm_set_gid(m, CM_REQ_OFF_ALT_LOCAL_GID, &zero);
+	assert_int_equal(send_errno(&f->a, m), 0);
+	peer_expect(f, CM_ATTR_REQ, r);
+	/* LAP's alternate local GID, on an established connection. */
+	establish(f, 0x16, 0x916);
+	h_mad(m, CM_ATTR_LAP, 0x16, 0x916, 2);
+	cm_set_gid(m, CM_LAP_OFF_ALT_LOCAL_GID, &other);
+	assert_int_equal(send_errno(&f->a, m), -EPERM);
+	assert_true(wait_status(&f->d, "counters.refusals.inner_address", 5));
+}
+
+/* Items 2 and 3: inbound matching by host ID, peer ID and peer GID, and
+ * messages only in the states cm.c takes them in. */
+static void test_peer_identity_and_state(void **state)
+{
+	struct fx *f = *state;
+	struct simpeer other;
+	uint8_t m[MAD_SIZE];
+	uint32_t h;
+
+	h = establish(f, 0x21, 0x921);
+	/* The right host ID with the wrong peer ID, or from another GID:
+	 * nothing reaches A, nothing changes. */
+	h_mad(m, CM_ATTR_DREQ, 0x999, h, 3);
+	simpeer_send(&f->p, "fd00::1", m);
+	h_mad(m, CM_ATTR_REJ, 0x999, h, 3);
+	simpeer_send(&f->p, "fd00::1", m);
+	simpeer_open(&other, &f->d, "other", "fd99::2");
+	h_mad(m, CM_ATTR_DREP, 0x921, h, 3);
+	simpeer_send(&other, "fd00::1", m);
+	h_mad(m, CM_ATTR_DREQ, 0x921, h, 3);
+	simpeer_send(&other, "fd00::1", m);
+	assert_true(wait_status(&f->d, "counters.drops.peer_mismatch", 4));
+	/* A duplicate RTU changes nothing either. */
+	h_mad(m, CM_ATTR_RTU, 0x921, h, 3);
+	simpeer_send(&f->p, "fd00::1", m);
+	assert_true(wait_status(&f->d, "counters.drops.wrong_state", 1));
+	assert_int_equal(f->a.nrx, 1);
+	assert_true(hd_status_int(&f->d, "routing.established") == 1);
+	simpeer_close(&other);
+	/* The client cannot send what its state does not allow: an RTU
+	 * before any REP. */
+	h_req(m, 0x22, "fd00::1", PEER);
+	assert_int_equal(tc_send_sync(&f->a, PEER, m), 0);
+	peer_expect(f, CM_ATTR_REQ, m);
+	h_mad(m, CM_ATTR_RTU, 0x22, 0x922, 4);
+	assert_int_equal(send_errno(&f->a, m), -ENOENT);        /* no peer yet */
+	h_mad(m, CM_ATTR_DREP, 0x21, 0x921, 4);
+	assert_int_equal(send_errno(&f->a, m), -EPROTO);        /* no DREQ */
+	assert_true(wait_status(&f->d, "counters.refusals.state", 1));
+}
+
+/* Item 3: an MRA extends the handshake by its Service Timeout; a REP
+ * after the plain handshake time (600 ms here) is still delivered. */
+static void test_mra_extends_handshake(void **state)
+{
+	struct fx *f = *state;
+	uint8_t m[MAD_SIZE], r[MAD_SIZE];
+	uint64_t t0;
+	uint32_t h;
+
+	h_req(m, 0x31, "fd00::1", PEER);
+	assert_int_equal(tc_send_sync(&f->a, PEER, m), 0);
+	peer_expect(f, CM_ATTR_REQ, r);
+	h = local_of(r);
+	t0 = h_now_ms();
+	h_mad(m, CM_ATTR_MRA, 0x931, h, 1);
+	cm_field_set(m, CM_MRA_MESSAGE_MRAED, CM_MSG_RESPONSE_REQ);
+	cm_field_set(m, CM_MRA_SERVICE_TIMEOUT, 20);    /* 4.3 s */
+	simpeer_send(&f->p, "fd00::1", m);
+	vm_expect(&f->a, 1, CM_ATTR_MRA);
+	/* Well past the handshake time and its expiry tick. */
+	poll(NULL, 0, 600 + 250 + 400);
+	assert_true(h_now_ms() - t0 < 4000);
+	h_mad(m, CM_ATTR_REP, 0x931, h, 1);
+	simpeer_send(&f->p, "fd00::1", m);
+	vm_expect(&f->a, 2, CM_ATTR_REP);
+	assert_int_equal(remote_of(f->a.rx[1].mad), 0x31);
+}
+
+/* Item 4: a guest that reuses the comm ID of a connection it forgot
+ * (it rebooted) gets a new connection; the old one's peer is told. */
+static void test_comm_id_reuse_new_connection(void **state)
+{
+	struct fx *f = *state;
+	uint8_t m[MAD_SIZE], r[MAD_SIZE], r2[MAD_SIZE];
+	uint32_t h_old, h_new;
+
+	h_old = establish(f, 0x41, 0x941);
+	h_req(m, 0x41, "fd00::1", PEER);
+	assert_int_equal(tc_send_sync(&f->a, PEER, m), 0);
+	/* The old connection's peer hears a DREQ from the old host ID... */
+	peer_expect(f, CM_ATTR_DREQ, r);
+	assert_int_equal(local_of(r), h_old);
+	assert_int_equal(remote_of(r), 0x941);
+	/* ...and the new REQ has a host ID of its own. */
+	peer_expect(f, CM_ATTR_REQ, r2);
+	h_new = local_of(r2);
+	assert_true(h_new != h_old);
+	/* The old peer's DREP is absorbed; the new connection works. */
+	h_mad(m, CM_ATTR_DREP, 0x941, h_old, 1);
+	simpeer_send(&f->p, "fd00::1", m);
+	assert_true(wait_status(&f->d, "counters.drops.stale_connection", 1));
+	h_mad(m, CM_ATTR_REP, 0x942, h_new, 1);
+	simpeer_send(&f->p, "fd00::1", m);
+	vm_expect(&f->a, 2, CM_ATTR_REP);
+	assert_int_equal(local_of(f->a.rx[1].mad), 0x942);
+	assert_int_equal(remote_of(f->a.rx[1].mad), 0x41);
+	assert_true(hd_status_int(&f->d, "counters.answers.dreq_abandoned") == 1);
+	/* RTU then DREQ at once with the guest's one TID: two wire TIDs
+	 * (ib_umad refuses a duplicate of an outstanding send). */
+	h_mad(m, CM_ATTR_RTU, 0x41, 0x942, 7);
+	assert_int_equal(tc_send_sync(&f->a, PEER, m), 0);
+	h_mad(m, CM_ATTR_DREQ, 0x41, 0x942, 7);
+	assert_int_equal(tc_send_sync(&f->a, PEER, m), 0);
+	peer_expect(f, CM_ATTR_RTU, r);
+	peer_expect(f, CM_ATTR_DREQ, r2);
+	assert_true(cm_mad_tid(r) != cm_mad_tid(r2));
+}
+
+/* Item 5: the daemon answers as a host's kernel CM for nobody's GID, for
+ * unknown DREQs, and for clients that go away. */
+static void test_daemon_answers(void **state)
+{
+	struct fx *f = *state;
+	uint8_t m[MAD_SIZE], r[MAD_SIZE];
+	struct gid s, d;
+	uint64_t t0;
+	uint32_t h;
+	int i, dreq = 0, rej = 0;
+
+	/* fd00::3 is in the port's table; no client owns it. */
+	h_req(m, 0x51, PEER, "fd00::3");
+	t0 = h_now_ms();
+	simpeer_send(&f->p, "fd00::3", m);
+	peer_expect(f, CM_ATTR_REJ, r);
+	assert_true(h_now_ms() - t0 < 1000);
+	assert_int_equal(cm_field_get(r, CM_REJ_REASON), CM_REJ_REASON_INVALID_SERVICE_ID);
+	assert_int_equal(cm_field_get(r, CM_REJ_REMOTE_COMM_ID), 0x51);
+	gid_parse(PEER, &s);
+	gid_parse("fd00::3", &d);
+	cm_mad_init(m, CM_ATTR_SIDR_REQ, 5);
+	cm_field_set(m, CM_SIDR_REQ_REQUEST_ID, 0x52);
+	cma_hdr_build(m + CM_SIDR_REQ_OFF_PRIVATE_DATA, &s, &d, 4791);
+	simpeer_send(&f->p, "fd00::3", m);
+	peer_expect(f, CM_ATTR_SIDR_REP, r);
+	assert_int_equal(cm_field_get(r, CM_SIDR_REP_REQUEST_ID), 0x52);
+	assert_int_equal(cm_field_get(r, CM_SIDR_REP_STATUS), CM_SIDR_STATUS_UNSUPPORTED);
+	/* A DREQ for no connection: DREP, IDs swapped. */
+	h_mad(m, CM_ATTR_DREQ, 0x53, 0x12345, 5);
+	simpeer_send(&f->p, "fd00::1", m);
+	peer_expect(f, CM_ATTR_DREP, r);
+	assert_int_equal(local_of(r), 0x12345);
+	assert_int_equal(remote_of(r), 0x53);
+	/* A, with an established connection and a pending REQ, dies. */
+	h = establish(f, 0x54, 0x954);
+	h_req(m, 0x55, "fd00::1", PEER);
+	assert_int_equal(tc_send_sync(&f->a, PEER, m), 0);
+	peer_expect(f, CM_ATTR_REQ, r);
+	tc_close(&f->a);
+	for (i = 0; i < 2; i++) {
+		assert_true(simpeer_recv(&f->p, r, NULL, H_DEADLINE_MS));
+		if (cm_mad_attr_id(r) == CM_ATTR_DREQ) {
+			dreq++;
+			assert_int_equal(local_of(r), h);
+			assert_int_equal(remote_of(r), 0x954);
+		} else {
+			rej++;
+			assert_int_equal(cm_mad_attr_id(r), CM_ATTR_REJ);
+			assert_int_equal(cm_field_get(r, CM_REJ_REASON),
+					 CM_REJ_REASON_TIMEOUT);
+		}
+	}
+	assert_true(dreq == 1 && rej == 1);
+	assert_true(hd_status_int(&f->d, "counters.answers.rej_no_listener") == 1);
+	assert_true(hd_status_int(&f->d, "counters.answers.sidr_rep_no_listener") == 1);
+	assert_true(hd_status_int(&f->d, "counters.answers.drep_unknown_comm_id") == 1);
+	assert_true(hd_status_int(&f->d, "counters.answers.dreq_abandoned") == 1);
+	assert_true(hd_status_int(&f->d, "counters.answers.rej_abandoned") == 1);
+}
+
+static int wait_client_gone(struct hdaemon *d, const char *name)
+{
+	uint64_t deadline = h_now_ms() + H_DEADLINE_MS;
+	json_t *st;
+	int gone;
+
+	for (;;) {
+		st = hd_status(d);
+		gone = h_client(st, name) == NULL;
+		json_decref(st);
+		if (gone)
+			return 1;
+		if (h_now_ms() >= deadline)
+			return 0;
+		poll(NULL, 0, 10);
+	}
+}
+
+static int setup_kick(void **state)
+{
+	static char admin_arg[80];
+	static const char *extra[] = { "--client-queue", "16384", admin_arg, NULL };
+
+	snprintf(admin_arg, sizeof(admin_arg), "--admin-socket=/tmp/rcm-cm-admin.%d",
+		 getpid());
+	return setup_with(state, extra);
+}
+
+/* Item 9: an admin disconnect ends a client that never reads within a
+ * bounded time; its GIDs are free and its peers are told. */
+static void test_kick_client_that_never_reads(void **state)
+{
+	struct fx *f = *state;
+	uint8_t m[MAD_SIZE], r[MAD_SIZE], buf[4096], kind, flags;
+	char req[128], reply[512], path[80];
+	long long id = -1;
+	uint32_t rid;
+	json_t *st;
+	uint64_t t0;
+	int fd, i;
+
+	fd = raw_connect(f->d.sock);
+	assert_true(fd >= 0);
+	raw_send_json(fd, 1, "{\"op\":\"hello\",\"protocol\":{\"major\":1,\"minor\":0},"
+		      "\"name\":\"deaf\"}");
+	assert_true(raw_recv(fd, &kind, &flags, &rid, buf, sizeof(buf), H_DEADLINE_MS) > 0);
+	raw_send_json(fd, 2, "{\"op\":\"register_gid\",\"gid\":\"fd00::3\"}");
+	assert_true(raw_recv(fd, &kind, &flags, &rid, buf, sizeof(buf), H_DEADLINE_MS) > 0);
+	assert_non_null(strstr((char *)buf, "\"ok\":true"));
+	/* The peer sends it REQs it never reads, until its queue is full. */
+	for (i = 0; i < 400 && id < 0; i++) {
+		h_req(m, 0x6000 + (uint32_t)i, PEER, "fd00::3");
+		simpeer_send(&f->p, "fd00::3", m);
+		if (i % 50 == 49) {
+			st = hd_status(&f->d);
+			if (json_path_int(h_client(st, "deaf"), "counters.mads_dropped") > 0)
+				id = json_path_int(h_client(st, "deaf"), "id");
+			json_decref(st);
+		}
+	}
+	assert_true(id > 0);
+	snprintf(req, sizeof(req), "{\"op\":\"disconnect_client\",\"client_id\":%lld}", id);
+	snprintf(path, sizeof(path), "/tmp/rcm-cm-admin.%d", getpid());
+	t0 = h_now_ms();
+	assert_true(h_admin(path, req, reply, sizeof(reply)) > 0);
+	assert_non_null(strstr(reply, "\"ok\":true"));
+	/* Gone within the grace time (1 s) and a margin, though it reads
+	 * nothing; its GID is free and the peer hears REJs for its REQs. */
+	assert_true(wait_client_gone(&f->d, "deaf"));
+	assert_true(h_now_ms() - t0 < 1000 + 1000 * (uint64_t)h_time_scale());
+	assert_int_equal(tc_register(&f->b, "fd00::3"), 0);
+	assert_true(simpeer_recv(&f->p, r, NULL, H_DEADLINE_MS));
+	assert_int_equal(cm_mad_attr_id(r), CM_ATTR_REJ);
+	close(fd);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -394,6 +723,12 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_lifetimes, setup_short_timers, teardown),
 		cmocka_unit_test_setup_teardown(test_disconnect_mid_handshake, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_class_port_info, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_inner_addresses_are_the_senders, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_peer_identity_and_state, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_mra_extends_handshake, setup_short_timers, teardown),
+		cmocka_unit_test_setup_teardown(test_comm_id_reuse_new_connection, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_daemon_answers, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_kick_client_that_never_reads, setup_kick, teardown),
 	};
 
 	signal(SIGPIPE, SIG_IGN);

@@ -16,6 +16,34 @@
 #define B 22
 #define C 33
 
+/* What the router sent on its own, and which GIDs "the port" has. */
+static int nsent;
+static enum conn_answer sent_why;
+static uint8_t sent_mad[MAD_SIZE];
+static struct conn_path sent_path;
+
+static void t_send(void *arg, enum conn_answer why, unsigned port,
+		   const struct conn_path *path, const uint8_t *mad)
+{
+	(void)arg;
+	(void)port;
+	nsent++;
+	sent_why = why;
+	sent_path = *path;
+	memcpy(sent_mad, mad, MAD_SIZE);
+}
+
+/* The port's table: fd00:1::/32 and 10.0.0.0/24 (as IPv4-mapped). */
+static int t_gid_in_table(void *arg, unsigned port, const struct gid *gid)
+{
+	(void)arg;
+	return port == 0 && ((gid->raw[0] == 0xfd && gid->raw[1] == 0 &&
+			      gid->raw[2] == 0 && gid->raw[3] == 1) ||
+			     (gid->raw[10] == 0xff && gid->raw[12] == 10));
+}
+
+static const struct router_ops t_ops = { t_send, t_gid_in_table };
+
 static struct router *new_router(void)
 {
 	struct router_limits lim = {
@@ -24,8 +52,9 @@ static struct router *new_router(void)
 		.handshake_ms = 60000,
 		.timewait_ms = 1000,
 	};
-	struct router *r = router_new(&lim, 0x5a5a5a5a);
+	struct router *r = router_new(&lim, 0x5a5a5a5a, &t_ops, NULL);
 
+	nsent = 0;
 	assert_non_null(r);
 	return r;
 }
@@ -61,14 +90,18 @@ static const struct gid peer_gid = { { 0xfd, 0, [15] = 0x99 } };
 static int inbound(struct router *r, unsigned port, uint8_t *mad,
 		   uint64_t now, uint64_t *client)
 {
+	struct conn_path path = { .peer_gid = peer_gid };
+
 	*client = 0;
-	return router_inbound(r, port, mad, MAD_SIZE, &peer_gid, now, client);
+	return router_inbound(r, port, mad, MAD_SIZE, &path, now, client);
 }
 
 static int outbound(struct router *r, unsigned port, uint64_t client,
 		    uint8_t *mad, uint64_t now)
 {
-	return router_outbound(r, port, client, mad, &peer_gid, now, 0);
+	struct conn_path path = { .peer_gid = peer_gid };
+
+	return router_outbound(r, port, client, mad, &path, now, 0);
 }
 
 static void test_gid_registry(void **state)
@@ -118,6 +151,7 @@ static void test_gid_full_128_bits(void **state)
 	assert_true(who == B);
 	req_to(mad, 5, "fd00:3::5");
 	assert_int_equal(inbound(r, 0, mad, 0, &who), ROUTER_DROP(DROP_UNKNOWN_GID));
+	assert_int_equal(nsent, 0);     /* not this port's GID: not ours to answer */
 	/* A REQ on another port does not match port 0's GID. */
 	req_to(mad, 5, "fd00:1::5");
 	assert_int_equal(inbound(r, 1, mad, 0, &who), ROUTER_DROP(DROP_UNKNOWN_GID));
@@ -191,13 +225,47 @@ static void test_sidr_routing(void **state)
 	router_free(r);
 }
 
+/* A connection of client A with the peer (peer comm ID 0x5555) in the
+ * state where the peer may send attr; returns the host comm ID. */
+static uint32_t conn_for(struct router *r, uint16_t attr, uint32_t guest)
+{
+	struct gid a = G("fd00::1");
+	uint8_t mad[MAD_SIZE];
+	uint32_t host;
+	uint64_t who;
+
+	if (attr == CM_ATTR_RTU) {
+		/* Passive: the peer's REQ, A's REP. */
+		router_register_gid(r, 0, &a, A);
+		req_to(mad, 0x5555, "fd00::1");
+		assert_int_equal(inbound(r, 0, mad, 0, &who), 0);
+		mad_with_ids(mad, CM_ATTR_REP, guest, 0x5555);
+		assert_int_equal(outbound(r, 0, A, mad, 0), 0);
+		router_unregister_gid(r, 0, &a, A);
+		return wire_get32(mad + 24);
+	}
+	req_to(mad, guest, "fd00::2");
+	assert_int_equal(outbound(r, 0, A, mad, 0), 0);
+	host = (uint32_t)cm_field_get(mad, CM_REQ_LOCAL_COMM_ID);
+	if (attr == CM_ATTR_MRA || attr == CM_ATTR_REJ || attr == CM_ATTR_REP)
+		return host;
+	mad_with_ids(mad, CM_ATTR_REP, 0x5555, host);
+	assert_int_equal(inbound(r, 0, mad, 0, &who), 0);
+	mad_with_ids(mad, CM_ATTR_RTU, guest, 0x5555);
+	assert_int_equal(outbound(r, 0, A, mad, 0), 0);
+	if (attr == CM_ATTR_DREP) {
+		mad_with_ids(mad, CM_ATTR_DREQ, guest, 0x5555);
+		assert_int_equal(outbound(r, 0, A, mad, 0), 0);
+	}
+	return host;
+}
+
 /* Every attribute that carries a Remote Comm ID routes by it, and the
  * client sees its own comm ID again. */
 static void test_comm_id_routing_every_attribute(void **state)
 {
 	static const uint16_t attrs[] = { CM_ATTR_MRA, CM_ATTR_REJ, CM_ATTR_REP,
 		CM_ATTR_RTU, CM_ATTR_DREQ, CM_ATTR_DREP, CM_ATTR_LAP, CM_ATTR_APR };
-	struct router *r = new_router();
 	uint8_t mad[MAD_SIZE];
 	uint32_t host;
 	uint64_t who;
@@ -205,15 +273,10 @@ static void test_comm_id_routing_every_attribute(void **state)
 
 	(void)state;
 	for (i = 0; i < sizeof(attrs) / sizeof(attrs[0]); i++) {
-		req_to(mad, 0x1000 + (uint32_t)i, "fd00::2");
-		assert_int_equal(outbound(r, 0, A, mad, 0), 0);
-		host = (uint32_t)cm_field_get(mad, CM_REQ_LOCAL_COMM_ID);
+		struct router *r = new_router();
+
+		host = conn_for(r, attrs[i], 0x1000 + (uint32_t)i);
 		assert_true(host != 0x1000 + i && host != 0);
-		mad_with_ids(mad, attrs[i], 0x5555, host);
-		assert_int_equal(inbound(r, 0, mad, 0, &who), 0);
-		assert_true(who == A);
-		assert_int_equal(wire_get32(mad + 28), 0x1000 + i);
-		assert_int_equal(wire_get32(mad + 24), 0x5555);
 		mad_with_ids(mad, attrs[i], 0x5555, host ^ 0xffff0000u);
 		assert_int_equal(inbound(r, 0, mad, 0, &who),
 				 ROUTER_DROP(DROP_UNKNOWN_COMM_ID));
@@ -222,7 +285,52 @@ static void test_comm_id_routing_every_attribute(void **state)
 		assert_int_equal(inbound(r, 0, mad, 0, &who),
 				 ROUTER_DROP(DROP_ZERO_COMM_ID));
 		assert_true(who == 0);
+		mad_with_ids(mad, attrs[i], 0x5555, host);
+		assert_int_equal(inbound(r, 0, mad, 0, &who), 0);
+		assert_true(who == A);
+		assert_int_equal(wire_get32(mad + 28), 0x1000 + i);
+		assert_int_equal(wire_get32(mad + 24), 0x5555);
+		router_free(r);
 	}
+}
+
+/* A REQ or SIDR_REQ for a GID of the port that no client owns is
+ * answered as a host CM without a listener answers; for a GID not in the
+ * port's table it is only dropped. */
+static void test_no_listener_answered(void **state)
+{
+	struct router *r = new_router();
+	struct gid s = G("10.0.0.9"), d = G("10.0.0.7"), want = G("fd00:1::7");
+	uint8_t mad[MAD_SIZE];
+	uint64_t who;
+
+	(void)state;
+	req_to(mad, 0x4711, "fd00:1::7");
+	assert_int_equal(inbound(r, 0, mad, 0, &who), ROUTER_DROP(DROP_NO_LISTENER));
+	assert_int_equal(nsent, 1);
+	assert_int_equal(sent_why, CONN_ANS_REJ_NO_LISTENER);
+	assert_int_equal(cm_mad_attr_id(sent_mad), CM_ATTR_REJ);
+	assert_int_equal(cm_field_get(sent_mad, CM_REJ_REASON),
+			 CM_REJ_REASON_INVALID_SERVICE_ID);
+	assert_int_equal(cm_field_get(sent_mad, CM_REJ_MESSAGE_REJECTED),
+			 CM_MSG_RESPONSE_REQ);
+	assert_int_equal(cm_field_get(sent_mad, CM_REJ_REMOTE_COMM_ID), 0x4711);
+	assert_int_equal(cm_field_get(sent_mad, CM_REJ_LOCAL_COMM_ID), 0);
+	/* From the GID the REQ was for, to its sender. */
+	assert_int_equal(gid_cmp(&sent_path.local_gid, &want), 0);
+	assert_int_equal(gid_cmp(&sent_path.peer_gid, &peer_gid), 0);
+	cm_mad_init(mad, CM_ATTR_SIDR_REQ, 1);
+	cm_field_set(mad, CM_SIDR_REQ_REQUEST_ID, 0x42);
+	cm_field_set(mad, CM_SIDR_REQ_SERVICE_ID, 0x1060000001234ull);
+	cma_hdr_build(mad + CM_SIDR_REQ_OFF_PRIVATE_DATA, &s, &d, 4791);
+	assert_int_equal(inbound(r, 0, mad, 0, &who), ROUTER_DROP(DROP_NO_LISTENER));
+	assert_int_equal(nsent, 2);
+	assert_int_equal(sent_why, CONN_ANS_SIDR_NO_LISTENER);
+	assert_int_equal(cm_field_get(sent_mad, CM_SIDR_REP_REQUEST_ID), 0x42);
+	assert_int_equal(cm_field_get(sent_mad, CM_SIDR_REP_STATUS),
+			 CM_SIDR_STATUS_UNSUPPORTED);
+	assert_true(cm_field_get(sent_mad, CM_SIDR_REP_SERVICE_ID) == 0x1060000001234ull);
+	assert_int_equal(gid_cmp(&sent_path.local_gid, &d), 0);
 	router_free(r);
 }
 
@@ -267,8 +375,9 @@ static void test_unroutable(void **state)
 	mad[3] = MAD_METHOD_GET;
 	assert_int_equal(inbound(r, 0, mad, 0, &who), ROUTER_DROP(DROP_NOT_CM));
 	cm_mad_init(mad, CM_ATTR_REQ, 1);
-	assert_int_equal(router_inbound(r, 0, mad, 100, &peer_gid, 0, &who),
-			 ROUTER_DROP(DROP_BAD_SIZE));
+	assert_int_equal(router_inbound(r, 0, mad, 100,
+					&(struct conn_path){ .peer_gid = peer_gid },
+					0, &who), ROUTER_DROP(DROP_BAD_SIZE));
 	router_free(r);
 }
 
@@ -324,6 +433,7 @@ int main(void)
 		cmocka_unit_test(test_gid_quota),
 		cmocka_unit_test(test_sidr_routing),
 		cmocka_unit_test(test_comm_id_routing_every_attribute),
+		cmocka_unit_test(test_no_listener_answered),
 		cmocka_unit_test(test_unroutable),
 		cmocka_unit_test(test_outbound_ownership),
 		cmocka_unit_test(test_timeout_rej_reaches_req_owner),
