@@ -5,9 +5,21 @@
  * libibverbs.  Sends go out with the GID index the daemon chose for the
  * client's source GID; MAD-layer retries are off because the guests' CMs
  * retransmit on their own.
+ *
+ * The GID table follows the netdev's addresses: it is re-read when the
+ * device reports a GID change and once a second in case an event was
+ * missed.  Where one address is in the table twice (RoCE v1 and v2), the
+ * port's preferred version wins (v2 unless --roce-version says 1).
+ *
+ * A device can go away (a driver unbind, `rdma link delete`): the umad
+ * fd then reports an error.  The port is marked down, its agent and
+ * contexts are released (so no thread spins on a dead fd), and it is
+ * reopened by name once a second until the device is back; the clients'
+ * registrations are kept, so their GIDs work again as soon as it is.
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,67 +34,131 @@
 
 #define UMAD_RX_BUDGET 256
 #define UMAD_GID_MAX 256
+/* Port-thread ticks (250 ms) between GID table polls and reopen tries. */
+#define UMAD_POLL_TICKS 4
 
 struct umad_agent_port {
 	char dev[32];
 	int port_num;
+	int roce_version;               /* preferred where a GID is there twice */
 	int fd;
 	int agent;
+	struct event_base *base;
 	struct event *rx_ev;
+	struct event *async_ev;
 	struct ibv_context *ctx;
+	/* Senders (any thread) hold it shared; the port thread holds it
+	 * exclusively to close the device under them. */
+	pthread_rwlock_t dev_lock;
 	pthread_mutex_t gid_lock;
 	int ngids;
 	struct gid gids[UMAD_GID_MAX];
+	uint8_t types[UMAD_GID_MAX];    /* enum ibv_gid_type */
+	uint8_t valid[UMAD_GID_MAX];
 	int pkeys;
 	int tick;
+	int lost;                       /* the device went away */
+	struct log_ratelimit send_rl;
 };
 
-static void umad_read_gids(struct umad_agent_port *up)
+/* Read the GID table; returns 1 when it differs from what we had. */
+static int umad_read_gids(struct port *p)
 {
+	struct umad_agent_port *up = p->priv;
+	struct ibv_gid_entry ents[UMAD_GID_MAX];
 	struct ibv_port_attr pa;
-	union ibv_gid g;
-	int i, n;
+	struct gid gids[UMAD_GID_MAX];
+	uint8_t types[UMAD_GID_MAX], valid[UMAD_GID_MAX];
+	ssize_t n;
+	int i, changed;
 
-	if (ibv_query_port(up->ctx, (uint8_t)up->port_num, &pa))
-		return;
-	n = pa.gid_tbl_len < UMAD_GID_MAX ? pa.gid_tbl_len : UMAD_GID_MAX;
+	if (up->ctx == NULL || ibv_query_port(up->ctx, (uint8_t)up->port_num, &pa))
+		return 0;
 	up->pkeys = (int)pa.pkey_tbl_len;
-	pthread_mutex_lock(&up->gid_lock);
+	p->roce = pa.link_layer == IBV_LINK_LAYER_ETHERNET;
+	memset(gids, 0, sizeof(gids));
+	memset(types, 0, sizeof(types));
+	memset(valid, 0, sizeof(valid));
+	n = ibv_query_gid_table(up->ctx, ents, UMAD_GID_MAX, 0);
 	for (i = 0; i < n; i++) {
-		if (ibv_query_gid(up->ctx, (uint8_t)up->port_num, i, &g))
-			memset(&g, 0, sizeof(g));
-		memcpy(up->gids[i].raw, g.raw, 16);
+		unsigned idx = ents[i].gid_index;
+
+		if (ents[i].port_num != (uint32_t)up->port_num || idx >= UMAD_GID_MAX)
+			continue;
+		memcpy(gids[idx].raw, ents[i].gid.raw, 16);
+		types[idx] = (uint8_t)ents[i].gid_type;
+		valid[idx] = 1;
 	}
-	up->ngids = n;
+	pthread_mutex_lock(&up->gid_lock);
+	changed = memcmp(gids, up->gids, sizeof(gids)) ||
+		  memcmp(types, up->types, sizeof(types)) ||
+		  memcmp(valid, up->valid, sizeof(valid));
+	memcpy(up->gids, gids, sizeof(gids));
+	memcpy(up->types, types, sizeof(types));
+	memcpy(up->valid, valid, sizeof(valid));
+	up->ngids = pa.gid_tbl_len < UMAD_GID_MAX ? pa.gid_tbl_len : UMAD_GID_MAX;
 	pthread_mutex_unlock(&up->gid_lock);
+	return changed;
 }
 
-static int umad_port_open(struct port *p, const struct port_spec *spec)
+static void umad_check_gids(struct port *p)
+{
+	if (umad_read_gids(p))
+		port_gids_changed(p);
+}
+
+static int umad_want_type(const struct umad_agent_port *up)
+{
+	return up->roce_version == 1 ? IBV_GID_TYPE_ROCE_V1 : IBV_GID_TYPE_ROCE_V2;
+}
+
+static int umad_gid_index(struct port *p, const struct gid *gid)
+{
+	struct umad_agent_port *up = p->priv;
+	int i, idx = -ENOENT, want = umad_want_type(up);
+
+	pthread_mutex_lock(&up->gid_lock);
+	for (i = 0; i < up->ngids; i++) {
+		if (!up->valid[i] || gid_cmp(&up->gids[i], gid) != 0)
+			continue;
+		if (idx < 0 || up->types[i] == want)
+			idx = i;
+		if (up->types[i] == want)
+			break;
+	}
+	pthread_mutex_unlock(&up->gid_lock);
+	return idx;
+}
+
+static void umad_gid_refresh(struct port *p)
+{
+	umad_check_gids(p);
+}
+
+static void umad_rx(evutil_socket_t fd, short what, void *arg);
+static void umad_async(evutil_socket_t fd, short what, void *arg);
+
+/* Open the device port, register the CM agent, read the GID table.
+ * On a reopen the failures are expected (the device is still gone) and
+ * the port state is announced. */
+static int umad_attach(struct port *p, int reopen)
 {
 	long method_mask[16 / sizeof(long)] = { 0 };
-	struct umad_agent_port *up = calloc(1, sizeof(*up));
+	struct umad_agent_port *up = p->priv;
 	umad_port_t info;
+	int err;
 
-	if (up == NULL)
-		return -ENOMEM;
-	p->priv = up;
-	up->fd = -1;
-	up->agent = -1;
-	pthread_mutex_init(&up->gid_lock, NULL);
-	snprintf(up->dev, sizeof(up->dev), "%s", spec->name);
-	up->port_num = spec->port_num;
-	if (umad_init() < 0) {
-		log_warnx("umad port %s: umad_init failed (is ib_umad loaded?)",
-			  p->name);
-		return -ENODEV;
-	}
 	up->fd = umad_open_port(up->dev, up->port_num);
 	if (up->fd < 0) {
-		errno = -up->fd;
-		log_warn("umad port %s: cannot open %s port %d (need ib_umad "
-			 "loaded and read-write access to /dev/infiniband/umad*)",
-			 p->name, up->dev, up->port_num);
-		return up->fd;
+		err = up->fd;
+		up->fd = -1;
+		if (!reopen) {
+			errno = -err;
+			log_warn("umad port %s: cannot open %s port %d (need ib_umad "
+				 "loaded and read-write access to /dev/infiniband/umad*)",
+				 p->name, up->dev, up->port_num);
+		}
+		return err;
 	}
 	/* Method Send only: bit 3 of the 128-bit method mask. */
 	method_mask[0] = 1L << MAD_METHOD_SEND;
@@ -92,9 +168,10 @@ static int umad_port_open(struct port *p, const struct port_spec *spec)
 	if (up->agent < 0) {
 		/* umad_register() says -EPERM for every failure; the
 		 * kernel's reason is in errno. */
-		int err = errno ? errno : EPERM;
-
-		if (err == EINVAL)
+		err = errno ? errno : EPERM;
+		if (reopen)
+			;       /* said once, when the port was lost */
+		else if (err == EINVAL)
 			log_warnx("umad port %s: cannot register the CM agent: "
 				  "the kernel CM (ib_cm) already owns class 0x07 "
 				  "method Send on %s port %d. Unload it "
@@ -108,46 +185,108 @@ static int umad_port_open(struct port *p, const struct port_spec *spec)
 	}
 	up->ctx = ibdev_open(up->dev);
 	if (up->ctx == NULL) {
-		log_warnx("umad port %s: cannot open verbs device %s to read "
-			  "its GID table (is ib_uverbs loaded?)", p->name, up->dev);
+		if (!reopen)
+			log_warnx("umad port %s: cannot open verbs device %s to "
+				  "read its GID table (is ib_uverbs loaded?)",
+				  p->name, up->dev);
 		return -ENODEV;
 	}
-	umad_read_gids(up);
+	fcntl(up->ctx->async_fd, F_SETFL,
+	      fcntl(up->ctx->async_fd, F_GETFL) | O_NONBLOCK);
+	umad_read_gids(p);
 	if (umad_get_port(up->dev, up->port_num, &info) == 0) {
-		atomic_store(&p->state, info.state == 4 ? PORT_STATE_ACTIVE
-							: PORT_STATE_DOWN);
+		enum port_state st = info.state == 4 ? PORT_STATE_ACTIVE
+						     : PORT_STATE_DOWN;
+
+		if (reopen)
+			port_set_state(p, st);
+		else
+			atomic_store(&p->state, st);
 		umad_release_port(&info);
 	}
-	log_info("umad port %s: agent %d on %s port %d, %d GIDs", p->name,
-		 up->agent, up->dev, up->port_num, up->ngids);
+	up->lost = 0;
+	log_info("umad port %s: agent %d on %s port %d, %d GIDs, %s", p->name,
+		 up->agent, up->dev, up->port_num, up->ngids,
+		 p->roce ? "RoCE" : "InfiniBand");
 	return 0;
 }
 
-static int umad_find_gid(struct umad_agent_port *up, const struct gid *gid)
-{
-	int i, idx = -ENOENT;
-
-	pthread_mutex_lock(&up->gid_lock);
-	for (i = 0; i < up->ngids; i++)
-		if (gid_cmp(&up->gids[i], gid) == 0) {
-			idx = i;
-			break;
-		}
-	pthread_mutex_unlock(&up->gid_lock);
-	return idx;
-}
-
-static int umad_gid_index(struct port *p, const struct gid *gid)
+static int umad_arm(struct port *p)
 {
 	struct umad_agent_port *up = p->priv;
-	int idx = umad_find_gid(up, gid);
 
-	/* The table changes when addresses come and go on the netdev. */
-	if (idx < 0) {
-		umad_read_gids(up);
-		idx = umad_find_gid(up, gid);
+	up->rx_ev = event_new(up->base, umad_get_fd(up->fd), EV_READ | EV_PERSIST,
+			      umad_rx, p);
+	up->async_ev = event_new(up->base, up->ctx->async_fd,
+				 EV_READ | EV_PERSIST, umad_async, p);
+	if (up->rx_ev == NULL || up->async_ev == NULL)
+		return -ENOMEM;
+	event_add(up->rx_ev, NULL);
+	event_add(up->async_ev, NULL);
+	return 0;
+}
+
+/* Release everything the device gave us; the port stays, down. */
+static void umad_detach(struct port *p)
+{
+	struct umad_agent_port *up = p->priv;
+
+	if (up->rx_ev)
+		event_free(up->rx_ev);
+	if (up->async_ev)
+		event_free(up->async_ev);
+	up->rx_ev = up->async_ev = NULL;
+	pthread_rwlock_wrlock(&up->dev_lock);
+	if (up->agent >= 0 && up->fd >= 0)
+		umad_unregister(up->fd, up->agent);
+	if (up->fd >= 0)
+		umad_close_port(up->fd);
+	if (up->ctx)
+		ibv_close_device(up->ctx);
+	up->agent = up->fd = -1;
+	up->ctx = NULL;
+	pthread_rwlock_unlock(&up->dev_lock);
+	pthread_mutex_lock(&up->gid_lock);
+	memset(up->valid, 0, sizeof(up->valid));
+	pthread_mutex_unlock(&up->gid_lock);
+}
+
+/* Port thread: the device is gone.  Stop using it at once. */
+static void umad_lost(struct port *p, const char *why)
+{
+	struct umad_agent_port *up = p->priv;
+
+	if (up->lost)
+		return;
+	log_warnx("umad port %s: device %s went away (%s); the port is down "
+		  "until it comes back", p->name, up->dev, why);
+	up->lost = 1;
+	umad_detach(p);
+	port_set_state(p, PORT_STATE_DOWN);
+	port_gids_changed(p);
+}
+
+static int umad_port_open(struct port *p, const struct port_spec *spec)
+{
+	struct umad_agent_port *up = calloc(1, sizeof(*up));
+
+	if (up == NULL)
+		return -ENOMEM;
+	p->priv = up;
+	up->fd = -1;
+	up->agent = -1;
+	up->roce_version = spec->roce_version;
+	up->send_rl = (struct log_ratelimit)LOG_RATELIMIT_INIT(5, 1);
+	pthread_mutex_init(&up->gid_lock, NULL);
+	pthread_rwlock_init(&up->dev_lock, NULL);
+	snprintf(up->dev, sizeof(up->dev), "%s", spec->name);
+	up->port_num = spec->port_num;
+	if (umad_init() < 0) {
+		log_warnx("umad port %s: umad_init failed (is ib_umad loaded?)",
+			  p->name);
+		return -ENODEV;
 	}
-	return idx;
+	return umad_attach(p, 0);
 }
 
 static void umad_rx(evutil_socket_t fd, short what, void *arg)
@@ -164,8 +303,13 @@ static void umad_rx(evutil_socket_t fd, short what, void *arg)
 	while (budget-- > 0) {
 		len = PROTO_MAD_MAX;
 		rc = umad_recv(up->fd, buf, &len, 0);
-		if (rc < 0)
+		if (rc == -EAGAIN || rc == -EWOULDBLOCK || rc == -ETIMEDOUT)
 			return;
+		if (rc < 0) {
+			/* A dead fd stays readable: stop, or spin. */
+			umad_lost(p, strerror(-rc));
+			return;
+		}
 		if (um->status != 0 || len <= 0 || len > PROTO_MAD_MAX) {
 			/* Send completions (we ask for none) and errors. */
 			atomic_fetch_add(&p->rx_errors, 1);
@@ -194,13 +338,35 @@ static void umad_rx(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
+/* Port thread: the verbs device's events (GID changes, removal). */
+static void umad_async(evutil_socket_t fd, short what, void *arg)
+{
+	struct port *p = arg;
+	struct umad_agent_port *up = p->priv;
+	struct ibv_async_event ev;
+	int gid_change = 0, fatal = 0;
+
+	(void)fd;
+	(void)what;
+	while (up->ctx && ibv_get_async_event(up->ctx, &ev) == 0) {
+		if (ev.event_type == IBV_EVENT_GID_CHANGE)
+			gid_change = 1;
+		else if (ev.event_type == IBV_EVENT_DEVICE_FATAL)
+			fatal = 1;
+		ibv_ack_async_event(&ev);
+	}
+	if (fatal)
+		umad_lost(p, "device fatal event");
+	else if (gid_change)
+		umad_check_gids(p);
+}
+
 static int umad_start(struct port *p, struct event_base *base)
 {
 	struct umad_agent_port *up = p->priv;
 
-	up->rx_ev = event_new(base, umad_get_fd(up->fd), EV_READ | EV_PERSIST,
-			      umad_rx, p);
-	return up->rx_ev ? event_add(up->rx_ev, NULL) : -ENOMEM;
+	up->base = base;
+	return umad_arm(p);
 }
 
 static int umad_port_send(struct port *p, const struct proto_mad *m,
@@ -209,6 +375,7 @@ static int umad_port_send(struct port *p, const struct proto_mad *m,
 	struct umad_agent_port *up = p->priv;
 	uint8_t buf[sizeof(struct ib_user_mad) + PROTO_MAD_MAX];
 	struct ib_user_mad *um = (struct ib_user_mad *)buf;
+	uint64_t suppressed;
 	int rc;
 
 	memset(buf, 0, sizeof(buf));
@@ -224,14 +391,20 @@ static int umad_port_send(struct port *p, const struct proto_mad *m,
 	memcpy(um->addr.gid, m->addr.remote_gid, 16);
 	umad_set_pkey(buf, m->addr.pkey_index);
 	memcpy(umad_get_mad(buf), m->mad, m->mad_len);
-	rc = umad_send(up->fd, up->agent, buf, m->mad_len, 0, 0);
-	if (rc < 0)
-		log_warnx("umad port %s: umad_send: %s", p->name, strerror(-rc));
+	pthread_rwlock_rdlock(&up->dev_lock);
+	rc = up->fd < 0 || up->agent < 0 ? -ENETDOWN :
+	     umad_send(up->fd, up->agent, buf, m->mad_len, 0, 0);
+	pthread_rwlock_unlock(&up->dev_lock);
+	/* Any sender may get here, so the warning is rate-limited. */
+	if (rc < 0 && log_ratelimit_allow(&up->send_rl, &suppressed))
+		log_warnx("umad port %s: umad_send: %s (%llu similar suppressed)",
+			  p->name, strerror(-rc), (unsigned long long)suppressed);
 	return rc < 0 ? rc : 0;
 }
 
 static json_t *umad_gid_table(struct port *p)
 {
+	static const char *const type_names[] = { "IB", "RoCE v1", "RoCE v2" };
 	struct umad_agent_port *up = p->priv;
 	json_t *arr = json_array();
 	char buf[GID_STRLEN];
@@ -239,9 +412,10 @@ static json_t *umad_gid_table(struct port *p)
 
 	pthread_mutex_lock(&up->gid_lock);
 	for (i = 0; i < up->ngids; i++)
-		if (!gid_is_zero(&up->gids[i]))
-			json_array_append_new(arr, json_pack("{s:i, s:s}", "index",
-				i, "gid", gid_format(&up->gids[i], buf)));
+		if (up->valid[i] && !gid_is_zero(&up->gids[i]))
+			json_array_append_new(arr, json_pack("{s:i, s:s, s:s}",
+				"index", i, "gid", gid_format(&up->gids[i], buf),
+				"type", up->types[i] < 3 ? type_names[up->types[i]] : "?"));
 	pthread_mutex_unlock(&up->gid_lock);
 	return arr;
 }
@@ -258,14 +432,25 @@ static void umad_poll_state(struct port *p)
 	struct umad_agent_port *up = p->priv;
 	umad_port_t info;
 
-	/* sysfs reads: once a second is plenty. */
-	if (++up->tick % 4)
+	/* sysfs reads and reopen attempts: once a second is plenty. */
+	if (++up->tick % UMAD_POLL_TICKS)
 		return;
+	if (up->lost) {
+		if (umad_attach(p, 1) == 0 && umad_arm(p) == 0) {
+			log_info("umad port %s: device %s is back", p->name, up->dev);
+			port_gids_changed(p);
+		} else {
+			umad_detach(p);
+			up->lost = 1;
+		}
+		return;
+	}
 	if (umad_get_port(up->dev, up->port_num, &info) == 0) {
 		port_set_state(p, info.state == 4 ? PORT_STATE_ACTIVE
 						  : PORT_STATE_DOWN);
 		umad_release_port(&info);
 	}
+	umad_check_gids(p);
 }
 
 static void umad_port_close(struct port *p)
@@ -274,15 +459,9 @@ static void umad_port_close(struct port *p)
 
 	if (up == NULL)
 		return;
-	if (up->rx_ev)
-		event_free(up->rx_ev);
-	if (up->agent >= 0)
-		umad_unregister(up->fd, up->agent);
-	if (up->fd >= 0)
-		umad_close_port(up->fd);
-	if (up->ctx)
-		ibv_close_device(up->ctx);
+	umad_detach(p);
 	pthread_mutex_destroy(&up->gid_lock);
+	pthread_rwlock_destroy(&up->dev_lock);
 	free(up);
 	p->priv = NULL;
 }
@@ -293,6 +472,7 @@ const struct port_ops port_umad_ops = {
 	.start = umad_start,
 	.send = umad_port_send,
 	.gid_index = umad_gid_index,
+	.gid_refresh = umad_gid_refresh,
 	.gid_table = umad_gid_table,
 	.pkey_count = umad_pkey_count,
 	.poll_state = umad_poll_state,
