@@ -21,6 +21,9 @@
 #define SESSION_FRAMES_PER_EVENT 64
 /* Well-framed but malformed requests tolerated before the client is cut. */
 #define SESSION_MAX_MALFORMED 64
+/* How long a closing session may take to flush its last words (an
+ * error, a "disconnected" event) to a client that does not read. */
+#define SESSION_CLOSE_GRACE_MS 1000
 
 struct session {
 	RB_ENTRY(session) link;
@@ -34,6 +37,7 @@ struct session {
 	int read_paused;
 	unsigned malformed;
 	struct log_ratelimit log_rl;
+	struct event *close_timer;
 };
 
 static int session_cmp(struct session *a, struct session *b)
@@ -75,8 +79,23 @@ static void session_destroy(struct session *s)
 	router_purge_client(mux->router, s->id);
 	clients_remove(&mux->clients, s->id);
 	bufferevent_free(s->bev);
+	if (s->close_timer)
+		event_free(s->close_timer);
 	proto_decoder_fini(&s->dec);
 	free(s);
+}
+
+static void session_close_timeout(evutil_socket_t fd, short what, void *arg)
+{
+	struct session *s = arg;
+
+	(void)fd;
+	(void)what;
+	log_info("client %llu: did not read its last %zu bytes in %d ms; "
+		 "closing anyway", (unsigned long long)s->id,
+		 evbuffer_get_length(bufferevent_get_output(s->bev)),
+		 SESSION_CLOSE_GRACE_MS);
+	session_destroy(s);
 }
 
 static size_t session_outq(struct session *s)
@@ -229,12 +248,28 @@ static void session_pause_if_full(struct session *s)
 	bufferevent_setwatermark(s->bev, EV_WRITE, mux->cfg.client_outq_max / 2, 0);
 }
 
+/* A closing session ends once its output is written, or after the
+ * grace time, whichever comes first: a client that never reads cannot
+ * keep its GIDs and connections. */
 static void session_finish_or_wait(struct session *s)
 {
-	if (s->closing) {
-		bufferevent_disable(s->bev, EV_READ);
-		if (session_outq(s) == 0)
+	struct timeval tv = { SESSION_CLOSE_GRACE_MS / 1000,
+			      (SESSION_CLOSE_GRACE_MS % 1000) * 1000 };
+
+	if (!s->closing)
+		return;
+	bufferevent_disable(s->bev, EV_READ);
+	if (session_outq(s) == 0) {
+		session_destroy(s);
+		return;
+	}
+	if (s->close_timer == NULL) {
+		s->close_timer = evtimer_new(worker_base(s->w),
+					     session_close_timeout, s);
+		if (s->close_timer == NULL || evtimer_add(s->close_timer, &tv)) {
 			session_destroy(s);
+			return;
+		}
 	}
 }
 
