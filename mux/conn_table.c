@@ -642,6 +642,10 @@ static int out_conn(struct conn_table *ct, uint64_t client, unsigned port,
 		}
 		break;
 	case CM_ATTR_DREQ:
+		/* In DREQ_RCVD the peer's DREQ is still on its way to the
+		 * guest: both sides disconnect at once, which cm.c takes. */
+		if (c->state == CONN_DREQ_RCVD)
+			break;
 		if (c->state != CONN_ESTABLISHED && c->state != CONN_REP_SENT &&
 		    c->state != CONN_DREQ_SENT)
 			return -EPROTO;
@@ -798,7 +802,8 @@ static int in_transition(struct conn_table *ct, struct conn *c,
 			return -EPROTO;
 		}
 	case CM_ATTR_DREP:
-		if (c->state != CONN_DREQ_SENT)
+		/* DREQ_RCVD too: both sides sent a DREQ at once. */
+		if (c->state != CONN_DREQ_SENT && c->state != CONN_DREQ_RCVD)
 			return -EPROTO;
 		set_state(ct, c, CONN_TIMEWAIT);
 		timer_arm(ct, c, TC_TIMEWAIT, now_ms);

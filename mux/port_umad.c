@@ -6,20 +6,22 @@
  * client's source GID; MAD-layer retries are off because the guests' CMs
  * retransmit on their own.
  *
- * The GID table follows the netdev's addresses: it is re-read when the
- * device reports a GID change and once a second in case an event was
- * missed.  Where one address is in the table twice (RoCE v1 and v2), the
- * port's preferred version wins (v2 unless --roce-version says 1).
+ * The GID table follows the netdev's addresses: it is re-read once a
+ * second, and at once when a client registers a GID that is not in it.
+ * The verbs context that reads it is opened for each read and closed
+ * again: a device whose driver cannot disassociate user contexts (rxe on
+ * Linux 6.1) cannot be removed while anyone holds one.  Where one address
+ * is in the table twice (RoCE v1 and v2), the port's preferred version
+ * wins (v2 unless --roce-version says 1).
  *
  * A device can go away (a driver unbind, `rdma link delete`): the umad
- * fd then reports an error.  The port is marked down, its agent and
- * contexts are released (so no thread spins on a dead fd), and it is
- * reopened by name once a second until the device is back; the clients'
- * registrations are kept, so their GIDs work again as soon as it is.
+ * fd then reports an error.  The port is marked down, its agent is
+ * released (so no thread spins on a dead fd), and it is reopened by name
+ * once a second until the device is back; the clients' registrations are
+ * kept, so their GIDs work again as soon as it is.
  */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,8 +47,6 @@ struct umad_agent_port {
 	int agent;
 	struct event_base *base;
 	struct event *rx_ev;
-	struct event *async_ev;
-	struct ibv_context *ctx;
 	/* Senders (any thread) hold it shared; the port thread holds it
 	 * exclusively to close the device under them. */
 	pthread_rwlock_t dev_lock;
@@ -69,17 +69,24 @@ static int umad_read_gids(struct port *p)
 	struct ibv_port_attr pa;
 	struct gid gids[UMAD_GID_MAX];
 	uint8_t types[UMAD_GID_MAX], valid[UMAD_GID_MAX];
+	struct ibv_context *ctx;
 	ssize_t n;
 	int i, changed;
 
-	if (up->ctx == NULL || ibv_query_port(up->ctx, (uint8_t)up->port_num, &pa))
+	ctx = ibdev_open(up->dev);
+	if (ctx == NULL)
 		return 0;
+	if (ibv_query_port(ctx, (uint8_t)up->port_num, &pa)) {
+		ibv_close_device(ctx);
+		return 0;
+	}
+	n = ibv_query_gid_table(ctx, ents, UMAD_GID_MAX, 0);
+	ibv_close_device(ctx);
 	up->pkeys = (int)pa.pkey_tbl_len;
 	p->roce = pa.link_layer == IBV_LINK_LAYER_ETHERNET;
 	memset(gids, 0, sizeof(gids));
 	memset(types, 0, sizeof(types));
 	memset(valid, 0, sizeof(valid));
-	n = ibv_query_gid_table(up->ctx, ents, UMAD_GID_MAX, 0);
 	for (i = 0; i < n; i++) {
 		unsigned idx = ents[i].gid_index;
 
@@ -136,7 +143,6 @@ static void umad_gid_refresh(struct port *p)
 }
 
 static void umad_rx(evutil_socket_t fd, short what, void *arg);
-static void umad_async(evutil_socket_t fd, short what, void *arg);
 
 /* Open the device port, register the CM agent, read the GID table.
  * On a reopen the failures are expected (the device is still gone) and
@@ -183,17 +189,14 @@ static int umad_attach(struct port *p, int reopen)
 				  p->name, strerror(err));
 		return -err;
 	}
-	up->ctx = ibdev_open(up->dev);
-	if (up->ctx == NULL) {
+	umad_read_gids(p);
+	if (up->ngids == 0) {
 		if (!reopen)
-			log_warnx("umad port %s: cannot open verbs device %s to "
-				  "read its GID table (is ib_uverbs loaded?)",
-				  p->name, up->dev);
+			log_warnx("umad port %s: cannot read the GID table of %s "
+				  "(is ib_uverbs loaded, /dev/infiniband/uverbs* "
+				  "readable?)", p->name, up->dev);
 		return -ENODEV;
 	}
-	fcntl(up->ctx->async_fd, F_SETFL,
-	      fcntl(up->ctx->async_fd, F_GETFL) | O_NONBLOCK);
-	umad_read_gids(p);
 	if (umad_get_port(up->dev, up->port_num, &info) == 0) {
 		enum port_state st = info.state == 4 ? PORT_STATE_ACTIVE
 						     : PORT_STATE_DOWN;
@@ -217,13 +220,9 @@ static int umad_arm(struct port *p)
 
 	up->rx_ev = event_new(up->base, umad_get_fd(up->fd), EV_READ | EV_PERSIST,
 			      umad_rx, p);
-	up->async_ev = event_new(up->base, up->ctx->async_fd,
-				 EV_READ | EV_PERSIST, umad_async, p);
-	if (up->rx_ev == NULL || up->async_ev == NULL)
+	if (up->rx_ev == NULL)
 		return -ENOMEM;
-	event_add(up->rx_ev, NULL);
-	event_add(up->async_ev, NULL);
-	return 0;
+	return event_add(up->rx_ev, NULL);
 }
 
 /* Release everything the device gave us; the port stays, down. */
@@ -233,21 +232,17 @@ static void umad_detach(struct port *p)
 
 	if (up->rx_ev)
 		event_free(up->rx_ev);
-	if (up->async_ev)
-		event_free(up->async_ev);
-	up->rx_ev = up->async_ev = NULL;
+	up->rx_ev = NULL;
 	pthread_rwlock_wrlock(&up->dev_lock);
 	if (up->agent >= 0 && up->fd >= 0)
 		umad_unregister(up->fd, up->agent);
 	if (up->fd >= 0)
 		umad_close_port(up->fd);
-	if (up->ctx)
-		ibv_close_device(up->ctx);
 	up->agent = up->fd = -1;
-	up->ctx = NULL;
 	pthread_rwlock_unlock(&up->dev_lock);
 	pthread_mutex_lock(&up->gid_lock);
 	memset(up->valid, 0, sizeof(up->valid));
+	up->ngids = 0;
 	pthread_mutex_unlock(&up->gid_lock);
 }
 
@@ -336,29 +331,6 @@ static void umad_rx(evutil_socket_t fd, short what, void *arg)
 		memcpy(in.mad, umad_get_mad(buf), (size_t)len);
 		port_input(p, &in);
 	}
-}
-
-/* Port thread: the verbs device's events (GID changes, removal). */
-static void umad_async(evutil_socket_t fd, short what, void *arg)
-{
-	struct port *p = arg;
-	struct umad_agent_port *up = p->priv;
-	struct ibv_async_event ev;
-	int gid_change = 0, fatal = 0;
-
-	(void)fd;
-	(void)what;
-	while (up->ctx && ibv_get_async_event(up->ctx, &ev) == 0) {
-		if (ev.event_type == IBV_EVENT_GID_CHANGE)
-			gid_change = 1;
-		else if (ev.event_type == IBV_EVENT_DEVICE_FATAL)
-			fatal = 1;
-		ibv_ack_async_event(&ev);
-	}
-	if (fatal)
-		umad_lost(p, "device fatal event");
-	else if (gid_change)
-		umad_check_gids(p);
 }
 
 static int umad_start(struct port *p, struct event_base *base)

@@ -38,12 +38,14 @@ static json_t *status_ports(struct mux *mux)
 					    json_integer((json_int_t)owner) : json_null());
 		}
 		json_object_set_new(pj, "counters", json_pack(
-			"{s:I, s:I, s:I, s:I, s:I}",
+			"{s:I, s:I, s:I, s:I, s:I, s:I}",
 			"rx", (json_int_t)atomic_load(&p->rx),
 			"tx", (json_int_t)atomic_load(&p->tx),
 			"rx_errors", (json_int_t)atomic_load(&p->rx_errors),
 			"tx_errors", (json_int_t)atomic_load(&p->tx_errors),
-			"wire_dropped", (json_int_t)atomic_load(&p->wire_dropped)));
+			"wire_dropped", (json_int_t)atomic_load(&p->wire_dropped),
+			"gid_table_changes",
+			(json_int_t)atomic_load(&p->gid_table_changes)));
 		json_array_append_new(arr, pj);
 	}
 	return arr;

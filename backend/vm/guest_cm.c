@@ -286,13 +286,9 @@ void gcm_input(struct gcm *g, const uint8_t *mad, size_t len,
 		on_rep(g, mad, now_ms);
 		break;
 	case CM_ATTR_RTU:
-		if (g->state == GCM_REP_SENT && ids_match(g, mad)) {
-			if (g->ops->qp_rts && g->ops->qp_rts(g->ctx) < 0)
-				break;  /* no RTS: the REP's retries run out */
-			set_state(g, GCM_ESTABLISHED);
-			g->deadline_ms = 0;
-			g->ops->event(g->ctx, GCM_EV_CONNECTED, 0);
-		}
+		/* Without RTS the REP's retries run out. */
+		if (g->state == GCM_REP_SENT && ids_match(g, mad))
+			gcm_established(g);
 		break;
 	case CM_ATTR_REJ:
 		if ((g->state == GCM_REQ_SENT || g->state == GCM_REP_SENT) &&
@@ -320,6 +316,17 @@ void gcm_input(struct gcm *g, const uint8_t *mad, size_t len,
 	default:
 		break;
 	}
+}
+
+void gcm_established(struct gcm *g)
+{
+	if (g->state != GCM_REP_SENT)
+		return;
+	if (g->ops->qp_rts && g->ops->qp_rts(g->ctx) < 0)
+		return;
+	set_state(g, GCM_ESTABLISHED);
+	g->deadline_ms = 0;
+	g->ops->event(g->ctx, GCM_EV_CONNECTED, 0);
 }
 
 void gcm_tick(struct gcm *g, uint64_t now_ms)

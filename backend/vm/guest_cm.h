@@ -94,6 +94,9 @@ int gcm_disconnect(struct gcm *g, uint64_t now_ms);
 /* One inbound CM MAD from src. */
 void gcm_input(struct gcm *g, const uint8_t *mad, size_t len,
 	       const struct gid *src, uint64_t now_ms);
+/* The passive side saw the first data on its QP (the kernel's
+ * ib_cm_notify(IB_EVENT_COMM_EST)): established without an RTU. */
+void gcm_established(struct gcm *g);
 /* Run timers: retransmit or give up. */
 void gcm_tick(struct gcm *g, uint64_t now_ms);
 

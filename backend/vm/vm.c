@@ -45,6 +45,8 @@ struct vm {
 	int messages;
 	int data_sent_posted;
 	int connected;
+	int send_delay_ms;              /* passive: hold before sending */
+	uint64_t send_at;
 };
 
 static uint64_t now_ms(void)
@@ -88,11 +90,10 @@ static void vm_event(void *ctx, enum gcm_event ev, int detail)
 			       "(PSN 0x%06x)\n", vm->name, vm_data_qpn(vm->data),
 			       vm_data_psn(vm->data), vm->cm.remote_qpn,
 			       vm->cm.remote_psn);
-			/* cmatose's order: the passive side sends first. */
-			if (!vm->active) {
-				vm_data_send_all(vm->data);
-				vm->data_sent_posted = 1;
-			}
+			/* cmatose's order: the passive side sends first
+			 * (after --send-delay-ms, to hold the connection). */
+			if (!vm->active)
+				vm->send_at = now_ms() + (uint64_t)vm->send_delay_ms;
 		} else if (vm->active) {
 			vm->disconnect_at = now_ms() + (uint64_t)vm->hold_ms;
 		}
@@ -150,8 +151,19 @@ static void vm_data_step(struct vm *vm, uint64_t now)
 {
 	int n = vm->messages;
 
-	if (!vm->data || !vm->connected || vm->cm.state != GCM_ESTABLISHED)
+	if (!vm->data)
 		return;
+	/* Data before any RTU: established all the same (COMM_EST). */
+	if (vm->cm.state == GCM_REP_SENT && vm_data_received(vm->data) > 0) {
+		printf("%s: first data before the RTU: established\n", vm->name);
+		gcm_established(&vm->cm);
+	}
+	if (!vm->connected || vm->cm.state != GCM_ESTABLISHED)
+		return;
+	if (!vm->active && !vm->data_sent_posted && now >= vm->send_at) {
+		vm_data_send_all(vm->data);
+		vm->data_sent_posted = 1;
+	}
 	if (vm->active) {
 		if (!vm->data_sent_posted && vm_data_received(vm->data) >= n) {
 			vm_data_send_all(vm->data);
@@ -207,7 +219,7 @@ static void usage(FILE *f)
 "                     [--comm-id N] [--data TEXT] [--hold-ms MS]\n"
 "                     [--timeout-ms MS] [--retries N] [--timewait-ms MS]\n"
 "                     [--run-ms MS] [--device DEV [--messages N]\n"
-"                     [--message-size BYTES]]\n");
+"                     [--message-size BYTES] [--send-delay-ms MS]]\n");
 }
 
 int main(int argc, char **argv)
@@ -230,6 +242,7 @@ int main(int argc, char **argv)
 		{ "device", required_argument, NULL, 'D' },
 		{ "messages", required_argument, NULL, 'M' },
 		{ "message-size", required_argument, NULL, 'S' },
+		{ "send-delay-ms", required_argument, NULL, 'Y' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -256,7 +269,7 @@ int main(int argc, char **argv)
 	vm.hold_ms = 300;
 	vm.messages = 10;
 	gp.local_comm_id = (uint32_t)getpid() * 2654435761u;
-	while ((c = getopt_long(argc, argv, "s:n:g:p:l:c:r:i:d:H:T:R:W:X:D:M:S:h", opts,
+	while ((c = getopt_long(argc, argv, "s:n:g:p:l:c:r:i:d:H:T:R:W:X:D:M:S:Y:h", opts,
 				NULL)) != -1) {
 		switch (c) {
 		case 's': mo.socket_path = optarg; break;
@@ -281,6 +294,7 @@ int main(int argc, char **argv)
 		case 'D': device = optarg; break;
 		case 'M': vm.messages = atoi(optarg); break;
 		case 'S': message_size = atoi(optarg); break;
+		case 'Y': vm.send_delay_ms = atoi(optarg); break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -323,9 +337,17 @@ int main(int argc, char **argv)
 		muxbe_post_recv(vm.mb, vm.bufs[i], sizeof(vm.bufs[i]), NULL);
 
 	if (device) {
-		if (vm.messages < 1 || message_size < 32 ||
-		    vm_data_open(&vm.data, device, &vm.gid, vm.messages, message_size,
+		/* 16 bytes: rdma_client's and rdma_server's messages. */
+		if (vm.messages < 1 || message_size < 16) {
+			fprintf(stderr, "%s: --messages must be at least 1 and "
+				"--message-size at least 16\n", vm.name);
+			muxbe_close(vm.mb);
+			return 2;
+		}
+		if (vm_data_open(&vm.data, device, &vm.gid, vm.messages, message_size,
 				 vm.name) < 0) {
+			fprintf(stderr, "%s: cannot set up the data path on %s\n",
+				vm.name, device);
 			muxbe_close(vm.mb);
 			return 1;
 		}

@@ -63,6 +63,8 @@ client_counter() { status_get ".clients[] | select(.name == \"$1\") | .counters.
 
 # The kernel rdma_cm has a listener on PORT (e.g. a stock ucmatose server).
 kernel_listening() { rdma res show cm_id 2>/dev/null | grep -q "state LISTEN.*:$1 "; }
+# The kernel rdma_cm has a connected ID.
+cm_id_connected() { rdma res show cm_id 2>/dev/null | grep -q "state CONNECT "; }
 
 # A stock ucmatose server on this host (kernel rdma_cm): start it, tell
 # the peer once the kernel shows its listener, wait for it to finish and
@@ -72,7 +74,7 @@ ucmatose_server() {
 	timeout 90 stdbuf -oL ucmatose -b "$LAB_IP" "$@" >/tmp/ucm.log 2>&1 &
 	ucm=$!
 	wait_for kernel_listening 7471 || fail "ucmatose is not listening"
-	signal server-up
+	signal "${UCM_SIGNAL:-server-up}"
 	wait $ucm || rc=$?
 	cat /tmp/ucm.log
 	[ "$rc" = 0 ] || fail "ucmatose exit status $rc"

@@ -314,10 +314,19 @@ static void test_passive_side_without_rtu(void **state)
 	/* No RTU for ten handshake periods: the mapping stays. */
 	assert_int_equal(conn_expire(ct, 10 * HS), 0);
 	assert_true(conn_next_deadline(ct) == UINT64_MAX);
+	/* Both sides disconnect at once: the guest's DREQ crosses the
+	 * peer's, and each side's DREP is taken. */
+	note_req(ct, B, 0x720, 10 * HS);
+	h = out(ct, B, CM_ATTR_REP, 0x43, 0x720, 10 * HS);
+	assert_true(in(ct, CM_ATTR_DREQ, 0x720, h, 0x43, 10 * HS) == B);
+	out(ct, B, CM_ATTR_DREQ, 0x43, 0x720, 10 * HS);
+	out(ct, B, CM_ATTR_DREP, 0x43, 0x720, 10 * HS);
+	assert_int_equal(count(ct, CONN_TIMEWAIT), 1);
+	h = out(ct, B, CM_ATTR_REP, 0x41, 0x700, 10 * HS);      /* a dup REP */
 	/* The guest disconnects (it went established on data). */
 	out(ct, B, CM_ATTR_DREQ, 0x41, 0x700, 10 * HS);
 	assert_true(in(ct, CM_ATTR_DREP, 0x700, h, 0x41, 10 * HS + 1) == B);
-	assert_int_equal(count(ct, CONN_TIMEWAIT), 1);
+	assert_int_equal(count(ct, CONN_TIMEWAIT), 2);
 
 	/* With an RTU: established. */
 	note_req(ct, B, 0x710, 20 * HS);
