@@ -435,6 +435,9 @@ int main(int argc, char **argv)
 	status_close(mux);
 	admin_close(mux);
 	portio_stop(mux->portio);
+	/* The VMs are not going away, the daemon is: closing their sessions
+	 * must not tear down their connections at the peers. */
+	router_stop_answering(mux->router);
 	worker_pool_stop(mux);
 	portio_free(mux->portio);
 	router_free(mux->router);

@@ -212,6 +212,9 @@ struct router *router_new(const struct router_limits *lim,
 			  uint32_t random_operand,
 			  const struct router_ops *ops, void *ops_arg);
 void router_free(struct router *r);
+/* The daemon is stopping: send nothing on anyone's behalf from now on
+ * (its clients are not gone, it is). */
+void router_stop_answering(struct router *r);
 
 int router_register_gid(struct router *r, unsigned port,
 			const struct gid *gid, uint64_t client);

@@ -196,7 +196,8 @@ void port_set_state(struct port *p, enum port_state st)
 
 void port_gids_changed(struct port *p)
 {
-	json_t *gids = router_gids_json(p->mux->router, 0), *g, *missing;
+	json_t *gids = router_gids_json(p->mux->router, 0), *g;
+	unsigned missing = 0;
 	struct gid gid;
 	size_t i;
 
@@ -204,20 +205,21 @@ void port_gids_changed(struct port *p)
 	/* Registrations stay (the address may come back); sends from a GID
 	 * that left the table are refused until it does, since every send
 	 * looks its index up in the table as it is now. */
-	missing = json_array();
 	json_array_foreach(gids, i, g) {
 		if (json_integer_value(json_object_get(g, "port")) != p->index)
 			continue;
 		gid_parse(json_string_value(json_object_get(g, "gid")), &gid);
 		if (p->ops->gid_index(p, &gid) < 0)
-			json_array_append(missing, g);
+			missing++;
 	}
 	json_decref(gids);
-	log_info("port %s: GID table changed; %zu registered GID(s) not in it",
-		 p->name, json_array_size(missing));
-	port_broadcast(p, json_pack("{s:s, s:i, s:s, s:o}", "event",
+	log_info("port %s: GID table changed; %u registered GID(s) not in it",
+		 p->name, missing);
+	/* Every client hears of it; which of its GIDs are in the table it
+	 * asks with list_gids (nobody learns another tenant's GIDs). */
+	port_broadcast(p, json_pack("{s:s, s:i, s:s}", "event",
 				    "gid_table_changed", "port", (int)p->index,
-				    "port_name", p->name, "missing", missing));
+				    "port_name", p->name));
 }
 
 struct portio {

@@ -223,10 +223,16 @@ static json_t *op_list_gids(struct mux *mux, struct client_info *ci)
 	json_t *gids = router_gids_json(mux->router, ci->id), *g;
 	size_t i;
 
+	struct port *port;
+	struct gid gid;
+
 	json_array_foreach(gids, i, g) {
+		port = &mux->ports[json_integer_value(json_object_get(g, "port"))];
+		gid_parse(json_string_value(json_object_get(g, "gid")), &gid);
 		json_object_del(g, "client");
-		json_object_set_new(g, "port_name", json_string(
-			mux->ports[json_integer_value(json_object_get(g, "port"))].name));
+		json_object_set_new(g, "port_name", json_string(port->name));
+		json_object_set_new(g, "in_table", json_boolean(
+			port->ops->gid_index(port, &gid) >= 0));
 	}
 	return json_pack("{s:b, s:o}", "ok", 1, "gids", gids);
 }
@@ -391,11 +397,11 @@ int requests_send_mad(struct mux *mux, struct client_info *ci,
 	if (rc)
 		return refuse(mux, ci, REFUSE_COMM_ID, rc, "Local Comm ID (or SIDR "
 			      "request ID) 0 is not valid here", why);
-	if (log_get_verbose() && memcmp(in->mad + MAD_HDR_SIZE, m->mad + MAD_HDR_SIZE, 4))
+	if (log_get_verbose() && cm_mad_sender_id(in->mad) != cm_mad_sender_id(m->mad))
 		log_debug("client %llu: %s local comm id 0x%08x sent as 0x%08x",
 			  (unsigned long long)ci->id, cm_attr_name(cm_mad_attr_id(m->mad)),
-			  (unsigned)cm_field_get(in->mad, CM_REQ_LOCAL_COMM_ID),
-			  (unsigned)cm_field_get(m->mad, CM_REQ_LOCAL_COMM_ID));
+			  (unsigned)cm_mad_sender_id(in->mad),
+			  (unsigned)cm_mad_sender_id(m->mad));
 	rc = port->ops->send(port, m, idx);
 	if (rc) {
 		*why = "port send failed";

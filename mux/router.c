@@ -100,6 +100,7 @@ static void router_queue(void *arg, const struct conn_emit *e)
  * that queued can flush, as the lock is held in between. */
 static void router_unlock_flush(struct router *r)
 {
+	const struct router_ops *ops;
 	struct router_out *batch = r->out;
 	unsigned i, n = r->nout;
 
@@ -109,12 +110,20 @@ static void router_unlock_flush(struct router *r)
 	}
 	r->out = NULL;
 	r->nout = r->out_cap = 0;
+	ops = r->ops;
 	pthread_mutex_unlock(&r->lock);
 	for (i = 0; i < n; i++)
-		if (r->ops && r->ops->send)
-			r->ops->send(r->ops_arg, batch[i].why, batch[i].port,
-				     &batch[i].path, batch[i].mad);
+		if (ops && ops->send)
+			ops->send(r->ops_arg, batch[i].why, batch[i].port,
+				  &batch[i].path, batch[i].mad);
 	free(batch);
+}
+
+void router_stop_answering(struct router *r)
+{
+	pthread_mutex_lock(&r->lock);
+	r->ops = NULL;
+	pthread_mutex_unlock(&r->lock);
 }
 
 struct router *router_new(const struct router_limits *lim,

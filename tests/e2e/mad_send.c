@@ -6,13 +6,18 @@
  * the one --expect names.
  *
  *   mad_send --socket PATH --register GID... --from GID --to GID
- *            [--comm-id N] --expect ok|ERRNO_NAME
+ *            [--comm-id N] [--wait-file FILE] --expect ok|ERRNO_NAME
+ *
+ * --wait-file: after registering, wait (up to 60 s) until FILE exists
+ * before sending, so a scenario can change the port in between.
  */
 #include <errno.h>
 #include <getopt.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../../backend/muxbe.h"
 #include "../../common/cm_mad.h"
@@ -28,12 +33,13 @@ int main(int argc, char **argv)
 		{ "to", required_argument, NULL, 't' },
 		{ "comm-id", required_argument, NULL, 'i' },
 		{ "expect", required_argument, NULL, 'e' },
+		{ "wait-file", required_argument, NULL, 'w' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct muxbe_options mo = { 0 };
 	struct muxbe_addr a = { .grh = 1, .hop_limit = 64, .remote_qpn = GSI_QPN,
 				.qkey = GSI_QKEY };
-	const char *expect = "ok", *got;
+	const char *expect = "ok", *got, *wait_file = NULL;
 	struct gid from, to, g;
 	uint8_t mad[MAD_SIZE];
 	uint32_t comm_id = 0x7e570001;
@@ -52,6 +58,7 @@ int main(int argc, char **argv)
 		case 't': if (gid_parse(optarg, &to)) return 2; break;
 		case 'i': comm_id = (uint32_t)strtoul(optarg, NULL, 0); break;
 		case 'e': expect = optarg; break;
+		case 'w': wait_file = optarg; break;
 		default: return 2;
 		}
 	}
@@ -70,6 +77,15 @@ int main(int argc, char **argv)
 			fprintf(stderr, "mad_send: register %s: %s\n", reg[c], err);
 			return 1;
 		}
+	}
+	printf("mad_send: registered\n");
+	fflush(stdout);
+	for (c = 0; wait_file && access(wait_file, F_OK) != 0; c++) {
+		if (c == 1200) {
+			fprintf(stderr, "mad_send: %s never appeared\n", wait_file);
+			return 1;
+		}
+		poll(NULL, 0, 50);
 	}
 	cm_mad_init(mad, CM_ATTR_REQ, comm_id);
 	cm_field_set(mad, CM_REQ_LOCAL_COMM_ID, comm_id);

@@ -655,6 +655,18 @@ static int wait_client_gone(struct hdaemon *d, const char *name)
 	}
 }
 
+/* A daemon that stops is not a VM that dies: its clients' peers hear
+ * nothing (the connections are the VMs', and they live on). */
+static void test_daemon_stop_tells_no_peer(void **state)
+{
+	struct fx *f = *state;
+	uint8_t r[MAD_SIZE];
+
+	establish(f, 0x71, 0x971);
+	hd_stop(&f->d);
+	assert_int_equal(simpeer_recv(&f->p, r, NULL, 500), 0);
+}
+
 static int setup_kick(void **state)
 {
 	static char admin_arg[80];
@@ -729,6 +741,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_comm_id_reuse_new_connection, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_daemon_answers, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_kick_client_that_never_reads, setup_kick, teardown),
+		cmocka_unit_test_setup_teardown(test_daemon_stop_tells_no_peer, setup, teardown),
 	};
 
 	signal(SIGPIPE, SIG_IGN);

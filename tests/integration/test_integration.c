@@ -155,6 +155,8 @@ static void test_control_operations(void **state)
 	j = json_loads(reply, 0, NULL);
 	free(reply);
 	assert_int_equal(json_array_size(json_object_get(j, "gids")), 2);
+	assert_true(json_is_true(json_object_get(json_array_get(
+		json_object_get(j, "gids"), 0), "in_table")));
 	json_decref(j);
 	assert_int_equal(muxbe_unregister_gid(a.mb, h_port0(), g.raw), 0);
 	assert_int_equal(muxbe_unregister_gid(a.mb, h_port0(), g.raw), -ENOENT);
