@@ -56,6 +56,11 @@ stop_daemon() {
 }
 
 status_json() { "$B/rdmacm-muxctl" -j; }
+# How many host comm IDs a guest comm ID went out as (the daemon's -v log).
+host_ids_for() {
+	sed -n "s/.*REQ local comm id $1 sent as \(0x[0-9a-f]*\).*/\1/p" /tmp/d.log |
+		sort -u | wc -l
+}
 # A value from the daemon's status: status_get '.counters.mads_in.REJ'
 status_get() { "$B/rdmacm-muxctl" -j | jq -r "$1"; }
 # A client's counter by name: client_counter vm2 mads_delivered

@@ -28,7 +28,7 @@ host_a() {
 	vm_session_ok vm1
 	vm_session_ok vm2
 	local hosts
-	hosts=$(sed -n 's/.*REQ local comm id 0x00001234 sent as \(0x[0-9a-f]*\).*/\1/p' /tmp/d.log | sort -u | wc -l)
+	hosts=$(host_ids_for 0x00001234)
 	[ "$hosts" = 2 ] || fail "expected two host IDs for guest ID 0x1234 on the wire, saw $hosts"
 	ok "two VMs with comm ID 0x1234: two host IDs, both connected, data, disconnected"
 	stop_daemon

@@ -24,7 +24,7 @@ host_a() {
 		signal "vm-done-$run"
 	done
 	local hosts
-	hosts=$(sed -n 's/.*REQ local comm id 0x00001234 sent as \(0x[0-9a-f]*\).*/\1/p' /tmp/d.log | sort -u | wc -l)
+	hosts=$(host_ids_for 0x00001234)
 	[ "$hosts" = 2 ] || fail "expected two host IDs for the reused guest ID, saw $hosts"
 	ok "the reused comm ID went out as a new host ID"
 	stop_daemon
