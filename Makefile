@@ -42,10 +42,11 @@ LDFLAGS_ALL = $(LDFLAGS) $(SANFLAGS) -pthread
 
 COMMON_SRC   := common/log.c common/gid.c common/cm_mad.c
 PROTOCOL_SRC := protocol/frame.c protocol/mad_frame.c protocol/control.c
+LEGACY_SRC   := protocol/legacy.c
 MUXD_SRC     := mux/main.c mux/daemon.c mux/worker.c mux/session.c mux/requests.c \
 		mux/router.c mux/conn_table.c mux/clients.c mux/stats.c mux/port.c \
 		mux/port_sim.c mux/port_umad.c mux/unix_listener.c mux/listener.c \
-		mux/status.c mux/policy.c mux/admin.c common/ibdev.c
+		mux/status.c mux/policy.c mux/admin.c common/ibdev.c $(LEGACY_SRC)
 MUXCTL_SRC   := mux/muxctl.c
 BACKEND_SRC  := backend/muxbe.c backend/verbs.c backend/ah_cache.c common/ibdev.c
 VM_SRC       := backend/vm/vm.c backend/vm/guest_cm.c backend/vm/vm_data.c
@@ -66,9 +67,10 @@ LIBA    := $(B)/libmuxbe.a
 LIBSO   := $(B)/libmuxbe.so.$(SOVERSION)
 PCFILE  := $(B)/muxbe.pc
 
-UNIT_TESTS := test_codec test_cm_mad test_router test_conn_table test_policy test_guest_cm
+UNIT_TESTS := test_codec test_cm_mad test_router test_conn_table test_policy test_guest_cm \
+	      test_legacy
 UNIT_BINS  := $(addprefix $(B)/tests/,$(UNIT_TESTS))
-INTEG_TESTS := test_integration test_cm test_attacks
+INTEG_TESTS := test_integration test_cm test_attacks test_qemu
 INTEG_BINS := $(addprefix $(B)/tests/,$(INTEG_TESTS))
 
 .PHONY: bench check-lab all clean check check-quick check-unit check-integration check-demo \
@@ -109,6 +111,10 @@ $(VMPROG): $(VM_OBJ) $(LIBA)
 TEST_LIBS := $(shell pkg-config --libs cmocka) $(DEP_LIBS)
 
 $(B)/tests/test_codec: $(B)/obj/tests/unit/test_codec.o $(PROTOCOL_OBJ) $(COMMON_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(TEST_LIBS)
+
+$(B)/tests/test_legacy: $(B)/obj/tests/unit/test_legacy.o $(call obj,$(LEGACY_SRC))
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(TEST_LIBS)
 
@@ -153,6 +159,11 @@ $(B)/tests/test_cm: $(B)/obj/tests/integration/test_cm.o \
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $(filter %.o,$^) $(LIBA) $(TEST_LIBS) -libverbs
 
+$(B)/tests/test_qemu: $(B)/obj/tests/integration/test_qemu.o \
+		$(B)/obj/tests/integration/harness.o $(LIBA) $(call obj,$(LEGACY_SRC))
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_ALL) -o $@ $(filter %.o,$^) $(LIBA) $(TEST_LIBS) -libverbs
+
 $(B)/tests/test_attacks: $(B)/obj/tests/integration/test_attacks.o \
 		$(B)/obj/tests/integration/harness.o $(LIBA)
 	@mkdir -p $(dir $@)
@@ -189,10 +200,11 @@ check-valgrind: $(UNIT_BINS)
 		valgrind -q --error-exitcode=99 --leak-check=full $$t; done
 
 # ---- fuzzing (clang's libFuzzer) -----------------------------------------
-FUZZ_TARGETS := fuzz_frame fuzz_control fuzz_cm_mad
+FUZZ_TARGETS := fuzz_frame fuzz_control fuzz_cm_mad fuzz_legacy
 FUZZ_SECONDS ?= 20
 FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined $(DEP_CFLAGS)
-FUZZ_LINK := $(PROTOCOL_SRC) $(COMMON_SRC) mux/router.c mux/conn_table.c backend/vm/guest_cm.c
+FUZZ_LINK := $(PROTOCOL_SRC) $(LEGACY_SRC) $(COMMON_SRC) mux/router.c mux/conn_table.c \
+	     backend/vm/guest_cm.c
 $(B)/fuzz/%: tests/fuzz/%.c $(FUZZ_LINK)
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_LINK) $(DEP_LIBS)

@@ -62,6 +62,7 @@ int clients_add(struct clients *c, unsigned max, pid_t pid, uid_t uid,
 	ci->gid = gid;
 	ci->worker = worker;
 	ci->connected = time(NULL);
+	ci->qemu_port = -1;
 	ci->rl = (struct log_ratelimit)LOG_RATELIMIT_INIT(5, 1);
 	RB_INSERT(client_tree, &c->tree, ci);
 	c->count++;
@@ -155,6 +156,8 @@ json_t *clients_json(struct clients *c, struct router *r)
 			"malformed", (json_int_t)atomic_load(&ci->ctr.malformed),
 			"outq_bytes",
 			(json_int_t)atomic_load(&ci->ctr.outq_bytes));
+		json_object_set_new(o, "protocol", json_string(
+			ci->qemu_port >= 0 ? "qemu-rdmacm-mux" : "v1"));
 		/* Which policy rule it runs under (set at hello). */
 		json_object_set_new(o, "policy_rule", ci->rule ?
 			json_integer(ci->rule - ci->pol->rules + 1) : json_null());

@@ -66,6 +66,8 @@ static int guest_cmp(struct conn *a, struct conn *b)
 
 static int peer_cmp(struct conn *a, struct conn *b)
 {
+	if (a->kind != b->kind)
+		return a->kind < b->kind ? -1 : 1;
 	if (a->port != b->port)
 		return a->port < b->port ? -1 : 1;
 	if (a->peer_id != b->peer_id)
@@ -312,13 +314,36 @@ static struct conn *guest_find(struct conn_table *ct, enum conn_kind kind,
 	return RB_FIND(guest_tree, &ct->guests, &key);
 }
 
-static struct conn *peer_find(struct conn_table *ct, unsigned port,
-			      uint32_t peer_id, const struct gid *gid)
+static struct conn *peer_find_kind(struct conn_table *ct, enum conn_kind kind,
+				   unsigned port, uint32_t peer_id,
+				   const struct gid *gid)
 {
-	struct conn key = { .port = port, .peer_id = peer_id };
+	struct conn key = { .kind = (uint8_t)kind, .port = port, .peer_id = peer_id };
 
 	key.path.peer_gid = *gid;
 	return RB_FIND(peer_tree, &ct->peers, &key);
+}
+
+static struct conn *peer_find(struct conn_table *ct, unsigned port,
+			      uint32_t peer_id, const struct gid *gid)
+{
+	return peer_find_kind(ct, CK_COMM, port, peer_id, gid);
+}
+
+/* A client's record of a peer's REQ (or SIDR_REQ) with that peer ID, from
+ * whichever GID: the peer ID is all a reply names. */
+static struct conn *peer_record_of(struct conn_table *ct, enum conn_kind kind,
+				   uint64_t client, unsigned port,
+				   uint32_t peer_id)
+{
+	struct conn key = { .kind = (uint8_t)kind, .port = port, .peer_id = peer_id }, *c;
+
+	for (c = RB_NFIND(peer_tree, &ct->peers, &key);
+	     c && c->kind == kind && c->port == port && c->peer_id == peer_id;
+	     c = RB_NEXT(peer_tree, &ct->peers, c))
+		if (c->client == client && c->state == CONN_REQ_RCVD)
+			return c;
+	return NULL;
 }
 
 /* The peer's comm ID is known: index the entry by it (first come). */
@@ -719,8 +744,14 @@ int conn_outbound(struct conn_table *ct, uint64_t client, unsigned port,
 	case CM_ATTR_SIDR_REQ:
 		rc = out_sidr_req(ct, client, port, mad, path, now_ms, &c);
 		break;
-	default:
-		/* SIDR_REP names the requester's ID: nothing of ours. */
+	default:        /* SIDR_REP: it must answer a SIDR_REQ received */
+		c = peer_find_kind(ct, CK_SIDR, port, cm_mad_receiver_id(mad),
+				   &path->peer_gid);
+		if (c == NULL || c->client != client) {
+			rc = -ENOENT;
+			break;
+		}
+		conn_remove(ct, c);
 		tid_fresh(ct, mad);
 		rc = 1;
 		break;
@@ -968,6 +999,67 @@ int conn_note_req(struct conn_table *ct, uint64_t client, unsigned port,
 	c->peer_qpn = (uint32_t)cm_field_get(mad, CM_REQ_LOCAL_QPN);
 	peer_set(ct, c, peer_id);
 	timer_arm(ct, c, TC_HANDSHAKE, now_ms);
+	return 0;
+}
+
+int conn_note_sidr_req(struct conn_table *ct, uint64_t client, unsigned port,
+		       const uint8_t *mad, const struct conn_path *path,
+		       uint64_t now_ms)
+{
+	uint32_t peer_id = cm_mad_sender_id(mad);
+	struct conn *c;
+	int err = 0;
+
+	if (peer_id == 0)
+		return 0;
+	c = peer_find_kind(ct, CK_SIDR, port, peer_id, &path->peer_gid);
+	if (c) {
+		if (c->client == client)
+			timer_arm(ct, c, TC_HANDSHAKE, now_ms);
+		return 0;
+	}
+	c = conn_new(ct, CK_SIDR, client, port, CONN_REQ_RCVD, path, &err);
+	if (c == NULL)
+		return 0;       /* a full table loses the record, not the REQ */
+	c->peer_id = peer_id;
+	RB_INSERT(peer_tree, &ct->peers, c);
+	c->in_peer = 1;
+	timer_arm(ct, c, TC_HANDSHAKE, now_ms);
+	return 0;
+}
+
+int conn_destination(struct conn_table *ct, uint64_t client, unsigned port,
+		     const uint8_t *mad, struct gid *dst)
+{
+	uint16_t attr = cm_mad_attr_id(mad);
+	uint32_t sender = cm_mad_sender_id(mad);
+	uint32_t receiver = cm_mad_receiver_id(mad);
+	struct conn *c, *r = NULL;
+
+	switch (attr) {
+	case CM_ATTR_REQ:
+		cm_get_gid(mad, CM_REQ_OFF_PRIMARY_REMOTE_GID, dst);
+		return gid_is_zero(dst) ? -ENOENT : 0;
+	case CM_ATTR_SIDR_REQ:
+		return cm_mad_cma_addrs(mad, NULL, dst, NULL) ? -ENOENT : 0;
+	case CM_ATTR_SIDR_REP:
+		r = peer_record_of(ct, CK_SIDR, client, port, receiver);
+		break;
+	default:
+		c = sender ? guest_find(ct, CK_COMM, client, port, sender) : NULL;
+		if (c && c->peer_id == receiver) {
+			r = c;
+			break;
+		}
+		if (attr == CM_ATTR_REP || attr == CM_ATTR_MRA || attr == CM_ATTR_REJ)
+			r = peer_record_of(ct, CK_COMM, client, port, receiver);
+		if (r == NULL)
+			r = c;
+		break;
+	}
+	if (r == NULL)
+		return -ENOENT;
+	*dst = r->path.peer_gid;
 	return 0;
 }
 

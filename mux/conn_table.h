@@ -117,7 +117,8 @@ uint32_t conn_next_tid(struct conn_table *ct);
  * -EINVAL   a REQ, REP, MRA or SIDR_REQ with ID 0;
  * -ENOENT   RTU, DREQ, DREP, LAP or APR for a comm ID this client has not
  *           started, or a REP, MRA or REJ that answers no REQ this client
- *           received: a client can only act on its own connections;
+ *           received (a SIDR_REP no SIDR_REQ): a client can only act on
+ *           its own connections;
  * -EPROTO   the message does not fit the connection's state (an RTU
  *           without a REP, a DREP without a DREQ, ...);
  * -ENOSPC   the client's quota;
@@ -149,6 +150,19 @@ int conn_inbound(struct conn_table *ct, unsigned port, uint8_t *mad,
 int conn_note_req(struct conn_table *ct, uint64_t client, unsigned port,
 		  const uint8_t *mad, const struct conn_path *path,
 		  uint64_t now_ms);
+
+/* An inbound SIDR_REQ routed to client: remember its sender, so that the
+ * client's SIDR_REP must answer one (and can be addressed to it). */
+int conn_note_sidr_req(struct conn_table *ct, uint64_t client, unsigned port,
+		       const uint8_t *mad, const struct conn_path *path,
+		       uint64_t now_ms);
+/* Where a client's outbound MAD must go, for a client that cannot say
+ * (QEMU's pvrdma addresses every MAD to the guest's own GID): a REQ to
+ * its Primary Remote Port GID, a SIDR_REQ to rdma_cm's destination
+ * address, everything else to the peer of the connection or the REQ it
+ * answers.  0 and *dst, or -ENOENT. */
+int conn_destination(struct conn_table *ct, uint64_t client, unsigned port,
+		     const uint8_t *mad, struct gid *dst);
 
 unsigned conn_expire(struct conn_table *ct, uint64_t now_ms);
 /* The client is gone: tell its peers (DREQ, REJ, DREP as its states ask)

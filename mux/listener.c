@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /*
- * The client socket.  Accepted clients are identified by SO_PEERCRED,
- * checked against the policy and the client limit, and handed to a
- * worker.
+ * The client sockets: the v1 protocol's, and one per port for QEMU's
+ * pvrdma in the protocol of QEMU's old rdmacm-mux.  Accepted clients are
+ * identified by SO_PEERCRED, checked against the policy and the client
+ * limit, and handed to a worker, whatever they speak.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -36,10 +37,21 @@ static void refuse_client(int fd, int err, const char *message)
 	close(fd);
 }
 
+/* A refusal in the client's own protocol; QEMU's has no word for it. */
+static void refuse(struct client_listener *cl, int fd, int err,
+		   const char *message)
+{
+	if (cl->qemu_port >= 0)
+		close(fd);
+	else
+		refuse_client(fd, err, message);
+}
+
 static void accept_cb(struct evconnlistener *l, evutil_socket_t fd,
 		      struct sockaddr *sa, int salen, void *arg)
 {
-	struct mux *mux = arg;
+	struct client_listener *cl = arg;
+	struct mux *mux = cl->mux;
 	struct ucred cred = { .pid = 0, .uid = (uid_t)-1, .gid = (gid_t)-1 };
 	socklen_t clen = sizeof(cred);
 	struct client_info *ci;
@@ -72,7 +84,7 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd,
 		if (log_ratelimit_allow(&mux->accept_rl, &suppressed))
 			log_warnx("refusing client pid %d: %s (%llu similar suppressed)",
 				  (int)cred.pid, why, (unsigned long long)suppressed);
-		refuse_client(fd, EACCES, why);
+		refuse(cl, fd, EACCES, why);
 		return;
 	}
 	w = atomic_fetch_add(&mux->next_worker, 1) % (unsigned)mux->nworkers;
@@ -83,10 +95,11 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd,
 		log_warnx("refusing client pid %d uid %d: %s", (int)cred.pid,
 			  (int)cred.uid, rc == -EBUSY ? "too many clients"
 						      : "out of memory");
-		refuse_client(fd, -rc, rc == -EBUSY ? "too many clients"
-						    : "out of memory");
+		refuse(cl, fd, -rc, rc == -EBUSY ? "too many clients"
+						 : "out of memory");
 		return;
 	}
+	ci->qemu_port = cl->qemu_port;
 	msg = calloc(1, sizeof(*msg));
 	if (msg == NULL) {
 		clients_remove(&mux->clients, ci->id);
@@ -103,12 +116,44 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd,
 
 int listener_start(struct mux *mux, struct event_base *base)
 {
-	return unix_listener_open(&mux->listener, base, mux->cfg.socket_path,
-				  mux->cfg.socket_mode, mux->cfg.socket_owner,
-				  mux->cfg.socket_group, accept_cb, mux);
+	struct client_listener *cl;
+	struct port *p;
+	int i, rc;
+
+	mux->listener.mux = mux;
+	mux->listener.qemu_port = -1;
+	rc = unix_listener_open(&mux->listener.ul, base, mux->cfg.socket_path,
+				mux->cfg.socket_mode, mux->cfg.socket_owner,
+				mux->cfg.socket_group, accept_cb, &mux->listener);
+	if (rc < 0)
+		return rc;
+	for (i = 0; i < mux->cfg.nqemu; i++) {
+		p = mux_port_by_name(mux, mux->cfg.qemu[i].port);
+		if (p == NULL) {
+			log_warnx("--qemu-socket %s: no such port", mux->cfg.qemu[i].port);
+			return -ENODEV;
+		}
+		cl = &mux->qemu_listeners[mux->nqemu_listeners];
+		cl->mux = mux;
+		cl->qemu_port = (int)p->index;
+		rc = unix_listener_open(&cl->ul, base, mux->cfg.qemu[i].path,
+					mux->cfg.socket_mode, mux->cfg.socket_owner,
+					mux->cfg.socket_group, accept_cb, cl);
+		if (rc < 0)
+			return rc;
+		mux->nqemu_listeners++;
+		log_info("port %s: QEMU (rdmacm-mux protocol) clients on %s",
+			 p->name, mux->cfg.qemu[i].path);
+	}
+	return 0;
 }
 
 void listener_stop(struct mux *mux)
 {
-	unix_listener_close(&mux->listener);
+	int i;
+
+	unix_listener_close(&mux->listener.ul);
+	for (i = 0; i < mux->nqemu_listeners; i++)
+		unix_listener_close(&mux->qemu_listeners[i].ul);
+	mux->nqemu_listeners = 0;
 }

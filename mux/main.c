@@ -29,6 +29,9 @@ static void usage(FILE *f)
 	fprintf(f,
 "usage: rdmacm-muxd [options] (--port DEV:PORT | --sim-port NAME[=GID,...])...\n"
 "  -p, --port DEV:PORT         serve a real RDMA port through umad (repeatable)\n"
+"      --qemu-socket PORT[=PATH]  also serve QEMU's pvrdma on PORT in the\n"
+"                              protocol of QEMU's old rdmacm-mux (default\n"
+"                              PATH /var/run/rdmacm-mux-DEV-PORTNUM, as it did)\n"
 "      --roce-version DEV:PORT=V  RoCE version (1 or 2) whose GID index the\n"
 "                              daemon sends from where an address is in the\n"
 "                              port's table twice (default 2)\n"
@@ -113,6 +116,41 @@ static void add_umad_port(struct mux_config *cfg, const char *arg)
 	ps->roce_version = 2;
 }
 
+/* --qemu-socket PORT[=PATH]: PORT as --port or --sim-port named it; the
+ * default path is the old rdmacm-mux's, /var/run/rdmacm-mux-DEV-PORTNUM,
+ * so that existing QEMU and libvirt configurations work unchanged. */
+static void add_qemu_socket(struct mux_config *cfg, const char *arg)
+{
+	const char *eq = strchr(arg, '=');
+	struct qemu_socket_spec *q;
+	size_t n = eq ? (size_t)(eq - arg) : strlen(arg);
+	char *c;
+
+	if (cfg->nqemu >= MUX_MAX_PORTS)
+		fatalx("at most %d --qemu-socket", MUX_MAX_PORTS);
+	q = &cfg->qemu[cfg->nqemu++];
+	if (n == 0 || n >= sizeof(q->port))
+		fatalx("--qemu-socket '%s': expected PORT[=PATH]", arg);
+	memcpy(q->port, arg, n);
+	q->port[n] = 0;
+	if (eq) {
+		if (strlen(eq + 1) == 0 || strlen(eq + 1) >= sizeof(q->path))
+			fatalx("--qemu-socket '%s': PATH must be 1..%zu characters",
+			       arg, sizeof(q->path) - 1);
+		snprintf(q->path, sizeof(q->path), "%s", eq + 1);
+	} else {
+		char path[sizeof(q->path)];
+		int w = snprintf(path, sizeof(path), "/var/run/rdmacm-mux-%s", q->port);
+
+		if (w < 0 || (size_t)w >= sizeof(path))
+			fatalx("--qemu-socket '%s': port name too long", arg);
+		for (c = path + strlen("/var/run/rdmacm-mux-"); *c; c++)
+			if (*c == ':')
+				*c = '-';
+		memcpy(q->path, path, sizeof(path));
+	}
+}
+
 /* --roce-version DEV:PORT=1|2, after that port's --port. */
 static void set_roce_version(struct mux_config *cfg, const char *arg)
 {
@@ -180,7 +218,8 @@ static void add_sim_port(struct mux_config *cfg, const char *arg)
 enum {
 	OPT_SIM_PORT = 256, OPT_SIM_FABRIC, OPT_SOCKET_MODE, OPT_STATUS_MODE,
 	OPT_MAX_CLIENTS, OPT_MAX_GIDS, OPT_MAX_COMM, OPT_CLIENT_QUEUE,
-	OPT_TIMEWAIT, OPT_SYSLOG, OPT_HANDSHAKE, OPT_ROCE_VERSION, OPT_SOCKET_OWNER,
+	OPT_TIMEWAIT, OPT_SYSLOG, OPT_HANDSHAKE, OPT_ROCE_VERSION, OPT_QEMU_SOCKET,
+	OPT_SOCKET_OWNER,
 	OPT_SOCKET_GROUP, OPT_STATUS_GROUP, OPT_MAX_FRAME,
 };
 
@@ -190,6 +229,7 @@ static void parse_args(struct mux_config *cfg, int argc, char **argv)
 		{ "port", required_argument, NULL, 'p' },
 		{ "sim-port", required_argument, NULL, OPT_SIM_PORT },
 		{ "roce-version", required_argument, NULL, OPT_ROCE_VERSION },
+		{ "qemu-socket", required_argument, NULL, OPT_QEMU_SOCKET },
 		{ "sim-fabric", required_argument, NULL, OPT_SIM_FABRIC },
 		{ "socket", required_argument, NULL, 's' },
 		{ "status-socket", required_argument, NULL, 'S' },
@@ -221,6 +261,7 @@ static void parse_args(struct mux_config *cfg, int argc, char **argv)
 		case 'p': add_umad_port(cfg, optarg); break;
 		case OPT_SIM_PORT: add_sim_port(cfg, optarg); break;
 		case OPT_ROCE_VERSION: set_roce_version(cfg, optarg); break;
+		case OPT_QEMU_SOCKET: add_qemu_socket(cfg, optarg); break;
 		case OPT_SIM_FABRIC: cfg->sim_fabric = optarg; break;
 		case 's': cfg->socket_path = optarg; break;
 		case 'S': cfg->status_path = optarg; break;

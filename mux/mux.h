@@ -25,6 +25,7 @@
 #include "../common/tree.h"
 #include "conn_table.h"
 #include "policy.h"
+#include "../protocol/legacy.h"
 #include "../protocol/rdmacm_mux_proto.h"
 
 #define MUX_VERSION "0.1.0"
@@ -44,6 +45,12 @@ struct port_spec {
 	int roce_version;       /* umad: 1 or 2, preferred where a GID has both */
 	int ngids;
 	struct gid gids[32];    /* sim GID table */
+};
+
+/* A QEMU (rdmacm-mux protocol) socket for one port. */
+struct qemu_socket_spec {
+	char port[64];                  /* port name, as --port/--sim-port made it */
+	char path[108];
 };
 
 struct mux_config {
@@ -70,6 +77,8 @@ struct mux_config {
 	int verbose;
 	int nports;
 	struct port_spec ports[MUX_MAX_PORTS];
+	int nqemu;
+	struct qemu_socket_spec qemu[MUX_MAX_PORTS];
 };
 
 void config_defaults(struct mux_config *cfg);
@@ -109,6 +118,7 @@ enum refusal {
 	REFUSE_SOURCE_GID,      /* EADDRNOTAVAIL */
 	REFUSE_INNER_GID,       /* EPERM: a GID or address inside the MAD */
 	REFUSE_STATE,           /* EPROTO: not valid in the connection's state */
+	REFUSE_DESTINATION,     /* EDESTADDRREQ: QEMU client, no peer known */
 	REFUSE_COMM_ID,         /* ENOENT / EINVAL */
 	REFUSE_PKEY_INDEX,      /* ERANGE */
 	REFUSE_RATE,            /* EAGAIN */
@@ -158,6 +168,7 @@ struct client_info {
 	gid_t gid;
 	time_t connected;
 	char name[64];
+	int qemu_port;                  /* QEMU's protocol on this port, or -1 */
 	struct client_counters ctr;
 	/* Set at hello and used only on the client's worker thread. */
 	struct policy *pol;
@@ -260,6 +271,11 @@ json_t *router_gids_json(struct router *r, uint64_t client);
 /* Owner of a GID, or 0. */
 uint64_t router_gid_owner(struct router *r, unsigned port,
 			  const struct gid *gid);
+/* Where a client's outbound MAD must go, from its contents and the
+ * connection state (for clients, such as QEMU, that cannot say): 0 and
+ * *dst, or -ENOENT. */
+int router_destination(struct router *r, unsigned port, uint64_t client,
+		       const uint8_t *mad, struct gid *dst);
 
 /* ---- port.c: the port interface -------------------------------------- */
 
@@ -385,6 +401,12 @@ json_t *requests_handle(struct mux *mux, struct client_info *ci,
 /* Validate and send one outbound MAD; 0 or negative errno, *why set. */
 int requests_send_mad(struct mux *mux, struct client_info *ci,
 		      const struct proto_mad *m, const char **why);
+/* A QEMU client: the policy rule its identity selects (its hello); 0 or
+ * -EACCES. */
+int requests_qemu_hello(struct mux *mux, struct client_info *ci);
+/* One request in QEMU's protocol; fills the response. */
+void requests_qemu_handle(struct mux *mux, struct client_info *ci,
+			  const struct legacy_msg *req, struct legacy_msg *resp);
 
 /* ---- status.c: the read-only status socket ----------------------------- */
 
@@ -412,7 +434,14 @@ int unix_listener_open(struct unix_listener *ul, struct event_base *base,
 /* Stop listening and remove the socket; a no-op if it is not open. */
 void unix_listener_close(struct unix_listener *ul);
 
-/* ---- listener.c: the client socket ------------------------------------ */
+/* ---- listener.c: the client sockets ----------------------------------- */
+
+/* The v1 client socket and each port's QEMU socket. */
+struct client_listener {
+	struct mux *mux;
+	int qemu_port;                  /* -1: the v1 socket */
+	struct unix_listener ul;
+};
 
 int listener_start(struct mux *mux, struct event_base *base);
 void listener_stop(struct mux *mux);
@@ -431,7 +460,9 @@ struct mux {
 	struct worker *workers[MUX_MAX_WORKERS];
 	_Atomic unsigned next_worker;
 	struct portio *portio;
-	struct unix_listener listener;
+	struct client_listener listener;
+	int nqemu_listeners;
+	struct client_listener qemu_listeners[MUX_MAX_PORTS];
 	struct unix_listener status_listener;
 	int status_conns;             /* main thread only */
 	TAILQ_HEAD(, status_conn) status_conns_list;

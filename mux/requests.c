@@ -139,57 +139,79 @@ static struct port *request_port_gid(struct mux *mux, json_t *req,
 	return NULL;
 }
 
+/* Register a GID for a client: the policy's ports, GIDs and limit, the
+ * port's table unless in_table_optional, first come first served.  0 with
+ * *idx (-1 when not in the table yet), or a negative errno with text. */
+static int gid_register(struct mux *mux, struct client_info *ci,
+			struct port *port, const struct gid *gid,
+			int in_table_optional, int *idx, char *text, size_t len)
+{
+	char buf[GID_STRLEN];
+	int rc;
+
+	if (!rule_allows_port(ci->rule, port->name)) {
+		snprintf(text, len, "policy does not allow port %s for this "
+			 "client", port->name);
+		return -EACCES;
+	}
+	if (!rule_allows_gid(ci->rule, gid)) {
+		snprintf(text, len, "policy does not allow GID %s for this "
+			 "client", gid_format(gid, buf));
+		return -EACCES;
+	}
+	if (ci->rule->max_gids && router_owns_gid(mux->router, port->index,
+						  gid, ci->id) == 0) {
+		struct router_counts rc2;
+
+		router_client_counts(mux->router, ci->id, &rc2);
+		if (rc2.gids >= ci->rule->max_gids) {
+			snprintf(text, len, "policy allows this client %u GIDs",
+				 ci->rule->max_gids);
+			return -ENOSPC;
+		}
+	}
+	*idx = port->ops->gid_index(port, gid);
+	if (*idx < 0 && port->ops->gid_refresh) {
+		/* The address may have just been added to the netdev. */
+		port->ops->gid_refresh(port);
+		*idx = port->ops->gid_index(port, gid);
+	}
+	if (*idx < 0 && !in_table_optional) {
+		snprintf(text, len, "GID %s is not in the GID table of port %s",
+			 gid_format(gid, buf), port->name);
+		return -EADDRNOTAVAIL;
+	}
+	rc = router_register_gid(mux->router, port->index, gid, ci->id);
+	if (rc == -EEXIST)
+		snprintf(text, len, "GID %s on port %s is registered by another "
+			 "client", gid_format(gid, buf), port->name);
+	else if (rc == -ENOSPC)
+		snprintf(text, len, "client already has the maximum of %u GIDs",
+			 mux->cfg.max_gids_per_client);
+	else if (rc)
+		snprintf(text, len, "cannot register GID");
+	else
+		log_info("client %llu (%s): registered %s on %s%s",
+			 (unsigned long long)ci->id, ci->name, gid_format(gid, buf),
+			 port->name, *idx < 0 ? " (not in its GID table yet)" : "");
+	return rc;
+}
+
 static json_t *op_register_gid(struct mux *mux, struct client_info *ci,
 			       json_t *req)
 {
-	char buf[GID_STRLEN];
 	json_t *err = NULL;
 	struct port *port;
 	struct gid gid;
+	char text[160];
 	int idx, rc;
 
 	port = request_port_gid(mux, req, &gid, &err);
 	if (port == NULL)
 		return err;
-	if (!rule_allows_port(ci->rule, port->name))
-		return proto_reply_error(EACCES, "policy does not allow port %s "
-					 "for this client", port->name);
-	if (!rule_allows_gid(ci->rule, &gid))
-		return proto_reply_error(EACCES, "policy does not allow GID %s "
-					 "for this client", gid_format(&gid, buf));
-	if (ci->rule->max_gids && router_owns_gid(mux->router, port->index,
-						  &gid, ci->id) == 0) {
-		struct router_counts rc2;
-
-		router_client_counts(mux->router, ci->id, &rc2);
-		if (rc2.gids >= ci->rule->max_gids)
-			return proto_reply_error(ENOSPC, "policy allows this client "
-						 "%u GIDs", ci->rule->max_gids);
-	}
-	idx = port->ops->gid_index(port, &gid);
-	if (idx < 0 && port->ops->gid_refresh) {
-		/* The address may have just been added to the netdev. */
-		port->ops->gid_refresh(port);
-		idx = port->ops->gid_index(port, &gid);
-	}
-	if (idx < 0)
-		return proto_reply_error(EADDRNOTAVAIL,
-			"GID %s is not in the GID table of port %s",
-			gid_format(&gid, buf), port->name);
-	rc = router_register_gid(mux->router, port->index, &gid, ci->id);
-	if (rc == -EEXIST)
-		return proto_reply_error(EEXIST,
-			"GID %s on port %s is registered by another client",
-			gid_format(&gid, buf), port->name);
-	if (rc == -ENOSPC)
-		return proto_reply_error(ENOSPC,
-			"client already has the maximum of %u GIDs",
-			mux->cfg.max_gids_per_client);
+	rc = gid_register(mux, ci, port, &gid, 0, &idx, text, sizeof(text));
 	if (rc)
-		return proto_reply_error(rc, "cannot register GID");
-	log_info("client %llu (%s): registered %s on %s",
-		 (unsigned long long)ci->id, ci->name, gid_format(&gid, buf),
-		 port->name);
+		return proto_reply_error(rc, "%s", text);
 	return json_pack("{s:b, s:i, s:s, s:i}", "ok", 1, "port",
 			 (int)port->index, "port_name", port->name,
 			 "gid_index", idx);
@@ -376,6 +398,19 @@ int requests_send_mad(struct mux *mux, struct client_info *ci,
 	if (idx < 0)
 		return refuse(mux, ci, REFUSE_SOURCE_GID, -EADDRNOTAVAIL,
 			      "source GID has left the port's GID table", why);
+	if (ci->qemu_port >= 0) {
+		/* QEMU addresses every MAD to the guest's own GID: where it
+		 * must go follows from the MAD and its connection. */
+		struct gid dgid;
+
+		if (router_destination(mux->router, port->index, ci->id, mad,
+				       &dgid) < 0)
+			return refuse(mux, ci, REFUSE_DESTINATION, -EDESTADDRREQ,
+				      "no destination follows from this MAD (no "
+				      "connection or REQ of this client names "
+				      "its peer)", why);
+		memcpy(m->addr.remote_gid, dgid.raw, 16);
+	}
 	inner = foreign_inner_address(mux, ci, port, mad);
 	if (inner)
 		return refuse(mux, ci, REFUSE_INNER_GID, -EPERM, inner_text(inner),
@@ -413,4 +448,110 @@ int requests_send_mad(struct mux *mux, struct client_info *ci,
 	atomic_fetch_add(&mux->stats.mads_out[cm_attr_index(cm_mad_attr_id(m->mad))], 1);
 	atomic_fetch_add(&ci->ctr.mads_sent, 1);
 	return 0;
+}
+
+/* ---- QEMU's rdmacm-mux protocol ------------------------------------------ */
+
+int requests_qemu_hello(struct mux *mux, struct client_info *ci)
+{
+	const struct policy_rule *rule;
+	struct policy *pol;
+	char name[32];
+
+	/* QEMU names no VM: the rule follows from its identity alone. */
+	pol = mux_policy_get(mux);
+	rule = policy_select(pol, ci->uid, ci->gid, NULL);
+	if (rule == NULL) {
+		policy_unref(pol);
+		log_warnx("client %llu (QEMU, pid %d): no policy rule for uid %d "
+			  "gid %d without a VM name; closing",
+			  (unsigned long long)ci->id, (int)ci->pid, (int)ci->uid,
+			  (int)ci->gid);
+		return -EACCES;
+	}
+	token_bucket_init(&ci->tb, rule->mad_rate, rule->mad_burst, mux_now_ms());
+	snprintf(name, sizeof(name), "qemu-%d", (int)ci->pid);
+	clients_set_hello(&mux->clients, ci, name, pol, rule);
+	return 0;
+}
+
+/* The old daemon's codes: EACCES for what is someone else's or not
+ * allowed, EINVAL for the rest. */
+static enum legacy_err legacy_code(int err)
+{
+	switch (err) {
+	case 0: return LEGACY_OK;
+	case -EEXIST: case -EACCES: case -EPERM: case -EADDRNOTAVAIL: case -ENOENT:
+		return LEGACY_EACCES;
+	default:
+		return LEGACY_EINVAL;
+	}
+}
+
+static enum legacy_err qemu_register(struct mux *mux, struct client_info *ci,
+				     struct port *port, const struct gid *gid)
+{
+	char text[160];
+	uint64_t suppressed;
+	int idx, rc;
+
+	/* A repeat got EEXIST from the old daemon. */
+	if (router_owns_gid(mux->router, port->index, gid, ci->id))
+		return LEGACY_EEXIST;
+	/* QEMU registers a guest's GID before the host admin (libvirt) adds
+	 * its address to the netdev: the table is checked at each send. */
+	rc = gid_register(mux, ci, port, gid, 1, &idx, text, sizeof(text));
+	if (rc && log_ratelimit_allow(&ci->rl, &suppressed))
+		log_warnx("client %llu (%s): REG refused: %s (%llu similar "
+			  "suppressed)", (unsigned long long)ci->id, ci->name, text,
+			  (unsigned long long)suppressed);
+	return legacy_code(rc);
+}
+
+static enum legacy_err qemu_send(struct mux *mux, struct client_info *ci,
+				 struct port *port, const struct legacy_msg *req)
+{
+	struct proto_mad m;
+	const char *why = "";
+
+	/* What QEMU writes in the address block is its guest's own GID and
+	 * index; the daemon picks both ends itself. */
+	memset(&m.addr, 0, sizeof(m.addr));
+	m.addr.port = (uint16_t)port->index;
+	m.addr.flags = PROTO_MAD_F_GRH;
+	m.addr.hop_limit = 64;
+	m.addr.traffic_class = req->addr.traffic_class;
+	m.addr.sl = req->addr.sl;
+	m.addr.flow_label = req->addr.flow_label;
+	m.addr.remote_qpn = GSI_QPN;
+	m.addr.qkey = GSI_QKEY;
+	m.addr.pkey_index = req->addr.pkey_index;
+	memcpy(m.addr.local_gid, req->sgid, 16);
+	m.mad_len = (uint16_t)req->umad_len;
+	memcpy(m.mad, req->mad, m.mad_len);
+	return legacy_code(requests_send_mad(mux, ci, &m, &why));
+}
+
+void requests_qemu_handle(struct mux *mux, struct client_info *ci,
+			  const struct legacy_msg *req, struct legacy_msg *resp)
+{
+	struct port *port = &mux->ports[ci->qemu_port];
+	enum legacy_err err;
+	struct gid gid;
+	int rc;
+
+	memcpy(gid.raw, req->sgid, 16);
+	switch (req->op) {
+	case LEGACY_OP_REG:
+		err = qemu_register(mux, ci, port, &gid);
+		break;
+	case LEGACY_OP_UNREG:
+		rc = router_unregister_gid(mux->router, port->index, &gid, ci->id);
+		err = rc == -ENOENT ? LEGACY_ENOTFOUND : legacy_code(rc);
+		break;
+	default:
+		err = qemu_send(mux, ci, port, req);
+		break;
+	}
+	legacy_response(req, err, resp);
 }

@@ -273,6 +273,17 @@ uint64_t router_gid_owner(struct router *r, unsigned port,
 	return owner;
 }
 
+int router_destination(struct router *r, unsigned port, uint64_t client,
+		       const uint8_t *mad, struct gid *dst)
+{
+	int rc;
+
+	pthread_mutex_lock(&r->lock);
+	rc = conn_destination(r->conns, client, port, mad, dst);
+	pthread_mutex_unlock(&r->lock);
+	return rc;
+}
+
 int router_owns_gid(struct router *r, unsigned port, const struct gid *gid,
 		    uint64_t client)
 {
@@ -392,6 +403,9 @@ int router_inbound(struct router *r, unsigned port, uint8_t *mad, size_t len,
 			 conn_note_req(r->conns, *client, port, mad, &path,
 				       now_ms) == -ESTALE)
 			rc = ROUTER_DROP(DROP_STALE_CONN);
+		else if (attr == CM_ATTR_SIDR_REQ)
+			conn_note_sidr_req(r->conns, *client, port, mad, &path,
+					   now_ms);
 		break;
 	case CM_ATTR_MRA: case CM_ATTR_REJ: case CM_ATTR_REP: case CM_ATTR_RTU:
 	case CM_ATTR_DREQ: case CM_ATTR_DREP: case CM_ATTR_LAP: case CM_ATTR_APR:

@@ -33,6 +33,8 @@ struct session {
 	struct proto_decoder dec;
 	struct client_info *info;
 	int hello_done;
+	int qemu;                       /* QEMU's rdmacm-mux protocol */
+	struct evbuffer *qemu_pending;  /* its inbound MADs not yet handed on */
 	int closing;
 	int read_paused;
 	unsigned malformed;
@@ -79,6 +81,8 @@ static void session_destroy(struct session *s)
 	router_purge_client(mux->router, s->id);
 	clients_remove(&mux->clients, s->id);
 	bufferevent_free(s->bev);
+	if (s->qemu_pending)
+		evbuffer_free(s->qemu_pending);
 	if (s->close_timer)
 		event_free(s->close_timer);
 	proto_decoder_fini(&s->dec);
@@ -100,7 +104,22 @@ static void session_close_timeout(evutil_socket_t fd, short what, void *arg)
 
 static size_t session_outq(struct session *s)
 {
-	return evbuffer_get_length(bufferevent_get_output(s->bev));
+	return evbuffer_get_length(bufferevent_get_output(s->bev)) +
+	       (s->qemu_pending ? evbuffer_get_length(s->qemu_pending) : 0);
+}
+
+/* QEMU blocks reading the response to each request and takes whatever
+ * message comes first for it.  So its inbound MADs wait here and are
+ * handed to the socket one at a time, only when nothing else is being
+ * written: a response then goes out behind at most one MAD already on
+ * its way, never behind a queue of them. */
+static void session_qemu_pump(struct session *s)
+{
+	struct evbuffer *out = bufferevent_get_output(s->bev);
+
+	if (evbuffer_get_length(out) == 0 &&
+	    evbuffer_get_length(s->qemu_pending) >= LEGACY_MSG_SIZE)
+		evbuffer_remove_buffer(s->qemu_pending, out, LEGACY_MSG_SIZE);
 }
 
 static void session_update_outq(struct session *s)
@@ -259,6 +278,8 @@ static void session_finish_or_wait(struct session *s)
 	if (!s->closing)
 		return;
 	bufferevent_disable(s->bev, EV_READ);
+	if (s->qemu_pending)    /* MADs for a client that is going: dropped */
+		evbuffer_drain(s->qemu_pending, evbuffer_get_length(s->qemu_pending));
 	if (session_outq(s) == 0) {
 		session_destroy(s);
 		return;
@@ -273,6 +294,51 @@ static void session_finish_or_wait(struct session *s)
 	}
 }
 
+/* QEMU's protocol: whole 360-byte messages, each request answered at
+ * once, ahead of inbound MADs that wait (session_qemu_pump). */
+static void session_read_qemu(struct session *s)
+{
+	struct evbuffer *in = bufferevent_get_input(s->bev);
+	struct mux *mux = worker_mux(s->w);
+	uint8_t buf[LEGACY_MSG_SIZE];
+	struct legacy_msg req, resp;
+	int budget = SESSION_FRAMES_PER_EVENT, rc;
+
+	while (budget-- > 0 && !s->closing && !s->read_paused &&
+	       evbuffer_get_length(in) >= LEGACY_MSG_SIZE) {
+		evbuffer_remove(in, buf, sizeof(buf));
+		atomic_fetch_add(&s->info->ctr.requests, 1);
+		rc = legacy_decode(buf, &req);
+		if (rc < 0) {
+			atomic_fetch_add(&s->info->ctr.malformed, 1);
+			atomic_fetch_add(&mux->stats.protocol_errors, 1);
+			log_warnx("client %llu (QEMU, pid %d): %s (type %u, op %u, "
+				  "umad_len %d); closing", (unsigned long long)s->id,
+				  (int)s->info->pid,
+				  rc == -EBADMSG ? "not a request" :
+				  rc == -EOPNOTSUPP ? "unknown op code" :
+				  "MAD length outside 1..256", req.type, req.op,
+				  req.umad_len);
+			s->closing = 1;
+			break;
+		}
+		requests_qemu_handle(mux, s->info, &req, &resp);
+		if (resp.err != LEGACY_OK)
+			atomic_fetch_add(&s->info->ctr.errors, 1);
+		legacy_encode(&resp, buf);
+		if (evbuffer_add(bufferevent_get_output(s->bev), buf,
+				 sizeof(buf)) < 0)
+			s->closing = 1;
+		session_update_outq(s);
+		session_pause_if_full(s);
+	}
+	if (budget < 0 && !s->closing && !s->read_paused &&
+	    evbuffer_get_length(in) >= LEGACY_MSG_SIZE)
+		bufferevent_trigger(s->bev, EV_READ, BEV_TRIG_IGNORE_WATERMARKS |
+				    BEV_TRIG_DEFER_CALLBACKS);
+	session_finish_or_wait(s);
+}
+
 static void session_read_cb(struct bufferevent *bev, void *arg)
 {
 	struct session *s = arg;
@@ -283,6 +349,10 @@ static void session_read_cb(struct bufferevent *bev, void *arg)
 	size_t used;
 	int rc;
 
+	if (s->qemu) {
+		session_read_qemu(s);
+		return;
+	}
 	while (budget > 0 && !s->closing && !s->read_paused &&
 	       evbuffer_get_length(in) > 0) {
 		if (evbuffer_peek(in, -1, NULL, &v, 1) < 1)
@@ -310,6 +380,8 @@ static void session_write_cb(struct bufferevent *bev, void *arg)
 {
 	struct session *s = arg;
 
+	if (s->qemu && !s->closing)
+		session_qemu_pump(s);
 	session_update_outq(s);
 	if (s->closing) {
 		session_finish_or_wait(s);
@@ -329,10 +401,14 @@ static void session_write_cb(struct bufferevent *bev, void *arg)
 static void session_event_cb(struct bufferevent *bev, short what, void *arg)
 {
 	struct session *s = arg;
+	size_t left = evbuffer_get_length(bufferevent_get_input(bev));
 
-	(void)bev;
-	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR))
+	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
+		if (s->qemu && left)
+			log_warnx("client %llu (QEMU): closed with %zu bytes of a "
+				  "message unsent", (unsigned long long)s->id, left);
 		session_destroy(s);
+	}
 }
 
 void session_start(struct worker *w, int fd, struct client_info *info)
@@ -361,8 +437,26 @@ void session_start(struct worker *w, int fd, struct client_info *info)
 	}
 	bufferevent_setcb(s->bev, session_read_cb, session_write_cb,
 			  session_event_cb, s);
-	bufferevent_enable(s->bev, EV_READ | EV_WRITE);
 	RB_INSERT(session_tree, worker_sessions(w), s);
+	if (info->qemu_port >= 0) {
+		/* One message per write: a unix stream write this small goes
+		 * whole or not at all, so QEMU, which reads up to one
+		 * message and never checks how much it got, always gets
+		 * whole messages. */
+		s->qemu = 1;
+		s->qemu_pending = evbuffer_new();
+		bufferevent_set_max_single_write(s->bev, LEGACY_MSG_SIZE);
+		if (s->qemu_pending == NULL) {
+			session_destroy(s);
+			return;
+		}
+		if (requests_qemu_hello(mux, info) < 0) {
+			session_destroy(s);
+			return;
+		}
+		s->hello_done = 1;
+	}
+	bufferevent_enable(s->bev, EV_READ | EV_WRITE);
 	log_debug("client %llu: pid %d uid %d on worker %u",
 		  (unsigned long long)s->id, (int)info->pid, (int)info->uid,
 		  worker_index(w));
@@ -371,6 +465,42 @@ void session_start(struct worker *w, int fd, struct client_info *info)
 static int session_room_for(struct session *s, size_t bytes)
 {
 	return session_outq(s) + bytes <= worker_mux(s->w)->cfg.client_outq_max;
+}
+
+/* An inbound MAD for QEMU: an unsolicited request naming the GID it was
+ * routed to; the MAD's sender goes in the address block's GID, from
+ * which QEMU builds the GRH it hands the guest. */
+static void session_deliver_qemu(struct session *s, const struct proto_mad *m)
+{
+	struct mux *mux = worker_mux(s->w);
+	struct legacy_msg msg = { .type = LEGACY_REQ, .op = LEGACY_OP_MAD };
+	uint8_t buf[LEGACY_MSG_SIZE];
+
+	if (m->mad_len > LEGACY_MAD_MAX)
+		return;
+	if (!session_room_for(s, sizeof(buf))) {
+		atomic_fetch_add(&mux->stats.drops[DROP_CLIENT_QUEUE_FULL], 1);
+		atomic_fetch_add(&s->info->ctr.mads_dropped, 1);
+		return;
+	}
+	memcpy(msg.sgid, m->addr.local_gid, 16);
+	msg.umad_len = m->mad_len;
+	msg.addr.qpn = m->addr.remote_qpn;
+	msg.addr.qkey = m->addr.qkey;
+	msg.addr.lid = m->addr.lid;
+	msg.addr.sl = m->addr.sl;
+	msg.addr.grh_present = (m->addr.flags & PROTO_MAD_F_GRH) ? 1 : 0;
+	msg.addr.hop_limit = m->addr.hop_limit;
+	msg.addr.traffic_class = m->addr.traffic_class;
+	memcpy(msg.addr.gid, m->addr.remote_gid, 16);
+	msg.addr.flow_label = m->addr.flow_label;
+	msg.addr.pkey_index = m->addr.pkey_index;
+	memcpy(msg.mad, m->mad, m->mad_len);
+	legacy_encode(&msg, buf);
+	if (evbuffer_add(s->qemu_pending, buf, sizeof(buf)) == 0)
+		atomic_fetch_add(&s->info->ctr.mads_delivered, 1);
+	session_qemu_pump(s);
+	session_update_outq(s);
 }
 
 void session_deliver_mad(struct worker *w, uint64_t client_id,
@@ -383,6 +513,10 @@ void session_deliver_mad(struct worker *w, uint64_t client_id,
 
 	if (s == NULL || s->closing) {
 		atomic_fetch_add(&mux->stats.drops[DROP_CLIENT_GONE], 1);
+		return;
+	}
+	if (s->qemu) {
+		session_deliver_qemu(s, m);
 		return;
 	}
 	len = proto_mad_encode(m, buf, sizeof(buf));
@@ -404,7 +538,7 @@ void session_broadcast_event(struct worker *w, const char *text)
 	size_t len = strlen(text);
 
 	RB_FOREACH(s, session_tree, worker_sessions(w)) {
-		if (!s->hello_done || s->closing ||
+		if (!s->hello_done || s->closing || s->qemu ||
 		    !session_room_for(s, PROTO_HDR_SIZE + len))
 			continue;
 		session_send(s, PROTO_KIND_JSON, PROTO_FLAG_EVENT, 0, text, len);
@@ -418,10 +552,12 @@ void session_kick(struct worker *w, uint64_t client_id, const char *why)
 
 	if (s == NULL || s->closing)
 		return;
-	ev = json_pack("{s:s, s:s}", "event", "disconnected", "message",
-		       why ? why : "disconnected by the administrator");
-	session_send_json(s, PROTO_FLAG_EVENT, 0, ev);
-	json_decref(ev);
+	if (!s->qemu) {         /* QEMU's protocol has no word for it */
+		ev = json_pack("{s:s, s:s}", "event", "disconnected", "message",
+			       why ? why : "disconnected by the administrator");
+		session_send_json(s, PROTO_FLAG_EVENT, 0, ev);
+		json_decref(ev);
+	}
 	s->closing = 1;
 	session_finish_or_wait(s);
 }

@@ -36,6 +36,7 @@ static const char *const refusal_names[REFUSE_MAX] = {
 	[REFUSE_SOURCE_GID] = "source_gid",
 	[REFUSE_INNER_GID] = "inner_address",
 	[REFUSE_STATE] = "state",
+	[REFUSE_DESTINATION] = "no_destination",
 	[REFUSE_COMM_ID] = "comm_id",
 	[REFUSE_PKEY_INDEX] = "pkey_index",
 	[REFUSE_RATE] = "rate",

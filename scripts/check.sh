@@ -51,7 +51,7 @@ build() {
 
 suites() {
 	local b="$1" tag="$2"
-	for t in test_codec test_cm_mad test_router test_conn_table test_policy test_guest_cm; do
+	for t in test_codec test_cm_mad test_router test_conn_table test_policy test_guest_cm test_legacy; do
 		run_suite "$tag $t" "$b/tests/$t"
 	done
 	run_suite "$tag integration" env RDMACM_MUXD="$PWD/$b/rdmacm-muxd" \
@@ -60,6 +60,8 @@ suites() {
 		"$b/tests/test_cm"
 	run_suite "$tag attacks" env RDMACM_MUXD="$PWD/$b/rdmacm-muxd" \
 		"$b/tests/test_attacks"
+	run_suite "$tag qemu compatibility" env RDMACM_MUXD="$PWD/$b/rdmacm-muxd" \
+		"$b/tests/test_qemu"
 	run_suite "$tag demo" scripts/demo.sh --build-dir "$b" --check
 }
 
@@ -78,7 +80,7 @@ if [ "$QUICK" = 0 ]; then
 	# (any data race makes it exit non-zero, which the harness fails).
 	echo "== build TSAN=1 (daemon)"
 	if make -j"$JOBS" TSAN=1 build-tsan/rdmacm-muxd >"$LOGDIR/build-tsan.log" 2>&1; then
-		for t in test_integration test_cm test_attacks; do
+		for t in test_integration test_cm test_attacks test_qemu; do
 			run_suite "tsan daemon $t" env RDMACM_MUXD="$PWD/build-tsan/rdmacm-muxd" \
 				TSAN_OPTIONS="halt_on_error=1 exitcode=66" RCM_TIME_SCALE=3 \
 				build/tests/$t
@@ -88,7 +90,7 @@ if [ "$QUICK" = 0 ]; then
 	fi
 
 	VG="valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,indirect"
-	for t in test_codec test_cm_mad test_router test_conn_table test_policy test_guest_cm; do
+	for t in test_codec test_cm_mad test_router test_conn_table test_policy test_guest_cm test_legacy; do
 		run_suite "valgrind $t" $VG build/tests/$t
 	done
 	run_suite "valgrind integration (daemon under valgrind)" env \
@@ -99,7 +101,7 @@ if [ "$QUICK" = 0 ]; then
 		RCM_TIME_SCALE=10 build/tests/test_cm
 
 	FUZZ_SECONDS=${FUZZ_SECONDS:-15}
-	for t in fuzz_frame fuzz_control fuzz_cm_mad; do
+	for t in fuzz_frame fuzz_control fuzz_cm_mad fuzz_legacy; do
 		run_suite "libFuzzer $t ${FUZZ_SECONDS}s" bash -c "
 			make -s build/fuzz/$t && mkdir -p build/fuzz/corpus-$t &&
 			build/fuzz/$t -max_total_time=$FUZZ_SECONDS -print_final_stats=1 \

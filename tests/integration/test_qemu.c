@@ -1,0 +1,374 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/*
+ * QEMU's pvrdma through the compatibility socket (--qemu-socket), on a
+ * sim port against a scripted CM peer: QEMU's requests and answers, byte
+ * for byte as its rdma_backend.c writes and reads them; every MAD sent
+ * to its true peer whatever QEMU wrote as the destination; a QEMU client
+ * and a native one on the same port; malformed input.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "harness.h"
+#include "../../common/cm_mad.h"
+#include "../../common/gid.h"
+#include "../../common/wire.h"
+#include "../../protocol/legacy.h"
+
+#define PEER "fd99::1"
+#define GUEST "fd00::1"
+static const char *const ports[] = { "sim0=fd00::1,fd00::2,fd00::3", NULL };
+
+struct fx {
+	struct hdaemon d;
+	struct simpeer p;
+	char qsock[160];
+	int q;                          /* QEMU's end */
+};
+
+static int setup(void **state)
+{
+	static struct fx f;
+	static char arg[200];
+	const char *extra[] = { arg, NULL };
+
+	memset(&f, 0, sizeof(f));
+	snprintf(f.qsock, sizeof(f.qsock), "/tmp/rcm-qemu.%d.sock", getpid());
+	snprintf(arg, sizeof(arg), "--qemu-socket=sim0=%s", f.qsock);
+	hd_start(&f.d, NULL, ports, extra);
+	simpeer_open(&f.p, &f.d, "peer", PEER);
+	f.q = raw_connect(f.qsock);
+	assert_true(f.q >= 0);
+	*state = &f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fx *f = *state;
+
+	if (f->q >= 0)
+		close(f->q);
+	simpeer_close(&f->p);
+	hd_stop(&f->d);
+	return 0;
+}
+
+/* Read one whole 360-byte message, or fail by the deadline. */
+static int q_read(int fd, struct legacy_msg *m, int timeout_ms)
+{
+	uint8_t buf[LEGACY_MSG_SIZE];
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+	size_t have = 0;
+	ssize_t n;
+
+	while (have < sizeof(buf)) {
+		if (poll(&pfd, 1, timeout_ms) <= 0)
+			return -ETIMEDOUT;
+		n = read(fd, buf + have, sizeof(buf) - have);
+		if (n <= 0)
+			return -ECONNRESET;
+		have += (size_t)n;
+	}
+	/* Decode as QEMU would: it takes requests (inbound MADs) and
+	 * responses alike. */
+	memset(m, 0, sizeof(*m));
+	legacy_decode(buf, m);
+	memcpy(&m->type, buf, 4);
+	memcpy(&m->op, buf + 4, 4);
+	memcpy(&m->err, buf + 24, 4);
+	return 0;
+}
+
+static void q_write(int fd, const struct legacy_msg *m)
+{
+	uint8_t buf[LEGACY_MSG_SIZE];
+
+	legacy_encode(m, buf);
+	assert_int_equal(send(fd, buf, sizeof(buf), MSG_NOSIGNAL), (ssize_t)sizeof(buf));
+}
+
+/* A request and QEMU's blocking read of its response. */
+static uint32_t q_request(int fd, struct legacy_msg *req)
+{
+	struct legacy_msg resp;
+
+	req->type = LEGACY_REQ;
+	q_write(fd, req);
+	assert_int_equal(q_read(fd, &resp, H_DEADLINE_MS), 0);
+	assert_int_equal(resp.type, LEGACY_RESP);
+	/* QEMU's async reader must skip a response: never op MAD. */
+	assert_true(resp.op != LEGACY_OP_MAD);
+	return resp.err;
+}
+
+static uint32_t q_reg(int fd, uint32_t op, const char *gid)
+{
+	struct legacy_msg m = { .op = op };
+	struct gid g;
+
+	gid_parse(gid, &g);
+	memcpy(m.sgid, g.raw, 16);
+	return q_request(fd, &m);
+}
+
+/* A MAD the way QEMU's mad_send() sends it: addressed to the guest's own
+ * GID (its bug), with the host GID index it chose. */
+static uint32_t q_mad(int fd, const char *own, const uint8_t *mad)
+{
+	struct legacy_msg m = { .op = LEGACY_OP_MAD, .umad_len = MAD_SIZE };
+	struct gid g;
+
+	gid_parse(own, &g);
+	memcpy(m.sgid, g.raw, 16);
+	m.addr.qpn = 1;
+	m.addr.grh_present = 1;
+	m.addr.gid_index = 1;
+	memcpy(m.addr.gid, g.raw, 16);
+	m.addr.hop_limit = 0xff;
+	memcpy(m.mad, mad, MAD_SIZE);
+	return q_request(fd, &m);
+}
+
+static void peer_expect(struct fx *f, uint16_t attr, uint8_t *mad)
+{
+	uint8_t src[16];
+
+	assert_true(simpeer_recv(&f->p, mad, src, H_DEADLINE_MS));
+	assert_int_equal(cm_mad_attr_id(mad), attr);
+}
+
+static void qemu_expect(struct fx *f, uint16_t attr, struct legacy_msg *m)
+{
+	assert_int_equal(q_read(f->q, m, H_DEADLINE_MS), 0);
+	assert_int_equal(m->type, LEGACY_REQ);
+	assert_int_equal(m->op, LEGACY_OP_MAD);
+	assert_int_equal(cm_mad_attr_id(m->mad), attr);
+}
+
+static uint32_t local_of(const uint8_t *m) { return wire_get32(m + 24); }
+static uint32_t remote_of(const uint8_t *m) { return wire_get32(m + 28); }
+
+/* GID registration with the old codes, by the full 128 bits. */
+static void test_register(void **state)
+{
+	struct fx *f = *state;
+	json_t *st, *c;
+
+	assert_int_equal(q_reg(f->q, LEGACY_OP_REG, GUEST), LEGACY_OK);
+	assert_int_equal(q_reg(f->q, LEGACY_OP_REG, GUEST), LEGACY_EEXIST);
+	/* Same interface ID, other prefix: another GID (the old daemon
+	 * keyed by interface ID and took them for one). */
+	assert_int_equal(q_reg(f->q, LEGACY_OP_REG, "fd01::1"), LEGACY_OK);
+	/* QEMU registers before the host has the address: accepted. */
+	assert_int_equal(q_reg(f->q, LEGACY_OP_REG, "fd00::77"), LEGACY_OK);
+	assert_int_equal(q_reg(f->q, LEGACY_OP_UNREG, "fd00::77"), LEGACY_OK);
+	assert_int_equal(q_reg(f->q, LEGACY_OP_UNREG, "fd00::77"), LEGACY_ENOTFOUND);
+	st = hd_status(&f->d);
+	c = json_array_get(json_object_get(st, "clients"), 0);
+	assert_string_equal(json_string_value(json_object_get(c, "protocol")),
+			    "qemu-rdmacm-mux");
+	assert_int_equal(json_array_size(json_object_get(c, "gids")), 2);
+	json_decref(st);
+}
+
+/* QEMU addresses every MAD to the guest's own GID; each goes to its real
+ * peer, and the whole connection runs: REQ, REP, RTU, DREQ, DREP. */
+static void test_active_connection_repaired(void **state)
+{
+	struct fx *f = *state;
+	uint8_t m[MAD_SIZE], r[MAD_SIZE];
+	struct legacy_msg in;
+	struct gid peer, guest;
+	uint32_t h;
+
+	gid_parse(PEER, &peer);
+	gid_parse(GUEST, &guest);
+	assert_int_equal(q_reg(f->q, LEGACY_OP_REG, GUEST), LEGACY_OK);
+	h_req(m, 0x5001, GUEST, PEER);
+	assert_int_equal(q_mad(f->q, GUEST, m), LEGACY_OK);
+	peer_expect(f, CM_ATTR_REQ, r);
+	h = local_of(r);
+	assert_true(h != 0x5001);
+	h_mad(m, CM_ATTR_REP, 0x9001, h, 1);
+	simpeer_send(&f->p, GUEST, m);
+	qemu_expect(f, CM_ATTR_REP, &in);
+	/* The GID it was routed to, and the sender in the address. */
+	assert_memory_equal(in.sgid, guest.raw, 16);
+	assert_memory_equal(in.addr.gid, peer.raw, 16);
+	assert_int_equal(in.umad_len, MAD_SIZE);
+	assert_int_equal(remote_of(in.mad), 0x5001);
+	h_mad(m, CM_ATTR_RTU, 0x5001, 0x9001, 1);
+	assert_int_equal(q_mad(f->q, GUEST, m), LEGACY_OK);
+	peer_expect(f, CM_ATTR_RTU, r);
+	assert_int_equal(local_of(r), h);
+	h_mad(m, CM_ATTR_DREQ, 0x9001, h, 2);
+	simpeer_send(&f->p, GUEST, m);
+	qemu_expect(f, CM_ATTR_DREQ, &in);
+	h_mad(m, CM_ATTR_DREP, 0x5001, 0x9001, 2);
+	assert_int_equal(q_mad(f->q, GUEST, m), LEGACY_OK);
+	peer_expect(f, CM_ATTR_DREP, r);
+	assert_true(hd_status_int(&f->d, "routing.draining") == 1);
+}
+
+/* The peer connects to the guest: REP, MRA and the rest go back to the
+ * peer the REQ came from; a SIDR_REP to the SIDR_REQ's sender. */
+static void test_passive_connection_and_sidr(void **state)
+{
+	struct fx *f = *state;
+	uint8_t m[MAD_SIZE], r[MAD_SIZE];
+	struct legacy_msg in;
+	struct gid s, d;
+	uint32_t h;
+
+	assert_int_equal(q_reg(f->q, LEGACY_OP_REG, GUEST), LEGACY_OK);
+	h_req(m, 0x7001, PEER, GUEST);
+	simpeer_send(&f->p, GUEST, m);
+	qemu_expect(f, CM_ATTR_REQ, &in);
+	h_mad(m, CM_ATTR_MRA, 0x6001, 0x7001, 1);
+	assert_int_equal(q_mad(f->q, GUEST, m), LEGACY_OK);
+	peer_expect(f, CM_ATTR_MRA, r);
+	h_mad(m, CM_ATTR_REP, 0x6001, 0x7001, 1);
+	assert_int_equal(q_mad(f->q, GUEST, m), LEGACY_OK);
+	peer_expect(f, CM_ATTR_REP, r);
+	h = local_of(r);
+	h_mad(m, CM_ATTR_RTU, 0x7001, h, 1);
+	simpeer_send(&f->p, GUEST, m);
+	qemu_expect(f, CM_ATTR_RTU, &in);
+	assert_int_equal(remote_of(in.mad), 0x6001);
+	/* SIDR. */
+	gid_parse(PEER, &s);
+	gid_parse(GUEST, &d);
+	cm_mad_init(m, CM_ATTR_SIDR_REQ, 5);
+	cm_field_set(m, CM_SIDR_REQ_REQUEST_ID, 0x42);
+	cma_hdr_build(m + CM_SIDR_REQ_OFF_PRIVATE_DATA, &s, &d, 4791);
+	simpeer_send(&f->p, GUEST, m);
+	qemu_expect(f, CM_ATTR_SIDR_REQ, &in);
+	cm_mad_init(m, CM_ATTR_SIDR_REP, 5);
+	cm_field_set(m, CM_SIDR_REP_REQUEST_ID, 0x42);
+	assert_int_equal(q_mad(f->q, GUEST, m), LEGACY_OK);
+	peer_expect(f, CM_ATTR_SIDR_REP, r);
+	assert_int_equal(cm_field_get(r, CM_SIDR_REP_REQUEST_ID), 0x42);
+	/* A second answer answers nothing, and goes nowhere. */
+	assert_int_equal(q_mad(f->q, GUEST, m), LEGACY_EINVAL);
+	assert_true(hd_status_int(&f->d, "counters.refusals.no_destination") == 1);
+}
+
+/* A MAD whose destination follows from nothing is refused, not sent to
+ * QEMU's guess; nor is anything from a GID this client does not own. */
+static void test_refused(void **state)
+{
+	struct fx *f = *state;
+	uint8_t m[MAD_SIZE], r[MAD_SIZE];
+
+	assert_int_equal(q_reg(f->q, LEGACY_OP_REG, GUEST), LEGACY_OK);
+	h_mad(m, CM_ATTR_RTU, 0x1, 0x2, 1);
+	assert_int_equal(q_mad(f->q, GUEST, m), LEGACY_EINVAL);
+	assert_true(hd_status_int(&f->d, "counters.refusals.no_destination") == 1);
+	h_req(m, 0x5002, "fd00::2", PEER);
+	assert_int_equal(q_mad(f->q, "fd00::2", m), LEGACY_EACCES);
+	assert_int_equal(simpeer_recv(&f->p, r, NULL, 200), 0);
+}
+
+/* A native client and QEMU on one port talk to each other. */
+static void test_native_and_qemu(void **state)
+{
+	struct fx *f = *state;
+	uint8_t m[MAD_SIZE];
+	struct legacy_msg in;
+	struct tclient b;
+	char err[128];
+
+	assert_int_equal(q_reg(f->q, LEGACY_OP_REG, GUEST), LEGACY_OK);
+	assert_int_equal(tc_connect(&b, &f->d, "native", 1, 0, err, sizeof(err)), 0);
+	assert_int_equal(tc_register(&b, "fd00::2"), 0);
+	h_req(m, 0x8001, "fd00::2", GUEST);
+	assert_int_equal(tc_send_sync(&b, GUEST, m), 0);
+	qemu_expect(f, CM_ATTR_REQ, &in);
+	h_mad(m, CM_ATTR_REP, 0x6101, local_of(in.mad), 1);
+	assert_int_equal(q_mad(f->q, GUEST, m), LEGACY_OK);
+	assert_true(tc_pump_until(&b, tc_has_rx, 1, H_DEADLINE_MS));
+	assert_int_equal(cm_mad_attr_id(b.rx[0].mad), CM_ATTR_REP);
+	assert_int_equal(remote_of(b.rx[0].mad), 0x8001);
+	tc_close(&b);
+}
+
+static int q_closed(int fd)
+{
+	uint8_t buf[LEGACY_MSG_SIZE];
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+
+	while (poll(&pfd, 1, H_DEADLINE_MS) > 0) {
+		if (read(fd, buf, sizeof(buf)) <= 0)
+			return 1;
+	}
+	return 0;
+}
+
+/* Malformed input: a clear log line and a close, and nobody else is
+ * affected. */
+static void test_malformed_closes(void **state)
+{
+	struct fx *f = *state;
+	struct legacy_msg m = { .type = LEGACY_RESP, .op = LEGACY_OP_REG };
+	uint8_t buf[LEGACY_MSG_SIZE];
+	int other = raw_connect(f->qsock);
+
+	assert_true(other >= 0);
+	assert_int_equal(q_reg(other, LEGACY_OP_REG, "fd00::3"), LEGACY_OK);
+	q_write(f->q, &m);              /* a response from a client */
+	assert_true(q_closed(f->q));
+	close(f->q);
+	f->q = raw_connect(f->qsock);
+	m.type = LEGACY_REQ;
+	m.op = 9;                       /* unknown op */
+	q_write(f->q, &m);
+	assert_true(q_closed(f->q));
+	close(f->q);
+	f->q = raw_connect(f->qsock);
+	m.op = LEGACY_OP_MAD;
+	m.umad_len = 4096;              /* bad length */
+	legacy_encode(&m, buf);
+	memcpy(buf + 32, &m.umad_len, 4);
+	assert_int_equal(send(f->q, buf, sizeof(buf), MSG_NOSIGNAL), (ssize_t)sizeof(buf));
+	assert_true(q_closed(f->q));
+	close(f->q);
+	/* A short message, then the end. */
+	f->q = raw_connect(f->qsock);
+	assert_int_equal(send(f->q, buf, 100, MSG_NOSIGNAL), 100);
+	close(f->q);
+	f->q = -1;
+	assert_true(hd_status_int(&f->d, "counters.protocol_errors") == 3);
+	/* The other QEMU is still served. */
+	assert_int_equal(q_reg(other, LEGACY_OP_REG, "fd00::3"), LEGACY_EEXIST);
+	close(other);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_register, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_active_connection_repaired, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_passive_connection_and_sidr, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_native_and_qemu, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_malformed_closes, setup, teardown),
+	};
+
+	signal(SIGPIPE, SIG_IGN);
+	if (getenv("RCM_TEST_UMAD_PORT"))
+		return 0;       /* the scripted peer lives on the sim fabric */
+	return cmocka_run_group_tests_name("qemu", tests, NULL, NULL);
+}
