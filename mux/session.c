@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <event2/buffer.h>
@@ -108,18 +109,34 @@ static size_t session_outq(struct session *s)
 	       (s->qemu_pending ? evbuffer_get_length(s->qemu_pending) : 0);
 }
 
-/* QEMU blocks reading the response to each request and takes whatever
- * message comes first for it.  So its inbound MADs wait here and are
- * handed to the socket one at a time, only when nothing else is being
- * written: a response then goes out behind at most one MAD already on
- * its way, never behind a queue of them. */
+/*
+ * QEMU blocks reading the response to each request and takes whatever
+ * message comes first for it.  So once the daemon has read a request, no
+ * inbound MAD may be written before its response: inbound MADs are
+ * written to the socket at once, directly, while it takes them, and only
+ * one that does not fit waits in the bufferevent's output, where a
+ * response would queue behind it (the socket is full then: QEMU is not
+ * reading at all).  The rest wait in qemu_pending.
+ */
 static void session_qemu_pump(struct session *s)
 {
 	struct evbuffer *out = bufferevent_get_output(s->bev);
+	int fd = bufferevent_getfd(s->bev);
+	uint8_t msg[LEGACY_MSG_SIZE];
+	ssize_t n;
 
-	if (evbuffer_get_length(out) == 0 &&
-	    evbuffer_get_length(s->qemu_pending) >= LEGACY_MSG_SIZE)
-		evbuffer_remove_buffer(s->qemu_pending, out, LEGACY_MSG_SIZE);
+	while (evbuffer_get_length(out) == 0 &&
+	       evbuffer_get_length(s->qemu_pending) >= LEGACY_MSG_SIZE) {
+		evbuffer_copyout(s->qemu_pending, msg, sizeof(msg));
+		n = send(fd, msg, sizeof(msg), MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (n == (ssize_t)sizeof(msg)) {
+			evbuffer_drain(s->qemu_pending, sizeof(msg));
+			continue;
+		}
+		/* Full (a message this small goes whole or not at all), or
+		 * an error the bufferevent will report. */
+		evbuffer_remove_buffer(s->qemu_pending, out, sizeof(msg));
+	}
 }
 
 static void session_update_outq(struct session *s)

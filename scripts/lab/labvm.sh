@@ -13,6 +13,8 @@
 #   --modules-b "LIST" the same for VM b (default: as --modules)
 #   --share DIR        writable inside the VMs at the same path (repeatable)
 #   --timeout SEC      for the whole run (default 300)
+#   --mem MIB          memory of VM a (default 1024; b always has 1024)
+#   --smp N            vCPUs of VM a (default 1)
 #   --prepare          only fetch and cache the kernel and initramfs
 #
 # Exit status: SCRIPT_A's (then SCRIPT_B's if a's was 0); 124 timeout;
@@ -26,6 +28,8 @@ CACHE=${LAB_CACHE:-/var/cache/rdmacm-mux-lab}
 MODULES="rdma_rxe ib_umad ib_uverbs"
 MODULES_B=""
 TIMEOUT=300
+MEM_A=1024
+SMP_A=1
 SHARES=()
 PREPARE=0
 NET=10.77.0
@@ -39,6 +43,8 @@ while [ $# -gt 0 ]; do
 	--modules-b) MODULES_B=$2; shift 2 ;;
 	--share) SHARES+=("$(realpath -e "$2")"); shift 2 ;;
 	--timeout) TIMEOUT=$2; shift 2 ;;
+	--mem) MEM_A=$2; shift 2 ;;
+	--smp) SMP_A=$2; shift 2 ;;
 	--prepare) PREPARE=1; shift ;;
 	-*) die "unknown option $1" ;;
 	*) break ;;
@@ -216,7 +222,9 @@ setup_role a "$NET.1" "$NET.2" "$MODULES" "$1"
 [ "$TWO" = 0 ] || setup_role b "$NET.2" "$NET.1" "$MODULES_B" "$2"
 
 boot() { # role mac netdev
-	local args=(qemu-system-x86_64 -accel tcg,thread=multi -cpu max -m 1024 -smp 1
+	local mem=1024 smp=1
+	[ "$1" = a ] && mem=$MEM_A smp=$SMP_A
+	local args=(qemu-system-x86_64 -accel tcg,thread=multi -cpu max -m "$mem" -smp "$smp"
 		-machine q35 -nodefaults -no-user-config -display none -no-reboot
 		-kernel "$KERNEL" -initrd "$INITRD"
 		-append "console=ttyS0 panic=-1 quiet lab.role=$1"

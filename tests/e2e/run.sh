@@ -5,7 +5,9 @@
 # throwaway VMs with Debian's kernel and soft-RoCE, through
 # scripts/lab/labvm.sh, and prints "lab: N passed, N failed".
 # A scenario sets LAB_TWO, MODULES_A (and MODULES_B) and defines host_a
-# (and host_b), which run inside the VMs with tests/e2e/lib.sh sourced.
+# (and host_b), which run inside the VMs with tests/e2e/lib.sh sourced;
+# optionally LAB_OPTS (more labvm.sh options) and host_prepare, which runs
+# here on the host first (to build what the VMs need).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 REPO=$PWD
@@ -20,12 +22,21 @@ fi
 PASSED=0 FAILED=0 FAILS=()
 for f in "${SCEN[@]}"; do
 	name=$(basename "$f" .sh)
-	LAB_TWO=0 MODULES_A=$NO_KCM MODULES_B=$NO_KCM
+	LAB_TWO=0 MODULES_A=$NO_KCM MODULES_B=$NO_KCM LAB_OPTS=""
+	unset -f host_prepare
 	. "$f"
 	pre="set -e; cd '$REPO'; . tests/e2e/lib.sh; . '$f'; set +e"
-	args=(--timeout 300 --modules "$MODULES_A" --modules-b "$MODULES_B" "$pre; host_a")
-	[ "$LAB_TWO" = 1 ] && args+=("$pre; host_b")
 	echo "== $name"
+	if declare -F host_prepare >/dev/null && ! out=$(host_prepare 2>&1); then
+		FAILED=$((FAILED + 1))
+		FAILS+=("$name")
+		echo "$out" | sed 's/^/   | /'
+		echo "   FAIL (host_prepare)"
+		continue
+	fi
+	# shellcheck disable=SC2206
+	args=(--timeout 300 $LAB_OPTS --modules "$MODULES_A" --modules-b "$MODULES_B" "$pre; host_a")
+	[ "$LAB_TWO" = 1 ] && args+=("$pre; host_b")
 	t0=$(date +%s)
 	out=$(scripts/lab/labvm.sh "${args[@]}" 2>&1)
 	rc=$?
