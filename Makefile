@@ -179,7 +179,7 @@ check-integration: all $(INTEG_BINS)
 check-demo: all
 	scripts/demo.sh --build-dir $(B) --check
 
-tests: $(UNIT_BINS) $(INTEG_BINS) $(E2E_BINS) $(B)/bench/bench_conn
+tests: $(UNIT_BINS) $(INTEG_BINS) $(E2E_BINS) $(B)/bench/bench_conn $(B)/bench/bench_relay
 
 # Everything: normal build, ASan+UBSan build, valgrind, libFuzzer smoke.
 check:
@@ -220,8 +220,15 @@ $(B)/bench/bench_conn: $(B)/obj/tests/bench/bench_conn.o $(B)/obj/mux/conn_table
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(DEP_LIBS)
 
-bench: $(B)/bench/bench_conn
+$(B)/bench/bench_relay: $(B)/obj/tests/bench/bench_relay.o $(PROTOCOL_OBJ) $(COMMON_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(DEP_LIBS)
+
+# The connection table at 1,000,000 entries, then the daemon against a
+# minimal relay (BENCH_ARGS, e.g. --json or --pairs 1,64).
+bench: $(B)/bench/bench_conn $(B)/bench/bench_relay $(MUXD)
 	$(B)/bench/bench_conn
+	RDMACM_MUXD=$(abspath $(MUXD)) $(B)/bench/bench_relay $(BENCH_ARGS)
 
 # ---- demo and install ----------------------------------------------------
 demo: all

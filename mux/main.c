@@ -36,7 +36,8 @@ static void usage(FILE *f)
 "                              daemon sends from where an address is in the\n"
 "                              port's table twice (default 2)\n"
 "      --sim-port NAME[=GIDS]  serve a simulated port (repeatable); GIDS is a\n"
-"                              comma-separated GID table (default: 8 GIDs\n"
+"                              comma-separated GID table, GID*N for N in a\n"
+"                              row (at most 4096; default: 8 GIDs\n"
 "                              fd53:494d::N:1 .. fd53:494d::N:8, N = port index + 1)\n"
 "      --sim-fabric DIR        directory shared by sim ports of all daemons\n"
 "                              that form one simulated fabric (default: private)\n"
@@ -194,14 +195,39 @@ static void add_sim_port(struct mux_config *cfg, const char *arg)
 		fatalx("--sim-port '%s': NAME must be 1-31 characters without "
 		       "'/', ':', '.' or spaces", arg);
 	snprintf(ps->name, sizeof(ps->name), "%s", copy);
+	ps->gids = calloc(MUX_SIM_MAX_GIDS, sizeof(*ps->gids));
+	if (ps->gids == NULL)
+		fatal("calloc");
 	if (eq) {
+		/* GID, or GID*N for N consecutive ones (the low 32 bits
+		 * counting up). */
 		for (tok = strtok_r(eq + 1, ",", &save); tok;
 		     tok = strtok_r(NULL, ",", &save)) {
-			if (ps->ngids >= (int)(sizeof(ps->gids) / sizeof(ps->gids[0])))
-				fatalx("--sim-port %s: at most 32 GIDs", ps->name);
-			if (gid_parse(tok, &ps->gids[ps->ngids]))
+			char *star = strchr(tok, '*');
+			long n = 1;
+			struct gid g;
+
+			if (star) {
+				*star = '\0';
+				n = parse_num("--sim-port", star + 1, 1, MUX_SIM_MAX_GIDS, 10);
+			}
+			if (gid_parse(tok, &g))
 				fatalx("--sim-port %s: '%s' is not a GID", ps->name, tok);
-			ps->ngids++;
+			if (ps->ngids + n > MUX_SIM_MAX_GIDS)
+				fatalx("--sim-port %s: at most %d GIDs", ps->name,
+				       MUX_SIM_MAX_GIDS);
+			for (i = 0; i < n; i++) {
+				uint32_t low = (uint32_t)g.raw[12] << 24 |
+					       (uint32_t)g.raw[13] << 16 |
+					       (uint32_t)g.raw[14] << 8 | g.raw[15];
+
+				ps->gids[ps->ngids++] = g;
+				low++;
+				g.raw[12] = (uint8_t)(low >> 24);
+				g.raw[13] = (uint8_t)(low >> 16);
+				g.raw[14] = (uint8_t)(low >> 8);
+				g.raw[15] = (uint8_t)low;
+			}
 		}
 	} else {
 		for (i = 0; i < 8; i++) {
@@ -398,7 +424,7 @@ int main(int argc, char **argv)
 	uint32_t random_operand;
 	struct event_base *base;
 	struct mux *mux;
-	int rc;
+	int rc, i;
 
 	mux = calloc(1, sizeof(*mux));
 	if (mux == NULL)
@@ -491,6 +517,8 @@ int main(int argc, char **argv)
 	event_free(sigterm);
 	event_free(sighup);
 	event_base_free(base);
+	for (i = 0; i < mux->cfg.nports; i++)
+		free(mux->cfg.ports[i].gids);
 	free(mux);
 	log_info("rdmacm-muxd: exiting");
 	return 0;

@@ -31,6 +31,7 @@
 #define MUX_VERSION "0.1.0"
 #define MUX_MAX_PORTS 16
 #define MUX_MAX_WORKERS 64
+#define MUX_SIM_MAX_GIDS 4096
 #define MUX_DEFAULT_SOCKET "/run/rdmacm-mux/mux.sock"
 #define MUX_DEFAULT_STATUS "/run/rdmacm-mux/status.sock"
 
@@ -44,7 +45,7 @@ struct port_spec {
 	int port_num;           /* umad */
 	int roce_version;       /* umad: 1 or 2, preferred where a GID has both */
 	int ngids;
-	struct gid gids[32];    /* sim GID table */
+	struct gid *gids;       /* sim GID table (allocated) */
 };
 
 /* A QEMU (rdmacm-mux protocol) socket for one port. */

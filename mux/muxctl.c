@@ -207,15 +207,17 @@ static void print_status(json_t *st)
 	}
 
 	clients = json_object_get(st, "clients");
-	printf("\nCLIENTS (%zu)\n  %-4s %-14s %-7s %-6s %-3s %6s %6s %6s %6s %6s  %s\n",
-	       json_array_size(clients), "ID", "NAME", "PID", "UID", "WRK",
+	printf("\nCLIENTS (%zu)\n  %-4s %-14s %-5s %-7s %-6s %-3s %6s %6s %6s %6s %6s  %s\n",
+	       json_array_size(clients), "ID", "NAME", "PROTO", "PID", "UID", "WRK",
 	       "REQS", "ERRS", "MAD>", "MAD<", "DROP", "GIDS");
 	json_array_foreach(clients, i, c) {
 		json_t *cc = json_object_get(c, "counters");
 
-		printf("  %-4lld %-14.14s %-7lld %-6lld %-3lld %6lld %6lld %6lld %6lld %6lld ",
+		printf("  %-4lld %-14.14s %-5s %-7lld %-6lld %-3lld %6lld %6lld %6lld %6lld %6lld ",
 		       (long long)jint(c, "id"), json_string_length(json_object_get(c, "name")) ?
-		       jstr(c, "name") : "-", (long long)jint(c, "pid"),
+		       jstr(c, "name") : "-",
+		       strcmp(jstr(c, "protocol"), "v1") == 0 ? "v1" : "qemu",
+		       (long long)jint(c, "pid"),
 		       (long long)jint(c, "uid"), (long long)jint(c, "worker"),
 		       (long long)jint(cc, "requests"), (long long)jint(cc, "errors"),
 		       (long long)jint(cc, "mads_sent"),
@@ -239,6 +241,8 @@ static void print_status(json_t *st)
 	print_counter_row("mads in", json_object_get(ctr, "mads_in"));
 	print_counter_row("mads out", json_object_get(ctr, "mads_out"));
 	print_counter_row("drops", json_object_get(ctr, "drops"));
+	print_counter_row("refusals", json_object_get(ctr, "refusals"));
+	print_counter_row("answers", json_object_get(ctr, "answers"));
 	printf("  %-10s refused=%lld errors=%lld  clients accepted=%lld refused=%lld"
 	       "  protocol errors=%lld  class requests answered=%lld\n", "tx",
 	       (long long)jint(ctr, "tx_refused"), (long long)jint(ctr, "tx_errors"),

@@ -33,14 +33,23 @@ struct sim_port {
 	int fd;
 	struct event *rx_ev;
 	int ngids;
-	struct gid gids[32];
+	struct gid gids[MUX_SIM_MAX_GIDS];
+	/* The table sorted, for lookups in O(log n): a benchmark's port
+	 * has thousands of GIDs. */
+	struct sim_gid_ref { struct gid gid; int index; } sorted[MUX_SIM_MAX_GIDS];
 };
+
+static int sim_gid_ref_cmp(const void *a, const void *b)
+{
+	return gid_cmp(&((const struct sim_gid_ref *)a)->gid,
+		       &((const struct sim_gid_ref *)b)->gid);
+}
 
 static int sim_open(struct port *p, const struct port_spec *spec)
 {
 	struct sockaddr_un sun = { .sun_family = AF_UNIX };
 	struct sim_port *sp = calloc(1, sizeof(*sp));
-	int bufsz = 1 << 20;
+	int bufsz = 1 << 20, i;
 
 	if (sp == NULL)
 		return -ENOMEM;
@@ -56,7 +65,12 @@ static int sim_open(struct port *p, const struct port_spec *spec)
 	snprintf(sp->down_path, sizeof(sp->down_path), "%.*s.down",
 		 (int)(strlen(sp->sock_path) - 5), sp->sock_path);
 	sp->ngids = spec->ngids;
-	memcpy(sp->gids, spec->gids, sizeof(sp->gids));
+	memcpy(sp->gids, spec->gids, sizeof(*sp->gids) * (size_t)spec->ngids);
+	for (i = 0; i < sp->ngids; i++) {
+		sp->sorted[i].gid = sp->gids[i];
+		sp->sorted[i].index = i;
+	}
+	qsort(sp->sorted, (size_t)sp->ngids, sizeof(sp->sorted[0]), sim_gid_ref_cmp);
 	sp->fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (sp->fd < 0)
 		return -errno;
@@ -75,12 +89,11 @@ static int sim_open(struct port *p, const struct port_spec *spec)
 static int sim_gid_index(struct port *p, const struct gid *gid)
 {
 	struct sim_port *sp = p->priv;
-	int i;
+	struct sim_gid_ref key = { .gid = *gid }, *r;
 
-	for (i = 0; i < sp->ngids; i++)
-		if (gid_cmp(&sp->gids[i], gid) == 0)
-			return i;
-	return -ENOENT;
+	r = bsearch(&key, sp->sorted, (size_t)sp->ngids, sizeof(sp->sorted[0]),
+		    sim_gid_ref_cmp);
+	return r ? r->index : -ENOENT;
 }
 
 /* What a datagram addressed to one of our GIDs looks like from here: the

@@ -1,0 +1,917 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/*
+ * bench_relay: what the daemon costs on the connection-setup path, against
+ * a minimal relay measured in the same run.
+ *
+ * Client pairs (A_i, B_i) talk through rdmacm-muxd on a sim port, and
+ * again through a minimal relay: a thread that does the same unix-socket
+ * reads, copies and writes (each MAD frame answered to its sender and
+ * forwarded to the partner) and nothing else.  For each number of pairs:
+ *   - relay throughput, 1 and 16 MADs in flight per client, for REQs
+ *     routed by GID (A -> B) and for replies routed by comm ID (B -> A);
+ *   - full handshakes per second (REQ, REP, RTU, DREQ, DREP);
+ *   - latency p50/p99/p99.9 at half the measured 16-in-flight rate;
+ *   - the daemon's CPU microseconds per relayed MAD, and its peak RSS.
+ * One line per figure ("bench: KEY VALUE"), or --json.
+ *
+ *   bench_relay [--daemon PATH] [--seconds S] [--pairs 1,8,64,256,1024]
+ *               [--json] [--quick]
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <arpa/inet.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "../../common/cm_mad.h"
+#include "../../common/gid.h"
+#include "../../common/wire.h"
+#include "../../protocol/rdmacm_mux_proto.h"
+
+#define MAX_PAIRS 1024
+#define FRAME_MAD (PROTO_HDR_SIZE + PROTO_MAD_ADDR_SIZE + MAD_SIZE)
+#define TS_OFF 200              /* a send timestamp inside the MAD */
+#define RBUF 65536
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void die(const char *what)
+{
+	perror(what);
+	exit(2);
+}
+
+/* ---- a client: one unix socket, raw frames ------------------------------ */
+
+struct client {
+	int fd;
+	int pair, side;                 /* side 0: A, 1: B */
+	struct gid gid;
+	uint8_t rbuf[RBUF];
+	size_t have;
+	uint32_t rid;
+	unsigned inflight;              /* requests without a reply */
+	uint64_t received;              /* MADs delivered to it */
+	uint32_t host_id;               /* what its partner's MADs must name */
+	uint32_t peer_local;            /* the partner's comm ID, as seen */
+	uint32_t hs_id;                 /* handshake: current guest comm ID */
+	uint16_t last_attr;             /* for a refusal's message */
+};
+
+static struct client clients[2 * MAX_PAIRS];
+static int npairs;
+static int use_daemon;          /* 1: the daemon's protocol, 0: the relay */
+
+static int unix_connect(const char *path)
+{
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", path);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0)
+		die("connect");
+	return fd;
+}
+
+static void write_all(int fd, const void *buf, size_t len)
+{
+	const uint8_t *p = buf;
+	ssize_t n;
+
+	while (len) {
+		n = write(fd, p, len);
+		if (n < 0 && errno == EAGAIN) {
+			struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+
+			poll(&pfd, 1, 1000);
+			continue;
+		}
+		if (n <= 0)
+			die("write");
+		p += n;
+		len -= (size_t)n;
+	}
+}
+
+/* Blocking request/reply, for the setup only. */
+static json_t *control(struct client *c, const char *fmt, ...)
+{
+	uint8_t hdr[PROTO_HDR_SIZE], buf[4096];
+	struct proto_frame f;
+	char text[512];
+	va_list ap;
+	json_t *j;
+
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof(text), fmt, ap);
+	va_end(ap);
+	proto_header_encode(hdr, PROTO_KIND_JSON, 0, ++c->rid, (uint32_t)strlen(text));
+	write_all(c->fd, hdr, sizeof(hdr));
+	write_all(c->fd, text, strlen(text));
+	for (;;) {
+		if (recv(c->fd, hdr, sizeof(hdr), MSG_WAITALL) != (ssize_t)sizeof(hdr) ||
+		    proto_header_decode(hdr, sizeof(buf) - 1, &f) < 0 ||
+		    recv(c->fd, buf, f.length, MSG_WAITALL) != (ssize_t)f.length)
+			die("control reply");
+		if (f.kind == PROTO_KIND_JSON && (f.flags & PROTO_FLAG_REPLY))
+			break;
+	}
+	buf[f.length] = 0;
+	j = json_loads((char *)buf, 0, NULL);
+	if (!json_is_true(json_object_get(j, "ok"))) {
+		fprintf(stderr, "bench: %s -> %s\n", text, buf);
+		exit(2);
+	}
+	return j;
+}
+
+static void client_open(struct client *c, const char *path, int pair, int side)
+{
+	char g[GID_STRLEN];
+	int id = pair * 2 + side;
+
+	memset(c, 0, sizeof(*c));
+	c->pair = pair;
+	c->side = side;
+	c->fd = unix_connect(path);
+	gid_parse("fd00::", &c->gid);
+	wire_put32(c->gid.raw + 12, (uint32_t)id + 1);
+	if (use_daemon) {
+		json_decref(control(c, "{\"op\":\"hello\",\"protocol\":{\"major\":1,"
+				    "\"minor\":0},\"name\":\"bench-%d\"}", id));
+		json_decref(control(c, "{\"op\":\"register_gid\",\"gid\":\"%s\"}",
+				    gid_format(&c->gid, g)));
+	} else {
+		uint32_t be = htonl((uint32_t)id);
+
+		write_all(c->fd, &be, sizeof(be));
+	}
+	fcntl(c->fd, F_SETFL, fcntl(c->fd, F_GETFL) | O_NONBLOCK);
+}
+
+static struct client *partner(struct client *c)
+{
+	return &clients[c->pair * 2 + !c->side];
+}
+
+/* Queue one MAD frame from c to its partner. */
+static void send_mad(struct client *c, const uint8_t *mad)
+{
+	struct proto_mad m;
+	uint8_t frame[FRAME_MAD];
+	int len;
+
+	memset(&m.addr, 0, sizeof(m.addr));
+	m.addr.flags = PROTO_MAD_F_GRH;
+	m.addr.hop_limit = 64;
+	m.addr.remote_qpn = GSI_QPN;
+	m.addr.qkey = GSI_QKEY;
+	memcpy(m.addr.local_gid, c->gid.raw, 16);
+	memcpy(m.addr.remote_gid, partner(c)->gid.raw, 16);
+	m.mad_len = MAD_SIZE;
+	memcpy(m.mad, mad, MAD_SIZE);
+	len = proto_mad_encode(&m, frame + PROTO_HDR_SIZE, sizeof(frame) - PROTO_HDR_SIZE);
+	proto_header_encode(frame, PROTO_KIND_MAD, 0, ++c->rid, (uint32_t)len);
+	write_all(c->fd, frame, PROTO_HDR_SIZE + (size_t)len);
+	c->inflight++;
+	c->last_attr = cm_mad_attr_id(mad);
+}
+
+/* ---- workloads ----------------------------------------------------------- */
+
+enum workload { WL_REQ, WL_REPLY, WL_HANDSHAKE };
+
+static enum workload wl;
+static unsigned want_inflight;
+static uint64_t *lat;           /* latency samples, ns */
+static size_t nlat, cap_lat;
+static uint64_t handshakes;
+static int measuring;
+
+/* The MAD a sender sends in the throughput and latency workloads. */
+static void workload_mad(struct client *c, uint8_t *mad)
+{
+	if (wl == WL_REQ) {
+		cm_mad_init(mad, CM_ATTR_REQ, 1);
+		cm_field_set(mad, CM_REQ_LOCAL_COMM_ID, 0x100 + (uint32_t)c->pair);
+		cm_set_gid(mad, CM_REQ_OFF_PRIMARY_LOCAL_GID, &c->gid);
+		cm_set_gid(mad, CM_REQ_OFF_PRIMARY_REMOTE_GID, &partner(c)->gid);
+	} else {
+		/* B's MRA of A's REQ: routed to A by A's host comm ID. */
+		cm_mad_init(mad, CM_ATTR_MRA, 1);
+		cm_field_set(mad, CM_MRA_LOCAL_COMM_ID, 0x200 + (uint32_t)c->pair);
+		cm_field_set(mad, CM_MRA_REMOTE_COMM_ID, c->peer_local);
+	}
+	wire_put64(mad + TS_OFF, now_ns());
+}
+
+static void hs_start(struct client *a)
+{
+	uint8_t mad[MAD_SIZE];
+
+	/* Apart from the throughput workloads' comm IDs (0x100 + pair),
+	 * which would make this a retransmission of their REQ. */
+	a->hs_id = ((a->hs_id + 1) & 0x0fffffff) | 0x10000000;
+	cm_mad_init(mad, CM_ATTR_REQ, a->hs_id);
+	cm_field_set(mad, CM_REQ_LOCAL_COMM_ID, a->hs_id);
+	cm_set_gid(mad, CM_REQ_OFF_PRIMARY_LOCAL_GID, &a->gid);
+	cm_set_gid(mad, CM_REQ_OFF_PRIMARY_REMOTE_GID, &partner(a)->gid);
+	send_mad(a, mad);
+}
+
+/* A MAD arrived at c: the handshake's next step, or a sample. */
+static void on_mad(struct client *c, const uint8_t *mad)
+{
+	uint8_t out[MAD_SIZE];
+	uint16_t attr = cm_mad_attr_id(mad);
+	uint32_t local = wire_get32(mad + 24), remote = wire_get32(mad + 28);
+
+	c->received++;
+	if (attr == CM_ATTR_REQ)
+		c->peer_local = local;  /* the sender's comm ID as seen here */
+	if (wl != WL_HANDSHAKE) {
+		if (measuring && lat && nlat < cap_lat)
+			lat[nlat++] = now_ns() - wire_get64(mad + TS_OFF);
+		return;
+	}
+	/* The relay forwards without translating: the IDs are as sent. */
+	switch (attr) {
+	case CM_ATTR_REQ:       /* at B: one connection at a time per pair */
+		c->hs_id = (c->hs_id + 1) | 0x40000000u;
+		cm_mad_init(out, CM_ATTR_REP, 1);
+		wire_put32(out + 24, c->hs_id);
+		wire_put32(out + 28, local);
+		send_mad(c, out);
+		break;
+	case CM_ATTR_REP:       /* at A: RTU then DREQ */
+		cm_mad_init(out, CM_ATTR_RTU, 1);
+		wire_put32(out + 24, c->hs_id);
+		wire_put32(out + 28, local);
+		send_mad(c, out);
+		cm_mad_init(out, CM_ATTR_DREQ, 2);
+		wire_put32(out + 24, c->hs_id);
+		wire_put32(out + 28, local);
+		send_mad(c, out);
+		break;
+	case CM_ATTR_DREQ:      /* at B */
+		cm_mad_init(out, CM_ATTR_DREP, 2);
+		wire_put32(out + 24, c->hs_id);
+		wire_put32(out + 28, local);
+		send_mad(c, out);
+		break;
+	case CM_ATTR_DREP:      /* at A: one handshake done */
+		if (measuring)
+			handshakes++;
+		hs_start(c);
+		break;
+	default:
+		break;
+	}
+	(void)remote;
+}
+
+/* Frames that arrived for c. */
+static void client_input(struct client *c)
+{
+	struct proto_frame f;
+	uint8_t mad[MAD_SIZE];
+	size_t off = 0;
+	ssize_t n;
+
+	n = read(c->fd, c->rbuf + c->have, sizeof(c->rbuf) - c->have);
+	if (n <= 0)
+		return;
+	c->have += (size_t)n;
+	while (c->have - off >= PROTO_HDR_SIZE) {
+		if (proto_header_decode(c->rbuf + off, RBUF, &f) < 0) {
+			fprintf(stderr, "bench: bad frame\n");
+			exit(2);
+		}
+		if (c->have - off < PROTO_HDR_SIZE + f.length)
+			break;
+		if (f.flags & PROTO_FLAG_REPLY) {
+			if (c->inflight)
+				c->inflight--;
+			if (strstr((const char *)c->rbuf + off + PROTO_HDR_SIZE, "\"ok\":false") &&
+			    f.length < 400) {
+				fprintf(stderr, "bench: %s from client %d (workload %d) "
+					"refused: %.*s\n", cm_attr_name(c->last_attr),
+					c->pair * 2 + c->side, (int)wl, (int)f.length,
+					c->rbuf + off + PROTO_HDR_SIZE);
+				exit(2);
+			}
+		} else if (f.kind == PROTO_KIND_MAD) {
+			memcpy(mad, c->rbuf + off + PROTO_HDR_SIZE + PROTO_MAD_ADDR_SIZE, MAD_SIZE);
+			on_mad(c, mad);
+		}
+		off += PROTO_HDR_SIZE + f.length;
+	}
+	memmove(c->rbuf, c->rbuf + off, c->have - off);
+	c->have -= off;
+}
+
+/* ---- running a workload --------------------------------------------------- */
+
+static int epfd;
+
+static void epoll_all(void)
+{
+	struct epoll_event ev = { .events = EPOLLIN };
+	int i;
+
+	epfd = epoll_create1(EPOLL_CLOEXEC);
+	for (i = 0; i < 2 * npairs; i++) {
+		ev.data.ptr = &clients[i];
+		epoll_ctl(epfd, EPOLL_CTL_ADD, clients[i].fd, &ev);
+	}
+}
+
+static void pump(int timeout_ms)
+{
+	struct epoll_event evs[256];
+	int n, i;
+
+	n = epoll_wait(epfd, evs, 256, timeout_ms);
+	for (i = 0; i < n; i++)
+		client_input(evs[i].data.ptr);
+}
+
+/* Until nothing is in flight and nothing arrives for 50 ms (at most 5 s):
+ * what one workload sent must not reach the next. */
+static void drain(void)
+{
+	uint64_t seen = 0, now_seen, deadline = now_ns() + 5000000000ull;
+	uint64_t quiet_since = now_ns();
+	unsigned busy;
+	int i;
+
+	while (now_ns() < deadline) {
+		pump(5);
+		now_seen = 0;
+		busy = 0;
+		for (i = 0; i < 2 * npairs; i++) {
+			now_seen += clients[i].received;
+			busy += clients[i].inflight;
+		}
+		if (now_seen != seen || busy) {
+			seen = now_seen;
+			quiet_since = now_ns();
+		} else if (now_ns() - quiet_since > 50000000ull) {
+			return;
+		}
+	}
+}
+
+static int senders_side(void)
+{
+	return wl == WL_REPLY ? 1 : 0;
+}
+
+/* Closed loop: every sender keeps want_inflight MADs in flight for
+ * seconds; returns MADs received per second. */
+static double run_closed(double seconds)
+{
+	uint64_t before = 0, after = 0;
+	uint8_t mad[MAD_SIZE];
+	double t0, t1;
+	int i;
+
+	for (i = 0; i < 2 * npairs; i++)
+		before += clients[i].received;
+	t0 = now_s();
+	measuring = 1;
+	while ((t1 = now_s()) - t0 < seconds) {
+		for (i = 0; i < npairs; i++) {
+			struct client *c = &clients[i * 2 + senders_side()];
+
+			while (c->inflight < want_inflight) {
+				workload_mad(c, mad);
+				send_mad(c, mad);
+			}
+		}
+		pump(1);
+	}
+	measuring = 0;
+	for (i = 0; i < 2 * npairs; i++)
+		after += clients[i].received;
+
+	/* Let what is in flight land before the next run. */
+	for (i = 0; i < 200; i++)
+		pump(1);
+	return (double)(after - before) / (t1 - t0);
+}
+
+/* Open loop at rate MADs/s for seconds, latency samples in lat[]. */
+static void run_open(double rate, double seconds)
+{
+	uint8_t mad[MAD_SIZE];
+	double t0 = now_s(), t;
+	uint64_t sent = 0, due;
+	int next = 0;
+
+	nlat = 0;
+	measuring = 1;
+	while ((t = now_s()) - t0 < seconds) {
+		due = (uint64_t)((t - t0) * rate);
+		while (sent < due) {
+			struct client *c = &clients[next * 2 + senders_side()];
+
+			next = (next + 1) % npairs;
+			workload_mad(c, mad);
+			send_mad(c, mad);
+			sent++;
+		}
+		pump(1);        /* wakes at once for input: no added latency */
+	}
+	measuring = 0;
+	drain();
+}
+
+static double run_handshakes(double seconds)
+{
+	double t0;
+	int i;
+
+	handshakes = 0;
+	measuring = 1;
+	for (i = 0; i < npairs; i++)
+		hs_start(&clients[i * 2]);
+	t0 = now_s();
+	while (now_s() - t0 < seconds)
+		pump(1);
+	measuring = 0;
+	return (double)handshakes / (now_s() - t0);
+}
+
+static int u64_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static double pct(double p)
+{
+	size_t i;
+
+	if (nlat == 0)
+		return 0;
+	i = (size_t)(p * (double)(nlat - 1));
+	return (double)lat[i] / 1000.0;
+}
+
+/* ---- the minimal relay ------------------------------------------------------ */
+
+struct relay {
+	int lfd;
+	char path[108];
+	int fds[2 * MAX_PAIRS];
+	pid_t tid;
+	volatile int stop;
+	pthread_t thread;
+};
+
+static struct relay relay;
+
+struct rconn {
+	int fd, id;
+	uint8_t buf[RBUF];
+	size_t have;
+};
+
+/* A client that went away loses what was for it. */
+static void relay_write(int fd, const uint8_t *p, size_t len)
+{
+	ssize_t n;
+
+	while (len) {
+		n = send(fd, p, len, MSG_NOSIGNAL);
+		if (n < 0 && errno == EAGAIN) {
+			struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+
+			poll(&pfd, 1, 100);
+			continue;
+		}
+		if (n <= 0)
+			return;
+		p += n;
+		len -= (size_t)n;
+	}
+}
+
+static void *relay_main(void *arg)
+{
+	static struct rconn conns[2 * MAX_PAIRS];
+	struct epoll_event ev, evs[256];
+	static const char ok[] = "{\"ok\":true}";
+	uint8_t out[RBUF * 2], fwd[RBUF * 2];
+	int ep = epoll_create1(EPOLL_CLOEXEC), n, i;
+
+	(void)arg;
+	relay.tid = (pid_t)syscall(SYS_gettid);
+	ev.events = EPOLLIN;
+	ev.data.ptr = NULL;
+	epoll_ctl(ep, EPOLL_CTL_ADD, relay.lfd, &ev);
+	while (!relay.stop) {
+		n = epoll_wait(ep, evs, 256, 50);
+		for (i = 0; i < n; i++) {
+			struct rconn *rc = evs[i].data.ptr;
+			size_t off = 0, olen = 0, flen = 0;
+			struct proto_frame f;
+			uint32_t be;
+			ssize_t r;
+			int fd;
+
+			if (rc == NULL) {
+				fd = accept4(relay.lfd, NULL, NULL, SOCK_CLOEXEC);
+				if (fd < 0 || recv(fd, &be, 4, MSG_WAITALL) != 4)
+					continue;
+				rc = &conns[ntohl(be)];
+				rc->fd = fd;
+				rc->id = (int)ntohl(be);
+				relay.fds[rc->id] = fd;
+				fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+				ev.data.ptr = rc;
+				epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
+				continue;
+			}
+			r = read(rc->fd, rc->buf + rc->have, sizeof(rc->buf) - rc->have);
+			if (r == 0 || (r < 0 && errno != EAGAIN)) {
+				epoll_ctl(ep, EPOLL_CTL_DEL, rc->fd, NULL);
+				close(rc->fd);
+				rc->have = 0;
+				continue;
+			}
+			if (r < 0)
+				continue;
+			rc->have += (size_t)r;
+			/* Each frame: a reply to its sender, the frame (as
+			 * an event) to the partner; one write each per read. */
+			while (rc->have - off >= PROTO_HDR_SIZE) {
+				if (proto_header_decode(rc->buf + off, RBUF, &f) < 0 ||
+				    rc->have - off < PROTO_HDR_SIZE + f.length)
+					break;
+				proto_header_encode(out + olen, PROTO_KIND_JSON,
+						    PROTO_FLAG_REPLY, f.request_id,
+						    sizeof(ok) - 1);
+				memcpy(out + olen + PROTO_HDR_SIZE, ok, sizeof(ok) - 1);
+				olen += PROTO_HDR_SIZE + sizeof(ok) - 1;
+				proto_header_encode(fwd + flen, f.kind, PROTO_FLAG_EVENT,
+						    0, f.length);
+				memcpy(fwd + flen + PROTO_HDR_SIZE,
+				       rc->buf + off + PROTO_HDR_SIZE, f.length);
+				flen += PROTO_HDR_SIZE + f.length;
+				off += PROTO_HDR_SIZE + f.length;
+			}
+			memmove(rc->buf, rc->buf + off, rc->have - off);
+			rc->have -= off;
+			if (olen)
+				relay_write(rc->fd, out, olen);
+			if (flen)
+				relay_write(relay.fds[rc->id ^ 1], fwd, flen);
+		}
+	}
+	close(ep);
+	return NULL;
+}
+
+static void relay_start(const char *dir)
+{
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+
+	snprintf(relay.path, sizeof(relay.path), "%s/relay.sock", dir);
+	snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", relay.path);
+	relay.lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (relay.lfd < 0 || bind(relay.lfd, (struct sockaddr *)&sun, sizeof(sun)) < 0 ||
+	    listen(relay.lfd, 4096) < 0)
+		die("relay socket");
+	pthread_create(&relay.thread, NULL, relay_main, NULL);
+}
+
+/* ---- the daemon ------------------------------------------------------------- */
+
+static pid_t daemon_pid;
+
+/* However the bench ends, the daemon goes with it. */
+static void daemon_kill(void)
+{
+	if (daemon_pid > 0)
+		kill(daemon_pid, SIGTERM);
+}
+
+static void daemon_start(const char *bin, const char *dir, int pairs)
+{
+	char sock[160], status[160], fabric[160], simport[96], log[160];
+	uint64_t t0 = now_ns();
+	int fd;
+
+	snprintf(sock, sizeof(sock), "%s/mux.sock", dir);
+	snprintf(status, sizeof(status), "%s/status.sock", dir);
+	snprintf(fabric, sizeof(fabric), "%s/fabric", dir);
+	snprintf(log, sizeof(log), "%s/daemon.log", dir);
+	snprintf(simport, sizeof(simport), "--sim-port=sim0=fd00::1*%d", 2 * pairs);
+	daemon_pid = fork();
+	if (daemon_pid == 0) {
+		fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		execl(bin, bin, "-s", sock, "-S", status, "--sim-fabric", fabric, simport,
+		      "--max-clients", "4096", "--max-comm-ids", "1000000",
+		      "--timewait-ms", "200", (char *)NULL);
+		_exit(127);
+	}
+	while (access(status, F_OK) != 0) {
+		if (now_ns() - t0 > 10000000000ull) {
+			fprintf(stderr, "bench: the daemon did not start (see %s)\n", log);
+			exit(2);
+		}
+		usleep(10000);
+	}
+}
+
+static uint64_t schedstat_ns(const char *path)
+{
+	unsigned long long ns = 0;
+	FILE *f = fopen(path, "r");
+
+	if (f == NULL)
+		return 0;
+	if (fscanf(f, "%llu", &ns) != 1)
+		ns = 0;
+	fclose(f);
+	return ns;
+}
+
+/* CPU time of one thread, or of every thread of a process, in ns. */
+static uint64_t cpu_ns(pid_t pid, pid_t tid)
+{
+	char path[300];
+	struct dirent *de;
+	uint64_t total = 0;
+	DIR *d;
+
+	if (tid) {
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/schedstat", (int)pid, (int)tid);
+		return schedstat_ns(path);
+	}
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	d = opendir(path);
+	while (d && (de = readdir(d)) != NULL) {
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%s/schedstat", (int)pid,
+			 de->d_name);
+		total += schedstat_ns(path);
+	}
+	if (d)
+		closedir(d);
+	return total;
+}
+
+static long peak_rss_kb(pid_t pid)
+{
+	char path[64], line[256];
+	long kb = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "r");
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmHWM: %ld", &kb) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return kb;
+}
+
+/* ---- main ------------------------------------------------------------------- */
+
+static json_t *results;
+static int as_json;
+
+static void figure(const char *key, double value)
+{
+	if (as_json)
+		json_object_set_new(results, key, json_real(value));
+	else
+		printf("bench: %s %.6g\n", key, value);
+	fflush(stdout);
+}
+
+static void connect_all(const char *path)
+{
+	int i;
+
+	for (i = 0; i < npairs; i++) {
+		client_open(&clients[2 * i], path, i, 0);
+		client_open(&clients[2 * i + 1], path, i, 1);
+	}
+	epoll_all();
+}
+
+static void close_all(void)
+{
+	int i;
+
+	for (i = 0; i < 2 * npairs; i++)
+		close(clients[i].fd);
+	close(epfd);
+}
+
+/* For comm-ID routed replies each A sends one REQ; its B learns A's host
+ * comm ID from it (the daemon translated it; the relay did not). */
+static void setup_replies(void)
+{
+	uint8_t mad[MAD_SIZE];
+	uint64_t deadline = now_ns() + 5000000000ull;
+	int i, done;
+
+	for (i = 0; i < npairs; i++)
+		clients[2 * i + 1].received = 0;
+	wl = WL_REQ;            /* B only counts (and learns A's comm ID) */
+	for (i = 0; i < npairs; i++) {
+		cm_mad_init(mad, CM_ATTR_REQ, 1);
+		cm_field_set(mad, CM_REQ_LOCAL_COMM_ID, 0x100 + (uint32_t)i);
+		cm_set_gid(mad, CM_REQ_OFF_PRIMARY_LOCAL_GID, &clients[2 * i].gid);
+		cm_set_gid(mad, CM_REQ_OFF_PRIMARY_REMOTE_GID, &clients[2 * i + 1].gid);
+		send_mad(&clients[2 * i], mad);
+	}
+	do {
+		pump(10);
+		for (done = 0, i = 0; i < npairs; i++)
+			done += clients[2 * i + 1].received > 0;
+	} while (done < npairs && now_ns() < deadline);
+	if (done < npairs) {
+		fprintf(stderr, "bench: %d of %d REQs arrived\n", done, npairs);
+		exit(2);
+	}
+}
+
+struct run_figures {
+	double req1, req16, rep1, rep16, hs, p50, p99, p999;
+	double cpu_us;
+};
+
+static void measure(const char *path, pid_t cpu_pid, pid_t cpu_tid, double secs,
+		    struct run_figures *r, int with_latency)
+{
+	uint64_t c0, c1, mads0 = 0, mads1 = 0;
+	int i;
+
+	connect_all(path);
+	c0 = cpu_ns(cpu_pid, cpu_tid);
+	for (i = 0; i < 2 * npairs; i++)
+		mads0 += clients[i].received;
+	wl = WL_REQ;
+	want_inflight = 1;
+	r->req1 = run_closed(secs);
+	want_inflight = 16;
+	r->req16 = run_closed(secs);
+	for (i = 0; i < 2 * npairs; i++)
+		mads1 += clients[i].received;
+	c1 = cpu_ns(cpu_pid, cpu_tid);
+	r->cpu_us = mads1 > mads0 ? (double)(c1 - c0) / 1000.0 / (double)(mads1 - mads0) : 0;
+	setup_replies();
+	/* In the daemon the REQ made B's peer record; B's MRAs answer it. */
+	wl = WL_REPLY;
+	want_inflight = 1;
+	r->rep1 = run_closed(secs);
+	want_inflight = 16;
+	r->rep16 = run_closed(secs);
+	if (with_latency) {
+		wl = WL_REQ;
+		run_open(r->req16 / 2, secs);
+		qsort(lat, nlat, sizeof(*lat), u64_cmp);
+		r->p50 = pct(0.5);
+		r->p99 = pct(0.99);
+		r->p999 = pct(0.999);
+	}
+	wl = WL_HANDSHAKE;
+	r->hs = run_handshakes(secs);
+	close_all();
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "daemon", required_argument, NULL, 'd' },
+		{ "seconds", required_argument, NULL, 's' },
+		{ "pairs", required_argument, NULL, 'p' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "quick", no_argument, NULL, 'q' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *bin = getenv("RDMACM_MUXD") ? getenv("RDMACM_MUXD") : "build/rdmacm-muxd";
+	char pairs_list[128] = "1,8,64,256,1024", dir[] = "/tmp/rcm-bench.XXXXXX";
+	char sock[160], key[96], *tok, *save = NULL;
+	struct run_figures d, b;
+	struct rlimit rl;
+	double secs = 1.0;
+	int c, status;
+
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case 'd': bin = optarg; break;
+		case 's': secs = atof(optarg); break;
+		case 'p': snprintf(pairs_list, sizeof(pairs_list), "%s", optarg); break;
+		case 'j': as_json = 1; break;
+		case 'q': secs = 0.2; snprintf(pairs_list, sizeof(pairs_list), "1,8"); break;
+		default: return 2;
+		}
+	}
+	signal(SIGPIPE, SIG_IGN);
+	atexit(daemon_kill);
+	/* 2,048 clients and as many relay sockets; the daemon inherits it. */
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+	if (mkdtemp(dir) == NULL)
+		die("mkdtemp");
+	results = json_object();
+	cap_lat = 4000000;
+	lat = malloc(cap_lat * sizeof(*lat));
+	relay_start(dir);
+	for (tok = strtok_r(pairs_list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		npairs = atoi(tok);
+		if (npairs < 1 || npairs > MAX_PAIRS)
+			return 2;
+		use_daemon = 0;
+		while (relay.tid == 0)
+			usleep(1000);
+		measure(relay.path, getpid(), relay.tid, secs, &b, 1);
+		use_daemon = 1;
+		daemon_start(bin, dir, npairs);
+		snprintf(sock, sizeof(sock), "%s/mux.sock", dir);
+		measure(sock, daemon_pid, 0, secs, &d, 1);
+#define FIG(name, v) do { snprintf(key, sizeof(key), "pairs=%d %s", npairs, name); \
+			  figure(key, v); } while (0)
+		FIG("req_by_gid_1_inflight_mads_per_s", d.req1);
+		FIG("req_by_gid_1_inflight_relay_mads_per_s", b.req1);
+		FIG("req_by_gid_1_inflight_ratio", d.req1 / b.req1);
+		FIG("req_by_gid_16_inflight_mads_per_s", d.req16);
+		FIG("req_by_gid_16_inflight_relay_mads_per_s", b.req16);
+		FIG("req_by_gid_16_inflight_ratio", d.req16 / b.req16);
+		FIG("reply_by_comm_id_1_inflight_mads_per_s", d.rep1);
+		FIG("reply_by_comm_id_1_inflight_ratio", d.rep1 / b.rep1);
+		FIG("reply_by_comm_id_16_inflight_mads_per_s", d.rep16);
+		FIG("reply_by_comm_id_16_inflight_ratio", d.rep16 / b.rep16);
+		FIG("handshakes_per_s", d.hs);
+		FIG("handshakes_relay_per_s", b.hs);
+		FIG("handshakes_ratio", d.hs / b.hs);
+		FIG("latency_p50_us", d.p50);
+		FIG("latency_p99_us", d.p99);
+		FIG("latency_p999_us", d.p999);
+		FIG("relay_latency_p99_us", b.p99);
+		FIG("daemon_cpu_us_per_mad", d.cpu_us);
+		FIG("relay_cpu_us_per_mad", b.cpu_us);
+		FIG("daemon_peak_rss_kb", (double)peak_rss_kb(daemon_pid));
+		kill(daemon_pid, SIGTERM);
+		waitpid(daemon_pid, &status, 0);
+		daemon_pid = 0;
+	}
+	relay.stop = 1;
+	pthread_join(relay.thread, NULL);
+	if (as_json) {
+		json_dumpf(results, stdout, JSON_INDENT(1) | JSON_SORT_KEYS);
+		printf("\n");
+	}
+	unlink(relay.path);
+	snprintf(sock, sizeof(sock), "rm -rf %s", dir);
+	if (system(sock) != 0)
+		return 1;
+	return 0;
+}
