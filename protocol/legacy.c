@@ -130,13 +130,3 @@ void legacy_response(const struct legacy_msg *req, enum legacy_err err,
 	memcpy(resp->sgid, req->sgid, 16);
 	resp->err = err;
 }
-
-const char *legacy_op_name(uint32_t op)
-{
-	switch (op) {
-	case LEGACY_OP_REG: return "REG";
-	case LEGACY_OP_UNREG: return "UNREG";
-	case LEGACY_OP_MAD: return "MAD";
-	default: return "unknown";
-	}
-}

@@ -85,6 +85,5 @@ void legacy_encode(const struct legacy_msg *m, uint8_t *buf);
  * MAD and handed to the guest. */
 void legacy_response(const struct legacy_msg *req, enum legacy_err err,
 		     struct legacy_msg *resp);
-const char *legacy_op_name(uint32_t op);
 
 #endif
