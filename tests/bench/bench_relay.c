@@ -187,6 +187,27 @@ static struct client *partner(struct client *c)
 	return &clients[c->pair * 2 + !c->side];
 }
 
+static void pump(int timeout_ms);
+
+/* Write a frame; while the socket is full, keep reading every client, or
+ * the relay (or the daemon) blocks writing to one we do not read. */
+static void send_frame(int fd, const uint8_t *p, size_t len)
+{
+	ssize_t n;
+
+	while (len) {
+		n = send(fd, p, len, MSG_NOSIGNAL);
+		if (n < 0 && errno == EAGAIN) {
+			pump(1);
+			continue;
+		}
+		if (n <= 0)
+			die("send");
+		p += n;
+		len -= (size_t)n;
+	}
+}
+
 /* Queue one MAD frame from c to its partner. */
 static void send_mad(struct client *c, const uint8_t *mad)
 {
@@ -205,7 +226,7 @@ static void send_mad(struct client *c, const uint8_t *mad)
 	memcpy(m.mad, mad, MAD_SIZE);
 	len = proto_mad_encode(&m, frame + PROTO_HDR_SIZE, sizeof(frame) - PROTO_HDR_SIZE);
 	proto_header_encode(frame, PROTO_KIND_MAD, 0, ++c->rid, (uint32_t)len);
-	write_all(c->fd, frame, PROTO_HDR_SIZE + (size_t)len);
+	send_frame(c->fd, frame, PROTO_HDR_SIZE + (size_t)len);
 	c->inflight++;
 	c->last_attr = cm_mad_attr_id(mad);
 }
