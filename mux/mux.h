@@ -269,6 +269,12 @@ json_t *router_conns_json(struct router *r, uint64_t client, unsigned max,
 			  uint64_t now_ms);
 /* JSON array of {"port", "gid"} a client owns (all when client == 0). */
 json_t *router_gids_json(struct router *r, uint64_t client);
+/* fn for each GID a client owns (every GID when client == 0), under the
+ * router's lock: fn must not call the router. */
+void router_gids_foreach(struct router *r, uint64_t client,
+			 void (*fn)(void *arg, unsigned port, const struct gid *gid,
+				    uint64_t owner),
+			 void *arg);
 /* Owner of a GID, or 0. */
 uint64_t router_gid_owner(struct router *r, unsigned port,
 			  const struct gid *gid);

@@ -194,27 +194,32 @@ void port_set_state(struct port *p, enum port_state st)
 				    "state", port_state_name(st)));
 }
 
+struct missing_gids {
+	struct port *port;
+	unsigned n;
+};
+
+static void count_missing(void *arg, unsigned port, const struct gid *gid,
+			  uint64_t owner)
+{
+	struct missing_gids *m = arg;
+
+	(void)owner;
+	if (port == m->port->index && m->port->ops->gid_index(m->port, gid) < 0)
+		m->n++;
+}
+
 void port_gids_changed(struct port *p)
 {
-	json_t *gids = router_gids_json(p->mux->router, 0), *g;
-	unsigned missing = 0;
-	struct gid gid;
-	size_t i;
+	struct missing_gids m = { p, 0 };
 
 	atomic_fetch_add(&p->gid_table_changes, 1);
 	/* Registrations stay (the address may come back); sends from a GID
 	 * that left the table are refused until it does, since every send
 	 * looks its index up in the table as it is now. */
-	json_array_foreach(gids, i, g) {
-		if (json_integer_value(json_object_get(g, "port")) != p->index)
-			continue;
-		gid_parse(json_string_value(json_object_get(g, "gid")), &gid);
-		if (p->ops->gid_index(p, &gid) < 0)
-			missing++;
-	}
-	json_decref(gids);
+	router_gids_foreach(p->mux->router, 0, count_missing, &m);
 	log_info("port %s: GID table changed; %u registered GID(s) not in it",
-		 p->name, missing);
+		 p->name, m.n);
 	/* Every client hears of it; which of its GIDs are in the table it
 	 * asks with list_gids (nobody learns another tenant's GIDs). */
 	port_broadcast(p, json_pack("{s:s, s:i, s:s}", "event",

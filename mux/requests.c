@@ -240,23 +240,31 @@ static json_t *op_unregister_gid(struct mux *mux, struct client_info *ci,
 	return proto_reply_ok();
 }
 
+struct gid_list {
+	struct mux *mux;
+	json_t *gids;
+};
+
+static void list_gid(void *arg, unsigned port_index, const struct gid *gid,
+		     uint64_t owner)
+{
+	struct gid_list *l = arg;
+	struct port *port = &l->mux->ports[port_index];
+	char buf[GID_STRLEN];
+
+	(void)owner;
+	json_array_append_new(l->gids, json_pack("{s:i, s:s, s:s, s:b}",
+		"port", (int)port_index, "gid", gid_format(gid, buf),
+		"port_name", port->name,
+		"in_table", port->ops->gid_index(port, gid) >= 0));
+}
+
 static json_t *op_list_gids(struct mux *mux, struct client_info *ci)
 {
-	json_t *gids = router_gids_json(mux->router, ci->id), *g;
-	size_t i;
+	struct gid_list l = { mux, json_array() };
 
-	struct port *port;
-	struct gid gid;
-
-	json_array_foreach(gids, i, g) {
-		port = &mux->ports[json_integer_value(json_object_get(g, "port"))];
-		gid_parse(json_string_value(json_object_get(g, "gid")), &gid);
-		json_object_del(g, "client");
-		json_object_set_new(g, "port_name", json_string(port->name));
-		json_object_set_new(g, "in_table", json_boolean(
-			port->ops->gid_index(port, &gid) >= 0));
-	}
-	return json_pack("{s:b, s:o}", "ok", 1, "gids", gids);
+	router_gids_foreach(mux->router, ci->id, list_gid, &l);
+	return json_pack("{s:b, s:o}", "ok", 1, "gids", l.gids);
 }
 
 static json_t *op_list_ports(struct mux *mux)

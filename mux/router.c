@@ -528,20 +528,34 @@ json_t *router_conns_json(struct router *r, uint64_t client, unsigned max,
 	return arr;
 }
 
+void router_gids_foreach(struct router *r, uint64_t client,
+			 void (*fn)(void *arg, unsigned port, const struct gid *gid,
+				    uint64_t owner),
+			 void *arg)
+{
+	struct gid_entry *e;
+
+	pthread_mutex_lock(&r->lock);
+	RB_FOREACH(e, gid_tree, &r->gids)
+		if (client == 0 || e->client == client)
+			fn(arg, e->port, &e->gid, e->client);
+	pthread_mutex_unlock(&r->lock);
+}
+
+static void gid_json(void *arg, unsigned port, const struct gid *gid,
+		     uint64_t owner)
+{
+	char buf[GID_STRLEN];
+
+	json_array_append_new(arg, json_pack("{s:i, s:s, s:I}", "port", (int)port,
+					     "gid", gid_format(gid, buf),
+					     "client", (json_int_t)owner));
+}
+
 json_t *router_gids_json(struct router *r, uint64_t client)
 {
 	json_t *arr = json_array();
-	struct gid_entry *e;
-	char buf[GID_STRLEN];
 
-	pthread_mutex_lock(&r->lock);
-	RB_FOREACH(e, gid_tree, &r->gids) {
-		if (client && e->client != client)
-			continue;
-		json_array_append_new(arr, json_pack("{s:i, s:s, s:I}",
-			"port", (int)e->port, "gid", gid_format(&e->gid, buf),
-			"client", (json_int_t)e->client));
-	}
-	pthread_mutex_unlock(&r->lock);
+	router_gids_foreach(r, client, gid_json, arr);
 	return arr;
 }
