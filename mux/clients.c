@@ -21,6 +21,27 @@ static int client_info_cmp(struct client_info *a, struct client_info *b)
 
 TREE_GENERATE_STATIC(client_tree, client_info, link, client_info_cmp)
 
+void clients_put(struct client_info *ci)
+{
+	if (atomic_fetch_sub(&ci->refs, 1) != 1)
+		return;
+	policy_unref(ci->pol);
+	outlet_fini(&ci->out);
+	free(ci);
+}
+
+struct client_info *clients_get(struct clients *c, uint64_t id)
+{
+	struct client_info key = { .id = id }, *ci;
+
+	pthread_mutex_lock(&c->lock);
+	ci = RB_FIND(client_tree, &c->tree, &key);
+	if (ci)
+		atomic_fetch_add(&ci->refs, 1);
+	pthread_mutex_unlock(&c->lock);
+	return ci;
+}
+
 void clients_init(struct clients *c)
 {
 	pthread_mutex_init(&c->lock, NULL);
@@ -35,8 +56,7 @@ void clients_fini(struct clients *c)
 
 	RB_FOREACH_SAFE(ci, client_tree, &c->tree, next) {
 		RB_REMOVE(client_tree, &c->tree, ci);
-		policy_unref(ci->pol);
-		free(ci);
+		clients_put(ci);
 	}
 	pthread_mutex_destroy(&c->lock);
 }
@@ -64,6 +84,8 @@ int clients_add(struct clients *c, unsigned max, pid_t pid, uid_t uid,
 	ci->connected = time(NULL);
 	ci->qemu_port = -1;
 	ci->rl = (struct log_ratelimit)LOG_RATELIMIT_INIT(5, 1);
+	ci->refs = 1;
+	outlet_init(&ci->out);
 	RB_INSERT(client_tree, &c->tree, ci);
 	c->count++;
 	pthread_mutex_unlock(&c->lock);
@@ -80,10 +102,10 @@ void clients_remove(struct clients *c, uint64_t id)
 	if (ci) {
 		RB_REMOVE(client_tree, &c->tree, ci);
 		c->count--;
-		policy_unref(ci->pol);
-		free(ci);
 	}
 	pthread_mutex_unlock(&c->lock);
+	if (ci)
+		clients_put(ci);
 }
 
 int clients_worker_of(struct clients *c, uint64_t id)
@@ -155,7 +177,8 @@ json_t *clients_json(struct clients *c, struct router *r)
 			(json_int_t)atomic_load(&ci->ctr.mads_dropped),
 			"malformed", (json_int_t)atomic_load(&ci->ctr.malformed),
 			"outq_bytes",
-			(json_int_t)atomic_load(&ci->ctr.outq_bytes));
+			(json_int_t)(outlet_len(&ci->out) +
+				     atomic_load(&ci->ctr.qemu_pending_bytes)));
 		json_object_set_new(o, "protocol", json_string(
 			ci->qemu_port >= 0 ? "qemu-rdmacm-mux" : "v1"));
 		/* Which policy rule it runs under (set at hello). */

@@ -157,8 +157,45 @@ struct client_counters {
 	_Atomic uint64_t mads_delivered;
 	_Atomic uint64_t mads_dropped;  /* to this client, queue full */
 	_Atomic uint64_t malformed;
-	_Atomic uint64_t outq_bytes;
+	_Atomic uint64_t qemu_pending_bytes;    /* MADs waiting for QEMU */
 };
+
+/* ---- outlet.c: a client's socket output, shared between threads ------- */
+
+struct outlet {
+	pthread_mutex_t lock;
+	int fd;                         /* -1 until the session starts */
+	int open;                       /* taking output */
+	size_t max_msg_write;           /* QEMU: one message per write; else 0 */
+	struct evbuffer *buf;
+	int owner_asked;                /* its worker was asked to flush */
+	_Atomic size_t queued;          /* bytes in buf, for the status */
+	_Atomic uint64_t flushers;      /* workers that will flush it (bit each) */
+};
+
+void outlet_init(struct outlet *o);
+/* The session started: output goes to fd, which the outlet now owns. */
+int outlet_open(struct outlet *o, int fd, size_t max_msg_write);
+/* Queue a frame (header and payload) if it fits below max (0: no limit);
+ * -ENOBUFS when it does not, -EPIPE once closed. */
+int outlet_append(struct outlet *o, size_t max, const void *hdr, size_t hlen,
+		  const void *payload, size_t len);
+/* QEMU's messages: written at once when nothing is queued (1), else
+ * queued (0). */
+int outlet_write_or_queue(struct outlet *o, const void *msg, size_t len);
+/* Write what is queued as far as the socket takes it; *left is what
+ * remains.  A writer other than the owner gets *ask_owner set the first
+ * time it leaves bytes behind: the owner must arm its write event. */
+int outlet_flush(struct outlet *o, int owner, size_t *left, int *ask_owner);
+size_t outlet_len(struct outlet *o);
+/* Worker w will flush o at the end of its pass; 1 if it was not yet
+ * going to (the caller then lists it).  Release before flushing. */
+int outlet_claim_flush(struct outlet *o, unsigned worker);
+void outlet_release_flush(struct outlet *o, unsigned worker);
+/* The session ended: nothing more is queued or written. */
+void outlet_close(struct outlet *o);
+/* With the client record: frees the queue, closes the descriptor. */
+void outlet_fini(struct outlet *o);
 
 struct client_info {
 	RB_ENTRY(client_info) link;
@@ -171,6 +208,8 @@ struct client_info {
 	char name[64];
 	int qemu_port;                  /* QEMU's protocol on this port, or -1 */
 	struct client_counters ctr;
+	_Atomic unsigned refs;          /* the table's, and each borrower's */
+	struct outlet out;
 	/* Set at hello and used only on the client's worker thread. */
 	struct policy *pol;
 	const struct policy_rule *rule;
@@ -193,6 +232,10 @@ int clients_add(struct clients *c, unsigned max, pid_t pid, uid_t uid,
 void clients_remove(struct clients *c, uint64_t id);
 /* Worker index of a live client, or -ENOENT. */
 int clients_worker_of(struct clients *c, uint64_t id);
+/* A live client, held until clients_put (its record and outlet stay
+ * valid after it leaves the table); NULL if there is none. */
+struct client_info *clients_get(struct clients *c, uint64_t id);
+void clients_put(struct client_info *ci);
 json_t *clients_json(struct clients *c, struct router *r);
 /* At hello: the name the client gave and the policy rule it runs under
  * (the client_info takes over the reference to pol). */
@@ -359,6 +402,7 @@ enum worker_msg_type {
 	WMSG_MAD_IN,
 	WMSG_EVENT,             /* JSON event text to every ready session */
 	WMSG_KICK,              /* admin: disconnect client_id */
+	WMSG_FLUSH,             /* client_id's socket has output left */
 	WMSG_STOP,
 };
 
@@ -383,21 +427,35 @@ struct event_base *worker_base(struct worker *w);
 unsigned worker_index(struct worker *w);
 struct mux *worker_mux(struct worker *w);
 uint64_t worker_inbox_dropped(struct worker *w);
-struct session_tree *worker_sessions(struct worker *w);
+struct session_set *worker_sessions(struct worker *w);
+/* The worker running the calling thread, or NULL. */
+struct worker *worker_self(void);
 
 /* ---- session.c: one client connection on its worker ------------------- */
 
 struct session;
-struct session_tree;
+struct session_set;
 
 void session_start(struct worker *w, int fd, struct client_info *info);
 void session_deliver_mad(struct worker *w, uint64_t client_id,
 			 const struct proto_mad *m);
+/* A MAD routed on worker self for ci, another worker's client (QEMU's
+ * protocol excepted): queued on its outlet and written at the end of
+ * self's pass.  The caller holds ci. */
+void session_deliver_from(struct worker *self, struct client_info *ci,
+			  const struct proto_mad *m);
+/* The same from a thread that is no worker (a port's): written at once. */
+void session_deliver_now(struct mux *mux, struct client_info *ci,
+			 const struct proto_mad *m);
+/* Another thread left output on the client's socket: the owner takes
+ * over writing it. */
+void session_flush_client(struct worker *w, uint64_t client_id);
 void session_broadcast_event(struct worker *w, const char *text);
 void session_close_all(struct worker *w);
 void session_kick(struct worker *w, uint64_t client_id, const char *why);
-struct session_tree *session_tree_new(void);
-void session_tree_free(struct session_tree *t);
+struct session_set *session_set_new(struct mux *mux, unsigned worker,
+				    struct event_base *base);
+void session_set_free(struct session_set *set);
 
 /* ---- requests.c: control operations ------------------------------------ */
 

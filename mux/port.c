@@ -59,13 +59,31 @@ static int port_answer_class_request(struct port *p, const struct proto_mad *m)
 	return 1;
 }
 
+static void port_post_mad(struct mux *mux, struct client_info *ci,
+			  const struct proto_mad *m)
+{
+	struct worker_msg *msg = malloc(sizeof(*msg));
+
+	if (msg == NULL) {
+		atomic_fetch_add(&mux->stats.drops[DROP_WORKER_QUEUE_FULL], 1);
+		return;
+	}
+	memset(msg, 0, offsetof(struct worker_msg, mad));
+	msg->type = WMSG_MAD_IN;
+	msg->client_id = ci->id;
+	msg->mad = *m;
+	if (worker_post(mux->workers[ci->worker], msg) == -ENOBUFS)
+		atomic_fetch_add(&mux->stats.drops[DROP_WORKER_QUEUE_FULL], 1);
+}
+
 void port_input(struct port *p, struct proto_mad *m)
 {
 	struct mux *mux = p->mux;
-	struct worker_msg *msg;
+	struct client_info *ci;
+	struct worker *self;
 	uint64_t client = 0, suppressed;
 	struct conn_path path;
-	int rc, w;
+	int rc;
 
 	atomic_fetch_add(&p->rx, 1);
 	m->addr.port = (uint16_t)p->index;
@@ -87,22 +105,26 @@ void port_input(struct port *p, struct proto_mad *m)
 				  drop_reason_name(why));
 		return;
 	}
-	w = clients_worker_of(&mux->clients, client);
-	if (w < 0) {
+	ci = clients_get(&mux->clients, client);
+	if (ci == NULL) {
 		atomic_fetch_add(&mux->stats.drops[DROP_CLIENT_GONE], 1);
 		return;
 	}
-	msg = malloc(sizeof(*msg));
-	if (msg == NULL) {
-		atomic_fetch_add(&mux->stats.drops[DROP_WORKER_QUEUE_FULL], 1);
-		return;
-	}
-	memset(msg, 0, offsetof(struct worker_msg, mad));
-	msg->type = WMSG_MAD_IN;
-	msg->client_id = client;
-	msg->mad = *m;
-	if (worker_post(mux->workers[w], msg) == -ENOBUFS)
-		atomic_fetch_add(&mux->stats.drops[DROP_WORKER_QUEUE_FULL], 1);
+	/* Run to completion where it can: a MAD goes straight to its
+	 * client's socket from the thread that routed it, queued with the
+	 * rest of this pass on a worker, at once on the port thread.  Only
+	 * QEMU's sessions, which order their output themselves, take it
+	 * through their worker's inbox. */
+	self = worker_self();
+	if (self != NULL && self == mux->workers[ci->worker])
+		session_deliver_mad(self, client, m);
+	else if (ci->qemu_port < 0 && self != NULL)
+		session_deliver_from(self, ci, m);
+	else if (ci->qemu_port < 0)
+		session_deliver_now(mux, ci, m);
+	else
+		port_post_mad(mux, ci, m);
+	clients_put(ci);
 }
 
 /* The router's way out: a MAD the daemon sends on its own (an answer for

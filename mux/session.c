@@ -5,21 +5,30 @@
  * above client_outq_max bytes the session stops reading requests (so
  * replies cannot pile up) and inbound MADs for it are dropped and counted
  * (a stopped VM must not hold memory or delay anyone else).
+ *
+ * Writes are the daemon's main cost, so they are batched: whatever is
+ * queued for a session during one pass of the event loop (its replies,
+ * MADs from other clients, events) goes out in one writev at the end of
+ * the pass, straight from the worker, and a write event is armed only
+ * while the socket is full.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <event2/buffer.h>
-#include <event2/bufferevent.h>
 
 #include "mux.h"
 #include "../common/log.h"
 
 /* Requests handled per read callback before yielding to other clients. */
 #define SESSION_FRAMES_PER_EVENT 64
+/* Bytes read from the socket per read callback, at most. */
+#define SESSION_READ_CHUNK 65536
 /* Well-framed but malformed requests tolerated before the client is cut. */
 #define SESSION_MAX_MALFORMED 64
 /* How long a closing session may take to flush its last words (an
@@ -28,9 +37,14 @@
 
 struct session {
 	RB_ENTRY(session) link;
+	TAILQ_ENTRY(session) dirty_link;
 	uint64_t id;
 	struct worker *w;
-	struct bufferevent *bev;
+	struct session_set *set;
+	int fd;                         /* the outlet's; this reads it */
+	struct event *read_ev;
+	struct event *write_ev;
+	struct evbuffer *in;
 	struct proto_decoder dec;
 	struct client_info *info;
 	int hello_done;
@@ -38,6 +52,8 @@ struct session {
 	struct evbuffer *qemu_pending;  /* its inbound MADs not yet handed on */
 	int closing;
 	int read_paused;
+	int dirty;                      /* on the set's dirty list */
+	int write_armed;
 	unsigned malformed;
 	struct log_ratelimit log_rl;
 	struct event *close_timer;
@@ -51,25 +67,128 @@ static int session_cmp(struct session *a, struct session *b)
 RB_HEAD(session_tree, session);
 TREE_GENERATE_STATIC(session_tree, session, link, session_cmp)
 
-struct session_tree *session_tree_new(void)
-{
-	struct session_tree *t = calloc(1, sizeof(*t));
+/* A worker's sessions, and those with output queued in this pass of its
+ * event loop. */
+struct session_set {
+	struct session_tree tree;
+	TAILQ_HEAD(, session) dirty;
+	/* Other workers' clients this one queued MADs for (held). */
+	struct client_info **foreign;
+	size_t nforeign, foreign_cap;
+	unsigned worker;
+	struct mux *mux;
+	struct event *flush_ev;
+	int flush_armed;
+};
 
-	if (t)
-		RB_INIT(t);
-	return t;
+static void session_ask_owner(struct mux *mux, struct client_info *ci)
+{
+	struct worker_msg *msg = calloc(1, sizeof(*msg));
+
+	if (msg == NULL)
+		return;         /* its next own flush writes it */
+	msg->type = WMSG_FLUSH;
+	msg->client_id = ci->id;
+	worker_post(mux->workers[ci->worker], msg);
 }
 
-void session_tree_free(struct session_tree *t)
+/* Another worker's client: write what this pass queued for it. */
+static void session_flush_foreign(struct session_set *set, struct client_info *ci)
 {
-	free(t);
+	size_t left;
+	int ask;
+
+	outlet_release_flush(&ci->out, set->worker);
+	/* A write error is the owner's to see (its read ends too). */
+	outlet_flush(&ci->out, 0, &left, &ask);
+	if (ask)
+		session_ask_owner(set->mux, ci);
+	clients_put(ci);
+}
+
+static int session_flush(struct session *s);
+
+/* Runs after the I/O callbacks of a loop pass (it is activated by the
+ * first of them that queues output, so it sits behind them all). */
+static void session_set_flush(evutil_socket_t fd, short what, void *arg)
+{
+	struct session_set *set = arg;
+	struct session *s;
+	size_t i;
+
+	(void)fd;
+	(void)what;
+	set->flush_armed = 0;
+	while ((s = TAILQ_FIRST(&set->dirty)) != NULL)
+		session_flush(s);
+	for (i = 0; i < set->nforeign; i++)
+		session_flush_foreign(set, set->foreign[i]);
+	set->nforeign = 0;
+}
+
+struct session_set *session_set_new(struct mux *mux, unsigned worker,
+				    struct event_base *base)
+{
+	struct session_set *set = calloc(1, sizeof(*set));
+
+	if (set == NULL)
+		return NULL;
+	set->mux = mux;
+	set->worker = worker;
+	RB_INIT(&set->tree);
+	TAILQ_INIT(&set->dirty);
+	set->flush_ev = event_new(base, -1, 0, session_set_flush, set);
+	if (set->flush_ev == NULL) {
+		free(set);
+		return NULL;
+	}
+	return set;
+}
+
+void session_set_free(struct session_set *set)
+{
+	size_t i;
+
+	for (i = 0; i < set->nforeign; i++)
+		clients_put(set->foreign[i]);
+	free(set->foreign);
+	event_free(set->flush_ev);
+	free(set);
 }
 
 static struct session *session_find(struct worker *w, uint64_t id)
 {
 	struct session key = { .id = id };
 
-	return RB_FIND(session_tree, worker_sessions(w), &key);
+	return RB_FIND(session_tree, &worker_sessions(w)->tree, &key);
+}
+
+static void session_arm_flush(struct session_set *set)
+{
+	if (!set->flush_armed) {
+		set->flush_armed = 1;
+		event_active(set->flush_ev, EV_TIMEOUT, 0);
+	}
+}
+
+/* Output was queued: it goes out at the end of this loop pass. */
+static void session_touch(struct session *s)
+{
+	struct session_set *set = s->set;
+
+	if (!s->dirty) {
+		s->dirty = 1;
+		TAILQ_INSERT_TAIL(&set->dirty, s, dirty_link);
+	}
+	session_arm_flush(set);
+}
+
+static void session_untouch(struct session *s)
+{
+	if (s->dirty) {
+		s->dirty = 0;
+		TAILQ_REMOVE(&s->set->dirty, s, dirty_link);
+	}
 }
 
 static void session_destroy(struct session *s)
@@ -77,11 +196,17 @@ static void session_destroy(struct session *s)
 	struct mux *mux = worker_mux(s->w);
 
 	log_debug("client %llu: closed", (unsigned long long)s->id);
-	RB_REMOVE(session_tree, worker_sessions(s->w), s);
+	RB_REMOVE(session_tree, &s->set->tree, s);
+	session_untouch(s);
 	/* Routing state goes first so no new MAD is routed to a dead id. */
 	router_purge_client(mux->router, s->id);
+	event_free(s->read_ev);
+	event_free(s->write_ev);
+	/* Other threads may still hold the record; the last one closes
+	 * the socket. */
+	outlet_close(&s->info->out);
 	clients_remove(&mux->clients, s->id);
-	bufferevent_free(s->bev);
+	evbuffer_free(s->in);
 	if (s->qemu_pending)
 		evbuffer_free(s->qemu_pending);
 	if (s->close_timer)
@@ -98,14 +223,13 @@ static void session_close_timeout(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	log_info("client %llu: did not read its last %zu bytes in %d ms; "
 		 "closing anyway", (unsigned long long)s->id,
-		 evbuffer_get_length(bufferevent_get_output(s->bev)),
-		 SESSION_CLOSE_GRACE_MS);
+		 outlet_len(&s->info->out), SESSION_CLOSE_GRACE_MS);
 	session_destroy(s);
 }
 
 static size_t session_outq(struct session *s)
 {
-	return evbuffer_get_length(bufferevent_get_output(s->bev)) +
+	return outlet_len(&s->info->out) +
 	       (s->qemu_pending ? evbuffer_get_length(s->qemu_pending) : 0);
 }
 
@@ -114,48 +238,102 @@ static size_t session_outq(struct session *s)
  * message comes first for it.  So once the daemon has read a request, no
  * inbound MAD may be written before its response: inbound MADs are
  * written to the socket at once, directly, while it takes them, and only
- * one that does not fit waits in the bufferevent's output, where a
+ * one that does not fit waits in the session's output, where a
  * response would queue behind it (the socket is full then: QEMU is not
  * reading at all).  The rest wait in qemu_pending.
  */
 static void session_qemu_pump(struct session *s)
 {
-	struct evbuffer *out = bufferevent_get_output(s->bev);
-	int fd = bufferevent_getfd(s->bev);
 	uint8_t msg[LEGACY_MSG_SIZE];
-	ssize_t n;
 
-	while (evbuffer_get_length(out) == 0 &&
+	while (outlet_len(&s->info->out) == 0 &&
 	       evbuffer_get_length(s->qemu_pending) >= LEGACY_MSG_SIZE) {
-		evbuffer_copyout(s->qemu_pending, msg, sizeof(msg));
-		n = send(fd, msg, sizeof(msg), MSG_DONTWAIT | MSG_NOSIGNAL);
-		if (n == (ssize_t)sizeof(msg)) {
-			evbuffer_drain(s->qemu_pending, sizeof(msg));
-			continue;
+		evbuffer_remove(s->qemu_pending, msg, sizeof(msg));
+		/* Queued when the socket is full (a message this small goes
+		 * whole or not at all), or on an error the next write
+		 * reports. */
+		if (outlet_write_or_queue(&s->info->out, msg, sizeof(msg)) != 1) {
+			session_touch(s);
+			break;
 		}
-		/* Full (a message this small goes whole or not at all), or
-		 * an error the bufferevent will report. */
-		evbuffer_remove_buffer(s->qemu_pending, out, sizeof(msg));
 	}
 }
 
 static void session_update_outq(struct session *s)
 {
-	atomic_store(&s->info->ctr.outq_bytes, session_outq(s));
+	if (s->qemu_pending)
+		atomic_store(&s->info->ctr.qemu_pending_bytes,
+			     evbuffer_get_length(s->qemu_pending));
+}
+
+static void session_resume_reading(struct session *s)
+{
+	s->read_paused = 0;
+	event_add(s->read_ev, NULL);
+	if (evbuffer_get_length(s->in) > 0)
+		event_active(s->read_ev, EV_READ, 0);
+}
+
+static int session_finish_or_wait(struct session *s);
+
+/*
+ * Write what is queued, as far as the socket takes it; a write event
+ * stays armed only while it does not.  -1 when the session is gone (a
+ * write error, or a closing session that has said its last words).
+ */
+static int session_flush(struct session *s)
+{
+	struct mux *mux = worker_mux(s->w);
+	size_t left;
+	int rc, ask;
+
+	session_untouch(s);
+	rc = outlet_flush(&s->info->out, 1, &left, &ask);
+	if (rc < 0) {
+		log_debug("client %llu: write: %s", (unsigned long long)s->id,
+			  strerror(-rc));
+		session_destroy(s);
+		return -1;
+	}
+	if (s->qemu && !s->closing && left == 0) {
+		session_qemu_pump(s);
+		left = outlet_len(&s->info->out);
+	}
+	session_update_outq(s);
+	if (left > 0) {
+		if (!s->write_armed) {
+			s->write_armed = 1;
+			event_add(s->write_ev, NULL);
+		}
+	} else if (s->write_armed) {
+		s->write_armed = 0;
+		event_del(s->write_ev);
+	}
+	if (s->closing)
+		return session_finish_or_wait(s);
+	if (s->read_paused && session_outq(s) <= mux->cfg.client_outq_max / 2)
+		session_resume_reading(s);
+	return 0;
+}
+
+static void session_write_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	session_flush(arg);
 }
 
 static int session_send(struct session *s, uint8_t kind, uint8_t flags,
 			uint32_t rid, const void *payload, size_t len)
 {
-	struct evbuffer *out = bufferevent_get_output(s->bev);
 	uint8_t hdr[PROTO_HDR_SIZE];
+	int rc;
 
 	proto_header_encode(hdr, kind, flags, rid, (uint32_t)len);
-	if (evbuffer_add(out, hdr, sizeof(hdr)) ||
-	    evbuffer_add(out, payload, len))
-		return -ENOMEM;
-	session_update_outq(s);
-	return 0;
+	rc = outlet_append(&s->info->out, 0, hdr, sizeof(hdr), payload, len);
+	if (rc == 0)
+		session_touch(s);
+	return rc;
 }
 
 static void session_send_json(struct session *s, uint8_t flags, uint32_t rid,
@@ -178,6 +356,17 @@ static void session_reply(struct session *s, uint32_t rid, json_t *reply)
 		atomic_fetch_add(&s->info->ctr.errors, 1);
 	session_send_json(s, PROTO_FLAG_REPLY, rid, reply);
 	json_decref(reply);
+}
+
+/* The reply to a MAD sent: the same text proto_reply_ok() would give,
+ * without building it for every MAD. */
+static void session_reply_ok(struct session *s, uint32_t rid)
+{
+	static const char ok[] = "{\"ok\":true}";
+
+	if (session_send(s, PROTO_KIND_JSON, PROTO_FLAG_REPLY, rid, ok,
+			 sizeof(ok) - 1) < 0)
+		s->closing = 1;
 }
 
 static void session_malformed(struct session *s, const char *what)
@@ -239,8 +428,10 @@ static void session_handle_mad(struct session *s, const struct proto_frame *f)
 		return;
 	}
 	rc = requests_send_mad(mux, s->info, &m, &why);
-	session_reply(s, f->request_id,
-		      rc ? proto_reply_error(rc, "%s", why) : proto_reply_ok());
+	if (rc)
+		session_reply(s, f->request_id, proto_reply_error(rc, "%s", why));
+	else
+		session_reply_ok(s, f->request_id);
 }
 
 static void session_handle_frame(struct session *s, const struct proto_frame *f)
@@ -277,53 +468,54 @@ static void session_pause_if_full(struct session *s)
 {
 	struct mux *mux = worker_mux(s->w);
 
-	if (session_outq(s) < mux->cfg.client_outq_max)
+	if (s->read_paused || session_outq(s) < mux->cfg.client_outq_max)
 		return;
 	s->read_paused = 1;
-	bufferevent_disable(s->bev, EV_READ);
-	bufferevent_setwatermark(s->bev, EV_WRITE, mux->cfg.client_outq_max / 2, 0);
+	event_del(s->read_ev);
 }
 
 /* A closing session ends once its output is written, or after the
  * grace time, whichever comes first: a client that never reads cannot
- * keep its GIDs and connections. */
-static void session_finish_or_wait(struct session *s)
+ * keep its GIDs and connections.  -1 when it has ended. */
+static int session_finish_or_wait(struct session *s)
 {
 	struct timeval tv = { SESSION_CLOSE_GRACE_MS / 1000,
 			      (SESSION_CLOSE_GRACE_MS % 1000) * 1000 };
 
 	if (!s->closing)
-		return;
-	bufferevent_disable(s->bev, EV_READ);
+		return 0;
+	event_del(s->read_ev);
 	if (s->qemu_pending)    /* MADs for a client that is going: dropped */
 		evbuffer_drain(s->qemu_pending, evbuffer_get_length(s->qemu_pending));
 	if (session_outq(s) == 0) {
 		session_destroy(s);
-		return;
+		return -1;
 	}
 	if (s->close_timer == NULL) {
 		s->close_timer = evtimer_new(worker_base(s->w),
 					     session_close_timeout, s);
 		if (s->close_timer == NULL || evtimer_add(s->close_timer, &tv)) {
 			session_destroy(s);
-			return;
+			return -1;
 		}
 	}
+	return 0;
 }
 
 /* QEMU's protocol: whole 360-byte messages, each request answered at
- * once, ahead of inbound MADs that wait (session_qemu_pump). */
-static void session_read_qemu(struct session *s)
+ * once, ahead of inbound MADs that wait (session_qemu_pump).  Frames
+ * handled; -1 when the session must close. */
+static int session_read_qemu(struct session *s, int budget)
 {
-	struct evbuffer *in = bufferevent_get_input(s->bev);
 	struct mux *mux = worker_mux(s->w);
 	uint8_t buf[LEGACY_MSG_SIZE];
 	struct legacy_msg req, resp;
-	int budget = SESSION_FRAMES_PER_EVENT, rc;
+	int rc, done = 0;
 
-	while (budget-- > 0 && !s->closing && !s->read_paused &&
-	       evbuffer_get_length(in) >= LEGACY_MSG_SIZE) {
-		evbuffer_remove(in, buf, sizeof(buf));
+	while (done < budget && !s->closing && !s->read_paused &&
+	       evbuffer_get_length(s->in) >= LEGACY_MSG_SIZE) {
+		evbuffer_remove(s->in, buf, sizeof(buf));
+		done++;
 		atomic_fetch_add(&s->info->ctr.requests, 1);
 		rc = legacy_decode(buf, &req);
 		if (rc < 0) {
@@ -343,94 +535,124 @@ static void session_read_qemu(struct session *s)
 		if (resp.err != LEGACY_OK)
 			atomic_fetch_add(&s->info->ctr.errors, 1);
 		legacy_encode(&resp, buf);
-		if (evbuffer_add(bufferevent_get_output(s->bev), buf,
-				 sizeof(buf)) < 0)
+		if (outlet_append(&s->info->out, 0, buf, sizeof(buf), NULL, 0) < 0)
 			s->closing = 1;
-		session_update_outq(s);
+		session_touch(s);
 		session_pause_if_full(s);
 	}
-	if (budget < 0 && !s->closing && !s->read_paused &&
-	    evbuffer_get_length(in) >= LEGACY_MSG_SIZE)
-		bufferevent_trigger(s->bev, EV_READ, BEV_TRIG_IGNORE_WATERMARKS |
-				    BEV_TRIG_DEFER_CALLBACKS);
-	session_finish_or_wait(s);
+	return done;
 }
 
-static void session_read_cb(struct bufferevent *bev, void *arg)
+/* Our protocol's frames; how many were handled. */
+static int session_read_frames(struct session *s, int budget)
 {
-	struct session *s = arg;
-	struct evbuffer *in = bufferevent_get_input(bev);
-	int budget = SESSION_FRAMES_PER_EVENT;
 	struct evbuffer_iovec v;
 	struct proto_frame f;
+	int rc, done = 0;
 	size_t used;
-	int rc;
 
-	if (s->qemu) {
-		session_read_qemu(s);
-		return;
-	}
-	while (budget > 0 && !s->closing && !s->read_paused &&
-	       evbuffer_get_length(in) > 0) {
-		if (evbuffer_peek(in, -1, NULL, &v, 1) < 1)
+	while (done < budget && !s->closing && !s->read_paused &&
+	       evbuffer_get_length(s->in) > 0) {
+		if (evbuffer_peek(s->in, -1, NULL, &v, 1) < 1)
 			break;
 		rc = proto_decoder_feed(&s->dec, v.iov_base, v.iov_len, &used, &f);
-		evbuffer_drain(in, used);
+		evbuffer_drain(s->in, used);
 		if (rc < 0) {
 			session_framing_error(s, rc);
 			break;
 		}
 		if (rc == 1) {
 			session_handle_frame(s, &f);
-			budget--;
+			done++;
 			session_pause_if_full(s);
 		}
 	}
-	if (budget == 0 && !s->closing && !s->read_paused &&
-	    evbuffer_get_length(in) > 0)
-		bufferevent_trigger(bev, EV_READ, BEV_TRIG_IGNORE_WATERMARKS |
-				    BEV_TRIG_DEFER_CALLBACKS);
-	session_finish_or_wait(s);
+	return done;
 }
 
-static void session_write_cb(struct bufferevent *bev, void *arg)
+static int session_input_whole(struct session *s)
 {
-	struct session *s = arg;
+	size_t left = evbuffer_get_length(s->in);
 
-	if (s->qemu && !s->closing)
-		session_qemu_pump(s);
-	session_update_outq(s);
-	if (s->closing) {
-		session_finish_or_wait(s);
-		return;
-	}
-	if (s->read_paused) {
-		s->read_paused = 0;
-		bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
-		bufferevent_enable(bev, EV_READ);
-		if (evbuffer_get_length(bufferevent_get_input(bev)) > 0)
-			bufferevent_trigger(bev, EV_READ,
-					    BEV_TRIG_IGNORE_WATERMARKS |
-					    BEV_TRIG_DEFER_CALLBACKS);
-	}
+	return s->qemu ? left >= LEGACY_MSG_SIZE : left > 0;
 }
 
-static void session_event_cb(struct bufferevent *bev, short what, void *arg)
+/* One read of up to SESSION_READ_CHUNK bytes (evbuffer_read asks the
+ * kernel how much there is first, and takes at most 4 KiB). */
+static int session_read_socket(struct evbuffer *in, int fd)
+{
+	struct evbuffer_iovec v[2];
+	struct iovec iov[2];
+	ssize_t n;
+	size_t got;
+	int nv, i;
+
+	nv = evbuffer_reserve_space(in, SESSION_READ_CHUNK, v, 2);
+	if (nv < 1) {
+		errno = ENOMEM;
+		return -1;
+	}
+	for (i = 0; i < nv; i++) {
+		iov[i].iov_base = v[i].iov_base;
+		iov[i].iov_len = v[i].iov_len;
+	}
+	n = readv(fd, iov, nv);
+	if (n <= 0) {
+		evbuffer_commit_space(in, v, 0);
+		return (int)n;
+	}
+	for (got = (size_t)n, i = 0; i < nv; i++) {
+		v[i].iov_len = got < v[i].iov_len ? got : v[i].iov_len;
+		got -= v[i].iov_len;
+	}
+	evbuffer_commit_space(in, v, nv);
+	return (int)n;
+}
+
+static void session_read_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct session *s = arg;
-	size_t left = evbuffer_get_length(bufferevent_get_input(bev));
+	size_t left;
+	int n;
 
-	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
-		if (s->qemu && left)
-			log_warnx("client %llu (QEMU): closed with %zu bytes of a "
-				  "message unsent", (unsigned long long)s->id, left);
-		session_destroy(s);
+	(void)what;
+	/* What was read and not yet handled is handled first; the socket
+	 * holds the rest. */
+	if (evbuffer_get_length(s->in) < SESSION_READ_CHUNK) {
+		n = session_read_socket(s->in, fd);
+		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+			/* What it sent before it went is acted on (a DREQ
+			 * before exit); nobody is left to answer. */
+			if (s->qemu)
+				session_read_qemu(s, INT_MAX);
+			else
+				session_read_frames(s, INT_MAX);
+			left = evbuffer_get_length(s->in);
+			if (s->qemu && left % LEGACY_MSG_SIZE)
+				log_warnx("client %llu (QEMU): closed with %zu bytes "
+					  "of a message unsent",
+					  (unsigned long long)s->id,
+					  left % LEGACY_MSG_SIZE);
+			session_destroy(s);
+			return;
+		}
 	}
+	if (s->qemu)
+		n = session_read_qemu(s, SESSION_FRAMES_PER_EVENT);
+	else
+		n = session_read_frames(s, SESSION_FRAMES_PER_EVENT);
+	/* Out of budget: the rest after the other clients of this pass. */
+	if (n == SESSION_FRAMES_PER_EVENT && !s->closing && !s->read_paused &&
+	    session_input_whole(s))
+		event_active(s->read_ev, EV_READ, 0);
+	if (s->closing)
+		session_flush(s);
 }
 
 void session_start(struct worker *w, int fd, struct client_info *info)
 {
 	struct mux *mux = worker_mux(w);
+	struct event_base *base = worker_base(w);
 	struct session *s = calloc(1, sizeof(*s));
 
 	if (s == NULL) {
@@ -442,38 +664,39 @@ void session_start(struct worker *w, int fd, struct client_info *info)
 	evutil_make_socket_nonblocking(fd);
 	s->id = info->id;
 	s->w = w;
+	s->set = worker_sessions(w);
+	s->fd = fd;
 	s->info = info;
 	s->log_rl = (struct log_ratelimit)LOG_RATELIMIT_INIT(5, 1);
 	proto_decoder_init(&s->dec, mux->cfg.max_payload);
-	s->bev = bufferevent_socket_new(worker_base(w), fd, BEV_OPT_CLOSE_ON_FREE);
-	if (s->bev == NULL) {
+	s->in = evbuffer_new();
+	s->read_ev = event_new(base, fd, EV_READ | EV_PERSIST, session_read_cb, s);
+	s->write_ev = event_new(base, fd, EV_WRITE | EV_PERSIST, session_write_cb, s);
+	if (s->in == NULL || s->read_ev == NULL || s->write_ev == NULL ||
+	    outlet_open(&info->out, fd, info->qemu_port >= 0 ? LEGACY_MSG_SIZE : 0)) {
+		log_warnx("client %llu: out of memory", (unsigned long long)info->id);
+		if (s->in)
+			evbuffer_free(s->in);
+		if (s->read_ev)
+			event_free(s->read_ev);
+		if (s->write_ev)
+			event_free(s->write_ev);
+		free(s);
 		close(fd);
 		clients_remove(&mux->clients, info->id);
-		free(s);
 		return;
 	}
-	bufferevent_setcb(s->bev, session_read_cb, session_write_cb,
-			  session_event_cb, s);
-	RB_INSERT(session_tree, worker_sessions(w), s);
+	RB_INSERT(session_tree, &s->set->tree, s);
 	if (info->qemu_port >= 0) {
-		/* One message per write: a unix stream write this small goes
-		 * whole or not at all, so QEMU, which reads up to one
-		 * message and never checks how much it got, always gets
-		 * whole messages. */
 		s->qemu = 1;
 		s->qemu_pending = evbuffer_new();
-		bufferevent_set_max_single_write(s->bev, LEGACY_MSG_SIZE);
-		if (s->qemu_pending == NULL) {
-			session_destroy(s);
-			return;
-		}
-		if (requests_qemu_hello(mux, info) < 0) {
+		if (s->qemu_pending == NULL || requests_qemu_hello(mux, info) < 0) {
 			session_destroy(s);
 			return;
 		}
 		s->hello_done = 1;
 	}
-	bufferevent_enable(s->bev, EV_READ | EV_WRITE);
+	event_add(s->read_ev, NULL);
 	log_debug("client %llu: pid %d uid %d on worker %u",
 		  (unsigned long long)s->id, (int)info->pid, (int)info->uid,
 		  worker_index(w));
@@ -520,13 +743,36 @@ static void session_deliver_qemu(struct session *s, const struct proto_mad *m)
 	session_update_outq(s);
 }
 
+/* A MAD frame for a client of our protocol, queued on its outlet by
+ * whichever thread routed it there.  0, or negative when dropped. */
+static int session_queue_mad(struct mux *mux, struct client_info *ci,
+			     const struct proto_mad *m)
+{
+	uint8_t hdr[PROTO_HDR_SIZE], buf[PROTO_MAD_ADDR_SIZE + PROTO_MAD_MAX];
+	int len, rc;
+
+	len = proto_mad_encode(m, buf, sizeof(buf));
+	if (len < 0)
+		return len;
+	proto_header_encode(hdr, PROTO_KIND_MAD, PROTO_FLAG_EVENT, 0, (uint32_t)len);
+	rc = outlet_append(&ci->out, mux->cfg.client_outq_max, hdr, sizeof(hdr),
+			   buf, (size_t)len);
+	if (rc == -ENOBUFS) {
+		atomic_fetch_add(&mux->stats.drops[DROP_CLIENT_QUEUE_FULL], 1);
+		atomic_fetch_add(&ci->ctr.mads_dropped, 1);
+	} else if (rc < 0) {
+		atomic_fetch_add(&mux->stats.drops[DROP_CLIENT_GONE], 1);
+	} else {
+		atomic_fetch_add(&ci->ctr.mads_delivered, 1);
+	}
+	return rc;
+}
+
 void session_deliver_mad(struct worker *w, uint64_t client_id,
 			 const struct proto_mad *m)
 {
 	struct mux *mux = worker_mux(w);
 	struct session *s = session_find(w, client_id);
-	uint8_t buf[PROTO_MAD_ADDR_SIZE + PROTO_MAD_MAX];
-	int len;
 
 	if (s == NULL || s->closing) {
 		atomic_fetch_add(&mux->stats.drops[DROP_CLIENT_GONE], 1);
@@ -536,17 +782,60 @@ void session_deliver_mad(struct worker *w, uint64_t client_id,
 		session_deliver_qemu(s, m);
 		return;
 	}
-	len = proto_mad_encode(m, buf, sizeof(buf));
-	if (len < 0)
+	if (session_queue_mad(mux, s->info, m) == 0)
+		session_touch(s);
+}
+
+void session_deliver_from(struct worker *self, struct client_info *ci,
+			  const struct proto_mad *m)
+{
+	struct mux *mux = worker_mux(self);
+	struct session_set *set = worker_sessions(self);
+	struct client_info **grown;
+	size_t left;
+	int ask;
+
+	if (session_queue_mad(mux, ci, m) < 0)
 		return;
-	if (!session_room_for(s, PROTO_HDR_SIZE + (size_t)len)) {
-		atomic_fetch_add(&mux->stats.drops[DROP_CLIENT_QUEUE_FULL], 1);
-		atomic_fetch_add(&s->info->ctr.mads_dropped, 1);
-		return;
+	if (!outlet_claim_flush(&ci->out, set->worker))
+		return;         /* listed already: goes out with the rest */
+	if (set->nforeign == set->foreign_cap) {
+		grown = realloc(set->foreign, (set->foreign_cap * 2 + 16) * sizeof(*grown));
+		if (grown == NULL) {
+			/* Written now instead of at the end of the pass. */
+			outlet_release_flush(&ci->out, set->worker);
+			outlet_flush(&ci->out, 0, &left, &ask);
+			if (ask)
+				session_ask_owner(mux, ci);
+			return;
+		}
+		set->foreign = grown;
+		set->foreign_cap = set->foreign_cap * 2 + 16;
 	}
-	if (session_send(s, PROTO_KIND_MAD, PROTO_FLAG_EVENT, 0, buf,
-			 (size_t)len) == 0)
-		atomic_fetch_add(&s->info->ctr.mads_delivered, 1);
+	atomic_fetch_add(&ci->refs, 1);
+	set->foreign[set->nforeign++] = ci;
+	session_arm_flush(set);
+}
+
+void session_deliver_now(struct mux *mux, struct client_info *ci,
+			 const struct proto_mad *m)
+{
+	size_t left;
+	int ask;
+
+	if (session_queue_mad(mux, ci, m) < 0)
+		return;
+	outlet_flush(&ci->out, 0, &left, &ask);
+	if (ask)
+		session_ask_owner(mux, ci);
+}
+
+void session_flush_client(struct worker *w, uint64_t client_id)
+{
+	struct session *s = session_find(w, client_id);
+
+	if (s != NULL)
+		session_flush(s);
 }
 
 void session_broadcast_event(struct worker *w, const char *text)
@@ -554,7 +843,7 @@ void session_broadcast_event(struct worker *w, const char *text)
 	struct session *s;
 	size_t len = strlen(text);
 
-	RB_FOREACH(s, session_tree, worker_sessions(w)) {
+	RB_FOREACH(s, session_tree, &worker_sessions(w)->tree) {
 		if (!s->hello_done || s->closing || s->qemu ||
 		    !session_room_for(s, PROTO_HDR_SIZE + len))
 			continue;
@@ -576,13 +865,13 @@ void session_kick(struct worker *w, uint64_t client_id, const char *why)
 		json_decref(ev);
 	}
 	s->closing = 1;
-	session_finish_or_wait(s);
+	session_flush(s);
 }
 
 void session_close_all(struct worker *w)
 {
 	struct session *s;
 
-	while ((s = RB_ROOT(worker_sessions(w))) != NULL)
+	while ((s = RB_ROOT(&worker_sessions(w)->tree)) != NULL)
 		session_destroy(s);
 }

@@ -27,7 +27,7 @@ struct worker {
 	unsigned inbox_len;
 	unsigned inbox_max;
 	_Atomic uint64_t inbox_dropped;
-	struct session_tree *sessions;
+	struct session_set *sessions;
 };
 
 struct event_base *worker_base(struct worker *w) { return w->base; }
@@ -49,6 +49,7 @@ int worker_post(struct worker *w, struct worker_msg *msg)
 	uint64_t one = 1;
 	/* Admin and lifecycle messages always get through. */
 	int bounded = msg->type == WMSG_MAD_IN || msg->type == WMSG_EVENT;
+	int wake;
 
 	pthread_mutex_lock(&w->lock);
 	if (bounded && w->inbox_len >= w->inbox_max) {
@@ -58,9 +59,11 @@ int worker_post(struct worker *w, struct worker_msg *msg)
 		return -ENOBUFS;
 	}
 	TAILQ_INSERT_TAIL(&w->inbox, msg, link);
-	w->inbox_len++;
+	/* One wake-up per batch: the worker takes the whole inbox at once,
+	 * so only the message that finds it empty has to wake it. */
+	wake = w->inbox_len++ == 0;
 	pthread_mutex_unlock(&w->lock);
-	if (write(w->notify_fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+	if (wake && write(w->notify_fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
 		log_warn("worker %u: eventfd write", w->index);
 	return 0;
 }
@@ -96,6 +99,9 @@ static void worker_process_inbox(evutil_socket_t fd, short what, void *arg)
 		case WMSG_KICK:
 			session_kick(w, m->client_id, m->text);
 			break;
+		case WMSG_FLUSH:
+			session_flush_client(w, m->client_id);
+			break;
 		case WMSG_STOP:
 			session_close_all(w);
 			event_base_loopbreak(w->base);
@@ -105,10 +111,19 @@ static void worker_process_inbox(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
+/* The worker whose thread this is (NULL on other threads). */
+static _Thread_local struct worker *worker_current;
+
+struct worker *worker_self(void)
+{
+	return worker_current;
+}
+
 static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
 
+	worker_current = w;
 	event_base_dispatch(w->base);
 	return NULL;
 }
@@ -131,7 +146,7 @@ static struct worker *worker_new(struct mux *mux, unsigned index)
 	w->base = event_base_new_with_config(cfg);
 	event_config_free(cfg);
 	w->notify_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	w->sessions = session_tree_new();
+	w->sessions = w->base ? session_set_new(mux, index, w->base) : NULL;
 	if (w->base == NULL || w->notify_fd < 0 || w->sessions == NULL)
 		fatal("worker %u: setup", index);
 	w->notify_ev = event_new(w->base, w->notify_fd, EV_READ | EV_PERSIST,
@@ -140,7 +155,7 @@ static struct worker *worker_new(struct mux *mux, unsigned index)
 	return w;
 }
 
-struct session_tree *worker_sessions(struct worker *w)
+struct session_set *worker_sessions(struct worker *w)
 {
 	return w->sessions;
 }
@@ -187,7 +202,7 @@ void worker_pool_stop(struct mux *mux)
 			worker_msg_free(m);
 		}
 		session_close_all(w);
-		session_tree_free(w->sessions);
+		session_set_free(w->sessions);
 		event_free(w->notify_ev);
 		event_base_free(w->base);
 		close(w->notify_fd);
