@@ -24,6 +24,8 @@ struct conn {
 	uint8_t kind, state, timer;
 	uint8_t in_host, in_guest, in_peer;
 	uint8_t orphan;                 /* the client has abandoned it */
+	uint8_t charged;                /* counts against the client's quota */
+	uint8_t peer_rec;               /* a peer's REQ the client has not answered */
 	uint16_t tid_attr;              /* attribute of the last send */
 	unsigned port;
 	uint64_t client;
@@ -40,8 +42,17 @@ struct conn {
 struct conn_client {
 	RB_ENTRY(conn_client) link;
 	uint64_t id;
-	unsigned n;
+	unsigned n;                     /* entries listed */
+	unsigned charged;               /* of them, what its quota counts */
 	LIST_HEAD(, conn) conns;
+};
+
+/* Peer records per (port, source GID); the zero GID counts a port's. */
+struct src_count {
+	RB_ENTRY(src_count) link;
+	unsigned port;
+	struct gid gid;
+	unsigned n;
 };
 
 static int host_cmp(struct conn *a, struct conn *b)
@@ -80,14 +91,23 @@ static int cclient_cmp(struct conn_client *a, struct conn_client *b)
 	return a->id < b->id ? -1 : a->id > b->id;
 }
 
+static int src_cmp(struct src_count *a, struct src_count *b)
+{
+	if (a->port != b->port)
+		return a->port < b->port ? -1 : 1;
+	return gid_cmp(&a->gid, &b->gid);
+}
+
 RB_HEAD(host_tree, conn);
 RB_HEAD(guest_tree, conn);
 RB_HEAD(peer_tree, conn);
 RB_HEAD(cclient_tree, conn_client);
+RB_HEAD(src_tree, src_count);
 TREE_GENERATE_STATIC(host_tree, conn, host_link, host_cmp)
 TREE_GENERATE_STATIC(guest_tree, conn, guest_link, guest_cmp)
 TREE_GENERATE_STATIC(peer_tree, conn, peer_link, peer_cmp)
 TREE_GENERATE_STATIC(cclient_tree, conn_client, link, cclient_cmp)
+TREE_GENERATE_STATIC(src_tree, src_count, link, src_cmp)
 
 struct conn_table {
 	struct conn_limits lim;
@@ -100,7 +120,9 @@ struct conn_table {
 	struct guest_tree guests;
 	struct peer_tree peers;
 	struct cclient_tree clients;
+	struct src_tree sources;
 	TAILQ_HEAD(, conn) timers[TC_MAX];
+	unsigned timer_len[TC_MAX];
 	uint64_t timer_ms[TC_MAX];
 	struct conn_counts counts;
 	unsigned call_max;              /* the current call's client limit */
@@ -157,6 +179,7 @@ struct conn_table *conn_table_new(const struct conn_limits *lim,
 	RB_INIT(&ct->guests);
 	RB_INIT(&ct->peers);
 	RB_INIT(&ct->clients);
+	RB_INIT(&ct->sources);
 	for (i = 0; i < TC_MAX; i++)
 		TAILQ_INIT(&ct->timers[i]);
 	ct->timer_ms[TC_HANDSHAKE] = lim->handshake_ms;
@@ -180,6 +203,7 @@ static void timer_stop(struct conn_table *ct, struct conn *c)
 {
 	if (c->timer != TC_NONE) {
 		TAILQ_REMOVE(&ct->timers[c->timer], c, timer_link);
+		ct->timer_len[c->timer]--;
 		c->timer = TC_NONE;
 		c->deadline_ms = 0;
 	}
@@ -193,6 +217,104 @@ static void timer_arm(struct conn_table *ct, struct conn *c, int tc,
 	c->timer = (uint8_t)tc;
 	c->deadline_ms = now_ms + ct->timer_ms[tc];
 	TAILQ_INSERT_TAIL(&ct->timers[tc], c, timer_link);
+	ct->timer_len[tc]++;
+}
+
+static void conn_remove(struct conn_table *ct, struct conn *c);
+
+/*
+ * Draining entries (TimeWait, and what a client abandoned) count against
+ * nobody's quota, so a tenant's finished connections never block its new
+ * ones; they are bounded as a whole instead, and above the bound the
+ * oldest leaves early (it only absorbs stray MADs).  Run at the end of
+ * each call, when nobody holds an entry.
+ */
+static void timewait_trim(struct conn_table *ct)
+{
+	struct conn *c;
+
+	while (ct->lim.max_timewait &&
+	       ct->timer_len[TC_TIMEWAIT] > ct->lim.max_timewait &&
+	       (c = TAILQ_FIRST(&ct->timers[TC_TIMEWAIT])) != NULL) {
+		conn_remove(ct, c);
+		ct->counts.timewait_evicted++;
+	}
+}
+
+/* ---- peer records: bounded per port and per source, charged to nobody -- */
+
+static struct src_count *src_get(struct conn_table *ct, unsigned port,
+				 const struct gid *gid, int create)
+{
+	struct src_count key = { .port = port }, *sc;
+
+	if (gid)
+		key.gid = *gid;
+	sc = RB_FIND(src_tree, &ct->sources, &key);
+	if (sc || !create)
+		return sc;
+	sc = calloc(1, sizeof(*sc));
+	if (sc == NULL)
+		return NULL;
+	*sc = key;
+	RB_INSERT(src_tree, &ct->sources, sc);
+	return sc;
+}
+
+static void src_forget_empty(struct conn_table *ct, struct src_count *sc)
+{
+	if (sc && sc->n == 0) {
+		RB_REMOVE(src_tree, &ct->sources, sc);
+		free(sc);
+	}
+}
+
+static void src_put(struct conn_table *ct, struct src_count *sc)
+{
+	if (sc && sc->n > 0) {
+		sc->n--;
+		src_forget_empty(ct, sc);
+	}
+}
+
+/* Room for one more record of a REQ from gid on port: 0, or -ENOSPC. */
+static int peer_rec_take(struct conn_table *ct, unsigned port,
+			 const struct gid *gid)
+{
+	struct src_count *port_sc, *src_sc;
+
+	port_sc = src_get(ct, port, NULL, 1);
+	src_sc = src_get(ct, port, gid, 1);
+	if (port_sc == NULL || src_sc == NULL ||
+	    (ct->lim.max_peer_records_per_port &&
+	     port_sc->n >= ct->lim.max_peer_records_per_port) ||
+	    (ct->lim.max_peer_records_per_source &&
+	     src_sc->n >= ct->lim.max_peer_records_per_source)) {
+		src_forget_empty(ct, port_sc);
+		src_forget_empty(ct, src_sc);
+		ct->counts.peer_records_refused++;
+		return -ENOSPC;
+	}
+	port_sc->n++;
+	src_sc->n++;
+	ct->counts.peer_records++;
+	return 0;
+}
+
+static void peer_rec_undo(struct conn_table *ct, unsigned port,
+			  const struct gid *gid)
+{
+	src_put(ct, src_get(ct, port, NULL, 0));
+	src_put(ct, src_get(ct, port, gid, 0));
+	ct->counts.peer_records--;
+}
+
+static void peer_rec_drop(struct conn_table *ct, struct conn *c)
+{
+	if (!c->peer_rec)
+		return;
+	c->peer_rec = 0;
+	peer_rec_undo(ct, c->port, &c->path.peer_gid);
 }
 
 /* ---- entries ------------------------------------------------------------ */
@@ -214,11 +336,25 @@ static struct conn_client *cclient_get(struct conn_table *ct, uint64_t id,
 	return cc;
 }
 
+static void uncharge(struct conn_table *ct, struct conn *c)
+{
+	struct conn_client *cc;
+
+	if (!c->charged)
+		return;
+	c->charged = 0;
+	cc = cclient_get(ct, c->client, 0);
+	if (cc)
+		cc->charged--;
+}
+
 static void set_state(struct conn_table *ct, struct conn *c, enum conn_state s)
 {
 	ct->counts.by_state[c->state]--;
 	c->state = (uint8_t)s;
 	ct->counts.by_state[s]++;
+	if (s == CONN_TIMEWAIT)
+		uncharge(ct, c);
 }
 
 static void guest_unlink(struct conn_table *ct, struct conn *c)
@@ -234,6 +370,8 @@ static void conn_remove(struct conn_table *ct, struct conn *c)
 	struct conn_client *cc = cclient_get(ct, c->client, 0);
 
 	timer_stop(ct, c);
+	uncharge(ct, c);
+	peer_rec_drop(ct, c);
 	if (c->in_host)
 		RB_REMOVE(host_tree, &ct->hosts, c);
 	guest_unlink(ct, c);
@@ -253,22 +391,30 @@ static void conn_remove(struct conn_table *ct, struct conn *c)
 	free(c);
 }
 
+/* The client's quota: what it started or took on, live. */
+static int quota_full(struct conn_table *ct, const struct conn_client *cc)
+{
+	unsigned max = ct->lim.max_per_client;
+
+	if (ct->call_max && ct->call_max < max)
+		max = ct->call_max;
+	return cc->charged >= max;
+}
+
+/* A new entry of client's; charged to it unless it is a peer's record. */
 static struct conn *conn_new(struct conn_table *ct, enum conn_kind kind,
 			     uint64_t client, unsigned port,
 			     enum conn_state state, const struct conn_path *path,
-			     int *err)
+			     int charge, int *err)
 {
 	struct conn_client *cc = cclient_get(ct, client, 1);
-	unsigned max = ct->lim.max_per_client;
 	struct conn *c;
 
 	if (cc == NULL) {
 		*err = -ENOMEM;
 		return NULL;
 	}
-	if (ct->call_max && ct->call_max < max)
-		max = ct->call_max;
-	if (cc->n >= max) {
+	if (charge && quota_full(ct, cc)) {
 		*err = -ENOSPC;
 		if (cc->n == 0) {
 			RB_REMOVE(cclient_tree, &ct->clients, cc);
@@ -288,6 +434,10 @@ static struct conn *conn_new(struct conn_table *ct, enum conn_kind kind,
 	c->path = *path;
 	LIST_INSERT_HEAD(&cc->conns, c, client_link);
 	cc->n++;
+	if (charge) {
+		c->charged = 1;
+		cc->charged++;
+	}
 	ct->counts.total++;
 	ct->counts.by_state[state]++;
 	if (kind == CK_COMM)
@@ -392,7 +542,7 @@ static struct conn *conn_create_bound(struct conn_table *ct, enum conn_kind kind
 				      uint32_t guest_id, enum conn_state state,
 				      const struct conn_path *path, int *err)
 {
-	struct conn *c = conn_new(ct, kind, client, port, state, path, err);
+	struct conn *c = conn_new(ct, kind, client, port, state, path, 1, err);
 
 	if (c == NULL)
 		return NULL;
@@ -536,6 +686,7 @@ static struct conn *conn_for_reply(struct conn_table *ct, uint64_t client,
 				   uint64_t now_ms, int *err)
 {
 	struct conn *c = guest_find(ct, CK_COMM, client, port, guest_id), *r;
+	struct conn_client *cc;
 
 	if (c && same_peer(c, peer_id, path))
 		return c;
@@ -547,10 +698,22 @@ static struct conn *conn_for_reply(struct conn_table *ct, uint64_t client,
 		*err = -ENOENT;
 		return NULL;
 	}
+	/* Answering it makes the connection the client's own: from here
+	 * on its quota counts it. */
+	cc = cclient_get(ct, client, 0);
+	if (cc == NULL || quota_full(ct, cc)) {
+		*err = -ENOSPC;
+		return NULL;
+	}
 	if (c)
 		conn_retire(ct, c, now_ms);     /* the guest reused the ID */
 	*err = conn_bind(ct, r, guest_id);
-	return *err ? NULL : r;
+	if (*err)
+		return NULL;
+	peer_rec_drop(ct, r);
+	r->charged = 1;
+	cc->charged++;
+	return r;
 }
 
 static int out_req(struct conn_table *ct, uint64_t client, unsigned port,
@@ -717,7 +880,7 @@ static int out_sidr_req(struct conn_table *ct, uint64_t client, unsigned port,
 	return 0;
 }
 
-int conn_outbound(struct conn_table *ct, uint64_t client, unsigned port,
+static int conn_outbound_body(struct conn_table *ct, uint64_t client, unsigned port,
 		  uint8_t *mad, const struct conn_path *path, uint64_t now_ms,
 		  unsigned max_conns)
 {
@@ -765,6 +928,16 @@ int conn_outbound(struct conn_table *ct, uint64_t client, unsigned port,
 	cm_mad_set_sender_id(mad, c->host_id);
 	tid_out(ct, c, mad);
 	return 0;
+}
+
+int conn_outbound(struct conn_table *ct, uint64_t client, unsigned port,
+		  uint8_t *mad, const struct conn_path *path, uint64_t now_ms,
+		  unsigned max_conns)
+{
+	int rc = conn_outbound_body(ct, client, port, mad, path, now_ms, max_conns);
+
+	timewait_trim(ct);
+	return rc;
 }
 
 /* ---- inbound: the peer's messages (cm.c's cm_*_handler) ------------------ */
@@ -914,7 +1087,7 @@ static int in_rej_unnamed(struct conn_table *ct, unsigned port, uint8_t *mad,
 	return 0;
 }
 
-int conn_inbound(struct conn_table *ct, unsigned port, uint8_t *mad,
+static int conn_inbound_body(struct conn_table *ct, unsigned port, uint8_t *mad,
 		 const struct conn_path *path, uint64_t now_ms,
 		 uint64_t *client)
 {
@@ -962,7 +1135,17 @@ int conn_inbound(struct conn_table *ct, unsigned port, uint8_t *mad,
 	return 0;
 }
 
-int conn_note_req(struct conn_table *ct, uint64_t client, unsigned port,
+int conn_inbound(struct conn_table *ct, unsigned port, uint8_t *mad,
+		 const struct conn_path *path, uint64_t now_ms,
+		 uint64_t *client)
+{
+	int rc = conn_inbound_body(ct, port, mad, path, now_ms, client);
+
+	timewait_trim(ct);
+	return rc;
+}
+
+static int conn_note_req_body(struct conn_table *ct, uint64_t client, unsigned port,
 		  const uint8_t *mad, const struct conn_path *path,
 		  uint64_t now_ms)
 {
@@ -993,16 +1176,33 @@ int conn_note_req(struct conn_table *ct, uint64_t client, unsigned port,
 			timer_arm(ct, c, TC_HANDSHAKE, now_ms);
 		return 0;
 	}
-	c = conn_new(ct, CK_COMM, client, port, CONN_REQ_RCVD, path, &err);
-	if (c == NULL)
-		return 0;       /* a full table loses the record, not the REQ */
+	/* A full table loses the record, not the REQ (the client cannot
+	 * answer it, and the peer times out, as with a lost MAD). */
+	if (peer_rec_take(ct, port, &path->peer_gid) < 0)
+		return 0;
+	c = conn_new(ct, CK_COMM, client, port, CONN_REQ_RCVD, path, 0, &err);
+	if (c == NULL) {
+		peer_rec_undo(ct, port, &path->peer_gid);
+		return 0;
+	}
+	c->peer_rec = 1;
 	c->peer_qpn = (uint32_t)cm_field_get(mad, CM_REQ_LOCAL_QPN);
 	peer_set(ct, c, peer_id);
 	timer_arm(ct, c, TC_HANDSHAKE, now_ms);
 	return 0;
 }
 
-int conn_note_sidr_req(struct conn_table *ct, uint64_t client, unsigned port,
+int conn_note_req(struct conn_table *ct, uint64_t client, unsigned port,
+		  const uint8_t *mad, const struct conn_path *path,
+		  uint64_t now_ms)
+{
+	int rc = conn_note_req_body(ct, client, port, mad, path, now_ms);
+
+	timewait_trim(ct);
+	return rc;
+}
+
+static int conn_note_sidr_req_body(struct conn_table *ct, uint64_t client, unsigned port,
 		       const uint8_t *mad, const struct conn_path *path,
 		       uint64_t now_ms)
 {
@@ -1018,14 +1218,29 @@ int conn_note_sidr_req(struct conn_table *ct, uint64_t client, unsigned port,
 			timer_arm(ct, c, TC_HANDSHAKE, now_ms);
 		return 0;
 	}
-	c = conn_new(ct, CK_SIDR, client, port, CONN_REQ_RCVD, path, &err);
-	if (c == NULL)
+	if (peer_rec_take(ct, port, &path->peer_gid) < 0)
 		return 0;       /* a full table loses the record, not the REQ */
+	c = conn_new(ct, CK_SIDR, client, port, CONN_REQ_RCVD, path, 0, &err);
+	if (c == NULL) {
+		peer_rec_undo(ct, port, &path->peer_gid);
+		return 0;
+	}
+	c->peer_rec = 1;
 	c->peer_id = peer_id;
 	RB_INSERT(peer_tree, &ct->peers, c);
 	c->in_peer = 1;
 	timer_arm(ct, c, TC_HANDSHAKE, now_ms);
 	return 0;
+}
+
+int conn_note_sidr_req(struct conn_table *ct, uint64_t client, unsigned port,
+		       const uint8_t *mad, const struct conn_path *path,
+		       uint64_t now_ms)
+{
+	int rc = conn_note_sidr_req_body(ct, client, port, mad, path, now_ms);
+
+	timewait_trim(ct);
+	return rc;
 }
 
 int conn_destination(struct conn_table *ct, uint64_t client, unsigned port,
@@ -1108,6 +1323,7 @@ void conn_purge_client(struct conn_table *ct, uint64_t client)
 		if (last)
 			break;
 	}
+	timewait_trim(ct);
 }
 
 void conn_table_free(struct conn_table *ct)

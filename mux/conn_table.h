@@ -45,10 +45,19 @@
 
 struct conn_table;
 
+/* 0: no limit. */
 struct conn_limits {
+	/* A client's connections: those it started or answered, until
+	 * they end.  Peer records and draining entries are not counted. */
 	unsigned max_per_client;
 	unsigned handshake_ms;          /* abandon a handshake without progress */
 	unsigned timewait_ms;           /* drain after DREP/REJ/SIDR_REP */
+	/* Records of peers' REQs and SIDR_REQs nobody has answered yet,
+	 * per port and per source GID on a port. */
+	unsigned max_peer_records_per_port;
+	unsigned max_peer_records_per_source;
+	/* Draining entries in all; above it the oldest leave early. */
+	unsigned max_timewait;
 };
 
 /* cm.c's states, seen from the client's side of the connection. */
@@ -121,7 +130,8 @@ uint32_t conn_next_tid(struct conn_table *ct);
  *           its own connections;
  * -EPROTO   the message does not fit the connection's state (an RTU
  *           without a REP, a DREP without a DREQ, ...);
- * -ENOSPC   the client's quota;
+ * -ENOSPC   the client's quota (a reply that would take on a peer's
+ *           connection counts as much as a REQ);
  * -ENOMEM.
  */
 int conn_outbound(struct conn_table *ct, uint64_t client, unsigned port,
@@ -173,6 +183,9 @@ struct conn_counts {
 	unsigned total;
 	unsigned comm, sidr;
 	unsigned by_state[CONN_STATE_MAX];
+	unsigned peer_records;          /* unanswered peers' REQs, now */
+	uint64_t peer_records_refused;  /* over a port's or a source's bound */
+	uint64_t timewait_evicted;      /* left TimeWait early (max_timewait) */
 };
 void conn_counts(struct conn_table *ct, struct conn_counts *out);
 void conn_client_counts(struct conn_table *ct, uint64_t client,

@@ -26,6 +26,9 @@ void config_defaults(struct mux_config *cfg)
 	cfg->max_payload = PROTO_MAX_PAYLOAD_DEFAULT;
 	cfg->handshake_ms = 60000;
 	cfg->timewait_ms = 10000;
+	cfg->max_peer_records = 65536;
+	cfg->max_peer_records_per_source = 4096;
+	cfg->max_timewait = 65536;
 }
 
 uint64_t mux_now_ms(void)

@@ -56,7 +56,13 @@ static void usage(FILE *f)
 "  -w, --workers N             worker threads (default 2)\n"
 "      --max-clients N         (default 1024)\n"
 "      --max-gids N            GIDs per client (default 64)\n"
-"      --max-comm-ids N        live comm IDs per client (default 4096)\n"
+"      --max-comm-ids N        connections per client: those it started or\n"
+"                              answered, until they end (default 4096)\n"
+"      --max-peer-records N    peers' REQs no client has answered yet, per\n"
+"                              port (default 65536; charged to no client)\n"
+"      --max-peer-records-per-source N  the same per source GID (default 4096)\n"
+"      --max-timewait N        ended connections draining, in all; above it\n"
+"                              the oldest leave early (default 65536)\n"
 "      --max-frame BYTES       largest frame a client may send (default 65536)\n"
 "      --client-queue BYTES    output queued to one client before its inbound\n"
 "                              MADs are dropped (default 1048576)\n"
@@ -246,7 +252,8 @@ enum {
 	OPT_MAX_CLIENTS, OPT_MAX_GIDS, OPT_MAX_COMM, OPT_CLIENT_QUEUE,
 	OPT_TIMEWAIT, OPT_SYSLOG, OPT_HANDSHAKE, OPT_ROCE_VERSION, OPT_QEMU_SOCKET,
 	OPT_SOCKET_OWNER,
-	OPT_SOCKET_GROUP, OPT_STATUS_GROUP, OPT_MAX_FRAME,
+	OPT_SOCKET_GROUP, OPT_STATUS_GROUP, OPT_MAX_FRAME, OPT_MAX_PEER_RECORDS,
+	OPT_MAX_PEER_RECORDS_SOURCE, OPT_MAX_TIMEWAIT,
 };
 
 static void parse_args(struct mux_config *cfg, int argc, char **argv)
@@ -268,6 +275,10 @@ static void parse_args(struct mux_config *cfg, int argc, char **argv)
 		{ "client-queue", required_argument, NULL, OPT_CLIENT_QUEUE },
 		{ "max-frame", required_argument, NULL, OPT_MAX_FRAME },
 		{ "timewait-ms", required_argument, NULL, OPT_TIMEWAIT },
+		{ "max-peer-records", required_argument, NULL, OPT_MAX_PEER_RECORDS },
+		{ "max-peer-records-per-source", required_argument, NULL,
+		  OPT_MAX_PEER_RECORDS_SOURCE },
+		{ "max-timewait", required_argument, NULL, OPT_MAX_TIMEWAIT },
 		{ "handshake-timeout-ms", required_argument, NULL, OPT_HANDSHAKE },
 		{ "socket-owner", required_argument, NULL, OPT_SOCKET_OWNER },
 		{ "socket-group", required_argument, NULL, OPT_SOCKET_GROUP },
@@ -318,6 +329,16 @@ static void parse_args(struct mux_config *cfg, int argc, char **argv)
 			break;
 		case OPT_TIMEWAIT:
 			cfg->timewait_ms = (unsigned)parse_num("--timewait-ms", optarg, 0, 3600000, 10);
+			break;
+		case OPT_MAX_PEER_RECORDS:
+			cfg->max_peer_records = (unsigned)parse_num("--max-peer-records", optarg, 1, 1 << 24, 10);
+			break;
+		case OPT_MAX_PEER_RECORDS_SOURCE:
+			cfg->max_peer_records_per_source = (unsigned)parse_num(
+				"--max-peer-records-per-source", optarg, 1, 1 << 24, 10);
+			break;
+		case OPT_MAX_TIMEWAIT:
+			cfg->max_timewait = (unsigned)parse_num("--max-timewait", optarg, 1, 1 << 24, 10);
 			break;
 		case OPT_HANDSHAKE:
 			cfg->handshake_ms = (unsigned)parse_num("--handshake-timeout-ms", optarg, 1, 3600000, 10);
@@ -452,6 +473,9 @@ int main(int argc, char **argv)
 	lim.max_comm_ids_per_client = mux->cfg.max_comm_ids_per_client;
 	lim.timewait_ms = mux->cfg.timewait_ms;
 	lim.handshake_ms = mux->cfg.handshake_ms;
+	lim.max_peer_records_per_port = mux->cfg.max_peer_records;
+	lim.max_peer_records_per_source = mux->cfg.max_peer_records_per_source;
+	lim.max_timewait = mux->cfg.max_timewait;
 	/* Host comm IDs are XORed with this, as the kernel CM does, so that
 	 * they are not predictable from outside. */
 	if (getrandom(&random_operand, sizeof(random_operand), 0) !=

@@ -74,6 +74,9 @@ struct mux_config {
 	uint32_t max_payload;
 	unsigned handshake_ms;
 	unsigned timewait_ms;
+	unsigned max_peer_records;      /* unanswered peers' REQs, per port */
+	unsigned max_peer_records_per_source;
+	unsigned max_timewait;          /* draining entries in all */
 	int foreground;
 	int verbose;
 	int nports;
@@ -252,6 +255,9 @@ struct router_limits {
 	unsigned max_comm_ids_per_client;
 	unsigned handshake_ms;
 	unsigned timewait_ms;
+	unsigned max_peer_records_per_port;
+	unsigned max_peer_records_per_source;
+	unsigned max_timewait;
 };
 
 /* What the router needs from the daemon: a way to send the MADs it
@@ -303,6 +309,8 @@ unsigned router_expire(struct router *r, uint64_t now_ms);
 struct router_counts {
 	unsigned gids, comm_ids, sidr_ids;
 	unsigned handshake, established, disconnecting, draining;
+	unsigned peer_records;
+	uint64_t peer_records_refused, timewait_evicted;
 };
 void router_counts(struct router *r, struct router_counts *out);
 void router_client_counts(struct router *r, uint64_t client,

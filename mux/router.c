@@ -134,6 +134,9 @@ struct router *router_new(const struct router_limits *lim,
 		.max_per_client = lim->max_comm_ids_per_client,
 		.handshake_ms = lim->handshake_ms,
 		.timewait_ms = lim->timewait_ms,
+		.max_peer_records_per_port = lim->max_peer_records_per_port,
+		.max_peer_records_per_source = lim->max_peer_records_per_source,
+		.max_timewait = lim->max_timewait,
 	};
 	struct router *r = calloc(1, sizeof(*r));
 
@@ -466,6 +469,9 @@ static void fill_counts(struct router_counts *out, const struct conn_counts *cc)
 			   cc->by_state[CONN_REP_SENT];
 	out->disconnecting = cc->by_state[CONN_DREQ_SENT] +
 			     cc->by_state[CONN_DREQ_RCVD];
+	out->peer_records = cc->peer_records;
+	out->peer_records_refused = cc->peer_records_refused;
+	out->timewait_evicted = cc->timewait_evicted;
 }
 
 void router_counts(struct router *r, struct router_counts *out)

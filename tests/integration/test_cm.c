@@ -576,6 +576,29 @@ static void test_comm_id_reuse_new_connection(void **state)
 	assert_true(cm_mad_tid(r) != cm_mad_tid(r2));
 }
 
+/* Issue 10, item 3: a flood of REQs from the fabric to a VM does not use
+ * up its quota (peer records are charged to nobody and bounded per
+ * source): with default limits the VM still connects. */
+static void test_fabric_req_flood_leaves_vm_connecting(void **state)
+{
+	struct fx *f = *state;
+	uint8_t m[MAD_SIZE], r[MAD_SIZE];
+	int i;
+
+	for (i = 0; i < 5000; i++) {
+		h_req(m, 0x10000 + (uint32_t)i, PEER, "fd00::1");
+		simpeer_send(&f->p, "fd00::1", m);
+	}
+	/* 4,096 recorded (the default bound per source), the rest not. */
+	assert_true(wait_status(&f->d, "routing.peer_records_refused", 5000 - 4096));
+	assert_int_equal(hd_status_int(&f->d, "routing.peer_records"), 4096);
+	assert_int_equal(hd_status_int(&f->d, "daemon.limits.max_comm_ids_per_client"), 4096);
+	h_req(m, 0x77, "fd00::1", PEER);
+	assert_int_equal(tc_send_sync(&f->a, PEER, m), 0);
+	peer_expect(f, CM_ATTR_REQ, r);
+	assert_int_equal(cm_field_get(r, CM_REQ_STARTING_PSN), 0x77);  /* its marker */
+}
+
 /* Item 5: the daemon answers as a host's kernel CM for nobody's GID, for
  * unknown DREQs, and for clients that go away. */
 static void test_daemon_answers(void **state)
@@ -740,6 +763,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_mra_extends_handshake, setup_short_timers, teardown),
 		cmocka_unit_test_setup_teardown(test_comm_id_reuse_new_connection, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_daemon_answers, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fabric_req_flood_leaves_vm_connecting,
+						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_kick_client_that_never_reads, setup_kick, teardown),
 		cmocka_unit_test_setup_teardown(test_daemon_stop_tells_no_peer, setup, teardown),
 	};

@@ -380,8 +380,11 @@ static void test_rej_from_the_client(void **state)
 	/* Nor a REQ another client received. */
 	note_req(ct, B, 0x803, 4);
 	assert_int_equal(out_rc(ct, A, CM_ATTR_REP, 0x55, 0x803, 4), -ENOENT);
-	/* A per-call limit below the table's. */
+	/* A per-call limit below the table's (B's peer record of 0x803
+	 * is charged to nobody). */
 	mk(mad, CM_ATTR_REQ, 0x56, 0, 5);
+	assert_int_equal(conn_outbound(ct, B, 0, mad, &path, 5, 1), 0);
+	mk(mad, CM_ATTR_REQ, 0x57, 0, 5);
 	assert_int_equal(conn_outbound(ct, B, 0, mad, &path, 5, 1), -ENOSPC);
 	conn_table_free(ct);
 }
@@ -615,6 +618,101 @@ static void test_quota_and_purge(void **state)
 	conn_table_free(ct);
 }
 
+/* A peer's REQ, on the path from src. */
+static int note_req_from(struct conn_table *ct, uint64_t client,
+			 uint32_t peer_id, const char *src, uint64_t now)
+{
+	struct conn_path p = path;
+	uint8_t mad[MAD_SIZE];
+
+	gid_parse(src, &p.peer_gid);
+	mk(mad, CM_ATTR_REQ, peer_id, 0, 1);
+	return conn_note_req(ct, client, 0, mad, &p, now);
+}
+
+/* Quotas measure what a tenant does: peer records are charged to
+ * nobody (bounded per port and per source), TimeWait to nobody
+ * (bounded in all, oldest out first). */
+static void test_quotas_count_what_the_client_does(void **state)
+{
+	struct conn_limits lim = { .max_per_client = 2, .handshake_ms = HS,
+				   .timewait_ms = TW,
+				   .max_peer_records_per_port = 5,
+				   .max_peer_records_per_source = 3,
+				   .max_timewait = 4 };
+	struct conn_table *ct = conn_table_new(&lim, 7, capture, NULL);
+	struct conn_counts c;
+	uint32_t h;
+	int i;
+
+	(void)state;
+	memset(&path, 0, sizeof(path));
+	gid_parse("fd00::1", &path.local_gid);
+	gid_parse("fd00::99", &path.peer_gid);
+	nemitted = 0;
+	/* A flood from one source: three records, the rest refused (the
+	 * REQs themselves still go to the client). */
+	for (i = 0; i < 6; i++)
+		assert_int_equal(note_req_from(ct, A, 0x100 + (uint32_t)i,
+					       "fd00::50", 0), 0);
+	conn_counts(ct, &c);
+	assert_int_equal(c.peer_records, 3);
+	assert_int_equal(c.peer_records_refused, 3);
+	/* Other sources fill the port's bound, not more. */
+	assert_int_equal(note_req_from(ct, B, 0x200, "fd00::51", 0), 0);
+	assert_int_equal(note_req_from(ct, B, 0x201, "fd00::52", 0), 0);
+	assert_int_equal(note_req_from(ct, B, 0x202, "fd00::53", 0), 0);
+	conn_counts(ct, &c);
+	assert_int_equal(c.peer_records, 5);
+	assert_int_equal(c.peer_records_refused, 4);
+	/* None of it is A's quota: A still starts its two connections. */
+	h = out(ct, A, CM_ATTR_REQ, 0x11, 0, 1);
+	out(ct, A, CM_ATTR_REQ, 0x12, 0, 1);
+	assert_int_equal(out_rc(ct, A, CM_ATTR_REQ, 0x13, 0, 1), -ENOSPC);
+	/* Answering a peer takes quota: refused while A is at its limit. */
+	{
+		struct conn_path p = path;
+		uint8_t mad[MAD_SIZE];
+
+		gid_parse("fd00::50", &p.peer_gid);
+		mk(mad, CM_ATTR_REP, 0x21, 0x100, 2);
+		assert_int_equal(conn_outbound(ct, A, 0, mad, &p, 2, 0), -ENOSPC);
+	}
+	/* A finished connection drains without quota: A's first one ends
+	 * (REP, RTU, DREQ, DREP) and A can start another at once. */
+	in(ct, CM_ATTR_REP, 0x901, h, 0x11, 2);
+	out(ct, A, CM_ATTR_RTU, 0x11, 0x901, 2);
+	out(ct, A, CM_ATTR_DREQ, 0x11, 0x901, 2);
+	in(ct, CM_ATTR_DREP, 0x901, h, 0x11, 3);
+	assert_int_equal(count(ct, CONN_TIMEWAIT), 1);
+	out(ct, A, CM_ATTR_REQ, 0x14, 0, 4);
+	/* Answered records leave the per-source count: with A's record
+	 * of 0x100 rejected, source fd00::50 may leave one more. */
+	{
+		struct conn_path p = path;
+		uint8_t mad[MAD_SIZE];
+
+		gid_parse("fd00::50", &p.peer_gid);
+		mk(mad, CM_ATTR_REJ, 0, 0x100, 5);
+		assert_int_equal(conn_outbound(ct, A, 0, mad, &p, 5, 0), 0);
+	}
+	assert_int_equal(note_req_from(ct, A, 0x106, "fd00::50", 5), 0);
+	conn_counts(ct, &c);
+	assert_int_equal(c.peer_records, 5);
+	assert_int_equal(c.peer_records_refused, 4);
+	/* TimeWait is bounded in all: above 4 the oldest goes early. */
+	for (i = 0; i < 6; i++) {
+		uint32_t g = 0x30 + (uint32_t)i;
+
+		h = out(ct, B, CM_ATTR_REQ, g, 0, 6);
+		in(ct, CM_ATTR_REJ, 0x700 + (uint32_t)i, h, g, 6);
+	}
+	conn_counts(ct, &c);
+	assert_int_equal(c.by_state[CONN_TIMEWAIT], 4);
+	assert_int_equal(c.timewait_evicted, 3);
+	conn_table_free(ct);
+}
+
 static void test_sidr_lifetime(void **state)
 {
 	struct conn_table *ct = new_table(7);
@@ -744,6 +842,7 @@ int main(void)
 		cmocka_unit_test(test_purge_tells_peers),
 		cmocka_unit_test(test_unknown_dreq_answered),
 		cmocka_unit_test(test_quota_and_purge),
+		cmocka_unit_test(test_quotas_count_what_the_client_does),
 		cmocka_unit_test(test_sidr_lifetime),
 		cmocka_unit_test(test_host_id_never_zero),
 		cmocka_unit_test(test_entries_never_outlive_their_lifetimes),
