@@ -38,7 +38,7 @@ struct pending {
 	void *send_ctx;         /* SEND */
 };
 
-enum completion_kind { COMP_RECV, COMP_SEND, COMP_PORT, COMP_DISCONNECT };
+enum completion_kind { COMP_RECV, COMP_SEND, COMP_PORT, COMP_DISCONNECT, COMP_LOST };
 
 struct completion {
 	TAILQ_ENTRY(completion) link;
@@ -217,8 +217,24 @@ static void handle_json_event(struct muxbe *mb, const struct proto_frame *f)
 				 json_string_value(json_object_get(j, "port_name")) ?: "");
 			queue_completion(mb, c);
 		}
-	} else if (ev) {
-		/* protocol_error, refused: the daemon is about to close. */
+	} else if (ev && strcmp(ev, "mad_lost") == 0) {
+		mb->st.tx_lost = (uint64_t)json_integer_value(json_object_get(j, "total"));
+		c = calloc(1, sizeof(*c));
+		if (c) {
+			c->kind = COMP_LOST;
+			c->status = (int)json_integer_value(json_object_get(j, "count"));
+			c->addr.port = (uint16_t)json_integer_value(json_object_get(j, "port"));
+			snprintf(c->message, sizeof(c->message), "%s from %s to %s: %s",
+				 json_string_value(json_object_get(j, "attr")) ?: "MAD",
+				 json_string_value(json_object_get(j, "src_gid")) ?: "?",
+				 json_string_value(json_object_get(j, "dst_gid")) ?: "?",
+				 json_string_value(json_object_get(j, "reason")) ?: "lost");
+			queue_completion(mb, c);
+		}
+	} else if (ev && (strcmp(ev, "protocol_error") == 0 ||
+			  strcmp(ev, "disconnected") == 0 ||
+			  strcmp(ev, "refused") == 0)) {
+		/* The daemon is about to close: say why. */
 		set_error(mb, "daemon: %s: %s", ev,
 			  json_string_value(json_object_get(j, "message")) ?: "");
 	}
@@ -687,6 +703,11 @@ int muxbe_process(struct muxbe *mb)
 		case COMP_DISCONNECT:
 			if (cb.disconnected)
 				cb.disconnected(user, c->status);
+			break;
+		case COMP_LOST:
+			if (cb.mad_lost)
+				cb.mad_lost(user, c->addr.port, (unsigned)c->status,
+					    c->message);
 			break;
 		}
 		free(c);

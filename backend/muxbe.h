@@ -58,6 +58,13 @@ struct muxbe_callbacks {
 			   int active);
 	/* The connection to the daemon is gone (err is negative). */
 	void (*disconnected)(void *user, int err);
+	/* MADs this client sent, which the daemon had accepted, were lost
+	 * at their receiver on this host (whose queue was full): the
+	 * daemon's drop policy (rdmacm-muxd(8)).  count is how many since
+	 * the last report; message names the latest one's attribute and
+	 * GIDs.  The guest's CM retransmits on its own timeout. */
+	void (*mad_lost)(void *user, uint16_t port, unsigned count,
+			 const char *message);
 };
 
 struct muxbe_options {
@@ -78,6 +85,7 @@ struct muxbe_stats {
 	uint64_t rx_dropped;            /* MADs lost: queue was full */
 	uint64_t tx_ok;
 	uint64_t tx_errors;             /* refused by the daemon or failed */
+	uint64_t tx_lost;               /* accepted, then lost at a receiver */
 	unsigned rx_queue_len;
 	unsigned posted;
 };

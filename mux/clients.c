@@ -153,7 +153,7 @@ json_t *clients_json(struct clients *c, struct router *r)
 		o = json_pack(
 			"{s:I, s:s, s:i, s:i, s:i, s:i, s:I, s:o, s:o,"
 			" s:{s:i, s:i, s:i, s:i, s:i, s:i, s:i},"
-			" s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I}}",
+			" s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}}",
 			"id", (json_int_t)ci->id, "name", ci->name,
 			"pid", (int)ci->pid, "uid", (int)ci->uid,
 			"gid", (int)ci->gid, "worker", (int)ci->worker,
@@ -175,6 +175,7 @@ json_t *clients_json(struct clients *c, struct router *r)
 			(json_int_t)atomic_load(&ci->ctr.mads_delivered),
 			"mads_dropped",
 			(json_int_t)atomic_load(&ci->ctr.mads_dropped),
+			"mads_lost", (json_int_t)atomic_load(&ci->ctr.mads_lost),
 			"malformed", (json_int_t)atomic_load(&ci->ctr.malformed),
 			"outq_bytes",
 			(json_int_t)(outlet_len(&ci->out) +

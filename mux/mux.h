@@ -147,6 +147,7 @@ struct mux_stats {
 	_Atomic uint64_t class_requests_answered;       /* CM Get/Set */
 	_Atomic uint64_t answers[CONN_ANS_MAX];         /* sent on our own */
 	_Atomic uint64_t answers_failed;
+	_Atomic uint64_t losses_reported;       /* mad_lost events */
 };
 
 json_t *stats_to_json(struct mux_stats *st);
@@ -159,6 +160,7 @@ struct client_counters {
 	_Atomic uint64_t mads_sent;     /* accepted for the wire */
 	_Atomic uint64_t mads_delivered;
 	_Atomic uint64_t mads_dropped;  /* to this client, queue full */
+	_Atomic uint64_t mads_lost;     /* from it, dropped at a receiver here */
 	_Atomic uint64_t malformed;
 	_Atomic uint64_t qemu_pending_bytes;    /* MADs waiting for QEMU */
 };
@@ -212,6 +214,7 @@ struct client_info {
 	int qemu_port;                  /* QEMU's protocol on this port, or -1 */
 	struct client_counters ctr;
 	_Atomic unsigned refs;          /* the table's, and each borrower's */
+	_Atomic int loss_note_posted;   /* a mad_lost report is on its way */
 	struct outlet out;
 	/* Set at hello and used only on the client's worker thread. */
 	struct policy *pol;
@@ -390,6 +393,9 @@ extern const struct router_ops port_router_ops;
 
 /* Called by port implementations on the port thread. */
 void port_input(struct port *p, struct proto_mad *m);
+/* An inbound MAD was dropped at its receiver's full queue: tell its
+ * sender if it is a client of ours.  Any thread. */
+void port_report_loss(struct mux *mux, const struct proto_mad *m);
 void port_set_state(struct port *p, enum port_state st);
 /* The port's GID table changed (or the device came or went): count it,
  * re-check the registrations and tell the clients. */
@@ -411,6 +417,7 @@ enum worker_msg_type {
 	WMSG_EVENT,             /* JSON event text to every ready session */
 	WMSG_KICK,              /* admin: disconnect client_id */
 	WMSG_FLUSH,             /* client_id's socket has output left */
+	WMSG_NOTE,              /* JSON event text for client_id */
 	WMSG_STOP,
 };
 
@@ -445,16 +452,21 @@ struct session;
 struct session_set;
 
 void session_start(struct worker *w, int fd, struct client_info *info);
-void session_deliver_mad(struct worker *w, uint64_t client_id,
-			 const struct proto_mad *m);
+/* Deliveries return 0, or -ENOBUFS when the client's queue is full
+ * (the MAD is dropped and counted), or another negative errno. */
+int session_deliver_mad(struct worker *w, uint64_t client_id,
+			const struct proto_mad *m);
 /* A MAD routed on worker self for ci, another worker's client (QEMU's
  * protocol excepted): queued on its outlet and written at the end of
  * self's pass.  The caller holds ci. */
-void session_deliver_from(struct worker *self, struct client_info *ci,
-			  const struct proto_mad *m);
-/* The same from a thread that is no worker (a port's): written at once. */
-void session_deliver_now(struct mux *mux, struct client_info *ci,
+int session_deliver_from(struct worker *self, struct client_info *ci,
 			 const struct proto_mad *m);
+/* The same from a thread that is no worker (a port's): written at once. */
+int session_deliver_now(struct mux *mux, struct client_info *ci,
+			const struct proto_mad *m);
+/* Tell a client of the MADs of its lost at receivers (mad_lost); last
+ * describes the latest (JSON object text: port, attr, GIDs). */
+void session_note(struct worker *w, uint64_t client_id, const char *last);
 /* Another thread left output on the client's socket: the owner takes
  * over writing it. */
 void session_flush_client(struct worker *w, uint64_t client_id);

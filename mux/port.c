@@ -59,21 +59,24 @@ static int port_answer_class_request(struct port *p, const struct proto_mad *m)
 	return 1;
 }
 
-static void port_post_mad(struct mux *mux, struct client_info *ci,
-			  const struct proto_mad *m)
+static int port_post_mad(struct mux *mux, struct client_info *ci,
+			 const struct proto_mad *m)
 {
 	struct worker_msg *msg = malloc(sizeof(*msg));
 
 	if (msg == NULL) {
 		atomic_fetch_add(&mux->stats.drops[DROP_WORKER_QUEUE_FULL], 1);
-		return;
+		return -ENOMEM;
 	}
 	memset(msg, 0, offsetof(struct worker_msg, mad));
 	msg->type = WMSG_MAD_IN;
 	msg->client_id = ci->id;
 	msg->mad = *m;
-	if (worker_post(mux->workers[ci->worker], msg) == -ENOBUFS)
+	if (worker_post(mux->workers[ci->worker], msg) == -ENOBUFS) {
 		atomic_fetch_add(&mux->stats.drops[DROP_WORKER_QUEUE_FULL], 1);
+		return -ENOBUFS;
+	}
+	return 0;
 }
 
 void port_input(struct port *p, struct proto_mad *m)
@@ -117,13 +120,71 @@ void port_input(struct port *p, struct proto_mad *m)
 	 * through their worker's inbox. */
 	self = worker_self();
 	if (self != NULL && self == mux->workers[ci->worker])
-		session_deliver_mad(self, client, m);
+		rc = session_deliver_mad(self, client, m);
 	else if (ci->qemu_port < 0 && self != NULL)
-		session_deliver_from(self, ci, m);
+		rc = session_deliver_from(self, ci, m);
 	else if (ci->qemu_port < 0)
-		session_deliver_now(mux, ci, m);
+		rc = session_deliver_now(mux, ci, m);
 	else
-		port_post_mad(mux, ci, m);
+		rc = port_post_mad(mux, ci, m);
+	clients_put(ci);
+	if (rc == -ENOBUFS)
+		port_report_loss(mux, m);
+}
+
+/*
+ * The drop policy: a MAD the daemon accepted from a client (its send
+ * was answered ok) can still be lost here, as on a wire, when its
+ * receiver is not taking what it is sent (its queue is full).  Such a
+ * loss is not silent: the receiver's mads_dropped and the sender's
+ * mads_lost count it, and a sender that is a client of ours (the MAD's
+ * source GID is one it registered) gets a mad_lost event with its
+ * running total (one per burst; one that finds the sender's own queue
+ * full waits until it drains), which the library reports through its
+ * mad_lost callback.  The sender's CM
+ * retransmits on its own timeout, as after any loss.
+ */
+void port_report_loss(struct mux *mux, const struct proto_mad *m)
+{
+	char src[GID_STRLEN], dst[GID_STRLEN], *text;
+	struct worker_msg *msg;
+	struct client_info *ci;
+	struct gid sgid, dgid;
+	uint64_t sender;
+	json_t *ev;
+
+	memcpy(sgid.raw, m->addr.remote_gid, 16);
+	memcpy(dgid.raw, m->addr.local_gid, 16);
+	sender = router_gid_owner(mux->router, m->addr.port, &sgid);
+	ci = sender ? clients_get(&mux->clients, sender) : NULL;
+	if (ci == NULL)
+		return;         /* from the fabric: its host's CM retransmits */
+	atomic_fetch_add(&ci->ctr.mads_lost, 1);
+	atomic_fetch_add(&mux->stats.losses_reported, 1);
+	/* One report in flight per client: it carries the running total,
+	 * so a burst of losses costs one event, and none is missed. */
+	if (atomic_exchange(&ci->loss_note_posted, 1)) {
+		clients_put(ci);
+		return;
+	}
+	ev = json_pack("{s:i, s:s, s:s, s:s}", "port", (int)m->addr.port,
+		       "attr", m->mad_len >= MAD_HDR_SIZE ?
+			       cm_attr_name(cm_mad_attr_id(m->mad)) : "runt",
+		       "src_gid", gid_format(&sgid, src),
+		       "dst_gid", gid_format(&dgid, dst));
+	text = ev ? json_dumps(ev, JSON_COMPACT) : NULL;
+	json_decref(ev);
+	msg = text ? calloc(1, sizeof(*msg)) : NULL;
+	if (msg != NULL) {
+		msg->type = WMSG_NOTE;
+		msg->client_id = sender;
+		msg->text = text;
+		text = NULL;
+		worker_post(mux->workers[ci->worker], msg);
+	} else {
+		atomic_store(&ci->loss_note_posted, 0);
+	}
+	free(text);
 	clients_put(ci);
 }
 

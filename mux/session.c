@@ -55,6 +55,8 @@ struct session {
 	int dirty;                      /* on the set's dirty list */
 	int write_armed;
 	unsigned malformed;
+	uint64_t lost_told;             /* mads_lost the client has heard of */
+	char *lost_last;                /* the latest loss, for its report */
 	struct log_ratelimit log_rl;
 	struct event *close_timer;
 };
@@ -212,6 +214,7 @@ static void session_destroy(struct session *s)
 	if (s->close_timer)
 		event_free(s->close_timer);
 	proto_decoder_fini(&s->dec);
+	free(s->lost_last);
 	free(s);
 }
 
@@ -275,6 +278,7 @@ static void session_resume_reading(struct session *s)
 }
 
 static int session_finish_or_wait(struct session *s);
+static void session_report_losses(struct session *s);
 
 /*
  * Write what is queued, as far as the socket takes it; a write event
@@ -313,6 +317,11 @@ static int session_flush(struct session *s)
 		return session_finish_or_wait(s);
 	if (s->read_paused && session_outq(s) <= mux->cfg.client_outq_max / 2)
 		session_resume_reading(s);
+	/* A report that waited for room (its note has come: a loss
+	 * always posts one). */
+	if (left == 0 && s->lost_last &&
+	    s->lost_told != atomic_load(&s->info->ctr.mads_lost))
+		session_report_losses(s);
 	return 0;
 }
 
@@ -710,18 +719,18 @@ static int session_room_for(struct session *s, size_t bytes)
 /* An inbound MAD for QEMU: an unsolicited request naming the GID it was
  * routed to; the MAD's sender goes in the address block's GID, from
  * which QEMU builds the GRH it hands the guest. */
-static void session_deliver_qemu(struct session *s, const struct proto_mad *m)
+static int session_deliver_qemu(struct session *s, const struct proto_mad *m)
 {
 	struct mux *mux = worker_mux(s->w);
 	struct legacy_msg msg = { .type = LEGACY_REQ, .op = LEGACY_OP_MAD };
 	uint8_t buf[LEGACY_MSG_SIZE];
 
 	if (m->mad_len > LEGACY_MAD_MAX)
-		return;
+		return -EMSGSIZE;
 	if (!session_room_for(s, sizeof(buf))) {
 		atomic_fetch_add(&mux->stats.drops[DROP_CLIENT_QUEUE_FULL], 1);
 		atomic_fetch_add(&s->info->ctr.mads_dropped, 1);
-		return;
+		return -ENOBUFS;
 	}
 	memcpy(msg.sgid, m->addr.local_gid, 16);
 	msg.umad_len = m->mad_len;
@@ -741,6 +750,7 @@ static void session_deliver_qemu(struct session *s, const struct proto_mad *m)
 		atomic_fetch_add(&s->info->ctr.mads_delivered, 1);
 	session_qemu_pump(s);
 	session_update_outq(s);
+	return 0;
 }
 
 /* A MAD frame for a client of our protocol, queued on its outlet by
@@ -768,37 +778,39 @@ static int session_queue_mad(struct mux *mux, struct client_info *ci,
 	return rc;
 }
 
-void session_deliver_mad(struct worker *w, uint64_t client_id,
-			 const struct proto_mad *m)
+int session_deliver_mad(struct worker *w, uint64_t client_id,
+			const struct proto_mad *m)
 {
 	struct mux *mux = worker_mux(w);
 	struct session *s = session_find(w, client_id);
+	int rc;
 
 	if (s == NULL || s->closing) {
 		atomic_fetch_add(&mux->stats.drops[DROP_CLIENT_GONE], 1);
-		return;
+		return -EPIPE;
 	}
-	if (s->qemu) {
-		session_deliver_qemu(s, m);
-		return;
-	}
-	if (session_queue_mad(mux, s->info, m) == 0)
+	if (s->qemu)
+		return session_deliver_qemu(s, m);
+	rc = session_queue_mad(mux, s->info, m);
+	if (rc == 0)
 		session_touch(s);
+	return rc;
 }
 
-void session_deliver_from(struct worker *self, struct client_info *ci,
-			  const struct proto_mad *m)
+int session_deliver_from(struct worker *self, struct client_info *ci,
+			 const struct proto_mad *m)
 {
 	struct mux *mux = worker_mux(self);
 	struct session_set *set = worker_sessions(self);
 	struct client_info **grown;
 	size_t left;
-	int ask;
+	int ask, rc;
 
-	if (session_queue_mad(mux, ci, m) < 0)
-		return;
+	rc = session_queue_mad(mux, ci, m);
+	if (rc < 0)
+		return rc;
 	if (!outlet_claim_flush(&ci->out, set->worker))
-		return;         /* listed already: goes out with the rest */
+		return 0;       /* listed already: goes out with the rest */
 	if (set->nforeign == set->foreign_cap) {
 		grown = realloc(set->foreign, (set->foreign_cap * 2 + 16) * sizeof(*grown));
 		if (grown == NULL) {
@@ -807,7 +819,7 @@ void session_deliver_from(struct worker *self, struct client_info *ci,
 			outlet_flush(&ci->out, 0, &left, &ask);
 			if (ask)
 				session_ask_owner(mux, ci);
-			return;
+			return 0;
 		}
 		set->foreign = grown;
 		set->foreign_cap = set->foreign_cap * 2 + 16;
@@ -815,19 +827,64 @@ void session_deliver_from(struct worker *self, struct client_info *ci,
 	atomic_fetch_add(&ci->refs, 1);
 	set->foreign[set->nforeign++] = ci;
 	session_arm_flush(set);
+	return 0;
 }
 
-void session_deliver_now(struct mux *mux, struct client_info *ci,
-			 const struct proto_mad *m)
+int session_deliver_now(struct mux *mux, struct client_info *ci,
+			const struct proto_mad *m)
 {
 	size_t left;
-	int ask;
+	int ask, rc;
 
-	if (session_queue_mad(mux, ci, m) < 0)
-		return;
+	rc = session_queue_mad(mux, ci, m);
+	if (rc < 0)
+		return rc;
 	outlet_flush(&ci->out, 0, &left, &ask);
 	if (ask)
 		session_ask_owner(mux, ci);
+	return 0;
+}
+
+/* The mad_lost report: the running total, and what the count adds since
+ * the last one.  Without room it waits for the queue to drain
+ * (session_flush retries), so a slow sender still learns of every loss. */
+static void session_report_losses(struct session *s)
+{
+	uint64_t total = atomic_load(&s->info->ctr.mads_lost);
+	json_t *ev;
+	char *text;
+
+	if (total == s->lost_told || s->closing || s->qemu || !s->hello_done)
+		return;
+	ev = s->lost_last ? json_loads(s->lost_last, 0, NULL) : json_object();
+	if (ev == NULL)
+		ev = json_object();
+	json_object_set_new(ev, "event", json_string("mad_lost"));
+	json_object_set_new(ev, "reason", json_string("receiver_queue_full"));
+	json_object_set_new(ev, "count", json_integer((json_int_t)(total - s->lost_told)));
+	json_object_set_new(ev, "total", json_integer((json_int_t)total));
+	text = json_dumps(ev, JSON_COMPACT);
+	json_decref(ev);
+	if (text && session_room_for(s, PROTO_HDR_SIZE + strlen(text)) &&
+	    session_send(s, PROTO_KIND_JSON, PROTO_FLAG_EVENT, 0, text,
+			 strlen(text)) == 0)
+		s->lost_told = total;
+	free(text);
+}
+
+void session_note(struct worker *w, uint64_t client_id, const char *last)
+{
+	struct session *s = session_find(w, client_id);
+	struct client_info *ci;
+
+	if (s == NULL)
+		return;
+	ci = s->info;
+	/* Losses after this point post a new note. */
+	atomic_store(&ci->loss_note_posted, 0);
+	free(s->lost_last);
+	s->lost_last = strdup(last);
+	session_report_losses(s);
 }
 
 void session_flush_client(struct worker *w, uint64_t client_id)

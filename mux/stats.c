@@ -78,7 +78,7 @@ json_t *stats_to_json(struct mux_stats *st)
 	for (i = 0; i < DROP_MAX; i++)
 		json_object_set_new(drops, drop_reason_name(i),
 				    json_integer((json_int_t)atomic_load(&st->drops[i])));
-	return json_pack("{s:o, s:o, s:o, s:o, s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
+	return json_pack("{s:o, s:o, s:o, s:o, s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
 		"mads_in", attr_counters(st->mads_in),
 		"mads_out", attr_counters(st->mads_out),
 		"drops", drops,
@@ -93,5 +93,6 @@ json_t *stats_to_json(struct mux_stats *st)
 		"admin_actions", (json_int_t)atomic_load(&st->admin_actions),
 		"protocol_errors", (json_int_t)atomic_load(&st->protocol_errors),
 		"class_requests_answered",
-		(json_int_t)atomic_load(&st->class_requests_answered));
+		(json_int_t)atomic_load(&st->class_requests_answered),
+		"losses_reported", (json_int_t)atomic_load(&st->losses_reported));
 }

@@ -91,7 +91,8 @@ static void worker_process_inbox(evutil_socket_t fd, short what, void *arg)
 			session_start(w, m->fd, m->info);
 			break;
 		case WMSG_MAD_IN:
-			session_deliver_mad(w, m->client_id, &m->mad);
+			if (session_deliver_mad(w, m->client_id, &m->mad) == -ENOBUFS)
+				port_report_loss(w->mux, &m->mad);
 			break;
 		case WMSG_EVENT:
 			session_broadcast_event(w, m->text);
@@ -101,6 +102,9 @@ static void worker_process_inbox(evutil_socket_t fd, short what, void *arg)
 			break;
 		case WMSG_FLUSH:
 			session_flush_client(w, m->client_id);
+			break;
+		case WMSG_NOTE:
+			session_note(w, m->client_id, m->text);
 			break;
 		case WMSG_STOP:
 			session_close_all(w);

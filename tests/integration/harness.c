@@ -300,10 +300,26 @@ static void tc_disconnected(void *user, int err)
 	tc->disconnected = 1;
 }
 
+static void tc_mad_lost(void *user, uint16_t port, unsigned count,
+			const char *message)
+{
+	struct tclient *tc = user;
+
+	(void)port;
+	tc->lost += (int)count;
+	snprintf(tc->last_lost, sizeof(tc->last_lost), "%s", message);
+}
+
 static const struct muxbe_callbacks tc_cb = {
 	.recv = tc_recv, .send_done = tc_send_done,
 	.port_event = tc_port_event, .disconnected = tc_disconnected,
+	.mad_lost = tc_mad_lost,
 };
+
+int tc_has_lost(struct tclient *tc, int n)
+{
+	return tc->lost >= n;
+}
 
 int tc_connect(struct tclient *tc, struct hdaemon *d, const char *name,
 	       int post_buffers, unsigned rx_queue_max, char *err, size_t errlen)

@@ -63,6 +63,8 @@ struct tclient {
 	int sends_done, sends_failed, last_send_status;
 	int port_events, port_active;
 	int disconnected;
+	int lost;                       /* mad_lost reports */
+	char last_lost[160];
 };
 
 /* Connect (hello included); posts TC_BUFS receive buffers unless
@@ -83,6 +85,7 @@ int tc_pump_until(struct tclient *tc, int (*cond)(struct tclient *, int),
 		  int arg, int timeout_ms);
 int tc_has_rx(struct tclient *tc, int n);
 int tc_has_sends(struct tclient *tc, int n);
+int tc_has_lost(struct tclient *tc, int n);
 /* Build and send a CM MAD from this client to dst (GSI). */
 int tc_send(struct tclient *tc, const char *dst, const uint8_t *mad);
 int tc_send_sync(struct tclient *tc, const char *dst, const uint8_t *mad);

@@ -472,7 +472,7 @@ static void test_stopped_client_does_not_delay_others(void **state)
 	int s, i, rcvbuf = 4096;
 	json_t *st, *cl;
 	size_t k;
-	long long dropped = -1;
+	long long dropped = -1, n_mads;
 
 	/* S: hello, a GID, then it never reads again. */
 	s = raw_connect(f->d.sock);
@@ -522,6 +522,26 @@ static void test_stopped_client_does_not_delay_others(void **state)
 	json_array_foreach(json_object_get(st, "clients"), k, cl)
 		assert_true(json_path_int(cl, "counters.outq_bytes") <= 65536);
 	json_decref(st);
+	/* Issue 10, item 5: no loss is silent.  The sender was told of
+	 * each one (mad_lost, through the library), and S, reading at
+	 * last, gets every MAD that was not reported lost. */
+	assert_true(tc_pump_until(&a, tc_has_lost, (int)dropped, H_DEADLINE_MS));
+	assert_int_equal(a.lost, dropped);
+	assert_non_null(strstr(a.last_lost, "REQ from fd00::1 to fd00::5"));
+	assert_int_equal(hd_status_int(&f->d, "counters.losses_reported"), dropped);
+	st = hd_status(&f->d);
+	assert_int_equal(json_path_int(h_client(st, "flooder"), "counters.mads_lost"),
+			 dropped);
+	json_decref(st);
+	for (n_mads = 0;;) {
+		int n = raw_recv(s, &kind, &flags, &rid, buf, sizeof(buf), 500);
+
+		if (n < 0)
+			break;
+		if (kind == PROTO_KIND_MAD)
+			n_mads++;
+	}
+	assert_int_equal(n_mads + dropped, 3000);
 	close(s);
 	tc_close(&a);
 	tc_close(&b);
