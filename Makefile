@@ -73,7 +73,7 @@ UNIT_BINS  := $(addprefix $(B)/tests/,$(UNIT_TESTS))
 INTEG_TESTS := test_integration test_cm test_attacks test_qemu
 INTEG_BINS := $(addprefix $(B)/tests/,$(INTEG_TESTS))
 
-.PHONY: bench check-lab all clean check check-quick check-unit check-integration check-demo \
+.PHONY: bench bench-lab check-lab all clean check check-quick check-unit check-integration check-demo \
 	check-san check-valgrind demo install fuzz tests
 all: $(MUXD) $(MUXCTL) $(LIBA) $(LIBSO) $(PCFILE) $(VMPROG)
 
@@ -144,7 +144,18 @@ $(B)/tests/test_integration: $(B)/obj/tests/integration/test_integration.o \
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $(filter %.o,$^) $(LIBA) $(TEST_LIBS) -libverbs
 
-E2E_BINS := $(B)/tests/verbs_selftest $(B)/tests/mad_send
+E2E_BINS := $(B)/tests/verbs_selftest $(B)/tests/mad_send $(B)/bench/cm_rate \
+	    $(B)/bench/cm_rate_vm
+# The lab's connection-rate benchmark: the kernel's rdma_cm (librdmacm, the
+# peer side) and a VM through the daemon (libmuxbe and the guest CM).
+$(B)/bench/cm_rate: $(B)/obj/tests/bench/cm_rate.o
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_ALL) -o $@ $^ -lrdmacm -libverbs
+
+$(B)/bench/cm_rate_vm: $(B)/obj/tests/bench/cm_rate_vm.o $(B)/obj/backend/vm/guest_cm.o $(LIBA)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_ALL) -o $@ $(filter %.o,$^) $(LIBA) $(DEP_LIBS) -libverbs
+
 $(B)/tests/mad_send: $(B)/obj/tests/e2e/mad_send.o $(LIBA)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $(filter %.o,$^) $(LIBA) $(DEP_LIBS) -libverbs
@@ -191,6 +202,10 @@ check-quick:
 # The real kernel: soft-RoCE in QEMU VMs, stock rdma-core peers.
 check-lab: all tests
 	tests/e2e/run.sh
+
+# The lab benchmark at full size (see tests/e2e/scenarios/21-lab-benchmark.sh).
+bench-lab: all tests
+	LAB_BENCH=full tests/e2e/run.sh 21-lab-benchmark
 
 check-san:
 	$(MAKE) SAN=1 check-unit check-integration check-demo

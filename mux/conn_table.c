@@ -2,6 +2,7 @@
 #include "conn_table.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -1278,20 +1279,25 @@ int conn_destination(struct conn_table *ct, uint64_t client, unsigned port,
 	return 0;
 }
 
-unsigned conn_expire(struct conn_table *ct, uint64_t now_ms)
+unsigned conn_expire_some(struct conn_table *ct, uint64_t now_ms, unsigned max)
 {
 	struct conn *c;
 	unsigned n = 0;
 	int tc;
 
-	for (tc = TC_HANDSHAKE; tc < TC_MAX; tc++) {
-		while ((c = TAILQ_FIRST(&ct->timers[tc])) != NULL &&
+	for (tc = TC_HANDSHAKE; tc < TC_MAX && n < max; tc++) {
+		while (n < max && (c = TAILQ_FIRST(&ct->timers[tc])) != NULL &&
 		       c->deadline_ms <= now_ms) {
 			conn_remove(ct, c);
 			n++;
 		}
 	}
 	return n;
+}
+
+unsigned conn_expire(struct conn_table *ct, uint64_t now_ms)
+{
+	return conn_expire_some(ct, now_ms, UINT_MAX);
 }
 
 uint64_t conn_next_deadline(struct conn_table *ct)

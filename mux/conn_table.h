@@ -175,6 +175,8 @@ int conn_destination(struct conn_table *ct, uint64_t client, unsigned port,
 		     const uint8_t *mad, struct gid *dst);
 
 unsigned conn_expire(struct conn_table *ct, uint64_t now_ms);
+/* The same, at most max entries (the caller holds a lock others wait on). */
+unsigned conn_expire_some(struct conn_table *ct, uint64_t now_ms, unsigned max);
 /* The client is gone: tell its peers (DREQ, REJ, DREP as its states ask)
  * and forget its entries. */
 void conn_purge_client(struct conn_table *ct, uint64_t client);

@@ -364,9 +364,14 @@ static int umad_port_send(struct port *p, const struct proto_mad *m,
 	umad_set_pkey(buf, m->addr.pkey_index);
 	memcpy(umad_get_mad(buf), m->mad, m->mad_len);
 	pthread_rwlock_rdlock(&up->dev_lock);
+	errno = 0;
 	rc = up->fd < 0 || up->agent < 0 ? -ENETDOWN :
 	     umad_send(up->fd, up->agent, buf, m->mad_len, 0, 0);
 	pthread_rwlock_unlock(&up->dev_lock);
+	/* libibumad says EIO for every failed write; errno has the
+	 * kernel's reason (EINVAL: that TID is still being sent). */
+	if (rc == -EIO && errno != 0)
+		rc = -errno;
 	/* Any sender may get here, so the warning is rate-limited. */
 	if (rc < 0 && log_ratelimit_allow(&up->send_rl, &suppressed))
 		log_warnx("umad port %s: umad_send: %s (%llu similar suppressed)",

@@ -447,14 +447,22 @@ void router_purge_client(struct router *r, uint64_t client)
 	router_unlock_flush(r);
 }
 
+/* Entries expire in small batches, the lock let go between them: at
+ * thousands of connections a second a tick has thousands to remove, and
+ * a MAD must not wait behind all of them. */
+#define ROUTER_EXPIRE_BATCH 128
+
 unsigned router_expire(struct router *r, uint64_t now_ms)
 {
-	unsigned n;
+	unsigned n, total = 0;
 
-	pthread_mutex_lock(&r->lock);
-	n = conn_expire(r->conns, now_ms);
-	pthread_mutex_unlock(&r->lock);
-	return n;
+	do {
+		pthread_mutex_lock(&r->lock);
+		n = conn_expire_some(r->conns, now_ms, ROUTER_EXPIRE_BATCH);
+		pthread_mutex_unlock(&r->lock);
+		total += n;
+	} while (n == ROUTER_EXPIRE_BATCH);
+	return total;
 }
 
 static void fill_counts(struct router_counts *out, const struct conn_counts *cc)

@@ -16,7 +16,14 @@
  * One line per figure ("bench: KEY VALUE"), or --json.
  *
  *   bench_relay [--daemon PATH] [--seconds S] [--pairs 1,8,64,256,1024]
- *               [--rounds N] [--json] [--quick]
+ *               [--rounds N] [--port DEV:PORT [--gid-base GID]] [--json]
+ *               [--quick]
+ *
+ * Client i's GID is the base (default fd00::) plus i+1 in its low 32
+ * bits.  --port runs the daemon on a real (umad) port instead of a sim
+ * one; the GIDs must then be in its table (the lab adds them as
+ * addresses: --gid-base ::ffff:10.77.1.0 is 10.77.1.1, 10.77.1.2, ...),
+ * and MADs between two of them loop back through the device.
  *
  * The daemon runs with its default limits (but --max-clients), so the
  * handshake figures show what its quotas allow.  Each figure is the
@@ -94,11 +101,15 @@ struct client {
 	uint32_t peer_local;            /* the partner's comm ID, as seen */
 	uint32_t hs_id;                 /* handshake: current guest comm ID */
 	uint16_t last_attr;             /* for a refusal's message */
+	uint32_t tid;                   /* each MAD its own TID: a real port's
+					 * ib_umad refuses a send whose TID is
+					 * still outstanding */
 };
 
 static struct client clients[2 * MAX_PAIRS];
 static int npairs;
 static int use_daemon;          /* 1: the daemon's protocol, 0: the relay */
+static const char *gid_base = "fd00::";        /* client i: + i + 1 */
 
 static int unix_connect(const char *path)
 {
@@ -172,8 +183,8 @@ static void client_open(struct client *c, const char *path, int pair, int side)
 	c->pair = pair;
 	c->side = side;
 	c->fd = unix_connect(path);
-	gid_parse("fd00::", &c->gid);
-	wire_put32(c->gid.raw + 12, (uint32_t)id + 1);
+	gid_parse(gid_base, &c->gid);
+	wire_put32(c->gid.raw + 12, wire_get32(c->gid.raw + 12) + (uint32_t)id + 1);
 	if (use_daemon) {
 		json_decref(control(c, "{\"op\":\"hello\",\"protocol\":{\"major\":1,"
 				    "\"minor\":0},\"name\":\"bench-%d\"}", id));
@@ -251,13 +262,13 @@ static int measuring;
 static void workload_mad(struct client *c, uint8_t *mad)
 {
 	if (wl == WL_REQ) {
-		cm_mad_init(mad, CM_ATTR_REQ, 1);
+		cm_mad_init(mad, CM_ATTR_REQ, ++c->tid);
 		cm_field_set(mad, CM_REQ_LOCAL_COMM_ID, 0x100 + (uint32_t)c->pair);
 		cm_set_gid(mad, CM_REQ_OFF_PRIMARY_LOCAL_GID, &c->gid);
 		cm_set_gid(mad, CM_REQ_OFF_PRIMARY_REMOTE_GID, &partner(c)->gid);
 	} else {
 		/* B's MRA of A's REQ: routed to A by A's host comm ID. */
-		cm_mad_init(mad, CM_ATTR_MRA, 1);
+		cm_mad_init(mad, CM_ATTR_MRA, ++c->tid);
 		cm_field_set(mad, CM_MRA_LOCAL_COMM_ID, 0x200 + (uint32_t)c->pair);
 		cm_field_set(mad, CM_MRA_REMOTE_COMM_ID, c->peer_local);
 	}
@@ -655,6 +666,7 @@ static void relay_start(const char *dir)
 /* ---- the daemon ------------------------------------------------------------- */
 
 static pid_t daemon_pid;
+static const char *umad_port;   /* --port: a real port instead of a sim one */
 
 /* However the bench ends, the daemon goes with it. */
 static void daemon_kill(void)
@@ -679,8 +691,12 @@ static void daemon_start(const char *bin, const char *dir, int pairs)
 		fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
 		dup2(fd, 1);
 		dup2(fd, 2);
-		execl(bin, bin, "-s", sock, "-S", status, "--sim-fabric", fabric, simport,
-		      "--max-clients", "4096", (char *)NULL);
+		if (umad_port)
+			execl(bin, bin, "-s", sock, "-S", status, "--port", umad_port,
+			      "--max-clients", "4096", (char *)NULL);
+		else
+			execl(bin, bin, "-s", sock, "-S", status, "--sim-fabric", fabric,
+			      simport, "--max-clients", "4096", (char *)NULL);
 		_exit(127);
 	}
 	while (access(status, F_OK) != 0) {
@@ -889,6 +905,8 @@ int main(int argc, char **argv)
 		{ "json", no_argument, NULL, 'j' },
 		{ "quick", no_argument, NULL, 'q' },
 		{ "rounds", required_argument, NULL, 'r' },
+		{ "port", required_argument, NULL, 'P' },
+		{ "gid-base", required_argument, NULL, 'G' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *bin = getenv("RDMACM_MUXD") ? getenv("RDMACM_MUXD") : "build/rdmacm-muxd";
@@ -908,6 +926,8 @@ int main(int argc, char **argv)
 		case 'q': secs = 0.2; rounds = 1;
 			snprintf(pairs_list, sizeof(pairs_list), "1,8"); break;
 		case 'r': rounds = atoi(optarg); break;
+		case 'P': umad_port = optarg; break;
+		case 'G': gid_base = optarg; break;
 		default: return 2;
 		}
 	}

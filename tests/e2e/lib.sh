@@ -17,6 +17,12 @@ wait_for() {
 
 signal() { touch "$LAB_SYNC/$1"; }
 await() { wait_for test -e "$LAB_SYNC/$1" || fail "peer never signalled $1"; }
+# await_long SECONDS NAME: for a peer that works for a while first.
+await_long() {
+	local i
+	for i in $(seq $(($1 * 10))); do [ -e "$LAB_SYNC/$2" ] && return 0; sleep 0.1; done
+	fail "peer never signalled $2"
+}
 
 # The GID an address gets on rxe0 port 1 shows up in its table.
 gid_present() {

@@ -1,0 +1,243 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/*
+ * cm_rate_vm: cm_rate's client, from a VM through rdmacm-muxd.  One
+ * libmuxbe handle (the VM's device model) and N guest CM endpoints
+ * (backend/vm/guest_cm.c, as a guest kernel's CM would run them) connect
+ * to a cm_rate server, WINDOW at a time, then disconnect; the connect
+ * phase (first REQ to the last connection established) and the
+ * disconnect phase (first DREQ to the last DREP) are timed and printed
+ * as cm_rate prints them, so the two compare line by line.
+ *
+ *   cm_rate_vm --gid GID --connect SERVER-GID [--rdma-port P] -c N [-w W]
+ *              [--port DAEMON-PORT] [--socket PATH]
+ */
+#include <getopt.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../../backend/muxbe.h"
+#include "../../backend/vm/guest_cm.h"
+
+#define RECV_BUFS 256
+#define COMM_BASE 0x51000000u
+
+struct rate {
+	struct muxbe *mb;
+	uint16_t port_index;
+	struct gid gid;
+	struct gcm *cm;
+	unsigned n, window;
+	unsigned up, down, failed, send_errors;
+	uint8_t bufs[RECV_BUFS][MUXBE_RECV_BUF_MIN];
+};
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static struct rate R;
+
+static int send_mad(void *ctx, const uint8_t *mad, const struct gid *dst)
+{
+	struct muxbe_addr a = {
+		.port = R.port_index, .grh = 1, .hop_limit = 64,
+		.remote_qpn = GSI_QPN, .qkey = GSI_QKEY,
+	};
+
+	(void)ctx;
+	memcpy(a.local_gid, R.gid.raw, 16);
+	memcpy(a.remote_gid, dst->raw, 16);
+	return muxbe_send_mad(R.mb, &a, mad, MAD_SIZE, NULL);
+}
+
+static void on_event(void *ctx, enum gcm_event ev, int detail)
+{
+	struct gcm *g = ctx;
+
+	switch (ev) {
+	case GCM_EV_CONNECTED:
+		R.up++;
+		break;
+	case GCM_EV_DISCONNECTED:
+		R.down++;
+		break;
+	case GCM_EV_REJECTED:
+	case GCM_EV_TIMEOUT:
+		fprintf(stderr, "cm_rate_vm: connection 0x%08x: %s %d\n",
+			g->p.local_comm_id, ev == GCM_EV_REJECTED ? "rejected" :
+			"timed out in state", ev == GCM_EV_REJECTED ? detail :
+			(int)g->state);
+		R.failed++;
+		break;
+	case GCM_EV_CLOSED:
+		break;
+	}
+}
+
+static const struct gcm_ops ops = { .send = send_mad, .event = on_event };
+
+static void on_recv(void *user, void *buf_ctx, void *buf, size_t mad_len,
+		    const struct muxbe_addr *addr)
+{
+	const uint8_t *mad = (const uint8_t *)buf + MUXBE_GRH_SIZE;
+	uint32_t to;
+	struct gid src;
+
+	(void)user;
+	(void)buf_ctx;
+	if (addr == NULL)
+		return;
+	if (mad_len >= MAD_HDR_SIZE) {
+		/* Every reply names the guest's own comm ID (the daemon
+		 * translated it back). */
+		to = cm_mad_receiver_id(mad) - COMM_BASE;
+		memcpy(src.raw, addr->remote_gid, 16);
+		if (to < R.n)
+			gcm_input(&R.cm[to], mad, mad_len, &src, now_ms());
+	}
+	muxbe_post_recv(R.mb, buf, MUXBE_RECV_BUF_MIN, NULL);
+}
+
+static void on_send_done(void *user, void *send_ctx, int status, const char *msg)
+{
+	(void)user;
+	(void)send_ctx;
+	if (status < 0 && R.send_errors++ < 5)
+		fprintf(stderr, "cm_rate_vm: send refused: %s\n", msg);
+}
+
+/* Run until count() reaches n (or all that are left failed); start()
+ * puts the next endpoint in, keeping at most window in flight. */
+static int run_phase(unsigned *count, int (*start)(struct gcm *g, uint64_t now),
+		     enum gcm_state startable_state, unsigned timeout_ms)
+{
+	unsigned next = 0, base = *count, fails0 = R.failed, i;
+	uint64_t deadline = now_ms() + timeout_ms;
+	struct pollfd pfd = { .fd = muxbe_fd(R.mb), .events = POLLIN };
+
+	while (*count - base + (R.failed - fails0) < R.n) {
+		unsigned busy = next - (*count - base) - (R.failed - fails0);
+
+		while (busy < R.window && next < R.n) {
+			if (R.cm[next].state == startable_state &&
+			    start(&R.cm[next], now_ms()) == 0)
+				busy++;
+			else
+				R.failed++;
+			next++;
+		}
+		if (now_ms() > deadline) {
+			fprintf(stderr, "cm_rate_vm: phase timed out at %u of %u\n",
+				*count - base, R.n);
+			return -1;
+		}
+		poll(&pfd, 1, 5);
+		if (muxbe_process(R.mb) < 0)
+			return -1;
+		for (i = 0; i < next; i++)
+			gcm_tick(&R.cm[i], now_ms());
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "socket", required_argument, NULL, 's' },
+		{ "gid", required_argument, NULL, 'g' },
+		{ "port", required_argument, NULL, 'p' },
+		{ "connect", required_argument, NULL, 'a' },
+		{ "rdma-port", required_argument, NULL, 'r' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct muxbe_callbacks cb = { .recv = on_recv, .send_done = on_send_done };
+	struct muxbe_options mo = { .cb = &cb, .name = "cm-rate-vm" };
+	struct gcm_params gp = { .timeout_ms = 1000, .max_retries = 5,
+				 .timewait_ms = 100, .port = 7471 };
+	const char *daemon_port = NULL;
+	double t0, t_conn, t_disc;
+	uint64_t retx;
+	char err[256];
+	unsigned i;
+	int c;
+
+	R.window = 16;
+	while ((c = getopt_long(argc, argv, "s:g:p:a:r:c:w:", opts, NULL)) != -1) {
+		switch (c) {
+		case 's': mo.socket_path = optarg; break;
+		case 'g': if (gid_parse(optarg, &R.gid)) return 2; break;
+		case 'p': daemon_port = optarg; break;
+		case 'a': if (gid_parse(optarg, &gp.remote_gid)) return 2; break;
+		case 'r': gp.port = (uint16_t)atoi(optarg); break;
+		case 'c': R.n = (unsigned)atoi(optarg); break;
+		case 'w': R.window = (unsigned)atoi(optarg); break;
+		default:
+			fprintf(stderr, "usage: cm_rate_vm --gid GID --connect SERVER-GID "
+				"[--rdma-port P] -c N [-w W]\n");
+			return 2;
+		}
+	}
+	if (gid_is_zero(&R.gid) || gid_is_zero(&gp.remote_gid) || R.n == 0 ||
+	    R.n > 0xffff || R.window == 0)
+		return 2;
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	mo.errbuf = err;
+	mo.errbuf_len = sizeof(err);
+	if (muxbe_connect(&mo, &R.mb) < 0) {
+		fprintf(stderr, "cm_rate_vm: %s\n", err);
+		return 1;
+	}
+	if (muxbe_register_gid(R.mb, daemon_port, R.gid.raw, &R.port_index) < 0) {
+		muxbe_last_error(R.mb, err, sizeof(err));
+		fprintf(stderr, "cm_rate_vm: register_gid: %s\n", err);
+		return 1;
+	}
+	for (i = 0; i < RECV_BUFS; i++)
+		muxbe_post_recv(R.mb, R.bufs[i], sizeof(R.bufs[i]), NULL);
+	R.cm = calloc(R.n, sizeof(*R.cm));
+	if (R.cm == NULL)
+		return 1;
+	gp.local_gid = R.gid;
+	for (i = 0; i < R.n; i++) {
+		gp.local_comm_id = COMM_BASE + i;
+		gp.qpn = 0x100 + i;     /* announced only: no data flows */
+		gp.psn = 0x4242;
+		gp.src_port = (uint16_t)(0x8000 + i);
+		gcm_init(&R.cm[i], &gp, &ops, &R.cm[i]);
+	}
+	t0 = now_s();
+	if (run_phase(&R.up, gcm_connect, GCM_IDLE, 60000) < 0)
+		return 1;
+	t_conn = now_s() - t0;
+	t0 = now_s();
+	if (run_phase(&R.down, gcm_disconnect, GCM_ESTABLISHED, 60000) < 0)
+		return 1;
+	t_disc = now_s() - t0;
+	printf("cm_rate: connections %u\n", R.n);
+	printf("cm_rate: established %u\n", R.up);
+	printf("cm_rate: disconnected %u\n", R.down);
+	printf("cm_rate: connect_per_s %.1f\n", R.up / t_conn);
+	printf("cm_rate: disconnect_per_s %.1f\n", R.down / t_disc);
+	printf("cm_rate: cycle_per_s %.1f\n", R.down / (t_conn + t_disc));
+	for (i = 0, retx = 0; i < R.n; i++)
+		retx += R.cm[i].retransmissions;
+	printf("cm_rate: retransmissions %llu\n", (unsigned long long)retx);
+	muxbe_close(R.mb);
+	return R.up == R.n && R.down == R.n && R.send_errors == 0 ? 0 : 1;
+}

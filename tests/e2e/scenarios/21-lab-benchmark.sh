@@ -1,0 +1,69 @@
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+# Issue 10, item 4: the lab benchmark (make bench-lab runs it at full size,
+# LAB_BENCH=full; check-lab runs it small so that it cannot rot, and
+# asserts only that every connection completed).
+#  - Connection setup rate between two lab hosts: host A's kernel rdma_cm
+#    (cm_rate, librdmacm) against a cm_rate server on host B, then a VM on
+#    host A through rdmacm-muxd (cm_rate_vm: libmuxbe and the guest CM)
+#    against the same server, in the same run, and their ratio.
+#  - The relay benchmark (bench_relay) with the daemon on the umad port of
+#    soft-RoCE: MADs between two VMs' GIDs loop back through the device.
+LAB_TWO=1
+MODULES_A=$WITH_KCM
+MODULES_B=$WITH_KCM
+LAB_OPTS="--smp 2 --timeout 900"
+
+bench_sizes() {
+	if [ "${LAB_BENCH:-}" = full ]; then
+		N=1000 PAIRS=1,8 SECS=2 ROUNDS=3
+	else
+		N=40 PAIRS=1 SECS=0.3 ROUNDS=1
+	fi
+}
+
+# cm_rate's "cm_rate: KEY VALUE" line from FILE.
+rate_of() { sed -n "s/^cm_rate: $2 //p" "$1"; }
+
+host_a() {
+	local i k
+	bench_sizes
+	add_ip 10.77.0.11
+	await server-up
+	timeout 300 "$B/bench/cm_rate" -c "$N" -w 16 -a "$LAB_PEER_IP" -b "$LAB_IP" \
+		>/tmp/native.txt 2>&1 || { cat /tmp/native.txt; fail "native cm_rate"; }
+	# The daemon needs the CM class to itself: the kernel CM goes.
+	modprobe -r rdma_ucm rdma_cm iw_cm ib_cm || fail "cannot unload the kernel CM"
+	start_daemon
+	timeout 300 "$B/bench/cm_rate_vm" --gid 10.77.0.11 --connect "$LAB_PEER_IP" \
+		-c "$N" -w 16 >/tmp/vm.txt 2>&1 || { cat /tmp/vm.txt; fail "cm_rate_vm"; }
+	ok "lab-bench: connections=$N daemon_retransmissions $(rate_of /tmp/vm.txt retransmissions)"
+	ok "lab-bench: daemon drops $(status_get '.counters.drops' | tr -d ' \n')"
+	stop_daemon
+	signal bench-done
+	for k in connect_per_s disconnect_per_s cycle_per_s; do
+		ok "lab-bench: connections=$N native_$k $(rate_of /tmp/native.txt $k)"
+		ok "lab-bench: connections=$N daemon_$k $(rate_of /tmp/vm.txt $k)"
+		ok "lab-bench: connections=$N ${k%_per_s}_ratio $(awk -v d="$(rate_of /tmp/vm.txt $k)" \
+			-v n="$(rate_of /tmp/native.txt $k)" 'BEGIN { printf "%.3f", d / n }')"
+	done
+	# bench_relay's clients are 10.77.1.1, 10.77.1.2, ...: addresses here.
+	for i in $(seq 16); do add_ip "10.77.1.$i"; done
+	timeout 600 "$B/bench/bench_relay" --port rxe0:1 --gid-base ::ffff:10.77.1.0 --pairs "$PAIRS" \
+		--seconds "$SECS" --rounds "$ROUNDS" >/tmp/relay.txt 2>&1 ||
+		{ cat /tmp/relay.txt; tail -n 20 /tmp/rcm-bench.*/daemon.log;
+		  fail "bench_relay on the umad port"; }
+	grep -E "ratio|mads_per_s|cpu_us|latency_p99|handshakes_per_s" /tmp/relay.txt |
+		sed 's/^bench: /lab-bench: umad /' | while read -r line; do ok "$line"; done
+}
+
+host_b() {
+	bench_sizes
+	local srv
+	"$B/bench/cm_rate" -s -b "$LAB_IP" >/tmp/srv.log 2>&1 &
+	srv=$!
+	wait_for kernel_listening 7471 || fail "cm_rate server is not listening"
+	signal server-up
+	await_long 800 bench-done
+	kill "$srv" 2>/dev/null
+	ok "cm_rate server served the run"
+}
