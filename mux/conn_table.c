@@ -227,8 +227,8 @@ static void conn_remove(struct conn_table *ct, struct conn *c);
  * Draining entries (TimeWait, and what a client abandoned) count against
  * nobody's quota, so a tenant's finished connections never block its new
  * ones; they are bounded as a whole instead, and above the bound the
- * oldest leaves early (it only absorbs stray MADs).  Run at the end of
- * each call, when nobody holds an entry.
+ * oldest leaves early (it only absorbs stray MADs).  Run as each call
+ * begins, when nothing holds an entry.
  */
 static void timewait_trim(struct conn_table *ct)
 {
@@ -881,13 +881,14 @@ static int out_sidr_req(struct conn_table *ct, uint64_t client, unsigned port,
 	return 0;
 }
 
-static int conn_outbound_body(struct conn_table *ct, uint64_t client, unsigned port,
+int conn_outbound(struct conn_table *ct, uint64_t client, unsigned port,
 		  uint8_t *mad, const struct conn_path *path, uint64_t now_ms,
 		  unsigned max_conns)
 {
 	struct conn *c = NULL;
 	int rc;
 
+	timewait_trim(ct);
 	ct->call_max = max_conns;
 	switch (cm_mad_attr_id(mad)) {
 	case CM_ATTR_REQ:
@@ -929,16 +930,6 @@ static int conn_outbound_body(struct conn_table *ct, uint64_t client, unsigned p
 	cm_mad_set_sender_id(mad, c->host_id);
 	tid_out(ct, c, mad);
 	return 0;
-}
-
-int conn_outbound(struct conn_table *ct, uint64_t client, unsigned port,
-		  uint8_t *mad, const struct conn_path *path, uint64_t now_ms,
-		  unsigned max_conns)
-{
-	int rc = conn_outbound_body(ct, client, port, mad, path, now_ms, max_conns);
-
-	timewait_trim(ct);
-	return rc;
 }
 
 /* ---- inbound: the peer's messages (cm.c's cm_*_handler) ------------------ */
@@ -1088,7 +1079,7 @@ static int in_rej_unnamed(struct conn_table *ct, unsigned port, uint8_t *mad,
 	return 0;
 }
 
-static int conn_inbound_body(struct conn_table *ct, unsigned port, uint8_t *mad,
+int conn_inbound(struct conn_table *ct, unsigned port, uint8_t *mad,
 		 const struct conn_path *path, uint64_t now_ms,
 		 uint64_t *client)
 {
@@ -1097,6 +1088,7 @@ static int conn_inbound_body(struct conn_table *ct, unsigned port, uint8_t *mad,
 	struct conn *c;
 	int rc;
 
+	timewait_trim(ct);
 	if (attr == CM_ATTR_SIDR_REP)
 		return in_sidr_rep(ct, port, mad, path, now_ms, client);
 	if (host_id == 0) {
@@ -1136,17 +1128,7 @@ static int conn_inbound_body(struct conn_table *ct, unsigned port, uint8_t *mad,
 	return 0;
 }
 
-int conn_inbound(struct conn_table *ct, unsigned port, uint8_t *mad,
-		 const struct conn_path *path, uint64_t now_ms,
-		 uint64_t *client)
-{
-	int rc = conn_inbound_body(ct, port, mad, path, now_ms, client);
-
-	timewait_trim(ct);
-	return rc;
-}
-
-static int conn_note_req_body(struct conn_table *ct, uint64_t client, unsigned port,
+int conn_note_req(struct conn_table *ct, uint64_t client, unsigned port,
 		  const uint8_t *mad, const struct conn_path *path,
 		  uint64_t now_ms)
 {
@@ -1155,6 +1137,7 @@ static int conn_note_req_body(struct conn_table *ct, uint64_t client, unsigned p
 	struct conn *c;
 	int err = 0;
 
+	timewait_trim(ct);
 	if (peer_id == 0)
 		return 0;       /* nothing to key a record by; the guest decides */
 	c = peer_find(ct, port, peer_id, &path->peer_gid);
@@ -1193,17 +1176,7 @@ static int conn_note_req_body(struct conn_table *ct, uint64_t client, unsigned p
 	return 0;
 }
 
-int conn_note_req(struct conn_table *ct, uint64_t client, unsigned port,
-		  const uint8_t *mad, const struct conn_path *path,
-		  uint64_t now_ms)
-{
-	int rc = conn_note_req_body(ct, client, port, mad, path, now_ms);
-
-	timewait_trim(ct);
-	return rc;
-}
-
-static int conn_note_sidr_req_body(struct conn_table *ct, uint64_t client, unsigned port,
+int conn_note_sidr_req(struct conn_table *ct, uint64_t client, unsigned port,
 		       const uint8_t *mad, const struct conn_path *path,
 		       uint64_t now_ms)
 {
@@ -1211,6 +1184,7 @@ static int conn_note_sidr_req_body(struct conn_table *ct, uint64_t client, unsig
 	struct conn *c;
 	int err = 0;
 
+	timewait_trim(ct);
 	if (peer_id == 0)
 		return 0;
 	c = peer_find_kind(ct, CK_SIDR, port, peer_id, &path->peer_gid);
@@ -1232,16 +1206,6 @@ static int conn_note_sidr_req_body(struct conn_table *ct, uint64_t client, unsig
 	c->in_peer = 1;
 	timer_arm(ct, c, TC_HANDSHAKE, now_ms);
 	return 0;
-}
-
-int conn_note_sidr_req(struct conn_table *ct, uint64_t client, unsigned port,
-		       const uint8_t *mad, const struct conn_path *path,
-		       uint64_t now_ms)
-{
-	int rc = conn_note_sidr_req_body(ct, client, port, mad, path, now_ms);
-
-	timewait_trim(ct);
-	return rc;
 }
 
 int conn_destination(struct conn_table *ct, uint64_t client, unsigned port,
@@ -1329,7 +1293,6 @@ void conn_purge_client(struct conn_table *ct, uint64_t client)
 		if (last)
 			break;
 	}
-	timewait_trim(ct);
 }
 
 void conn_table_free(struct conn_table *ct)

@@ -174,6 +174,13 @@ static int run_phase(struct rdma_event_channel *ch, int want,
 		if (rdma_get_cm_event(ch, &ev))
 			return -1;
 		c = conn_of(ev->id);
+		if (ev->event == RDMA_CM_EVENT_TIMEWAIT_EXIT ||
+		    c->state == C_FAILED || c->state >= want) {
+			/* The end of an earlier phase's connection (its
+			 * TimeWait), or one that is done already. */
+			rdma_ack_cm_event(ev);
+			continue;
+		}
 		switch (ev->event) {
 		case RDMA_CM_EVENT_ADDR_RESOLVED:
 			c->state = C_ADDR;
