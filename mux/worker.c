@@ -194,9 +194,12 @@ void worker_pool_stop(struct mux *mux)
 		m->type = WMSG_STOP;
 		worker_post(mux->workers[i], m);
 	}
+	/* All of them before any is freed: until it has stopped, a worker
+	 * may still route a MAD to another's client and post to it. */
+	for (i = 0; i < mux->nworkers; i++)
+		pthread_join(mux->workers[i]->thread, NULL);
 	for (i = 0; i < mux->nworkers; i++) {
 		w = mux->workers[i];
-		pthread_join(w->thread, NULL);
 		while ((m = TAILQ_FIRST(&w->inbox)) != NULL) {
 			TAILQ_REMOVE(&w->inbox, m, link);
 			if (m->type == WMSG_NEW_CLIENT) {
