@@ -43,7 +43,7 @@ LDFLAGS_ALL = $(LDFLAGS) $(SANFLAGS) -pthread
 COMMON_SRC   := common/log.c common/gid.c common/cm_mad.c
 PROTOCOL_SRC := protocol/frame.c protocol/mad_frame.c protocol/control.c
 LEGACY_SRC   := protocol/legacy.c
-MUXD_SRC     := mux/main.c mux/daemon.c mux/worker.c mux/session.c mux/outlet.c mux/requests.c \
+MUXD_SRC     := mux/main.c mux/daemon.c mux/worker.c mux/session.c mux/outlet.c mux/port_sender.c mux/requests.c \
 		mux/router.c mux/conn_table.c mux/clients.c mux/stats.c mux/port.c \
 		mux/port_sim.c mux/port_umad.c mux/unix_listener.c mux/listener.c \
 		mux/status.c mux/policy.c mux/admin.c common/ibdev.c $(LEGACY_SRC)

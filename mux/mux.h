@@ -354,6 +354,9 @@ struct port_ops {
 	/* Any thread. gid_index is the source GID's index in the port's
 	 * table, chosen by the daemon. */
 	int (*send)(struct port *p, const struct proto_mad *m, int gid_index);
+	/* Whether send sleeps (then clients' sends go through sender
+	 * threads, port_sender.c). */
+	int send_blocks;
 	/* Any thread: the index of a GID in the port's table as last read
 	 * (the preferred RoCE version where it is there twice), or
 	 * -ENOENT.  Never does I/O, so it is safe on every hot path. */
@@ -381,9 +384,31 @@ struct port {
 	_Atomic uint64_t rx, tx, tx_errors, rx_errors;
 	_Atomic uint64_t wire_dropped;  /* sim: a receiver's queue was full */
 	_Atomic uint64_t gid_table_changes;
+	struct port_senders *senders;   /* when its send blocks */
 };
 
 json_t *port_json(struct port *p, int with_gids);
+
+/* ---- port_sender.c: sender threads for ports whose send blocks ------- */
+
+/* A client's MAD on its way out through a sender thread. */
+struct port_send {
+	TAILQ_ENTRY(port_send) link;
+	struct proto_mad m;             /* as it goes on the wire */
+	int gid_index;
+	uint64_t client;
+	unsigned worker;                /* the client's */
+	uint32_t rid;                   /* the request to answer */
+};
+
+struct port_senders;
+
+int port_senders_start(struct port *p, unsigned nthreads, unsigned queue_max);
+/* Queue ps (the pool owns it from here); key picks the thread, so equal
+ * keys keep their order.  -EAGAIN when that thread's queue is full. */
+int port_senders_queue(struct port *p, struct port_send *ps, uint32_t key);
+/* Join the threads; queued sends are dropped.  Before the workers stop. */
+void port_senders_stop(struct port *p);
 
 extern const struct port_ops port_sim_ops;
 extern const struct port_ops port_umad_ops;
@@ -393,6 +418,9 @@ extern const struct router_ops port_router_ops;
 
 /* Called by port implementations on the port thread. */
 void port_input(struct port *p, struct proto_mad *m);
+/* A sender thread sent ps (rc 0) or could not: count it, and hand the
+ * verdict to the client's worker.  Frees ps. */
+void port_send_done(struct port *p, struct port_send *ps, int rc);
 /* An inbound MAD was dropped at its receiver's full queue: tell its
  * sender if it is a client of ours.  Any thread. */
 void port_report_loss(struct mux *mux, const struct proto_mad *m);
@@ -418,6 +446,7 @@ enum worker_msg_type {
 	WMSG_KICK,              /* admin: disconnect client_id */
 	WMSG_FLUSH,             /* client_id's socket has output left */
 	WMSG_NOTE,              /* JSON event text for client_id */
+	WMSG_SEND_DONE,         /* verdict (rc) on client_id's MAD request rid */
 	WMSG_STOP,
 };
 
@@ -428,6 +457,8 @@ struct worker_msg {
 	int fd;
 	struct client_info *info;
 	char *text;
+	uint32_t rid;
+	int rc;
 	struct proto_mad mad;
 };
 
@@ -470,6 +501,8 @@ void session_note(struct worker *w, uint64_t client_id, const char *last);
 /* Another thread left output on the client's socket: the owner takes
  * over writing it. */
 void session_flush_client(struct worker *w, uint64_t client_id);
+/* The verdict on a MAD request whose send was deferred. */
+void session_send_done(struct worker *w, uint64_t client_id, uint32_t rid, int rc);
 void session_broadcast_event(struct worker *w, const char *text);
 void session_close_all(struct worker *w);
 void session_kick(struct worker *w, uint64_t client_id, const char *why);
@@ -483,9 +516,13 @@ void session_set_free(struct session_set *set);
  * and sets *close_after when the connection must end once it is sent. */
 json_t *requests_handle(struct mux *mux, struct client_info *ci,
 			int *hello_done, json_t *req, int *close_after);
-/* Validate and send one outbound MAD; 0 or negative errno, *why set. */
+/* Validate and send one outbound MAD; 0 or negative errno, *why set.
+ * With may_defer, a port whose send blocks takes it through its sender
+ * threads: -EINPROGRESS, and the verdict on request rid comes later
+ * (session_send_done). */
 int requests_send_mad(struct mux *mux, struct client_info *ci,
-		      const struct proto_mad *m, const char **why);
+		      const struct proto_mad *m, uint32_t rid, int may_defer,
+		      const char **why);
 /* A QEMU client: the policy rule its identity selects (its hello); 0 or
  * -EACCES. */
 int requests_qemu_hello(struct mux *mux, struct client_info *ci);

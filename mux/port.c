@@ -13,6 +13,9 @@
 
 /* How often the port thread expires drained routes and polls port state. */
 #define PORTIO_TICK_MS 250
+/* Sender threads of a port whose send blocks, and each one's queue. */
+#define PORT_SENDERS 8
+#define PORT_SENDER_QUEUE 1024
 
 const char *port_state_name(int st)
 {
@@ -188,6 +191,36 @@ void port_report_loss(struct mux *mux, const struct proto_mad *m)
 	clients_put(ci);
 }
 
+void port_send_done(struct port *p, struct port_send *ps, int rc)
+{
+	struct mux *mux = p->mux;
+	struct worker_msg *msg;
+	struct client_info *ci;
+
+	if (rc) {
+		atomic_fetch_add(&mux->stats.tx_errors, 1);
+		atomic_fetch_add(&p->tx_errors, 1);
+	} else {
+		atomic_fetch_add(&p->tx, 1);
+		atomic_fetch_add(&mux->stats.mads_out[cm_attr_index(
+			cm_mad_attr_id(ps->m.mad))], 1);
+		ci = clients_get(&mux->clients, ps->client);
+		if (ci) {
+			atomic_fetch_add(&ci->ctr.mads_sent, 1);
+			clients_put(ci);
+		}
+	}
+	msg = calloc(1, sizeof(*msg));
+	if (msg != NULL) {
+		msg->type = WMSG_SEND_DONE;
+		msg->client_id = ps->client;
+		msg->rid = ps->rid;
+		msg->rc = rc;
+		worker_post(mux->workers[ps->worker], msg);
+	}
+	free(ps);
+}
+
 /* The router's way out: a MAD the daemon sends on its own (an answer for
  * nobody's GID, or for a client that is gone), from the GID on path.  Any
  * thread. */
@@ -351,9 +384,14 @@ struct portio *portio_start(struct mux *mux)
 	pio->base = event_base_new();
 	if (pio->base == NULL)
 		fatalx("portio: event_base_new failed");
-	for (i = 0; i < mux->nports; i++)
+	for (i = 0; i < mux->nports; i++) {
 		if (mux->ports[i].ops->start(&mux->ports[i], pio->base) < 0)
 			fatalx("port %s: cannot start", mux->ports[i].name);
+		if (mux->ports[i].ops->send_blocks &&
+		    port_senders_start(&mux->ports[i], PORT_SENDERS,
+				       PORT_SENDER_QUEUE) < 0)
+			fatalx("port %s: cannot start its senders", mux->ports[i].name);
+	}
 	pio->tick = event_new(pio->base, -1, EV_PERSIST, portio_tick, pio);
 	event_add(pio->tick, &tv);
 	rc = pthread_create(&pio->thread, NULL, portio_main, pio);
@@ -366,8 +404,13 @@ struct portio *portio_start(struct mux *mux)
 
 void portio_stop(struct portio *pio)
 {
+	int i;
+
 	event_base_loopbreak(pio->base);
 	pthread_join(pio->thread, NULL);
+	/* While the workers they report to are still there. */
+	for (i = 0; i < pio->mux->nports; i++)
+		port_senders_stop(&pio->mux->ports[i]);
 }
 
 void portio_free(struct portio *pio)

@@ -448,6 +448,7 @@ const struct port_ops port_umad_ops = {
 	.open = umad_port_open,
 	.start = umad_start,
 	.send = umad_port_send,
+	.send_blocks = 1,
 	.gid_index = umad_gid_index,
 	.gid_refresh = umad_gid_refresh,
 	.gid_table = umad_gid_table,

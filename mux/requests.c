@@ -359,7 +359,8 @@ static const char *foreign_inner_address(struct mux *mux,
 }
 
 int requests_send_mad(struct mux *mux, struct client_info *ci,
-		      const struct proto_mad *in, const char **why)
+		      const struct proto_mad *in, uint32_t rid, int may_defer,
+		      const char **why)
 {
 	struct proto_mad wire = *in, *m = &wire;
 	const uint8_t *mad = m->mad;
@@ -445,6 +446,22 @@ int requests_send_mad(struct mux *mux, struct client_info *ci,
 			  (unsigned long long)ci->id, cm_attr_name(cm_mad_attr_id(m->mad)),
 			  (unsigned)cm_mad_sender_id(in->mad),
 			  (unsigned)cm_mad_sender_id(m->mad));
+	if (may_defer && port->senders) {
+		struct port_send *ps = malloc(sizeof(*ps));
+
+		if (ps != NULL) {
+			ps->m = *m;
+			ps->gid_index = idx;
+			ps->client = ci->id;
+			ps->worker = ci->worker;
+			ps->rid = rid;
+			/* By the comm ID it carries: a connection's MADs
+			 * keep their order. */
+			if (port_senders_queue(port, ps, cm_mad_sender_id(m->mad)) == 0)
+				return -EINPROGRESS;
+			free(ps);       /* that thread is busy: send from here */
+		}
+	}
 	rc = port->ops->send(port, m, idx);
 	if (rc) {
 		*why = "port send failed";
@@ -537,7 +554,8 @@ static enum legacy_err qemu_send(struct mux *mux, struct client_info *ci,
 	memcpy(m.addr.local_gid, req->sgid, 16);
 	m.mad_len = (uint16_t)req->umad_len;
 	memcpy(m.mad, req->mad, m.mad_len);
-	return legacy_code(requests_send_mad(mux, ci, &m, &why));
+	/* QEMU reads each response before anything else: sent here. */
+	return legacy_code(requests_send_mad(mux, ci, &m, 0, 0, &why));
 }
 
 void requests_qemu_handle(struct mux *mux, struct client_info *ci,

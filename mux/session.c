@@ -436,7 +436,9 @@ static void session_handle_mad(struct session *s, const struct proto_frame *f)
 			      "malformed MAD frame (%s)", proto_errno_name(rc)));
 		return;
 	}
-	rc = requests_send_mad(mux, s->info, &m, &why);
+	rc = requests_send_mad(mux, s->info, &m, f->request_id, 1, &why);
+	if (rc == -EINPROGRESS)
+		return;         /* the verdict comes with session_send_done */
 	if (rc)
 		session_reply(s, f->request_id, proto_reply_error(rc, "%s", why));
 	else
@@ -885,6 +887,18 @@ void session_note(struct worker *w, uint64_t client_id, const char *last)
 	free(s->lost_last);
 	s->lost_last = strdup(last);
 	session_report_losses(s);
+}
+
+void session_send_done(struct worker *w, uint64_t client_id, uint32_t rid, int rc)
+{
+	struct session *s = session_find(w, client_id);
+
+	if (s == NULL || s->closing)
+		return;
+	if (rc)
+		session_reply(s, rid, proto_reply_error(rc, "port send failed"));
+	else
+		session_reply_ok(s, rid);
 }
 
 void session_flush_client(struct worker *w, uint64_t client_id)

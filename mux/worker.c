@@ -106,6 +106,9 @@ static void worker_process_inbox(evutil_socket_t fd, short what, void *arg)
 		case WMSG_NOTE:
 			session_note(w, m->client_id, m->text);
 			break;
+		case WMSG_SEND_DONE:
+			session_send_done(w, m->client_id, m->rid, m->rc);
+			break;
 		case WMSG_STOP:
 			session_close_all(w);
 			event_base_loopbreak(w->base);
