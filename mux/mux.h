@@ -127,6 +127,11 @@ enum refusal {
 	REFUSE_PKEY_INDEX,      /* ERANGE */
 	REFUSE_RATE,            /* EAGAIN */
 	REFUSE_QUOTA,           /* ENOSPC */
+	/* The address block is QP1 CM traffic's, nothing else: */
+	REFUSE_REMOTE_QPN,      /* EPROTOTYPE: not QP1 */
+	REFUSE_QKEY,            /* EKEYREJECTED: not the GSI Q_Key */
+	REFUSE_DEST_GID,        /* EDESTADDRREQ zero, ENETUNREACH multicast */
+	REFUSE_SL_HOP,          /* EDOM: SL above 15, or hop limit 0 */
 	REFUSE_MAX
 };
 

@@ -358,6 +358,44 @@ static const char *foreign_inner_address(struct mux *mux,
 	return NULL;
 }
 
+/* What QP1 CM traffic's address block is, and nothing else: QP1 with the
+ * GSI Q_Key, to one unicast GID, at a valid SL and hop limit.  Otherwise
+ * a tenant could aim the host's QP1 at any UD QP on the fabric. */
+static int address_fault(const struct proto_mad *m, enum refusal *reason,
+			 const char **why)
+{
+	struct gid dst;
+
+	memcpy(dst.raw, m->addr.remote_gid, 16);
+	if (m->addr.remote_qpn != GSI_QPN) {
+		*reason = REFUSE_REMOTE_QPN;
+		*why = "CM MADs go to QP1: the remote QPN must be 1";
+		return -EPROTOTYPE;
+	}
+	if (m->addr.qkey != GSI_QKEY) {
+		*reason = REFUSE_QKEY;
+		*why = "QP1 takes the GSI Q_Key 0x80010000 only";
+		return -EKEYREJECTED;
+	}
+	if ((m->addr.flags & PROTO_MAD_F_GRH) && gid_is_zero(&dst)) {
+		*reason = REFUSE_DEST_GID;
+		*why = "the destination GID is zero";
+		return -EDESTADDRREQ;
+	}
+	if ((m->addr.flags & PROTO_MAD_F_GRH) && dst.raw[0] == 0xff) {
+		*reason = REFUSE_DEST_GID;
+		*why = "CM MADs are unicast: the destination GID is multicast";
+		return -ENETUNREACH;
+	}
+	if (m->addr.sl > 15 ||
+	    ((m->addr.flags & PROTO_MAD_F_GRH) && m->addr.hop_limit == 0)) {
+		*reason = REFUSE_SL_HOP;
+		*why = "the SL is 0..15 and a GRH's hop limit is not 0";
+		return -EDOM;
+	}
+	return 0;
+}
+
 int requests_send_mad(struct mux *mux, struct client_info *ci,
 		      const struct proto_mad *in, uint32_t rid, int may_defer,
 		      const char **why)
@@ -367,6 +405,7 @@ int requests_send_mad(struct mux *mux, struct client_info *ci,
 	struct conn_path path;
 	const char *inner;
 	struct port *port;
+	enum refusal reason;
 	struct gid sgid;
 	int idx, rc;
 
@@ -420,6 +459,9 @@ int requests_send_mad(struct mux *mux, struct client_info *ci,
 				      "its peer)", why);
 		memcpy(m->addr.remote_gid, dgid.raw, 16);
 	}
+	rc = address_fault(m, &reason, why);
+	if (rc)
+		return refuse(mux, ci, reason, rc, *why, why);
 	inner = foreign_inner_address(mux, ci, port, mad);
 	if (inner)
 		return refuse(mux, ci, REFUSE_INNER_GID, -EPERM, inner_text(inner),

@@ -41,6 +41,10 @@ static const char *const refusal_names[REFUSE_MAX] = {
 	[REFUSE_PKEY_INDEX] = "pkey_index",
 	[REFUSE_RATE] = "rate",
 	[REFUSE_QUOTA] = "quota",
+	[REFUSE_REMOTE_QPN] = "remote_qpn",
+	[REFUSE_QKEY] = "qkey",
+	[REFUSE_DEST_GID] = "destination_gid",
+	[REFUSE_SL_HOP] = "sl_or_hop_limit",
 };
 
 const char *refusal_name(enum refusal r)

@@ -39,6 +39,11 @@ static const struct {
 	{ EALREADY, "EALREADY" },
 	{ ECANCELED, "ECANCELED" },
 	{ ENOMSG, "ENOMSG" },
+	{ EDESTADDRREQ, "EDESTADDRREQ" },
+	{ EPROTOTYPE, "EPROTOTYPE" },
+	{ EKEYREJECTED, "EKEYREJECTED" },
+	{ ENETUNREACH, "ENETUNREACH" },
+	{ EDOM, "EDOM" },
 };
 
 const char *proto_errno_name(int err)

@@ -467,6 +467,60 @@ static void test_inner_addresses_are_the_senders(void **state)
 	assert_true(wait_status(&f->d, "counters.refusals.inner_address", 5));
 }
 
+/* Issue 11, item 6: the address block is QP1 CM traffic's: QP1, the GSI
+ * Q_Key, one unicast GID, a valid SL and hop limit; anything else is
+ * refused with its own errno and counter, and nothing reaches the wire. */
+static void test_address_block_is_qp1_cm(void **state)
+{
+	static const struct {
+		const char *counter;
+		int err;
+	} want[] = {
+		{ "counters.refusals.remote_qpn", -EPROTOTYPE },
+		{ "counters.refusals.qkey", -EKEYREJECTED },
+		{ "counters.refusals.destination_gid", -EDESTADDRREQ },
+		{ "counters.refusals.destination_gid", -ENETUNREACH },
+		{ "counters.refusals.sl_or_hop_limit", -EDOM },
+		{ "counters.refusals.sl_or_hop_limit", -EDOM },
+	};
+	struct fx *f = *state;
+	struct muxbe_addr a;
+	uint8_t m[MAD_SIZE], r[MAD_SIZE];
+	struct gid g;
+	size_t i;
+
+	for (i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+		memset(&a, 0, sizeof(a));
+		a.port = f->a.port;
+		a.grh = 1;
+		a.hop_limit = 64;
+		a.remote_qpn = GSI_QPN;
+		a.qkey = GSI_QKEY;
+		memcpy(a.local_gid, f->a.gid, 16);
+		gid_parse(PEER, &g);
+		memcpy(a.remote_gid, g.raw, 16);
+		switch (i) {
+		case 0: a.remote_qpn = 0x1234; break;   /* a UD QP, not QP1 */
+		case 1: a.qkey = 0x11111111; break;
+		case 2: memset(a.remote_gid, 0, 16); break;
+		case 3: gid_parse("ff02::1", &g); memcpy(a.remote_gid, g.raw, 16); break;
+		case 4: a.sl = 16; break;
+		case 5: a.hop_limit = 0; break;
+		}
+		h_req(m, 0x60 + (uint32_t)i, "fd00::1", PEER);
+		assert_int_equal(muxbe_send_mad_sync(f->a.mb, &a, m, MAD_SIZE), want[i].err);
+	}
+	assert_int_equal(hd_status_int(&f->d, "counters.refusals.remote_qpn"), 1);
+	assert_int_equal(hd_status_int(&f->d, "counters.refusals.qkey"), 1);
+	assert_int_equal(hd_status_int(&f->d, "counters.refusals.destination_gid"), 2);
+	assert_int_equal(hd_status_int(&f->d, "counters.refusals.sl_or_hop_limit"), 2);
+	assert_int_equal(simpeer_recv(&f->p, r, NULL, 100), 0);
+	/* And the same REQ, addressed as QP1 CM traffic is, goes out. */
+	h_req(m, 0x70, "fd00::1", PEER);
+	assert_int_equal(send_errno(&f->a, m), 0);
+	peer_expect(f, CM_ATTR_REQ, r);
+}
+
 /* Items 2 and 3: inbound matching by host ID, peer ID and peer GID, and
  * messages only in the states cm.c takes them in. */
 static void test_peer_identity_and_state(void **state)
@@ -759,6 +813,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_disconnect_mid_handshake, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_class_port_info, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_inner_addresses_are_the_senders, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_address_block_is_qp1_cm, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_peer_identity_and_state, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_mra_extends_handshake, setup_short_timers, teardown),
 		cmocka_unit_test_setup_teardown(test_comm_id_reuse_new_connection, setup, teardown),
