@@ -50,6 +50,12 @@ static json_t *op_hello(struct mux *mux, struct client_info *ci,
 	}
 	major = json_integer_value(json_object_get(proto, "major"));
 	minor = json_integer_value(json_object_get(proto, "minor"));
+	if (major < 0 || major > 65535 || minor < 0 || minor > 65535) {
+		*close_after = 1;
+		return proto_reply_error(EINVAL, "protocol version numbers are "
+					 "0..65535, not %lld.%lld", (long long)major,
+					 (long long)minor);
+	}
 	if (major != PROTO_VERSION_MAJOR) {
 		*close_after = 1;
 		return proto_reply_error(EPROTONOSUPPORT,

@@ -389,7 +389,8 @@ static void session_malformed(struct session *s, const char *what)
 		log_warnx("client %llu (pid %d): %s (%llu similar suppressed)",
 			  (unsigned long long)s->id, (int)s->info->pid, what,
 			  (unsigned long long)suppressed);
-	if (++s->malformed > SESSION_MAX_MALFORMED) {
+	/* The limit's own request is answered, then the connection ends. */
+	if (++s->malformed >= SESSION_MAX_MALFORMED) {
 		log_warnx("client %llu: too many malformed requests; closing",
 			  (unsigned long long)s->id);
 		s->closing = 1;
@@ -409,6 +410,14 @@ static void session_handle_json(struct session *s, const struct proto_frame *f)
 			      proto_reply_error(EBADMSG, "%s", err));
 		return;
 	}
+	if (!s->hello_done) {
+		const char *op = proto_request_op(req, &err);
+
+		/* Answered ENOTCONN, and counted as malformed: nothing
+		 * but hello may come first. */
+		if (op == NULL || strcmp(op, "hello") != 0)
+			session_malformed(s, "request before hello");
+	}
 	reply = requests_handle(mux, s->info, &s->hello_done, req,
 				&close_after);
 	json_decref(req);
@@ -425,6 +434,7 @@ static void session_handle_mad(struct session *s, const struct proto_frame *f)
 	int rc;
 
 	if (!s->hello_done) {
+		session_malformed(s, "MAD before hello");
 		session_reply(s, f->request_id, proto_reply_error(ENOTCONN,
 			      "send hello before anything else"));
 		return;

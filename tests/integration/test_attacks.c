@@ -284,6 +284,49 @@ static void test_malformed_mads(void **state)
 	victim_untouched(f, 2);
 }
 
+/* Issue 11, item 7: version numbers out of range are refused; requests
+ * before hello count as malformed, and the limit is exact: the 64th is
+ * answered, then the connection closes. */
+static void test_protocol_edges(void **state)
+{
+	static const char *const bad_hello[] = {
+		"{\"op\":\"hello\",\"protocol\":{\"major\":1,\"minor\":-1}}",
+		"{\"op\":\"hello\",\"protocol\":{\"major\":-1,\"minor\":0}}",
+		"{\"op\":\"hello\",\"protocol\":{\"major\":1,\"minor\":65536}}",
+	};
+	struct fx *f = *state;
+	uint8_t kind, flags, buf[1024];
+	long long errors0 = hd_status_int(&f->d, "counters.protocol_errors");
+	uint32_t rid;
+	size_t i;
+	int s, n;
+
+	for (i = 0; i < sizeof(bad_hello) / sizeof(bad_hello[0]); i++) {
+		s = raw_connect(f->d.sock);
+		assert_true(s >= 0);
+		assert_int_equal(raw_send_json(s, 1, bad_hello[i]), 0);
+		n = raw_recv(s, &kind, &flags, &rid, buf, sizeof(buf), H_DEADLINE_MS);
+		assert_true(n > 0);
+		assert_non_null(strstr((char *)buf, "\"EINVAL\""));
+		assert_true(raw_wait_eof(s, H_DEADLINE_MS));
+		close(s);
+	}
+	s = raw_connect(f->d.sock);
+	assert_true(s >= 0);
+	for (i = 1; i <= 64; i++) {
+		assert_int_equal(raw_send_json(s, (uint32_t)i, "{\"op\":\"ping\"}"), 0);
+		n = raw_recv(s, &kind, &flags, &rid, buf, sizeof(buf), H_DEADLINE_MS);
+		assert_true(n > 0);
+		assert_int_equal(rid, i);
+		assert_non_null(strstr((char *)buf, "\"ENOTCONN\""));
+	}
+	/* The 64th was answered; nothing more is read. */
+	assert_true(raw_wait_eof(s, H_DEADLINE_MS));
+	close(s);
+	assert_int_equal(hd_status_int(&f->d, "counters.protocol_errors") - errors0, 64);
+	victim_untouched(f, 2);
+}
+
 static void test_flood_is_rate_limited(void **state)
 {
 	struct fx *f = *state;
@@ -576,6 +619,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_gid_hijacks, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_mad_spoofs, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_malformed_mads, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_protocol_edges, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_flood_is_rate_limited, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_identity_outside_policy, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_admin_socket, setup, teardown),
