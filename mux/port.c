@@ -348,6 +348,7 @@ struct portio {
 	pthread_t thread;
 	struct event_base *base;
 	struct event *tick;
+	_Atomic int stop;
 };
 
 static void portio_tick(evutil_socket_t fd, short what, void *arg)
@@ -358,6 +359,12 @@ static void portio_tick(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
+	/* A loopbreak from another thread before this loop started is
+	 * lost (event_base_loop clears it): the tick makes sure. */
+	if (atomic_load(&pio->stop)) {
+		event_base_loopbreak(pio->base);
+		return;
+	}
 	router_expire(mux->router, mux_now_ms());
 	for (i = 0; i < mux->nports; i++)
 		if (mux->ports[i].ops->poll_state)
@@ -406,6 +413,7 @@ void portio_stop(struct portio *pio)
 {
 	int i;
 
+	atomic_store(&pio->stop, 1);
 	event_base_loopbreak(pio->base);
 	pthread_join(pio->thread, NULL);
 	/* While the workers they report to are still there. */
