@@ -30,6 +30,12 @@ void clients_put(struct client_info *ci)
 	free(ci);
 }
 
+struct client_info *clients_hold(struct client_info *ci)
+{
+	atomic_fetch_add(&ci->refs, 1);
+	return ci;
+}
+
 struct client_info *clients_get(struct clients *c, uint64_t id)
 {
 	struct client_info key = { .id = id }, *ci;

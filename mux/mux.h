@@ -247,6 +247,8 @@ int clients_worker_of(struct clients *c, uint64_t id);
  * valid after it leaves the table); NULL if there is none. */
 struct client_info *clients_get(struct clients *c, uint64_t id);
 void clients_put(struct client_info *ci);
+/* One more hold on a record the caller already holds. */
+struct client_info *clients_hold(struct client_info *ci);
 json_t *clients_json(struct clients *c, struct router *r);
 /* At hello: the name the client gave and the policy rule it runs under
  * (the client_info takes over the reference to pol). */
@@ -401,8 +403,7 @@ struct port_send {
 	TAILQ_ENTRY(port_send) link;
 	struct proto_mad m;             /* as it goes on the wire */
 	int gid_index;
-	uint64_t client;
-	unsigned worker;                /* the client's */
+	struct client_info *ci;         /* held until the verdict is posted */
 	uint32_t rid;                   /* the request to answer */
 };
 
@@ -423,9 +424,18 @@ extern const struct router_ops port_router_ops;
 
 /* Called by port implementations on the port thread. */
 void port_input(struct port *p, struct proto_mad *m);
+/* A client's MAD out on p from gid_index, counted.  With may_defer, a
+ * port whose send blocks takes it through its sender threads:
+ * -EINPROGRESS, and port_send_done brings the verdict on request rid to
+ * the client's worker later.  Otherwise 0 or the send's error. */
+int port_send_client_mad(struct port *p, struct client_info *ci,
+			 const struct proto_mad *m, int gid_index, uint32_t rid,
+			 int may_defer);
 /* A sender thread sent ps (rc 0) or could not: count it, and hand the
  * verdict to the client's worker.  Frees ps. */
 void port_send_done(struct port *p, struct port_send *ps, int rc);
+/* Frees a send that will not be made (the daemon is stopping). */
+void port_send_drop(struct port_send *ps);
 /* An inbound MAD was dropped at its receiver's full queue: tell its
  * sender if it is a client of ours.  Any thread. */
 void port_report_loss(struct mux *mux, const struct proto_mad *m);
@@ -474,6 +484,8 @@ void worker_pool_stop(struct mux *mux);
 /* Queue a message; the worker owns it from here on.  -ENOBUFS when the
  * inbox is full (never for NEW_CLIENT and STOP). */
 int worker_post(struct worker *w, struct worker_msg *msg);
+/* A zeroed message of type for client_id (NULL without memory). */
+struct worker_msg *worker_msg_new(enum worker_msg_type type, uint64_t client_id);
 struct event_base *worker_base(struct worker *w);
 unsigned worker_index(struct worker *w);
 struct mux *worker_mux(struct worker *w);

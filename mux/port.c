@@ -177,10 +177,8 @@ void port_report_loss(struct mux *mux, const struct proto_mad *m)
 		       "dst_gid", gid_format(&dgid, dst));
 	text = ev ? json_dumps(ev, JSON_COMPACT) : NULL;
 	json_decref(ev);
-	msg = text ? calloc(1, sizeof(*msg)) : NULL;
+	msg = text ? worker_msg_new(WMSG_NOTE, sender) : NULL;
 	if (msg != NULL) {
-		msg->type = WMSG_NOTE;
-		msg->client_id = sender;
 		msg->text = text;
 		text = NULL;
 		worker_post(mux->workers[ci->worker], msg);
@@ -191,33 +189,61 @@ void port_report_loss(struct mux *mux, const struct proto_mad *m)
 	clients_put(ci);
 }
 
-void port_send_done(struct port *p, struct port_send *ps, int rc)
+static void port_count_client_send(struct port *p, struct client_info *ci,
+				   const struct proto_mad *m, int rc)
 {
 	struct mux *mux = p->mux;
-	struct worker_msg *msg;
-	struct client_info *ci;
 
 	if (rc) {
 		atomic_fetch_add(&mux->stats.tx_errors, 1);
 		atomic_fetch_add(&p->tx_errors, 1);
-	} else {
-		atomic_fetch_add(&p->tx, 1);
-		atomic_fetch_add(&mux->stats.mads_out[cm_attr_index(
-			cm_mad_attr_id(ps->m.mad))], 1);
-		ci = clients_get(&mux->clients, ps->client);
-		if (ci) {
-			atomic_fetch_add(&ci->ctr.mads_sent, 1);
-			clients_put(ci);
-		}
+		return;
 	}
-	msg = calloc(1, sizeof(*msg));
+	atomic_fetch_add(&p->tx, 1);
+	atomic_fetch_add(&mux->stats.mads_out[cm_attr_index(cm_mad_attr_id(m->mad))], 1);
+	atomic_fetch_add(&ci->ctr.mads_sent, 1);
+}
+
+int port_send_client_mad(struct port *p, struct client_info *ci,
+			 const struct proto_mad *m, int gid_index, uint32_t rid,
+			 int may_defer)
+{
+	struct port_send *ps;
+	int rc;
+
+	if (may_defer && p->senders && (ps = malloc(sizeof(*ps))) != NULL) {
+		ps->m = *m;
+		ps->gid_index = gid_index;
+		ps->ci = clients_hold(ci);
+		ps->rid = rid;
+		/* By the comm ID it carries: a connection's MADs keep their
+		 * order. */
+		if (port_senders_queue(p, ps, cm_mad_sender_id(m->mad)) == 0)
+			return -EINPROGRESS;
+		port_send_drop(ps);     /* that thread is busy: send from here */
+	}
+	rc = p->ops->send(p, m, gid_index);
+	port_count_client_send(p, ci, m, rc);
+	return rc;
+}
+
+void port_send_done(struct port *p, struct port_send *ps, int rc)
+{
+	struct worker_msg *msg;
+
+	port_count_client_send(p, ps->ci, &ps->m, rc);
+	msg = worker_msg_new(WMSG_SEND_DONE, ps->ci->id);
 	if (msg != NULL) {
-		msg->type = WMSG_SEND_DONE;
-		msg->client_id = ps->client;
 		msg->rid = ps->rid;
 		msg->rc = rc;
-		worker_post(mux->workers[ps->worker], msg);
+		worker_post(p->mux->workers[ps->ci->worker], msg);
 	}
+	port_send_drop(ps);
+}
+
+void port_send_drop(struct port_send *ps)
+{
+	clients_put(ps->ci);
 	free(ps);
 }
 

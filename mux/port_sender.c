@@ -119,7 +119,7 @@ void port_senders_stop(struct port *p)
 		/* The daemon is stopping: what was not sent is not. */
 		while ((ps = TAILQ_FIRST(&ss->s[i].queue)) != NULL) {
 			TAILQ_REMOVE(&ss->s[i].queue, ps, link);
-			free(ps);
+			port_send_drop(ps);
 		}
 		pthread_cond_destroy(&ss->s[i].cond);
 		pthread_mutex_destroy(&ss->s[i].lock);

@@ -494,33 +494,10 @@ int requests_send_mad(struct mux *mux, struct client_info *ci,
 			  (unsigned long long)ci->id, cm_attr_name(cm_mad_attr_id(m->mad)),
 			  (unsigned)cm_mad_sender_id(in->mad),
 			  (unsigned)cm_mad_sender_id(m->mad));
-	if (may_defer && port->senders) {
-		struct port_send *ps = malloc(sizeof(*ps));
-
-		if (ps != NULL) {
-			ps->m = *m;
-			ps->gid_index = idx;
-			ps->client = ci->id;
-			ps->worker = ci->worker;
-			ps->rid = rid;
-			/* By the comm ID it carries: a connection's MADs
-			 * keep their order. */
-			if (port_senders_queue(port, ps, cm_mad_sender_id(m->mad)) == 0)
-				return -EINPROGRESS;
-			free(ps);       /* that thread is busy: send from here */
-		}
-	}
-	rc = port->ops->send(port, m, idx);
-	if (rc) {
+	rc = port_send_client_mad(port, ci, m, idx, rid, may_defer);
+	if (rc && rc != -EINPROGRESS)
 		*why = "port send failed";
-		atomic_fetch_add(&mux->stats.tx_errors, 1);
-		atomic_fetch_add(&port->tx_errors, 1);
-		return rc;
-	}
-	atomic_fetch_add(&port->tx, 1);
-	atomic_fetch_add(&mux->stats.mads_out[cm_attr_index(cm_mad_attr_id(m->mad))], 1);
-	atomic_fetch_add(&ci->ctr.mads_sent, 1);
-	return 0;
+	return rc;
 }
 
 /* ---- QEMU's rdmacm-mux protocol ------------------------------------------ */

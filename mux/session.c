@@ -83,28 +83,28 @@ struct session_set {
 	int flush_armed;
 };
 
-static void session_ask_owner(struct mux *mux, struct client_info *ci)
+/* Write a client's queued output from a thread that is not its
+ * worker's; what the socket does not take, its worker takes over (a
+ * write error is the owner's to see: its read ends too). */
+static void session_write_for(struct mux *mux, struct client_info *ci)
 {
-	struct worker_msg *msg = calloc(1, sizeof(*msg));
+	struct worker_msg *msg;
+	size_t left;
+	int ask;
 
-	if (msg == NULL)
-		return;         /* its next own flush writes it */
-	msg->type = WMSG_FLUSH;
-	msg->client_id = ci->id;
-	worker_post(mux->workers[ci->worker], msg);
+	outlet_flush(&ci->out, 0, &left, &ask);
+	if (!ask)
+		return;
+	msg = worker_msg_new(WMSG_FLUSH, ci->id);
+	if (msg != NULL)        /* else its next own flush writes it */
+		worker_post(mux->workers[ci->worker], msg);
 }
 
 /* Another worker's client: write what this pass queued for it. */
 static void session_flush_foreign(struct session_set *set, struct client_info *ci)
 {
-	size_t left;
-	int ask;
-
 	outlet_release_flush(&ci->out, set->worker);
-	/* A write error is the owner's to see (its read ends too). */
-	outlet_flush(&ci->out, 0, &left, &ask);
-	if (ask)
-		session_ask_owner(set->mux, ci);
+	session_write_for(set->mux, ci);
 	clients_put(ci);
 }
 
@@ -815,8 +815,7 @@ int session_deliver_from(struct worker *self, struct client_info *ci,
 	struct mux *mux = worker_mux(self);
 	struct session_set *set = worker_sessions(self);
 	struct client_info **grown;
-	size_t left;
-	int ask, rc;
+	int rc;
 
 	rc = session_queue_mad(mux, ci, m);
 	if (rc < 0)
@@ -828,16 +827,13 @@ int session_deliver_from(struct worker *self, struct client_info *ci,
 		if (grown == NULL) {
 			/* Written now instead of at the end of the pass. */
 			outlet_release_flush(&ci->out, set->worker);
-			outlet_flush(&ci->out, 0, &left, &ask);
-			if (ask)
-				session_ask_owner(mux, ci);
+			session_write_for(mux, ci);
 			return 0;
 		}
 		set->foreign = grown;
 		set->foreign_cap = set->foreign_cap * 2 + 16;
 	}
-	atomic_fetch_add(&ci->refs, 1);
-	set->foreign[set->nforeign++] = ci;
+	set->foreign[set->nforeign++] = clients_hold(ci);
 	session_arm_flush(set);
 	return 0;
 }
@@ -845,16 +841,11 @@ int session_deliver_from(struct worker *self, struct client_info *ci,
 int session_deliver_now(struct mux *mux, struct client_info *ci,
 			const struct proto_mad *m)
 {
-	size_t left;
-	int ask, rc;
+	int rc = session_queue_mad(mux, ci, m);
 
-	rc = session_queue_mad(mux, ci, m);
-	if (rc < 0)
-		return rc;
-	outlet_flush(&ci->out, 0, &left, &ask);
-	if (ask)
-		session_ask_owner(mux, ci);
-	return 0;
+	if (rc == 0)
+		session_write_for(mux, ci);
+	return rc;
 }
 
 /* The mad_lost report: the running total, and what the count adds since

@@ -44,6 +44,17 @@ static void worker_msg_free(struct worker_msg *m)
 	free(m);
 }
 
+struct worker_msg *worker_msg_new(enum worker_msg_type type, uint64_t client_id)
+{
+	struct worker_msg *m = calloc(1, sizeof(*m));
+
+	if (m) {
+		m->type = type;
+		m->client_id = client_id;
+	}
+	return m;
+}
+
 int worker_post(struct worker *w, struct worker_msg *msg)
 {
 	uint64_t one = 1;
@@ -191,10 +202,9 @@ void worker_pool_stop(struct mux *mux)
 	int i;
 
 	for (i = 0; i < mux->nworkers; i++) {
-		m = calloc(1, sizeof(*m));
+		m = worker_msg_new(WMSG_STOP, 0);
 		if (m == NULL)
 			fatal("worker stop");
-		m->type = WMSG_STOP;
 		worker_post(mux->workers[i], m);
 	}
 	/* All of them before any is freed: until it has stopped, a worker

@@ -778,6 +778,20 @@ static void figure(const char *key, double value)
 	fflush(stdout);
 }
 
+/* A throughput figure of the daemon's, the relay's, and their ratio:
+ * "pairs=N WHAT_UNIT", "pairs=N WHAT_relay_UNIT", "pairs=N WHAT_ratio". */
+static void compare(const char *what, const char *unit, double mine, double base)
+{
+	char key[128];
+
+	snprintf(key, sizeof(key), "pairs=%d %s_%s", npairs, what, unit);
+	figure(key, mine);
+	snprintf(key, sizeof(key), "pairs=%d %s_relay_%s", npairs, what, unit);
+	figure(key, base);
+	snprintf(key, sizeof(key), "pairs=%d %s_ratio", npairs, what);
+	figure(key, mine / base);
+}
+
 static void connect_all(const char *path)
 {
 	int i;
@@ -969,26 +983,14 @@ int main(int argc, char **argv)
 		median_of(br, rounds, &b);
 #define FIG(name, v) do { snprintf(key, sizeof(key), "pairs=%d %s", npairs, name); \
 			  figure(key, v); } while (0)
-		FIG("req_by_gid_1_inflight_mads_per_s", d.req1);
-		FIG("req_by_gid_1_inflight_relay_mads_per_s", b.req1);
-		FIG("req_by_gid_1_inflight_ratio", d.req1 / b.req1);
-		FIG("req_by_gid_16_inflight_mads_per_s", d.req16);
-		FIG("req_by_gid_16_inflight_relay_mads_per_s", b.req16);
-		FIG("req_by_gid_16_inflight_ratio", d.req16 / b.req16);
-		FIG("reply_by_comm_id_1_inflight_mads_per_s", d.rep1);
-		FIG("reply_by_comm_id_1_inflight_relay_mads_per_s", b.rep1);
-		FIG("reply_by_comm_id_1_inflight_ratio", d.rep1 / b.rep1);
-		FIG("reply_by_comm_id_16_inflight_mads_per_s", d.rep16);
-		FIG("reply_by_comm_id_16_inflight_relay_mads_per_s", b.rep16);
-		FIG("reply_by_comm_id_16_inflight_ratio", d.rep16 / b.rep16);
-		FIG("handshakes_per_s", d.hs);
-		FIG("handshakes_relay_per_s", b.hs);
-		FIG("handshakes_ratio", d.hs / b.hs);
+		compare("req_by_gid_1_inflight", "mads_per_s", d.req1, b.req1);
+		compare("req_by_gid_16_inflight", "mads_per_s", d.req16, b.req16);
+		compare("reply_by_comm_id_1_inflight", "mads_per_s", d.rep1, b.rep1);
+		compare("reply_by_comm_id_16_inflight", "mads_per_s", d.rep16, b.rep16);
+		compare("handshakes", "per_s", d.hs, b.hs);
 		/* A handshake is five MADs: against the relay's frame rate. */
 		FIG("handshakes_16_inflight_vs_relay_frames", d.hs16 / b.req16);
-		FIG("handshakes_16_inflight_per_s", d.hs16);
-		FIG("handshakes_16_inflight_relay_per_s", b.hs16);
-		FIG("handshakes_16_inflight_ratio", d.hs16 / b.hs16);
+		compare("handshakes_16_inflight", "per_s", d.hs16, b.hs16);
 		FIG("latency_p50_us", d.p50);
 		FIG("latency_p99_us", d.p99);
 		FIG("latency_p999_us", d.p999);
