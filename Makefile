@@ -40,7 +40,7 @@ endif
 ALL_CFLAGS = $(CPPFLAGS_ALL) $(DEP_CFLAGS) $(CFLAGS) $(SANFLAGS) -fPIC -MMD -MP
 LDFLAGS_ALL = $(LDFLAGS) $(SANFLAGS) -pthread
 
-COMMON_SRC   := common/log.c common/gid.c common/cm_mad.c
+COMMON_SRC   := common/log.c common/text.c common/gid.c common/cm_mad.c
 PROTOCOL_SRC := protocol/frame.c protocol/mad_frame.c protocol/control.c
 LEGACY_SRC   := protocol/legacy.c
 MUXD_SRC     := mux/main.c mux/daemon.c mux/worker.c mux/session.c mux/outlet.c mux/port_sender.c mux/requests.c \
@@ -68,7 +68,7 @@ LIBSO   := $(B)/libmuxbe.so.$(SOVERSION)
 PCFILE  := $(B)/muxbe.pc
 
 UNIT_TESTS := test_codec test_cm_mad test_router test_conn_table test_policy test_guest_cm \
-	      test_legacy
+	      test_legacy test_text
 UNIT_BINS  := $(addprefix $(B)/tests/,$(UNIT_TESTS))
 INTEG_TESTS := test_integration test_cm test_attacks test_qemu
 INTEG_BINS := $(addprefix $(B)/tests/,$(INTEG_TESTS))
@@ -115,6 +115,10 @@ $(B)/tests/test_codec: $(B)/obj/tests/unit/test_codec.o $(PROTOCOL_OBJ) $(COMMON
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(TEST_LIBS)
 
 $(B)/tests/test_legacy: $(B)/obj/tests/unit/test_legacy.o $(call obj,$(LEGACY_SRC))
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(TEST_LIBS)
+
+$(B)/tests/test_text: $(B)/obj/tests/unit/test_text.o $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(TEST_LIBS)
 

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 #include "log.h"
+#include "text.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -39,10 +40,17 @@ static void vlog(int pri, const char *fmt, va_list ap, const char *suffix)
 
 static void vlog(int pri, const char *fmt, va_list ap, const char *suffix)
 {
-	char line[1024];
+	char raw[1024], line[1024];
 	int saved_errno = errno;
+	int n;
 
-	vsnprintf(line, sizeof(line), fmt, ap);
+	/* Messages carry text from VMs and the wire: escaped, a line can
+	 * be neither forged nor cut in two. */
+	n = vsnprintf(raw, sizeof(raw), fmt, ap);
+	if (n < 0)
+		n = 0;
+	text_escape(line, sizeof(line), raw,
+		    (size_t)n < sizeof(raw) ? (size_t)n : sizeof(raw) - 1);
 	if (log_conf.foreground) {
 		flockfile(stderr);
 		fprintf(stderr, "%s%s%s\n", line, suffix ? ": " : "",

@@ -32,6 +32,8 @@
 #define MUX_MAX_PORTS 16
 #define MUX_MAX_WORKERS 64
 #define MUX_SIM_MAX_GIDS 4096
+/* A client's VM name, in bytes. */
+#define MUX_NAME_MAX 63
 #define MUX_DEFAULT_SOCKET "/run/rdmacm-mux/mux.sock"
 #define MUX_DEFAULT_STATUS "/run/rdmacm-mux/status.sock"
 
@@ -215,7 +217,7 @@ struct client_info {
 	uid_t uid;
 	gid_t gid;
 	time_t connected;
-	char name[64];
+	char name[MUX_NAME_MAX + 1];
 	int qemu_port;                  /* QEMU's protocol on this port, or -1 */
 	struct client_counters ctr;
 	_Atomic unsigned refs;          /* the table's, and each borrower's */

@@ -15,6 +15,8 @@
 
 #include <jansson.h>
 
+#include "../common/text.h"
+
 #define DEFAULT_STATUS "/run/rdmacm-mux/status.sock"
 #define DEFAULT_ADMIN "/run/rdmacm-mux/admin.sock"
 #define STATUS_MAX (64u << 20)
@@ -106,6 +108,34 @@ fail:
 	free(buf);
 	close(fd);
 	return NULL;
+}
+
+/* Strings in the daemon's answers come, in part, from VMs: before any
+ * reaches the terminal, its control characters are escaped in place. */
+static void make_printable(json_t *v)
+{
+	const char *key;
+	json_t *item;
+	size_t i, len;
+	char *buf;
+
+	if (json_is_object(v)) {
+		json_object_foreach(v, key, item)
+			make_printable(item);
+	} else if (json_is_array(v)) {
+		json_array_foreach(v, i, item)
+			make_printable(item);
+	} else if (json_is_string(v)) {
+		len = json_string_length(v);
+		if (text_is_clean(json_string_value(v), len))
+			return;
+		buf = malloc(len * 4 + 1);
+		if (buf == NULL)
+			return;
+		text_escape(buf, len * 4 + 1, json_string_value(v), len);
+		json_string_set(v, buf);
+		free(buf);
+	}
 }
 
 static json_int_t jint(json_t *o, const char *key)
@@ -286,6 +316,7 @@ static int admin_request(const char *path, const char *request, int timeout_ms)
 		fprintf(stderr, "rdmacm-muxctl: no answer from the daemon\n");
 		return 1;
 	}
+	make_printable(j);
 	ok = json_is_true(json_object_get(j, "ok"));
 	if (ok)
 		printf("ok%s%s\n", json_object_get(j, "message") ? ": " : "",
@@ -360,11 +391,19 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	if (json_out) {
-		char *pretty = json_dumps(st, JSON_INDENT(2));
+		/* JSON escapes C0 itself; ASCII-only escapes the rest. */
+		char *pretty = json_dumps(st, JSON_INDENT(2) | JSON_ENSURE_ASCII);
 
-		printf("%s\n", pretty ? pretty : text);
+		if (pretty == NULL) {
+			fprintf(stderr, "rdmacm-muxctl: out of memory\n");
+			json_decref(st);
+			free(text);
+			return 1;
+		}
+		printf("%s\n", pretty);
 		free(pretty);
 	} else {
+		make_printable(st);
 		print_status(st);
 	}
 	json_decref(st);

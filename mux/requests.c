@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "mux.h"
+#include "../common/text.h"
 #include "../common/log.h"
 
 static const char *const mux_features[] = { "mad", "port-events" };
@@ -65,6 +66,15 @@ static json_t *op_hello(struct mux *mux, struct client_info *ci,
 	}
 	if (name != NULL && !json_is_string(name))
 		return proto_reply_error(EINVAL, "\"name\" must be a string");
+	/* The name reaches logs, the status and admins' terminals. */
+	if (name != NULL && (json_string_length(name) > MUX_NAME_MAX ||
+			     !text_is_clean(json_string_value(name),
+					    json_string_length(name)))) {
+		*close_after = 1;
+		return proto_reply_error(EINVAL, "\"name\" must be UTF-8 of at "
+					 "most %d bytes without control characters",
+					 MUX_NAME_MAX);
+	}
 	if (features != NULL && !json_is_array(features))
 		return proto_reply_error(EINVAL, "\"features\" must be an array");
 	/* The VM name is the hypervisor's word, but only counts where the
@@ -197,7 +207,7 @@ static int gid_register(struct mux *mux, struct client_info *ci,
 	else if (rc)
 		snprintf(text, len, "cannot register GID");
 	else
-		log_info("client %llu (%s): registered %s on %s%s",
+		log_debug("client %llu (%s): registered %s on %s%s",
 			 (unsigned long long)ci->id, ci->name, gid_format(gid, buf),
 			 port->name, *idx < 0 ? " (not in its GID table yet)" : "");
 	return rc;

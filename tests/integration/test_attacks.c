@@ -613,6 +613,132 @@ static void test_socket_permissions_and_frame_limit(void **state)
 	hd_stop(&d);
 }
 
+static int count_lines(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	int c, n = 0;
+
+	assert_non_null(f);
+	while ((c = fgetc(f)) != EOF)
+		n += c == '\n';
+	fclose(f);
+	return n;
+}
+
+/* Names reach logs, the status and terminals: control characters and
+ * oversize names are refused at hello, and churn is not logged. */
+static void test_untrusted_text(void **state)
+{
+	static const char *const bad_names[] = {
+		"victim\\nrdmacm-muxd: forged line",
+		"\\u001b[2Jvictim",
+		"vic\\u0085tim",                        /* C1: NEL */
+		"vic\\u007ftim",
+		"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+	};
+	struct fx *f = *state;
+	uint8_t kind, flags, buf[1024], gid[16];
+	char hello[256];
+	int lines0, i, s, n;
+	uint32_t rid;
+
+	for (i = 0; i < (int)(sizeof(bad_names) / sizeof(bad_names[0])); i++) {
+		s = raw_connect(f->d.sock);
+		assert_true(s >= 0);
+		snprintf(hello, sizeof(hello), "{\"op\":\"hello\",\"protocol\":"
+			 "{\"major\":1,\"minor\":0},\"name\":\"%s\"}", bad_names[i]);
+		assert_int_equal(raw_send_json(s, 1, hello), 0);
+		n = raw_recv(s, &kind, &flags, &rid, buf, sizeof(buf), H_DEADLINE_MS);
+		assert_true(n > 0);
+		assert_non_null(strstr((char *)buf, "\"EINVAL\""));
+		assert_true(raw_wait_eof(s, H_DEADLINE_MS));
+		close(s);
+	}
+	/* 63 bytes is a name (no rule matches it: EACCES, not EINVAL). */
+	s = raw_connect(f->d.sock);
+	snprintf(hello, sizeof(hello), "{\"op\":\"hello\",\"protocol\":{\"major\":1,"
+		 "\"minor\":0},\"name\":\"%.63s\"}", bad_names[4]);
+	assert_int_equal(raw_send_json(s, 1, hello), 0);
+	assert_true(raw_recv(s, &kind, &flags, &rid, buf, sizeof(buf), H_DEADLINE_MS) > 0);
+	assert_non_null(strstr((char *)buf, "\"EACCES\""));
+	close(s);
+
+	/* 10,000 registrations and unregistrations: a bounded log. */
+	lines0 = count_lines(f->d.log);
+	assert_int_equal(gid_parse("fd00::5", (struct gid *)gid), 0);
+	for (i = 0; i < 5000; i++) {
+		assert_int_equal(muxbe_unregister_gid(f->good.mb, h_port0(), gid), 0);
+		assert_int_equal(muxbe_register_gid(f->good.mb, h_port0(), gid, NULL), 0);
+	}
+	assert_true(count_lines(f->d.log) - lines0 <= 10);
+	victim_untouched(f, 2);
+}
+
+/* rdmacm-muxctl against a status socket that serves hostile strings (an
+ * old or subverted daemon): no control character reaches the terminal. */
+static void test_muxctl_escapes(void **state)
+{
+	static const char doc[] =
+		"{\"daemon\":{\"version\":\"x\\u001b]0;pwned\\u0007\",\"pid\":1,"
+		"\"socket\":\"/s\\n FORGED\",\"status_socket\":\"/t\"},"
+		"\"ports\":[{\"index\":0,\"name\":\"p\\u009b1m\",\"kind\":\"sim\","
+		"\"state\":\"active\",\"gid_table\":[]}],"
+		"\"clients\":[{\"id\":1,\"name\":\"\\u001b[2Jvm\",\"protocol\":\"v1\","
+		"\"counters\":{},\"gids\":[],\"connections\":[]}],"
+		"\"routing\":{},\"counters\":{},\"policy\":{\"source\":\"\\r\",\"rules\":1}}\n";
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	char out[8192], path[108];
+	int ls, cs, pfd[2], status, json_mode;
+	const char *muxctl = getenv("RDMACM_MUXCTL");
+	size_t len;
+	ssize_t r;
+	pid_t pid;
+
+	(void)state;
+	assert_non_null(muxctl);
+	snprintf(path, sizeof(path), "/tmp/rcm-fake-status.%d", getpid());
+	for (json_mode = 0; json_mode < 2; json_mode++) {
+		unlink(path);
+		snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", path);
+		ls = socket(AF_UNIX, SOCK_STREAM, 0);
+		assert_int_equal(bind(ls, (struct sockaddr *)&sun, sizeof(sun)), 0);
+		assert_int_equal(listen(ls, 1), 0);
+		assert_int_equal(pipe(pfd), 0);
+		pid = fork();
+		assert_true(pid >= 0);
+		if (pid == 0) {
+			dup2(pfd[1], 1);
+			close(pfd[0]);
+			execl(muxctl, muxctl, "-S", path, json_mode ? "-j" : "status",
+			      (char *)NULL);
+			_exit(127);
+		}
+		close(pfd[1]);
+		cs = accept(ls, NULL, NULL);
+		assert_true(cs >= 0);
+		assert_int_equal(write(cs, doc, sizeof(doc) - 1), (ssize_t)sizeof(doc) - 1);
+		close(cs);
+		len = 0;
+		while (len < sizeof(out) - 1 &&
+		       (r = read(pfd[0], out + len, sizeof(out) - 1 - len)) > 0)
+			len += (size_t)r;
+		out[len] = '\0';
+		close(pfd[0]);
+		close(ls);
+		assert_int_equal(waitpid(pid, &status, 0), pid);
+		assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+		for (size_t k = 0; k < len; k++) {
+			unsigned char c = (unsigned char)out[k];
+
+			assert_false(c < 0x20 && c != '\n');
+			assert_false(c == 0x7f || c >= 0x80);
+		}
+		assert_null(strstr(out, "\n FORGED"));
+		assert_non_null(strcasestr(out, json_mode ? "\\u001b[2Jvm" : "\\x1b[2Jvm"));
+	}
+	unlink(path);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -625,6 +751,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_admin_socket, setup, teardown),
 		cmocka_unit_test(test_fd_exhaustion_does_not_spin),
 		cmocka_unit_test(test_socket_permissions_and_frame_limit),
+		cmocka_unit_test_setup_teardown(test_untrusted_text, setup, teardown),
+		cmocka_unit_test(test_muxctl_escapes),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
