@@ -45,7 +45,7 @@ PROTOCOL_SRC := protocol/frame.c protocol/mad_frame.c protocol/control.c
 LEGACY_SRC   := protocol/legacy.c
 MUXD_SRC     := mux/main.c mux/daemon.c mux/worker.c mux/session.c mux/outlet.c mux/port_sender.c mux/requests.c \
 		mux/router.c mux/conn_table.c mux/clients.c mux/stats.c mux/port.c \
-		mux/port_sim.c mux/port_umad.c mux/unix_listener.c mux/listener.c \
+		mux/port_sim.c mux/port_umad.c mux/unix_listener.c mux/lockfile.c mux/listener.c \
 		mux/status.c mux/policy.c mux/admin.c common/ibdev.c $(LEGACY_SRC)
 MUXCTL_SRC   := mux/muxctl.c
 BACKEND_SRC  := backend/muxbe.c backend/verbs.c backend/ah_cache.c common/ibdev.c

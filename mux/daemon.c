@@ -12,6 +12,7 @@ void config_defaults(struct mux_config *cfg)
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->socket_path = MUX_DEFAULT_SOCKET;
 	cfg->status_path = MUX_DEFAULT_STATUS;
+	cfg->run_dir = MUX_DEFAULT_RUN_DIR;
 	cfg->socket_mode = 0660;
 	cfg->socket_owner = (uid_t)-1;
 	cfg->socket_group = (gid_t)-1;

@@ -42,6 +42,8 @@ static void usage(FILE *f)
 "      --sim-fabric DIR        directory shared by sim ports of all daemons\n"
 "                              that form one simulated fabric (default: private)\n"
 "  -s, --socket PATH           client socket (default " MUX_DEFAULT_SOCKET ")\n"
+"      --run-dir DIR           where the locks of real ports live (default\n"
+"                              " MUX_DEFAULT_RUN_DIR "; sockets lock PATH.lock)\n"
 "  -S, --status-socket PATH    read-only status socket (default " MUX_DEFAULT_STATUS ")\n"
 "      --socket-mode MODE      octal mode of the client socket (default 0660)\n"
 "      --socket-owner USER     owner of the client socket (default: the daemon's)\n"
@@ -253,7 +255,7 @@ enum {
 	OPT_TIMEWAIT, OPT_SYSLOG, OPT_HANDSHAKE, OPT_ROCE_VERSION, OPT_QEMU_SOCKET,
 	OPT_SOCKET_OWNER,
 	OPT_SOCKET_GROUP, OPT_STATUS_GROUP, OPT_MAX_FRAME, OPT_MAX_PEER_RECORDS,
-	OPT_MAX_PEER_RECORDS_SOURCE, OPT_MAX_TIMEWAIT,
+	OPT_MAX_PEER_RECORDS_SOURCE, OPT_MAX_TIMEWAIT, OPT_RUN_DIR,
 };
 
 static void parse_args(struct mux_config *cfg, int argc, char **argv)
@@ -264,6 +266,7 @@ static void parse_args(struct mux_config *cfg, int argc, char **argv)
 		{ "roce-version", required_argument, NULL, OPT_ROCE_VERSION },
 		{ "qemu-socket", required_argument, NULL, OPT_QEMU_SOCKET },
 		{ "sim-fabric", required_argument, NULL, OPT_SIM_FABRIC },
+		{ "run-dir", required_argument, NULL, OPT_RUN_DIR },
 		{ "socket", required_argument, NULL, 's' },
 		{ "status-socket", required_argument, NULL, 'S' },
 		{ "socket-mode", required_argument, NULL, OPT_SOCKET_MODE },
@@ -300,6 +303,7 @@ static void parse_args(struct mux_config *cfg, int argc, char **argv)
 		case OPT_ROCE_VERSION: set_roce_version(cfg, optarg); break;
 		case OPT_QEMU_SOCKET: add_qemu_socket(cfg, optarg); break;
 		case OPT_SIM_FABRIC: cfg->sim_fabric = optarg; break;
+		case OPT_RUN_DIR: cfg->run_dir = optarg; break;
 		case 's': cfg->socket_path = optarg; break;
 		case 'S': cfg->status_path = optarg; break;
 		case OPT_SOCKET_MODE:
@@ -367,7 +371,7 @@ static void parse_args(struct mux_config *cfg, int argc, char **argv)
 	}
 }
 
-static void setup_sim_fabric(struct mux *mux)
+static int setup_sim_fabric(struct mux *mux)
 {
 	char tmpl[] = "/tmp/rdmacm-mux-sim.XXXXXX";
 	int i, any = 0;
@@ -375,31 +379,46 @@ static void setup_sim_fabric(struct mux *mux)
 	for (i = 0; i < mux->cfg.nports; i++)
 		any |= mux->cfg.ports[i].kind == PORT_SPEC_SIM;
 	if (!any)
-		return;
+		return 0;
 	if (mux->cfg.sim_fabric) {
-		if (mkdir(mux->cfg.sim_fabric, 0700) < 0 && errno != EEXIST)
-			fatal("--sim-fabric %s", mux->cfg.sim_fabric);
+		if (mkdir(mux->cfg.sim_fabric, 0700) < 0 && errno != EEXIST) {
+			log_warn("--sim-fabric %s", mux->cfg.sim_fabric);
+			return -1;
+		}
 		snprintf(mux->sim_fabric, sizeof(mux->sim_fabric), "%s",
 			 mux->cfg.sim_fabric);
-		return;
+		return 0;
 	}
-	if (mkdtemp(tmpl) == NULL)
-		fatal("mkdtemp");
+	if (mkdtemp(tmpl) == NULL) {
+		log_warn("sim fabric: mkdtemp");
+		return -1;
+	}
 	snprintf(mux->sim_fabric, sizeof(mux->sim_fabric), "%s", tmpl);
 	mux->sim_fabric_owned = 1;
+	return 0;
 }
 
-static void open_ports(struct mux *mux)
+static void remove_sim_fabric(struct mux *mux)
+{
+	if (mux->sim_fabric_owned && rmdir(mux->sim_fabric) < 0)
+		log_warn("cannot remove the sim fabric %s", mux->sim_fabric);
+	mux->sim_fabric_owned = 0;
+}
+
+/* Ports are named first: the QEMU sockets name them, and those are
+ * opened before anything outside the daemon's own files changes. */
+static int name_ports(struct mux *mux)
 {
 	const struct port_spec *ps;
 	struct port *p;
-	int i, rc;
+	int i;
 
 	for (i = 0; i < mux->cfg.nports; i++) {
 		ps = &mux->cfg.ports[i];
 		p = &mux->ports[i];
 		p->mux = mux;
 		p->index = (unsigned)i;
+		p->lock.fd = -1;
 		if (ps->kind == PORT_SPEC_SIM) {
 			p->ops = &port_sim_ops;
 			snprintf(p->name, sizeof(p->name), "%s", ps->name);
@@ -408,14 +427,72 @@ static void open_ports(struct mux *mux)
 			snprintf(p->name, sizeof(p->name), "%s:%d", ps->name,
 				 ps->port_num);
 		}
-		if (mux_port_by_name(mux, p->name))
-			fatalx("port %s given twice", p->name);
+		if (mux_port_by_name(mux, p->name)) {
+			log_warnx("port %s given twice", p->name);
+			return -EINVAL;
+		}
 		mux->nports = i + 1;
-		rc = p->ops->open(p, ps);
+	}
+	return 0;
+}
+
+/* One daemon per port: a sim port's lock is in its fabric, a real
+ * port's in the run directory, where every daemon on the host looks. */
+static int lock_port(struct mux *mux, struct port *p, const struct port_spec *ps)
+{
+	char path[sizeof(p->lock.path)], what[96];
+	int n;
+
+	if (ps->kind == PORT_SPEC_SIM) {
+		n = snprintf(path, sizeof(path), "%s/%s.lock", mux->sim_fabric, ps->name);
+	} else {
+		if (mkdir(mux->cfg.run_dir, 0755) < 0 && errno != EEXIST) {
+			log_warn("--run-dir %s", mux->cfg.run_dir);
+			return -errno;
+		}
+		n = snprintf(path, sizeof(path), "%s/port-%s-%d.lock",
+			     mux->cfg.run_dir, ps->name, ps->port_num);
+	}
+	if (n < 0 || (size_t)n >= sizeof(path)) {
+		log_warnx("port %s: lock path too long", p->name);
+		return -ENAMETOOLONG;
+	}
+	snprintf(what, sizeof(what), "port %s", p->name);
+	return lockfile_take_or_say(&p->lock, path, what);
+}
+
+static int open_ports(struct mux *mux)
+{
+	const struct port_spec *ps;
+	struct port *p;
+	int i, rc;
+
+	for (i = 0; i < mux->cfg.nports; i++) {
+		ps = &mux->cfg.ports[i];
+		p = &mux->ports[i];
+		rc = lock_port(mux, p, ps);
 		if (rc < 0)
-			fatalx("port %s: cannot open (%s)", p->name, strerror(-rc));
+			return rc;
+		rc = p->ops->open(p, ps);
+		if (rc < 0) {
+			log_warnx("port %s: cannot open (%s)", p->name, strerror(-rc));
+			return rc;
+		}
 		log_info("port %d: %s (%s) %s", i, p->name, p->ops->kind,
 			 port_state_name(atomic_load(&p->state)));
+	}
+	return 0;
+}
+
+/* Ports that open_ports() reached, in any state. */
+static void close_ports(struct mux *mux)
+{
+	int i;
+
+	for (i = 0; i < mux->nports; i++) {
+		if (mux->ports[i].ops && mux->ports[i].priv)
+			mux->ports[i].ops->close(&mux->ports[i]);
+		lockfile_release(&mux->ports[i].lock);
 	}
 }
 
@@ -444,8 +521,8 @@ int main(int argc, char **argv)
 	struct event *sigint, *sigterm, *sighup;
 	uint32_t random_operand;
 	struct event_base *base;
+	int i, exit_code = 1;
 	struct mux *mux;
-	int rc, i;
 
 	mux = calloc(1, sizeof(*mux));
 	if (mux == NULL)
@@ -498,21 +575,24 @@ int main(int argc, char **argv)
 	}
 	log_info("policy: %d rule(s) from %s", mux->policy->nrules,
 		 mux->policy->source);
-	setup_sim_fabric(mux);
-	open_ports(mux);
+	/* Everything that can fail for a reason outside the daemon (a lock
+	 * another daemon holds, a socket path, a port) comes before the
+	 * threads, and every failure leaves as a clean shutdown would,
+	 * removing what the daemon made. */
+	if (name_ports(mux) < 0)
+		goto fail_ports;
+	/* Each says why it failed. */
+	if (listener_start(mux, base) < 0 || status_listen(mux, base) < 0 ||
+	    admin_listen(mux, base) < 0)
+		goto fail_sockets;
+	if (setup_sim_fabric(mux) < 0)
+		goto fail_sockets;
+	if (open_ports(mux) < 0)
+		goto fail_ports;
 
 	mux->nworkers = mux->cfg.workers;
 	worker_pool_start(mux);
 	mux->portio = portio_start(mux);
-	rc = listener_start(mux, base);
-	if (rc < 0)
-		fatalx("client socket %s: %s", mux->cfg.socket_path, strerror(-rc));
-	rc = status_listen(mux, base);
-	if (rc < 0)
-		fatalx("status socket %s: %s", mux->cfg.status_path, strerror(-rc));
-	rc = admin_listen(mux, base);
-	if (rc < 0)
-		fatalx("admin socket %s: %s", mux->cfg.admin_path, strerror(-rc));
 	sighup = evsignal_new(base, SIGHUP, on_sighup, mux);
 	event_add(sighup, NULL);
 
@@ -531,19 +611,28 @@ int main(int argc, char **argv)
 	router_stop_answering(mux->router);
 	worker_pool_stop(mux);
 	portio_free(mux->portio);
+	event_free(sighup);
+	exit_code = 0;
+fail_ports:
+	close_ports(mux);
+	remove_sim_fabric(mux);
+fail_sockets:
+	listener_stop(mux);
+	status_close(mux);
+	admin_close(mux);
 	router_free(mux->router);
 	clients_fini(&mux->clients);
 	policy_unref(mux->policy);
 	pthread_mutex_destroy(&mux->policy_lock);
-	if (mux->sim_fabric_owned)
-		rmdir(mux->sim_fabric);
 	event_free(sigint);
 	event_free(sigterm);
-	event_free(sighup);
 	event_base_free(base);
 	for (i = 0; i < mux->cfg.nports; i++)
 		free(mux->cfg.ports[i].gids);
 	free(mux);
-	log_info("rdmacm-muxd: exiting");
-	return 0;
+	if (exit_code)
+		log_warnx("rdmacm-muxd: not started");
+	else
+		log_info("rdmacm-muxd: exiting");
+	return exit_code;
 }

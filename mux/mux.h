@@ -36,8 +36,24 @@
 #define MUX_NAME_MAX 63
 #define MUX_DEFAULT_SOCKET "/run/rdmacm-mux/mux.sock"
 #define MUX_DEFAULT_STATUS "/run/rdmacm-mux/status.sock"
+#define MUX_DEFAULT_RUN_DIR "/run/rdmacm-mux"
 
 struct router;
+
+/* ---- lockfile.c: one daemon per socket and per port ------------------ */
+
+struct lockfile {
+	int fd;                         /* -1: not held */
+	char path[256];
+};
+
+/* 0, or -EADDRINUSE with *holder the other daemon's pid (0: unknown), or
+ * another negative errno. */
+int lockfile_take(struct lockfile *lf, const char *path, pid_t *holder);
+/* The same, and says why it failed, naming what the lock guards. */
+int lockfile_take_or_say(struct lockfile *lf, const char *path,
+			 const char *what);
+void lockfile_release(struct lockfile *lf);
 
 /* ---- main.c: configuration ------------------------------------------ */
 
@@ -60,6 +76,7 @@ struct mux_config {
 	const char *socket_path;
 	const char *status_path;
 	const char *sim_fabric;         /* NULL: a private directory */
+	const char *run_dir;            /* real ports' locks */
 	const char *policy_path;        /* NULL: the default policy */
 	const char *admin_path;         /* NULL: no admin socket */
 	mode_t socket_mode;
@@ -390,6 +407,7 @@ struct port {
 	_Atomic int state;
 	int roce;               /* Ethernet link layer: rdma_cm addresses are GIDs */
 	void *priv;
+	struct lockfile lock;   /* one daemon per port */
 	_Atomic uint64_t rx, tx, tx_errors, rx_errors;
 	_Atomic uint64_t wire_dropped;  /* sim: a receiver's queue was full */
 	_Atomic uint64_t gid_table_changes;
@@ -563,6 +581,7 @@ struct unix_listener {
 	struct evconnlistener *lev;
 	struct event *resume;
 	const char *path;               /* unlinked on close */
+	struct lockfile lock;           /* PATH.lock */
 	evconnlistener_cb accept;
 	void *arg;
 };

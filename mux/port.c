@@ -447,12 +447,9 @@ void portio_stop(struct portio *pio)
 		port_senders_stop(&pio->mux->ports[i]);
 }
 
+/* The ports themselves are the daemon's to close (they outlive it). */
 void portio_free(struct portio *pio)
 {
-	int i;
-
-	for (i = 0; i < pio->mux->nports; i++)
-		pio->mux->ports[i].ops->close(&pio->mux->ports[i]);
 	event_free(pio->tick);
 	event_base_free(pio->base);
 	free(pio);

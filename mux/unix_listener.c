@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /*
  * The daemon's unix sockets (clients, status, admin), set up as smtpd's
- * control socket is: refuse to start if another daemon answers on the
- * path, remove a stale socket, bind with a umask so the mode is never
+ * control socket is: refuse to start if another daemon holds the path's
+ * lock (or, not using locks, answers on it), remove a crashed daemon's
+ * socket (a socket only), bind with a umask so the mode is never
  * wider than asked, then chmod.  Each one's accepting pauses, rather than
  * spins, while the process is out of descriptors.
  */
@@ -27,6 +28,7 @@ static int unix_listen_socket(const char *path, mode_t mode, uid_t owner, gid_t 
 {
 	struct sockaddr_un sun = { .sun_family = AF_UNIX };
 	mode_t old_umask;
+	struct stat st;
 	int fd, rc;
 
 	if (strlen(path) >= sizeof(sun.sun_path)) {
@@ -35,6 +37,12 @@ static int unix_listen_socket(const char *path, mode_t mode, uid_t owner, gid_t 
 		return -ENAMETOOLONG;
 	}
 	strcpy(sun.sun_path, path);
+	/* The lock says no daemon uses the path; a socket there is a
+	 * crashed one's.  Anything else there is somebody's file. */
+	if (lstat(path, &st) == 0 && !S_ISSOCK(st.st_mode)) {
+		log_warnx("%s: exists and is not a socket; not removing it", path);
+		return -EEXIST;
+	}
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
@@ -112,12 +120,23 @@ int unix_listener_open(struct unix_listener *ul, struct event_base *base,
 		       const char *path, mode_t mode, uid_t owner, gid_t group,
 		       evconnlistener_cb accept, void *arg)
 {
+	char lock[sizeof(ul->lock.path)];
 	int fd;
 
 	memset(ul, 0, sizeof(*ul));
-	fd = unix_listen_socket(path, mode, owner, group);
+	ul->lock.fd = -1;
+	if ((size_t)snprintf(lock, sizeof(lock), "%s.lock", path) >= sizeof(lock)) {
+		log_warnx("%s: socket path too long", path);
+		return -ENAMETOOLONG;
+	}
+	fd = lockfile_take_or_say(&ul->lock, lock, path);
 	if (fd < 0)
 		return fd;
+	fd = unix_listen_socket(path, mode, owner, group);
+	if (fd < 0) {
+		lockfile_release(&ul->lock);
+		return fd;
+	}
 	ul->path = path;
 	ul->accept = accept;
 	ul->arg = arg;
@@ -126,6 +145,7 @@ int unix_listener_open(struct unix_listener *ul, struct event_base *base,
 	if (ul->lev == NULL) {
 		close(fd);
 		unlink(path);
+		lockfile_release(&ul->lock);
 		return -ENOMEM;
 	}
 	ul->resume = evtimer_new(base, unix_listener_resume, ul);
@@ -147,5 +167,9 @@ void unix_listener_close(struct unix_listener *ul)
 	if (ul->resume) {
 		event_free(ul->resume);
 		ul->resume = NULL;
+	}
+	if (ul->path) {         /* opened: the lock is held */
+		lockfile_release(&ul->lock);
+		ul->path = NULL;
 	}
 }

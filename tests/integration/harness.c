@@ -68,17 +68,11 @@ int raw_connect(const char *path)
 	return fd;
 }
 
+static void hd_spawn(struct hdaemon *d);
+
 void hd_start(struct hdaemon *d, const char *fabric, const char *const *ports,
 	      const char *const *extra)
 {
-	const char *bin = getenv("RDMACM_MUXD");
-	const char *wrapper = getenv("RDMACM_MUXD_WRAPPER");
-	const char *argv[96];
-	char portargs[8][256], wrap[512], *tok, *save = NULL;
-	uint64_t deadline;
-	int argc = 0, i, fd, status;
-
-	assert_non_null(bin);
 	memset(d, 0, sizeof(*d));
 	snprintf(d->dir, sizeof(d->dir), "/tmp/rcm-test.XXXXXX");
 	assert_non_null(mkdtemp(d->dir));
@@ -90,6 +84,28 @@ void hd_start(struct hdaemon *d, const char *fabric, const char *const *ports,
 	snprintf(d->fabric, sizeof(d->fabric), "%s", fabric ? fabric : d->dir);
 	if (fabric == NULL)
 		strncat(d->fabric, "/fabric", sizeof(d->fabric) - strlen(d->fabric) - 1);
+	d->ports = ports;
+	d->extra = extra;
+	hd_spawn(d);
+}
+
+void hd_restart(struct hdaemon *d)
+{
+	assert_int_equal(d->pid, 0);
+	hd_spawn(d);
+}
+
+static void hd_spawn(struct hdaemon *d)
+{
+	const char *bin = getenv("RDMACM_MUXD");
+	const char *wrapper = getenv("RDMACM_MUXD_WRAPPER");
+	const char *const *ports = d->ports, *const *extra = d->extra;
+	const char *argv[96];
+	char portargs[8][256], wrap[512], *tok, *save = NULL;
+	uint64_t deadline;
+	int argc = 0, i, fd, status;
+
+	assert_non_null(bin);
 	/* e.g. RDMACM_MUXD_WRAPPER="valgrind -q --error-exitcode=99" */
 	if (wrapper) {
 		snprintf(wrap, sizeof(wrap), "%s", wrapper);
@@ -122,7 +138,7 @@ void hd_start(struct hdaemon *d, const char *fabric, const char *const *ports,
 	d->pid = fork();
 	assert_true(d->pid >= 0);
 	if (d->pid == 0) {
-		fd = open(d->log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		fd = open(d->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
 		if (fd >= 0) {
 			dup2(fd, 2);
 			dup2(fd, 1);
@@ -177,12 +193,70 @@ void hd_stop(struct hdaemon *d)
 			perror("system");
 		fail_msg("daemon exit status 0x%x", status);
 	}
-	/* The sockets are gone after a clean stop. */
+	/* The sockets and their locks are gone after a clean stop. */
 	assert_int_equal(access(d->sock, F_OK), -1);
 	assert_int_equal(access(d->status, F_OK), -1);
+	snprintf(cmd, sizeof(cmd), "%s.lock", d->sock);
+	assert_int_equal(access(cmd, F_OK), -1);
+	snprintf(cmd, sizeof(cmd), "%s.lock", d->status);
+	assert_int_equal(access(cmd, F_OK), -1);
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", d->dir);
 	if (system(cmd) != 0)
 		perror("rm");
+}
+
+int hd_run(const char *const *args, char *out, size_t cap)
+{
+	const char *bin = getenv("RDMACM_MUXD");
+	const char *argv[40];
+	uint64_t deadline = h_now_ms() + (uint64_t)H_DEADLINE_MS;
+	int pfd[2], status, argc = 0;
+	size_t len = 0;
+	ssize_t n;
+	pid_t pid;
+
+	assert_non_null(bin);
+	argv[argc++] = bin;
+	while (*args && argc < 39)
+		argv[argc++] = *args++;
+	argv[argc] = NULL;
+	assert_int_equal(pipe(pfd), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		dup2(pfd[1], 1);
+		dup2(pfd[1], 2);
+		close(pfd[0]);
+		execv(bin, (char *const *)argv);
+		_exit(127);
+	}
+	close(pfd[1]);
+	for (;;) {
+		struct pollfd pf = { .fd = pfd[0], .events = POLLIN };
+
+		if (h_now_ms() > deadline)
+			break;
+		if (poll(&pf, 1, 50) <= 0)
+			continue;
+		n = read(pfd[0], out + len, cap - 1 - len);
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+		if (len == cap - 1)
+			break;
+	}
+	out[len] = '\0';
+	close(pfd[0]);
+	while (waitpid(pid, &status, WNOHANG) != pid) {
+		if (h_now_ms() > deadline) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &status, 0);
+			fail_msg("daemon (expected to exit) still running after %d ms",
+				 H_DEADLINE_MS);
+		}
+		nap_ms(5);
+	}
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 json_t *hd_status(struct hdaemon *d)

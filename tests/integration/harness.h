@@ -26,15 +26,22 @@ struct hdaemon {
 	char status[192];
 	char fabric[192];
 	char log[192];
+	const char *const *ports, *const *extra;  /* kept for hd_restart() */
 };
 
 /* Start a daemon: `ports` are its --sim-port arguments (NULL-terminated),
  * extra are more arguments (NULL-terminated).  fabric may be shared. */
 void hd_start(struct hdaemon *d, const char *fabric, const char *const *ports,
 	      const char *const *extra);
+/* The same daemon again, on the same paths, once it has stopped (or was
+ * killed and reaped, with pid set to 0). */
+void hd_restart(struct hdaemon *d);
 /* SIGTERM, and require a clean exit within the deadline. */
 void hd_stop(struct hdaemon *d);
 json_t *hd_status(struct hdaemon *d);
+/* Run the daemon with args (NULL-terminated) to its exit, which must come
+ * within the deadline: its exit status, its output in out. */
+int hd_run(const char *const *args, char *out, size_t cap);
 /* A counter from the status: path like "counters.drops.client_queue_full". */
 long long hd_status_int(struct hdaemon *d, const char *path);
 long long json_path_int(json_t *root, const char *path);

@@ -4,7 +4,9 @@
  * GID ownership, spoof refusal, cleanup, isolation of a stopped client,
  * framing errors, port events, a shared sim fabric, limits.
  */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -908,6 +910,97 @@ static void test_sigterm_right_after_start(void **state)
 	}
 }
 
+/* Entries of /tmp named like the daemon's private sim fabrics. */
+static int count_private_fabrics(void)
+{
+	struct dirent *e;
+	DIR *dir = opendir("/tmp");
+	int n = 0;
+
+	assert_non_null(dir);
+	while ((e = readdir(dir)) != NULL)
+		n += strncmp(e->d_name, "rdmacm-mux-sim.", 15) == 0;
+	closedir(dir);
+	return n;
+}
+
+/* One daemon per socket and per port: a second one says who holds what
+ * and exits 1, having removed what it made; a crashed daemon's socket
+ * is taken over; a file that is not a socket is never removed. */
+static void test_one_daemon_per_socket_and_port(void **state)
+{
+	struct fixture *f = *state;
+	char out[4096], pid[32], other_sock[256], other_status[256], file[320];
+	char run_dir[256];
+	int fabrics, fd;
+
+	if (h_real_port())
+		skip();
+	snprintf(pid, sizeof(pid), "(pid %d;", (int)f->d.pid);
+	snprintf(other_sock, sizeof(other_sock), "%s/other.sock", f->d.dir);
+	snprintf(other_status, sizeof(other_status), "%s/other-status.sock", f->d.dir);
+	snprintf(run_dir, sizeof(run_dir), "%s/run", f->d.dir);
+
+	/* The same client socket. */
+	{
+		const char *const args[] = { "--sim-port=sim0", "-s", f->d.sock,
+					     "-S", other_status, NULL };
+
+		fabrics = count_private_fabrics();
+		assert_int_equal(hd_run(args, out, sizeof(out)), 1);
+		assert_non_null(strstr(out, "is in use by another rdmacm-muxd"));
+		assert_non_null(strstr(out, pid));
+		assert_int_equal(count_private_fabrics(), fabrics);
+		assert_int_equal(access(other_status, F_OK), -1);
+	}
+	/* The same sim port on the same fabric. */
+	{
+		const char *const args[] = { "--sim-port=sim0", "--sim-fabric", f->d.fabric,
+					     "-s", other_sock, "-S", other_status, NULL };
+
+		assert_int_equal(hd_run(args, out, sizeof(out)), 1);
+		assert_non_null(strstr(out, "port sim0 is in use by another rdmacm-muxd"));
+		assert_non_null(strstr(out, pid));
+		assert_int_equal(access(other_sock, F_OK), -1);
+		assert_int_equal(access(other_status, F_OK), -1);
+	}
+	/* A port that fails after a sim port opened in a private fabric:
+	 * the fabric goes, with everything in it. */
+	{
+		const char *args[] = { "--sim-port=simX", "--port=nosuchdev0:1",
+				       "--run-dir", run_dir, "-s", other_sock,
+				       "-S", other_status, NULL };
+
+		fabrics = count_private_fabrics();
+		assert_int_equal(hd_run(args, out, sizeof(out)), 1);
+		assert_non_null(strstr(out, "nosuchdev0:1"));
+		assert_int_equal(count_private_fabrics(), fabrics);
+		assert_int_equal(access(other_sock, F_OK), -1);
+		snprintf(file, sizeof(file), "%s/port-nosuchdev0-1.lock", run_dir);
+		assert_int_equal(access(file, F_OK), -1);
+	}
+	/* Not a socket: left alone. */
+	{
+		const char *const args[] = { "--sim-port=simY", "-s", file,
+					     "-S", other_status, NULL };
+
+		snprintf(file, sizeof(file), "%s/not-a-socket", f->d.dir);
+		fd = open(file, O_WRONLY | O_CREAT, 0600);
+		assert_true(fd >= 0);
+		close(fd);
+		assert_int_equal(hd_run(args, out, sizeof(out)), 1);
+		assert_non_null(strstr(out, "is not a socket"));
+		assert_int_equal(access(file, F_OK), 0);
+	}
+	/* kill -9: its sockets and locks stay behind, and are taken over. */
+	kill(f->d.pid, SIGKILL);
+	waitpid(f->d.pid, NULL, 0);
+	f->d.pid = 0;
+	assert_int_equal(access(f->d.sock, F_OK), 0);
+	hd_restart(&f->d);
+	assert_int_equal(hd_status_int(&f->d, "daemon.pid"), f->d.pid);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -927,6 +1020,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_library_is_thread_safe, setup_daemon, teardown_daemon),
 		cmocka_unit_test_setup_teardown(test_several_ports, setup_two_ports, teardown_daemon),
 		cmocka_unit_test(test_sigterm_right_after_start),
+		cmocka_unit_test_setup_teardown(test_one_daemon_per_socket_and_port, setup_daemon, teardown_daemon),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
