@@ -21,6 +21,37 @@ static int client_info_cmp(struct client_info *a, struct client_info *b)
 
 TREE_GENERATE_STATIC(client_tree, client_info, link, client_info_cmp)
 
+/* Connected clients per uid, for --max-clients-per-uid. */
+struct uid_count {
+	RB_ENTRY(uid_count) link;
+	uid_t uid;
+	unsigned count;
+};
+
+static int uid_count_cmp(struct uid_count *a, struct uid_count *b)
+{
+	return a->uid < b->uid ? -1 : a->uid > b->uid;
+}
+
+TREE_GENERATE_STATIC(uid_count_tree, uid_count, link, uid_count_cmp)
+
+static struct uid_count *clients_uid(struct clients *c, uid_t uid)
+{
+	struct uid_count key = { .uid = uid };
+
+	return RB_FIND(uid_count_tree, &c->by_uid, &key);
+}
+
+static void clients_uid_drop(struct clients *c, uid_t uid)
+{
+	struct uid_count *u = clients_uid(c, uid);
+
+	if (u && --u->count == 0) {
+		RB_REMOVE(uid_count_tree, &c->by_uid, u);
+		free(u);
+	}
+}
+
 void clients_put(struct client_info *ci)
 {
 	if (atomic_fetch_sub(&ci->refs, 1) != 1)
@@ -52,6 +83,7 @@ void clients_init(struct clients *c)
 {
 	pthread_mutex_init(&c->lock, NULL);
 	RB_INIT(&c->tree);
+	RB_INIT(&c->by_uid);
 	c->count = 0;
 	c->next_id = 1;
 }
@@ -62,26 +94,48 @@ void clients_fini(struct clients *c)
 
 	RB_FOREACH_SAFE(ci, client_tree, &c->tree, next) {
 		RB_REMOVE(client_tree, &c->tree, ci);
+		clients_uid_drop(c, ci->uid);
 		clients_put(ci);
 	}
 	pthread_mutex_destroy(&c->lock);
 }
 
-int clients_add(struct clients *c, unsigned max, pid_t pid, uid_t uid,
-		gid_t gid, unsigned worker, struct client_info **out)
+int clients_add(struct clients *c, unsigned max, unsigned max_per_uid,
+		pid_t pid, uid_t uid, gid_t gid, unsigned worker,
+		struct client_info **out)
 {
 	struct client_info *ci;
+	struct uid_count *u;
 
 	pthread_mutex_lock(&c->lock);
 	if (c->count >= max) {
 		pthread_mutex_unlock(&c->lock);
 		return -EBUSY;
 	}
+	u = clients_uid(c, uid);
+	if (u && max_per_uid && u->count >= max_per_uid) {
+		pthread_mutex_unlock(&c->lock);
+		return -EUSERS;
+	}
+	if (u == NULL) {
+		u = calloc(1, sizeof(*u));
+		if (u == NULL) {
+			pthread_mutex_unlock(&c->lock);
+			return -ENOMEM;
+		}
+		u->uid = uid;
+		RB_INSERT(uid_count_tree, &c->by_uid, u);
+	}
 	ci = calloc(1, sizeof(*ci));
 	if (ci == NULL) {
+		if (u->count == 0) {
+			RB_REMOVE(uid_count_tree, &c->by_uid, u);
+			free(u);
+		}
 		pthread_mutex_unlock(&c->lock);
 		return -ENOMEM;
 	}
+	u->count++;
 	ci->id = c->next_id++;
 	ci->pid = pid;
 	ci->uid = uid;
@@ -107,6 +161,7 @@ void clients_remove(struct clients *c, uint64_t id)
 	ci = RB_FIND(client_tree, &c->tree, &key);
 	if (ci) {
 		RB_REMOVE(client_tree, &c->tree, ci);
+		clients_uid_drop(c, ci->uid);
 		c->count--;
 	}
 	pthread_mutex_unlock(&c->lock);
@@ -126,13 +181,32 @@ int clients_worker_of(struct clients *c, uint64_t id)
 	return w;
 }
 
-void clients_set_hello(struct clients *c, struct client_info *ci,
-		       const char *name, struct policy *pol,
-		       const struct policy_rule *rule)
+static int clients_rule_equal(const struct policy_rule *a,
+			      const struct policy_rule *b)
 {
+	return a->has_uid == b->has_uid && a->has_gid == b->has_gid &&
+	       (!a->has_uid || a->uid == b->uid) &&
+	       (!a->has_gid || a->gid == b->gid) && strcmp(a->vm, b->vm) == 0;
+}
+
+int clients_set_hello(struct clients *c, struct client_info *ci,
+		      const char *name, struct policy *pol,
+		      const struct policy_rule *rule)
+{
+	struct client_info *other;
 	struct policy *old;
+	unsigned n = 0;
 
 	pthread_mutex_lock(&c->lock);
+	if (rule->max_clients) {
+		RB_FOREACH(other, client_tree, &c->tree)
+			n += other->rule && clients_rule_equal(other->rule, rule);
+		if (n >= rule->max_clients) {
+			pthread_mutex_unlock(&c->lock);
+			policy_unref(pol);
+			return -EUSERS;
+		}
+	}
 	if (name)
 		snprintf(ci->name, sizeof(ci->name), "%s", name);
 	old = ci->pol;
@@ -140,6 +214,7 @@ void clients_set_hello(struct clients *c, struct client_info *ci,
 	ci->rule = rule;
 	pthread_mutex_unlock(&c->lock);
 	policy_unref(old);
+	return 0;
 }
 
 /* Status: every client with its identity and counters (lock held while

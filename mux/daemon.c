@@ -20,6 +20,8 @@ void config_defaults(struct mux_config *cfg)
 	cfg->status_mode = 0660;
 	cfg->workers = 2;
 	cfg->max_clients = 1024;
+	cfg->max_clients_per_uid = 0;   /* half of max_clients, once known */
+	cfg->hello_timeout_ms = 5000;
 	cfg->max_gids_per_client = 64;
 	cfg->max_comm_ids_per_client = 4096;
 	cfg->client_outq_max = 1u << 20;
@@ -78,4 +80,14 @@ int mux_policy_reload(struct mux *mux, char *err, size_t errlen)
 	policy_unref(old);
 	snprintf(err, errlen, "%d rules from %s", p->nrules, p->source);
 	return 0;
+}
+
+int mux_refusal_log_allowed(struct mux *mux, uint64_t *suppressed)
+{
+	int ok;
+
+	pthread_mutex_lock(&mux->refusal_lock);
+	ok = log_ratelimit_allow(&mux->refusal_rl, suppressed);
+	pthread_mutex_unlock(&mux->refusal_lock);
+	return ok;
 }

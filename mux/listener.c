@@ -88,15 +88,29 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd,
 		return;
 	}
 	w = atomic_fetch_add(&mux->next_worker, 1) % (unsigned)mux->nworkers;
-	rc = clients_add(&mux->clients, mux->cfg.max_clients, cred.pid, cred.uid,
+	rc = clients_add(&mux->clients, mux->cfg.max_clients,
+			 mux->cfg.max_clients_per_uid, cred.pid, cred.uid,
 			 cred.gid, w, &ci);
 	if (rc < 0) {
+		char why[128];
+
 		atomic_fetch_add(&mux->stats.clients_refused, 1);
-		log_warnx("refusing client pid %d uid %d: %s", (int)cred.pid,
-			  (int)cred.uid, rc == -EBUSY ? "too many clients"
-						      : "out of memory");
-		refuse(cl, fd, -rc, rc == -EBUSY ? "too many clients"
-						 : "out of memory");
+		if (rc == -EUSERS) {
+			atomic_fetch_add(&mux->stats.clients_refused_uid_limit, 1);
+			snprintf(why, sizeof(why), "uid %d already has %u clients "
+				 "(--max-clients-per-uid)", (int)cred.uid,
+				 mux->cfg.max_clients_per_uid);
+		} else if (rc == -EBUSY) {
+			snprintf(why, sizeof(why), "too many clients (%u)",
+				 mux->cfg.max_clients);
+		} else {
+			snprintf(why, sizeof(why), "out of memory");
+		}
+		if (log_ratelimit_allow(&mux->accept_rl, &suppressed))
+			log_warnx("refusing client pid %d uid %d: %s (%llu similar "
+				  "suppressed)", (int)cred.pid, (int)cred.uid, why,
+				  (unsigned long long)suppressed);
+		refuse(cl, fd, -rc, why);
 		return;
 	}
 	ci->qemu_port = cl->qemu_port;

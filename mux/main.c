@@ -57,6 +57,10 @@ static void usage(FILE *f)
 "                              user and root; SIGHUP reloads it\n"
 "  -w, --workers N             worker threads (default 2)\n"
 "      --max-clients N         (default 1024)\n"
+"      --max-clients-per-uid N  clients of one uid at once (default: half of\n"
+"                              --max-clients)\n"
+"      --hello-timeout-ms MS   close a connection that has not completed\n"
+"                              hello in MS (default 5000)\n"
 "      --max-gids N            GIDs per client (default 64)\n"
 "      --max-comm-ids N        connections per client: those it started or\n"
 "                              answered, until they end (default 4096)\n"
@@ -256,6 +260,7 @@ enum {
 	OPT_SOCKET_OWNER,
 	OPT_SOCKET_GROUP, OPT_STATUS_GROUP, OPT_MAX_FRAME, OPT_MAX_PEER_RECORDS,
 	OPT_MAX_PEER_RECORDS_SOURCE, OPT_MAX_TIMEWAIT, OPT_RUN_DIR,
+	OPT_MAX_CLIENTS_PER_UID, OPT_HELLO_TIMEOUT,
 };
 
 static void parse_args(struct mux_config *cfg, int argc, char **argv)
@@ -273,6 +278,8 @@ static void parse_args(struct mux_config *cfg, int argc, char **argv)
 		{ "status-mode", required_argument, NULL, OPT_STATUS_MODE },
 		{ "workers", required_argument, NULL, 'w' },
 		{ "max-clients", required_argument, NULL, OPT_MAX_CLIENTS },
+		{ "max-clients-per-uid", required_argument, NULL, OPT_MAX_CLIENTS_PER_UID },
+		{ "hello-timeout-ms", required_argument, NULL, OPT_HELLO_TIMEOUT },
 		{ "max-gids", required_argument, NULL, OPT_MAX_GIDS },
 		{ "max-comm-ids", required_argument, NULL, OPT_MAX_COMM },
 		{ "client-queue", required_argument, NULL, OPT_CLIENT_QUEUE },
@@ -317,6 +324,14 @@ static void parse_args(struct mux_config *cfg, int argc, char **argv)
 			break;
 		case OPT_MAX_CLIENTS:
 			cfg->max_clients = (unsigned)parse_num("--max-clients", optarg, 1, 1 << 20, 10);
+			break;
+		case OPT_MAX_CLIENTS_PER_UID:
+			cfg->max_clients_per_uid = (unsigned)parse_num(
+				"--max-clients-per-uid", optarg, 1, 1 << 20, 10);
+			break;
+		case OPT_HELLO_TIMEOUT:
+			cfg->hello_timeout_ms = (unsigned)parse_num(
+				"--hello-timeout-ms", optarg, 10, 3600 * 1000, 10);
 			break;
 		case OPT_MAX_GIDS:
 			cfg->max_gids_per_client = (unsigned)parse_num("--max-gids", optarg, 1, 1 << 16, 10);
@@ -364,6 +379,9 @@ static void parse_args(struct mux_config *cfg, int argc, char **argv)
 		usage(stderr);
 		exit(2);
 	}
+	/* One uid never holds every slot unless told it may. */
+	if (cfg->max_clients_per_uid == 0)
+		cfg->max_clients_per_uid = cfg->max_clients > 1 ? cfg->max_clients / 2 : 1;
 	if (cfg->nports == 0) {
 		fprintf(stderr, "rdmacm-muxd: no ports: give --port DEV:PORT or "
 			"--sim-port NAME\n");
@@ -564,6 +582,8 @@ int main(int argc, char **argv)
 	clients_init(&mux->clients);
 	pthread_mutex_init(&mux->policy_lock, NULL);
 	mux->accept_rl = (struct log_ratelimit)LOG_RATELIMIT_INIT(10, 1);
+	pthread_mutex_init(&mux->refusal_lock, NULL);
+	mux->refusal_rl = (struct log_ratelimit)LOG_RATELIMIT_INIT(10, 1);
 	if (mux->cfg.policy_path) {
 		char err[512];
 
@@ -624,6 +644,7 @@ fail_sockets:
 	clients_fini(&mux->clients);
 	policy_unref(mux->policy);
 	pthread_mutex_destroy(&mux->policy_lock);
+	pthread_mutex_destroy(&mux->refusal_lock);
 	event_free(sigint);
 	event_free(sigterm);
 	event_base_free(base);

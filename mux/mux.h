@@ -86,6 +86,8 @@ struct mux_config {
 	gid_t status_group;
 	int workers;
 	unsigned max_clients;
+	unsigned max_clients_per_uid;
+	unsigned hello_timeout_ms;
 	unsigned max_gids_per_client;
 	unsigned max_comm_ids_per_client;
 	size_t client_outq_max;         /* bytes queued to one client */
@@ -172,6 +174,9 @@ struct mux_stats {
 	_Atomic uint64_t answers[CONN_ANS_MAX];         /* sent on our own */
 	_Atomic uint64_t answers_failed;
 	_Atomic uint64_t losses_reported;       /* mad_lost events */
+	_Atomic uint64_t clients_refused_uid_limit;     /* --max-clients-per-uid */
+	_Atomic uint64_t clients_refused_rule_limit;    /* a rule's max_clients */
+	_Atomic uint64_t hello_timeouts;        /* closed without hello in time */
 };
 
 json_t *stats_to_json(struct mux_stats *st);
@@ -247,18 +252,24 @@ struct client_info {
 	struct log_ratelimit rl;
 };
 
+struct uid_count;
+
 struct clients {
 	pthread_mutex_t lock;
 	RB_HEAD(client_tree, client_info) tree;
+	RB_HEAD(uid_count_tree, uid_count) by_uid;
 	unsigned count;
 	uint64_t next_id;
 };
 
 void clients_init(struct clients *c);
 void clients_fini(struct clients *c);
-/* Adds a client; -EBUSY above max.  The record is owned by the table. */
-int clients_add(struct clients *c, unsigned max, pid_t pid, uid_t uid,
-		gid_t gid, unsigned worker, struct client_info **out);
+/* Adds a client; -EBUSY above max, -EUSERS above max_per_uid of the
+ * same uid.  The record is owned by the table. */
+int clients_add(struct clients *c, unsigned max, unsigned max_per_uid,
+		pid_t pid, uid_t uid, gid_t gid, unsigned worker,
+		struct client_info **out);
+
 void clients_remove(struct clients *c, uint64_t id);
 /* Worker index of a live client, or -ENOENT. */
 int clients_worker_of(struct clients *c, uint64_t id);
@@ -270,10 +281,12 @@ void clients_put(struct client_info *ci);
 struct client_info *clients_hold(struct client_info *ci);
 json_t *clients_json(struct clients *c, struct router *r);
 /* At hello: the name the client gave and the policy rule it runs under
- * (the client_info takes over the reference to pol). */
-void clients_set_hello(struct clients *c, struct client_info *ci,
-		       const char *name, struct policy *pol,
-		       const struct policy_rule *rule);
+ * (the client_info takes over the reference to pol), or -EUSERS (and pol
+ * released) when the rule's max_clients already run under an equal rule
+ * of any generation of the policy. */
+int clients_set_hello(struct clients *c, struct client_info *ci,
+		      const char *name, struct policy *pol,
+		      const struct policy_rule *rule);
 
 /* ---- router.c: GID ownership, comm-ID and SIDR tables, routing ------ */
 
@@ -631,6 +644,10 @@ struct mux {
 	pthread_mutex_t policy_lock;
 	struct policy *policy;
 	struct log_ratelimit accept_rl;  /* main thread only */
+	/* Refusals of admission logged by other threads (hello timeouts,
+	 * QEMU clients outside the policy): one budget for all. */
+	pthread_mutex_t refusal_lock;
+	struct log_ratelimit refusal_rl;
 	struct unix_listener admin_listener;
 	TAILQ_HEAD(, admin_conn) admin_conns;
 };
@@ -647,6 +664,8 @@ int admin_listen(struct mux *mux, struct event_base *base);
 void admin_close(struct mux *mux);
 
 uint64_t mux_now_ms(void);
+/* Any thread: may a refusal of admission be logged now (see accept_rl)? */
+int mux_refusal_log_allowed(struct mux *mux, uint64_t *suppressed);
 struct port *mux_port_by_name(struct mux *mux, const char *name);
 
 #endif

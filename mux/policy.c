@@ -134,7 +134,7 @@ static int uint_field(json_t *rule, const char *key, unsigned *out)
 
 static const char *const rule_keys[] = {
 	"match", "vm", "ports", "gids", "max_gids", "max_connections",
-	"mad_rate", "mad_burst", NULL,
+	"max_clients", "mad_rate", "mad_burst", NULL,
 };
 
 struct policy *policy_load(const char *path, char *err, size_t errlen)
@@ -224,6 +224,7 @@ struct policy *policy_load(const char *path, char *err, size_t errlen)
 		}
 		if (uint_field(rule, "max_gids", &r->max_gids) ||
 		    uint_field(rule, "max_connections", &r->max_connections) ||
+		    uint_field(rule, "max_clients", &r->max_clients) ||
 		    uint_field(rule, "mad_rate", &r->mad_rate) ||
 		    uint_field(rule, "mad_burst", &r->mad_burst))
 			BAD("%s: rule %zu: limits must be whole numbers", path, i + 1);

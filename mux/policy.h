@@ -35,6 +35,7 @@ struct policy_rule {
 	struct gid_prefix prefixes[32];
 	unsigned max_gids;              /* 0: the daemon's limit */
 	unsigned max_connections;       /* 0: the daemon's limit */
+	unsigned max_clients;           /* clients under this rule; 0: no limit */
 	unsigned mad_rate;              /* MADs per second; 0: unlimited */
 	unsigned mad_burst;
 };

@@ -40,6 +40,7 @@ static json_t *op_hello(struct mux *mux, struct client_info *ci,
 	const struct policy_rule *rule;
 	json_int_t major, minor;
 	struct policy *pol;
+	unsigned rule_max;
 
 	if (*hello_done)
 		return proto_reply_error(EALREADY, "hello already done");
@@ -90,10 +91,20 @@ static json_t *op_hello(struct mux *mux, struct client_info *ci,
 			(int)ci->uid, (int)ci->gid,
 			name ? json_string_value(name) : "");
 	}
+	/* Under the table's lock: the status thread reads these, and the
+	 * rule's client count is checked where it is kept. */
+	rule_max = rule->max_clients;   /* pol may be gone after a refusal */
+	if (clients_set_hello(&mux->clients, ci, name ? json_string_value(name)
+			      : NULL, pol, rule) < 0) {
+		atomic_fetch_add(&mux->stats.clients_refused_rule_limit, 1);
+		atomic_fetch_add(&mux->stats.clients_refused, 1);
+		*close_after = 1;
+		return proto_reply_error(EUSERS, "the policy rule for uid %d VM "
+					 "\"%s\" allows %u clients at once",
+					 (int)ci->uid, name ? json_string_value(name) : "",
+					 rule_max);
+	}
 	token_bucket_init(&ci->tb, rule->mad_rate, rule->mad_burst, mux_now_ms());
-	/* Under the table's lock: the status thread reads these. */
-	clients_set_hello(&mux->clients, ci, name ? json_string_value(name) : NULL,
-			  pol, rule);
 	*hello_done = 1;
 	return json_pack("{s:b, s:{s:i, s:i}, s:o, s:I, s:s, s:i}", "ok", 1,
 			 "protocol", "major", PROTO_VERSION_MAJOR, "minor",
@@ -516,6 +527,8 @@ int requests_qemu_hello(struct mux *mux, struct client_info *ci)
 {
 	const struct policy_rule *rule;
 	struct policy *pol;
+	uint64_t suppressed;
+	unsigned rule_max;
 	char name[32];
 
 	/* QEMU names no VM: the rule follows from its identity alone. */
@@ -523,15 +536,30 @@ int requests_qemu_hello(struct mux *mux, struct client_info *ci)
 	rule = policy_select(pol, ci->uid, ci->gid, NULL);
 	if (rule == NULL) {
 		policy_unref(pol);
-		log_warnx("client %llu (QEMU, pid %d): no policy rule for uid %d "
-			  "gid %d without a VM name; closing",
-			  (unsigned long long)ci->id, (int)ci->pid, (int)ci->uid,
-			  (int)ci->gid);
+		atomic_fetch_add(&mux->stats.clients_refused_policy, 1);
+		atomic_fetch_add(&mux->stats.clients_refused, 1);
+		if (mux_refusal_log_allowed(mux, &suppressed))
+			log_warnx("client %llu (QEMU, pid %d): no policy rule for "
+				  "uid %d gid %d without a VM name; closing (%llu "
+				  "similar suppressed)", (unsigned long long)ci->id,
+				  (int)ci->pid, (int)ci->uid, (int)ci->gid,
+				  (unsigned long long)suppressed);
 		return -EACCES;
 	}
-	token_bucket_init(&ci->tb, rule->mad_rate, rule->mad_burst, mux_now_ms());
 	snprintf(name, sizeof(name), "qemu-%d", (int)ci->pid);
-	clients_set_hello(&mux->clients, ci, name, pol, rule);
+	rule_max = rule->max_clients;   /* pol may be gone after a refusal */
+	if (clients_set_hello(&mux->clients, ci, name, pol, rule) < 0) {
+		atomic_fetch_add(&mux->stats.clients_refused_rule_limit, 1);
+		atomic_fetch_add(&mux->stats.clients_refused, 1);
+		if (mux_refusal_log_allowed(mux, &suppressed))
+			log_warnx("client %llu (QEMU, pid %d): the policy rule for "
+				  "uid %d allows %u clients at once; closing (%llu "
+				  "similar suppressed)", (unsigned long long)ci->id,
+				  (int)ci->pid, (int)ci->uid, rule_max,
+				  (unsigned long long)suppressed);
+		return -EUSERS;
+	}
+	token_bucket_init(&ci->tb, rule->mad_rate, rule->mad_burst, mux_now_ms());
 	return 0;
 }
 

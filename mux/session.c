@@ -59,6 +59,7 @@ struct session {
 	char *lost_last;                /* the latest loss, for its report */
 	struct log_ratelimit log_rl;
 	struct event *close_timer;
+	struct event *hello_timer;      /* until hello, then freed */
 };
 
 static int session_cmp(struct session *a, struct session *b)
@@ -213,6 +214,8 @@ static void session_destroy(struct session *s)
 		evbuffer_free(s->qemu_pending);
 	if (s->close_timer)
 		event_free(s->close_timer);
+	if (s->hello_timer)
+		event_free(s->hello_timer);
 	proto_decoder_fini(&s->dec);
 	free(s->lost_last);
 	free(s);
@@ -421,6 +424,10 @@ static void session_handle_json(struct session *s, const struct proto_frame *f)
 	reply = requests_handle(mux, s->info, &s->hello_done, req,
 				&close_after);
 	json_decref(req);
+	if (s->hello_done && s->hello_timer) {
+		event_free(s->hello_timer);
+		s->hello_timer = NULL;
+	}
 	session_reply(s, f->request_id, reply);
 	if (close_after)
 		s->closing = 1;
@@ -670,6 +677,36 @@ static void session_read_cb(evutil_socket_t fd, short what, void *arg)
 		session_flush(s);
 }
 
+/* A slot is not held by a connection that never says hello. */
+static void session_hello_timeout(evutil_socket_t fd, short what, void *arg)
+{
+	struct session *s = arg;
+	struct mux *mux = worker_mux(s->w);
+	uint64_t suppressed;
+	json_t *ev;
+	char msg[96];
+
+	(void)fd;
+	(void)what;
+	if (s->hello_done || s->closing)
+		return;
+	atomic_fetch_add(&mux->stats.hello_timeouts, 1);
+	if (mux_refusal_log_allowed(mux, &suppressed))
+		log_warnx("client %llu (pid %d uid %d): no hello within %u ms; "
+			  "closing (%llu similar suppressed)",
+			  (unsigned long long)s->id, (int)s->info->pid,
+			  (int)s->info->uid, mux->cfg.hello_timeout_ms,
+			  (unsigned long long)suppressed);
+	snprintf(msg, sizeof(msg), "no hello within %u ms", mux->cfg.hello_timeout_ms);
+	ev = json_pack("{s:s, s:s, s:i, s:s}", "event", "refused", "code",
+		       "ETIMEDOUT", "errno", ETIMEDOUT, "message", msg);
+	if (ev)
+		session_send_json(s, PROTO_FLAG_EVENT, 0, ev);
+	json_decref(ev);
+	s->closing = 1;
+	session_flush(s);
+}
+
 void session_start(struct worker *w, int fd, struct client_info *info)
 {
 	struct mux *mux = worker_mux(w);
@@ -716,6 +753,15 @@ void session_start(struct worker *w, int fd, struct client_info *info)
 			return;
 		}
 		s->hello_done = 1;
+	} else {
+		struct timeval tv = { mux->cfg.hello_timeout_ms / 1000,
+				      (mux->cfg.hello_timeout_ms % 1000) * 1000 };
+
+		s->hello_timer = evtimer_new(base, session_hello_timeout, s);
+		if (s->hello_timer == NULL || evtimer_add(s->hello_timer, &tv)) {
+			session_destroy(s);
+			return;
+		}
 	}
 	event_add(s->read_ev, NULL);
 	log_debug("client %llu: pid %d uid %d on worker %u",

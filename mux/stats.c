@@ -82,7 +82,7 @@ json_t *stats_to_json(struct mux_stats *st)
 	for (i = 0; i < DROP_MAX; i++)
 		json_object_set_new(drops, drop_reason_name(i),
 				    json_integer((json_int_t)atomic_load(&st->drops[i])));
-	return json_pack("{s:o, s:o, s:o, s:o, s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
+	json_t *o = json_pack("{s:o, s:o, s:o, s:o, s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
 		"mads_in", attr_counters(st->mads_in),
 		"mads_out", attr_counters(st->mads_out),
 		"drops", drops,
@@ -99,4 +99,12 @@ json_t *stats_to_json(struct mux_stats *st)
 		"class_requests_answered",
 		(json_int_t)atomic_load(&st->class_requests_answered),
 		"losses_reported", (json_int_t)atomic_load(&st->losses_reported));
+
+	json_object_set_new(o, "clients_refused_uid_limit", json_integer(
+		(json_int_t)atomic_load(&st->clients_refused_uid_limit)));
+	json_object_set_new(o, "clients_refused_rule_limit", json_integer(
+		(json_int_t)atomic_load(&st->clients_refused_rule_limit)));
+	json_object_set_new(o, "hello_timeouts", json_integer(
+		(json_int_t)atomic_load(&st->hello_timeouts)));
+	return o;
 }

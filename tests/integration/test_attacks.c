@@ -739,6 +739,113 @@ static void test_muxctl_escapes(void **state)
 	unlink(path);
 }
 
+/* The attacker (uid 65534) in a child: it holds silent connections up to
+ * its uid's share, is refused beyond it (200 times), then sees its
+ * connections closed at the hello deadline and can connect again. */
+static int fair_attacker(struct hdaemon *d, int ready_fd, int go_fd)
+{
+	int held[4], i, s, n;
+	uint8_t kind, flags, buf[512];
+	struct tclient t;
+	uint32_t rid;
+	char c, e[256] = "";
+
+	if (setgid(65534) || setuid(65534))
+		return 10;
+	for (i = 0; i < 4; i++) {
+		held[i] = raw_connect(d->sock);
+		if (held[i] < 0)
+			return 11;
+	}
+	for (i = 0; i < 200; i++) {
+		s = raw_connect(d->sock);
+		if (s < 0)
+			return 12;
+		n = raw_recv(s, &kind, &flags, &rid, buf, sizeof(buf), H_DEADLINE_MS);
+		if (n <= 0 || strstr((char *)buf, "\"EUSERS\"") == NULL)
+			return 13;
+		close(s);
+	}
+	if (write(ready_fd, "R", 1) != 1 || read(go_fd, &c, 1) != 1)
+		return 14;
+	/* The deadline closes what never said hello, with a reason. */
+	for (i = 0; i < 4; i++) {
+		n = raw_recv(held[i], &kind, &flags, &rid, buf, sizeof(buf),
+			     2 * H_DEADLINE_MS);
+		if (n <= 0 || strstr((char *)buf, "\"ETIMEDOUT\"") == NULL)
+			return 15;
+		if (!raw_wait_eof(held[i], H_DEADLINE_MS))
+			return 16;
+		close(held[i]);
+	}
+	if (tc_connect(&t, d, "anyvm", 0, 0, e, sizeof(e)) != 0)
+		return 17;
+	tc_close(&t);
+	return 0;
+}
+
+static void test_fair_admission(void **state)
+{
+	static const char pol[] =
+		"{\"policy\": [\n"
+		" {\"match\": {\"uid\": 0}, \"vm\": \"capped\", \"max_clients\": 1},\n"
+		" {\"match\": {\"uid\": 0}},\n"
+		" {\"match\": {\"uid\": 65534}}\n"
+		"]}\n";
+	char policy[128], pol_arg[160], timeout_arg[64], err[256];
+	const char *extra[8];
+	struct hdaemon d;
+	struct tclient good, capped, capped2;
+	int ready[2], go[2], status, lines0;
+	char c;
+	pid_t pid;
+
+	(void)state;
+	snprintf(policy, sizeof(policy), "/tmp/rcm-fair-policy.%d", getpid());
+	write_file(policy, pol);
+	snprintf(pol_arg, sizeof(pol_arg), "--policy=%s", policy);
+	snprintf(timeout_arg, sizeof(timeout_arg), "--hello-timeout-ms=%d",
+		 3000 * h_time_scale());
+	extra[0] = pol_arg;
+	extra[1] = "--socket-mode=0666";
+	extra[2] = "--max-clients=8";
+	extra[3] = "--max-clients-per-uid=4";
+	extra[4] = timeout_arg;
+	extra[5] = NULL;
+	hd_start(&d, NULL, ports, extra);
+	lines0 = count_lines(d.log);
+	assert_int_equal(pipe(ready), 0);
+	assert_int_equal(pipe(go), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(fair_attacker(&d, ready[1], go[0]));
+	assert_int_equal(read(ready[0], &c, 1), 1);
+
+	/* The attacker holds its whole share (none of it timed out yet):
+	 * another tenant connects. */
+	assert_int_equal(tc_connect(&good, &d, "good", 1, 0, err, sizeof(err)), 0);
+	assert_int_equal(hd_status_int(&d, "counters.hello_timeouts"), 0);
+	/* A rule's own limit: one "capped" VM at a time. */
+	assert_int_equal(tc_connect(&capped, &d, "capped", 1, 0, err, sizeof(err)), 0);
+	assert_true(tc_connect(&capped2, &d, "capped", 1, 0, err, sizeof(err)) < 0);
+	assert_non_null(strstr(err, "allows 1 clients at once"));
+	assert_int_equal(hd_status_int(&d, "counters.clients_refused_uid_limit"), 200);
+	assert_int_equal(hd_status_int(&d, "counters.clients_refused_rule_limit"), 1);
+	/* 200 refusals, a bounded log. */
+	assert_true(count_lines(d.log) - lines0 <= 15);
+
+	assert_int_equal(write(go[1], "G", 1), 1);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	assert_int_equal(hd_status_int(&d, "counters.hello_timeouts"), 4);
+	tc_close(&good);
+	tc_close(&capped);
+	hd_stop(&d);
+	unlink(policy);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -753,6 +860,7 @@ int main(void)
 		cmocka_unit_test(test_socket_permissions_and_frame_limit),
 		cmocka_unit_test_setup_teardown(test_untrusted_text, setup, teardown),
 		cmocka_unit_test(test_muxctl_escapes),
+		cmocka_unit_test(test_fair_admission),
 	};
 
 	signal(SIGPIPE, SIG_IGN);

@@ -682,7 +682,8 @@ static void test_two_daemons_share_fabric(void **state)
 static int setup_two_clients_max(void **state)
 {
 	static struct fixture f;
-	static const char *const extra[] = { "--max-clients", "2", NULL };
+	static const char *const extra[] = { "--max-clients", "2",
+					     "--max-clients-per-uid", "2", NULL };
 
 	hd_start(&f.d, NULL, one_port, extra);
 	*state = &f;

@@ -47,7 +47,7 @@ static void test_full_policy(void **state)
 		"{\"policy\": ["
 		" {\"match\": {\"uid\": 1000}, \"vm\": \"web1\", \"ports\": [\"rxe0:1\"],"
 		"  \"gids\": [\"10.0.1.0/24\", \"fd00:1::/64\"], \"max_gids\": 2,"
-		"  \"max_connections\": 100, \"mad_rate\": 50},"
+		"  \"max_connections\": 100, \"max_clients\": 3, \"mad_rate\": 50},"
 		" {\"match\": {\"uid\": 1000}, \"gids\": [\"10.0.9.9\"]},"
 		" {\"match\": {\"gid\": 0}}"
 		"]}", err, sizeof(err));
@@ -64,6 +64,7 @@ static void test_full_policy(void **state)
 	r = policy_select(p, 1000, 1000, "web1");
 	assert_ptr_equal(r, &p->rules[0]);
 	assert_int_equal(r->mad_burst, 50);     /* defaults to the rate */
+	assert_int_equal(r->max_clients, 3);
 	r = policy_select(p, 1000, 1000, "db7");
 	assert_ptr_equal(r, &p->rules[1]);
 	assert_null(policy_select(p, 1001, 1001, "web1"));
