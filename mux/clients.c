@@ -11,9 +11,6 @@
 
 #include "mux.h"
 
-/* Connections listed per client in the status (all are counted). */
-#define CLIENTS_JSON_MAX_CONNS 256
-
 static int client_info_cmp(struct client_info *a, struct client_info *b)
 {
 	return a->id < b->id ? -1 : a->id > b->id;
@@ -217,57 +214,100 @@ int clients_set_hello(struct clients *c, struct client_info *ci,
 	return 0;
 }
 
-/* Status: every client with its identity and counters (lock held while
- * the array is built, so records cannot go away underneath). */
-json_t *clients_json(struct clients *c, struct router *r)
+/* What the status shows of a client, copied under the table's lock. */
+struct client_view {
+	struct client_info *ci;         /* held */
+	char name[MUX_NAME_MAX + 1];
+	int rule;                       /* 1-based, 0: none yet */
+};
+
+static json_t *client_view_json(const struct client_view *cv, struct router *r,
+				unsigned conns_max, uint64_t now)
 {
-	json_t *arr = json_array();
-	struct client_info *ci;
+	struct client_info *ci = cv->ci;
 	struct router_counts rc;
+	json_t *o;
+
+	router_client_counts(r, ci->id, &rc);
+	o = json_pack(
+		"{s:I, s:s, s:i, s:i, s:i, s:i, s:I, s:o, s:o*,"
+		" s:{s:i, s:i, s:i, s:i, s:i, s:i, s:i},"
+		" s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}}",
+		"id", (json_int_t)ci->id, "name", cv->name,
+		"pid", (int)ci->pid, "uid", (int)ci->uid,
+		"gid", (int)ci->gid, "worker", (int)ci->worker,
+		"connected", (json_int_t)ci->connected,
+		"gids", router_gids_json(r, ci->id),
+		"connections", router_conns_json(r, ci->id, 0, conns_max, now),
+		"routing", "gids", (int)rc.gids, "comm_ids",
+		(int)rc.comm_ids, "sidr_ids", (int)rc.sidr_ids,
+		"handshake", (int)rc.handshake,
+		"established", (int)rc.established,
+		"disconnecting", (int)rc.disconnecting,
+		"draining", (int)rc.draining,
+		"counters",
+		"requests", (json_int_t)atomic_load(&ci->ctr.requests),
+		"errors", (json_int_t)atomic_load(&ci->ctr.errors),
+		"mads_sent", (json_int_t)atomic_load(&ci->ctr.mads_sent),
+		"mads_delivered",
+		(json_int_t)atomic_load(&ci->ctr.mads_delivered),
+		"mads_dropped",
+		(json_int_t)atomic_load(&ci->ctr.mads_dropped),
+		"mads_lost", (json_int_t)atomic_load(&ci->ctr.mads_lost),
+		"malformed", (json_int_t)atomic_load(&ci->ctr.malformed),
+		"outq_bytes",
+		(json_int_t)(outlet_len(&ci->out) +
+			     atomic_load(&ci->ctr.qemu_pending_bytes)));
+	if (o == NULL)
+		return NULL;
+	/* The listing is bounded; the rest is paged (status query
+	 * "connections"). */
+	json_object_set_new(o, "connections_total",
+			    json_integer(rc.comm_ids + rc.sidr_ids));
+	json_object_set_new(o, "protocol", json_string(
+		ci->qemu_port >= 0 ? "qemu-rdmacm-mux" : "v1"));
+	/* Which policy rule it runs under (set at hello). */
+	json_object_set_new(o, "policy_rule", cv->rule ?
+			    json_integer(cv->rule) : json_null());
+	return o;
+}
+
+/* Status: every client with its identity, counters and its newest
+ * conns_max connections.  The table's lock is held only to copy the
+ * identities: accepting, hello and routing never wait for the JSON. */
+json_t *clients_json(struct clients *c, struct router *r, unsigned conns_max)
+{
+	json_t *arr = json_array(), *o;
+	struct client_view *views;
+	struct client_info *ci;
 	uint64_t now = mux_now_ms();
+	size_t n = 0, i, cap;
 
 	pthread_mutex_lock(&c->lock);
-	RB_FOREACH(ci, client_tree, &c->tree) {
-		json_t *o;
-
-		router_client_counts(r, ci->id, &rc);
-		o = json_pack(
-			"{s:I, s:s, s:i, s:i, s:i, s:i, s:I, s:o, s:o,"
-			" s:{s:i, s:i, s:i, s:i, s:i, s:i, s:i},"
-			" s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}}",
-			"id", (json_int_t)ci->id, "name", ci->name,
-			"pid", (int)ci->pid, "uid", (int)ci->uid,
-			"gid", (int)ci->gid, "worker", (int)ci->worker,
-			"connected", (json_int_t)ci->connected,
-			"gids", router_gids_json(r, ci->id),
-			"connections", router_conns_json(r, ci->id,
-							 CLIENTS_JSON_MAX_CONNS, now),
-			"routing", "gids", (int)rc.gids, "comm_ids",
-			(int)rc.comm_ids, "sidr_ids", (int)rc.sidr_ids,
-			"handshake", (int)rc.handshake,
-			"established", (int)rc.established,
-			"disconnecting", (int)rc.disconnecting,
-			"draining", (int)rc.draining,
-			"counters",
-			"requests", (json_int_t)atomic_load(&ci->ctr.requests),
-			"errors", (json_int_t)atomic_load(&ci->ctr.errors),
-			"mads_sent", (json_int_t)atomic_load(&ci->ctr.mads_sent),
-			"mads_delivered",
-			(json_int_t)atomic_load(&ci->ctr.mads_delivered),
-			"mads_dropped",
-			(json_int_t)atomic_load(&ci->ctr.mads_dropped),
-			"mads_lost", (json_int_t)atomic_load(&ci->ctr.mads_lost),
-			"malformed", (json_int_t)atomic_load(&ci->ctr.malformed),
-			"outq_bytes",
-			(json_int_t)(outlet_len(&ci->out) +
-				     atomic_load(&ci->ctr.qemu_pending_bytes)));
-		json_object_set_new(o, "protocol", json_string(
-			ci->qemu_port >= 0 ? "qemu-rdmacm-mux" : "v1"));
-		/* Which policy rule it runs under (set at hello). */
-		json_object_set_new(o, "policy_rule", ci->rule ?
-			json_integer(ci->rule - ci->pol->rules + 1) : json_null());
-		json_array_append_new(arr, o);
+	cap = c->count;
+	views = calloc(cap ? cap : 1, sizeof(*views));
+	if (views) {
+		RB_FOREACH(ci, client_tree, &c->tree) {
+			if (n == cap)
+				break;
+			views[n].ci = clients_hold(ci);
+			memcpy(views[n].name, ci->name, sizeof(views[n].name));
+			views[n].rule = ci->rule ? (int)(ci->rule - ci->pol->rules) + 1 : 0;
+			n++;
+		}
 	}
 	pthread_mutex_unlock(&c->lock);
+	if (views == NULL || arr == NULL) {
+		free(views);
+		json_decref(arr);
+		return NULL;
+	}
+	for (i = 0; i < n; i++) {
+		o = client_view_json(&views[i], r, conns_max, now);
+		if (o)
+			json_array_append_new(arr, o);
+		clients_put(views[i].ci);
+	}
+	free(views);
 	return arr;
 }

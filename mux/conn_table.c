@@ -1332,18 +1332,20 @@ void conn_client_counts(struct conn_table *ct, uint64_t client,
 }
 
 void conn_client_foreach(struct conn_table *ct, uint64_t client,
-			 unsigned max, uint64_t now_ms,
+			 unsigned skip, unsigned max, uint64_t now_ms,
 			 void (*fn)(void *arg, const struct conn_view *v),
 			 void *arg)
 {
 	struct conn_client *cc = cclient_get(ct, client, 0);
 	struct conn_view v;
 	struct conn *c;
-	unsigned n = 0;
+	unsigned n = 0, seen = 0;
 
 	if (cc == NULL)
 		return;
 	LIST_FOREACH(c, &cc->conns, client_link) {
+		if (seen++ < skip)
+			continue;
 		if (n++ >= max)
 			break;
 		memset(&v, 0, sizeof(v));

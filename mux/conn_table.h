@@ -203,9 +203,10 @@ struct conn_view {
 	struct gid peer_gid;
 	int64_t expires_in_ms;          /* -1: no timer */
 };
-/* Calls fn for each of a client's entries, at most max of them. */
+/* Calls fn for a client's entries after the first skip, at most max of
+ * them (newest first). */
 void conn_client_foreach(struct conn_table *ct, uint64_t client,
-			 unsigned max, uint64_t now_ms,
+			 unsigned skip, unsigned max, uint64_t now_ms,
 			 void (*fn)(void *arg, const struct conn_view *v),
 			 void *arg);
 /* The time until the next timer, or UINT64_MAX. */

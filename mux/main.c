@@ -50,6 +50,8 @@ static void usage(FILE *f)
 "      --socket-group GROUP    group of the client socket (default: the daemon's)\n"
 "      --status-mode MODE      octal mode of the status socket (default 0660)\n"
 "      --status-group GROUP    group of the status socket\n"
+"      --status-timeout-ms MS  drop a status reader that has not taken its\n"
+"                              answer in MS (default 5000)\n"
 "  -A, --admin-socket PATH     root-only control socket (disconnect a client,\n"
 "                              reload the policy); default: none\n"
 "  -P, --policy FILE           who may connect and do what (JSON, see\n"
@@ -260,7 +262,7 @@ enum {
 	OPT_SOCKET_OWNER,
 	OPT_SOCKET_GROUP, OPT_STATUS_GROUP, OPT_MAX_FRAME, OPT_MAX_PEER_RECORDS,
 	OPT_MAX_PEER_RECORDS_SOURCE, OPT_MAX_TIMEWAIT, OPT_RUN_DIR,
-	OPT_MAX_CLIENTS_PER_UID, OPT_HELLO_TIMEOUT,
+	OPT_MAX_CLIENTS_PER_UID, OPT_HELLO_TIMEOUT, OPT_STATUS_TIMEOUT,
 };
 
 static void parse_args(struct mux_config *cfg, int argc, char **argv)
@@ -280,6 +282,7 @@ static void parse_args(struct mux_config *cfg, int argc, char **argv)
 		{ "max-clients", required_argument, NULL, OPT_MAX_CLIENTS },
 		{ "max-clients-per-uid", required_argument, NULL, OPT_MAX_CLIENTS_PER_UID },
 		{ "hello-timeout-ms", required_argument, NULL, OPT_HELLO_TIMEOUT },
+		{ "status-timeout-ms", required_argument, NULL, OPT_STATUS_TIMEOUT },
 		{ "max-gids", required_argument, NULL, OPT_MAX_GIDS },
 		{ "max-comm-ids", required_argument, NULL, OPT_MAX_COMM },
 		{ "client-queue", required_argument, NULL, OPT_CLIENT_QUEUE },
@@ -328,6 +331,10 @@ static void parse_args(struct mux_config *cfg, int argc, char **argv)
 		case OPT_MAX_CLIENTS_PER_UID:
 			cfg->max_clients_per_uid = (unsigned)parse_num(
 				"--max-clients-per-uid", optarg, 1, 1 << 20, 10);
+			break;
+		case OPT_STATUS_TIMEOUT:
+			cfg->status_timeout_ms = (unsigned)parse_num(
+				"--status-timeout-ms", optarg, 10, 3600 * 1000, 10);
 			break;
 		case OPT_HELLO_TIMEOUT:
 			cfg->hello_timeout_ms = (unsigned)parse_num(
@@ -602,7 +609,7 @@ int main(int argc, char **argv)
 	if (name_ports(mux) < 0)
 		goto fail_ports;
 	/* Each says why it failed. */
-	if (listener_start(mux, base) < 0 || status_listen(mux, base) < 0 ||
+	if (listener_start(mux, base) < 0 || status_listen(mux) < 0 ||
 	    admin_listen(mux, base) < 0)
 		goto fail_sockets;
 	if (setup_sim_fabric(mux) < 0)
@@ -613,6 +620,8 @@ int main(int argc, char **argv)
 	mux->nworkers = mux->cfg.workers;
 	worker_pool_start(mux);
 	mux->portio = portio_start(mux);
+	if (status_start(mux) < 0)
+		fatal("status thread");
 	sighup = evsignal_new(base, SIGHUP, on_sighup, mux);
 	event_add(sighup, NULL);
 

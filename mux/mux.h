@@ -88,6 +88,7 @@ struct mux_config {
 	unsigned max_clients;
 	unsigned max_clients_per_uid;
 	unsigned hello_timeout_ms;
+	unsigned status_timeout_ms;     /* a status reader's time to read */
 	unsigned max_gids_per_client;
 	unsigned max_comm_ids_per_client;
 	size_t client_outq_max;         /* bytes queued to one client */
@@ -177,6 +178,9 @@ struct mux_stats {
 	_Atomic uint64_t clients_refused_uid_limit;     /* --max-clients-per-uid */
 	_Atomic uint64_t clients_refused_rule_limit;    /* a rule's max_clients */
 	_Atomic uint64_t hello_timeouts;        /* closed without hello in time */
+	_Atomic uint64_t status_queries;        /* answers sent */
+	_Atomic uint64_t status_refused;        /* over the connection limits */
+	_Atomic uint64_t status_dropped_slow;   /* did not read in time */
 };
 
 json_t *stats_to_json(struct mux_stats *st);
@@ -279,7 +283,9 @@ struct client_info *clients_get(struct clients *c, uint64_t id);
 void clients_put(struct client_info *ci);
 /* One more hold on a record the caller already holds. */
 struct client_info *clients_hold(struct client_info *ci);
-json_t *clients_json(struct clients *c, struct router *r);
+/* Every client for the status, each with its newest conns_max
+ * connections; NULL when out of memory. */
+json_t *clients_json(struct clients *c, struct router *r, unsigned conns_max);
 /* At hello: the name the client gave and the policy rule it runs under
  * (the client_info takes over the reference to pol), or -EUSERS (and pol
  * released) when the rule's max_clients already run under an equal rule
@@ -357,9 +363,10 @@ struct router_counts {
 void router_counts(struct router *r, struct router_counts *out);
 void router_client_counts(struct router *r, uint64_t client,
 			  struct router_counts *out);
-/* A client's live comm-ID and SIDR mappings, at most max. */
-json_t *router_conns_json(struct router *r, uint64_t client, unsigned max,
-			  uint64_t now_ms);
+/* A client's live comm-ID and SIDR mappings after the first offset
+ * (newest first), at most max; NULL when out of memory. */
+json_t *router_conns_json(struct router *r, uint64_t client, unsigned offset,
+			  unsigned max, uint64_t now_ms);
 /* JSON array of {"port", "gid"} a client owns (all when client == 0). */
 json_t *router_gids_json(struct router *r, uint64_t client);
 /* fn for each GID a client owns (every GID when client == 0), under the
@@ -582,8 +589,14 @@ void requests_qemu_handle(struct mux *mux, struct client_info *ci,
 
 /* ---- status.c: the read-only status socket ----------------------------- */
 
+struct status_server;
+
 json_t *status_snapshot(struct mux *mux);
-int status_listen(struct mux *mux, struct event_base *base);
+/* Binds the status socket (and takes its lock); status_start() starts its
+ * thread, once the workers exist.  status_close() stops both, in any
+ * state. */
+int status_listen(struct mux *mux);
+int status_start(struct mux *mux);
 void status_close(struct mux *mux);
 
 /* ---- unix_listener.c: the daemon's listening sockets ------------------ */
@@ -636,9 +649,7 @@ struct mux {
 	struct client_listener listener;
 	int nqemu_listeners;
 	struct client_listener qemu_listeners[MUX_MAX_PORTS];
-	struct unix_listener status_listener;
-	int status_conns;             /* main thread only */
-	TAILQ_HEAD(, status_conn) status_conns_list;
+	struct status_server *status;
 	char sim_fabric[256];
 	int sim_fabric_owned;
 	pthread_mutex_t policy_lock;

@@ -25,6 +25,7 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 "usage: rdmacm-muxctl [-S PATH] [-j] [-t MS] [status]\n"
+"       rdmacm-muxctl [-S PATH] [-j] [-t MS] connections CLIENT-ID [OFFSET [LIMIT]]\n"
 "       rdmacm-muxctl [-A PATH] disconnect CLIENT-ID | reload\n"
 "  -S, --status-socket PATH  daemon status socket (default $RDMACM_MUX_STATUS\n"
 "                            or " DEFAULT_STATUS ")\n"
@@ -32,6 +33,7 @@ static void usage(FILE *f)
 "  -t, --timeout MS          give up after MS milliseconds (default 5000)\n"
 "  -A, --admin-socket PATH   the daemon's admin socket (default\n"
 "                            $RDMACM_MUX_ADMIN or " DEFAULT_ADMIN "); root only\n"
+"  connections ID [OFF [N]]  a client's connections, N (default 256) from OFF\n"
 "  disconnect ID             close a client's connection (audited)\n"
 "  reload                    read the policy file again (audited)\n"
 "  -h, --help                this text\n");
@@ -59,7 +61,8 @@ static int connect_unix(const char *path, const char *hint)
 	return -1;
 }
 
-static char *fetch_status(const char *path, int timeout_ms)
+/* One query line to the status socket; its answer, whole. */
+static char *fetch_status(const char *path, const char *query, int timeout_ms)
 {
 	size_t len = 0, cap = 65536;
 	struct pollfd pfd;
@@ -71,6 +74,12 @@ static char *fetch_status(const char *path, int timeout_ms)
 			  "status socket?");
 	if (fd < 0)
 		return NULL;
+	if (send(fd, query, strlen(query), MSG_NOSIGNAL) != (ssize_t)strlen(query) ||
+	    send(fd, "\n", 1, MSG_NOSIGNAL) != 1) {
+		fprintf(stderr, "rdmacm-muxctl: write: %s\n", strerror(errno));
+		close(fd);
+		return NULL;
+	}
 	buf = malloc(cap);
 	pfd.fd = fd;
 	pfd.events = POLLIN;
@@ -166,36 +175,72 @@ static void print_counter_row(const char *label, json_t *obj)
 	printf("%s\n", any ? "" : " (none)");
 }
 
-/* Live comm-ID and SIDR mappings, per client. */
+static void print_connection_header(void)
+{
+	printf("  %-4s %-5s %-13s %-10s %-10s %-10s %s\n", "CLI", "KIND", "STATE",
+	       "GUEST ID", "HOST ID", "PEER ID", "EXPIRES IN");
+}
+
+static void print_connection_rows(json_int_t client, json_t *conns)
+{
+	json_t *e, *left;
+	size_t j;
+
+	json_array_foreach(conns, j, e) {
+		left = json_object_get(e, "expires_in_ms");
+		printf("  %-4lld %-5s %-13s 0x%08llx 0x%08llx ", (long long)client,
+		       jstr(e, "kind"), jstr(e, "state"),
+		       (long long)jint(e, "guest_id"), (long long)jint(e, "host_id"));
+		if (json_is_integer(json_object_get(e, "peer_id")))
+			printf("0x%08llx ", (long long)jint(e, "peer_id"));
+		else
+			printf("%-10s ", "-");
+		if (json_is_integer(left))
+			printf("%.1f s\n", (double)json_integer_value(left) / 1000);
+		else
+			printf("-\n");
+	}
+}
+
+/* Live comm-ID and SIDR mappings, per client: the newest of each, and
+ * how to page through the rest. */
 static void print_connections(json_t *clients)
 {
-	json_t *c, *conns, *e, *left;
-	size_t i, j, n = 0;
+	json_t *c;
+	size_t i, n = 0;
 
 	json_array_foreach(clients, i, c)
-		n += json_array_size(json_object_get(c, "connections"));
+		n += (size_t)jint(c, "connections_total");
 	printf("\nCONNECTIONS (%zu)\n", n);
 	if (n == 0)
 		return;
-	printf("  %-4s %-5s %-13s %-10s %-10s %-10s %s\n", "CLI", "KIND", "STATE",
-	       "GUEST ID", "HOST ID", "PEER ID", "EXPIRES IN");
+	print_connection_header();
+	json_array_foreach(clients, i, c)
+		print_connection_rows(jint(c, "id"), json_object_get(c, "connections"));
 	json_array_foreach(clients, i, c) {
-		conns = json_object_get(c, "connections");
-		json_array_foreach(conns, j, e) {
-			left = json_object_get(e, "expires_in_ms");
-			printf("  %-4lld %-5s %-13s 0x%08llx 0x%08llx ", (long long)jint(c, "id"),
-			       jstr(e, "kind"), jstr(e, "state"),
-			       (long long)jint(e, "guest_id"), (long long)jint(e, "host_id"));
-			if (json_is_integer(json_object_get(e, "peer_id")))
-				printf("0x%08llx ", (long long)jint(e, "peer_id"));
-			else
-				printf("%-10s ", "-");
-			if (json_is_integer(left))
-				printf("%.1f s\n", (double)json_integer_value(left) / 1000);
-			else
-				printf("-\n");
-		}
+		size_t shown = json_array_size(json_object_get(c, "connections"));
+
+		if ((size_t)jint(c, "connections_total") > shown)
+			printf("  client %lld: %lld more (rdmacm-muxctl connections %lld %zu)\n",
+			       (long long)jint(c, "id"),
+			       (long long)jint(c, "connections_total") - (long long)shown,
+			       (long long)jint(c, "id"), shown);
 	}
+}
+
+/* One page of a client's connections. */
+static void print_connection_page(json_t *page)
+{
+	size_t shown = json_array_size(json_object_get(page, "connections"));
+
+	printf("CONNECTIONS of client %lld: %lld to %lld of %lld\n",
+	       (long long)jint(page, "client"), (long long)jint(page, "offset"),
+	       (long long)jint(page, "offset") + (long long)shown,
+	       (long long)jint(page, "total"));
+	if (shown == 0)
+		return;
+	print_connection_header();
+	print_connection_rows(jint(page, "client"), json_object_get(page, "connections"));
 }
 
 static void print_status(json_t *st)
@@ -341,7 +386,8 @@ int main(int argc, char **argv)
 	};
 	const char *path = getenv("RDMACM_MUX_STATUS");
 	const char *admin = getenv("RDMACM_MUX_ADMIN");
-	int json_out = 0, timeout_ms = 5000, c;
+	int json_out = 0, timeout_ms = 5000, c, paged = 0;
+	char query[160] = "{\"op\":\"status\"}";
 	json_error_t jerr;
 	json_t *st;
 	char *text;
@@ -376,12 +422,30 @@ int main(int argc, char **argv)
 		snprintf(req, sizeof(req), "{\"op\":\"disconnect_client\",\"client_id\":%llu}", id);
 		return admin_request(admin, req, timeout_ms);
 	}
-	if (optind < argc && strcmp(argv[optind], "status") != 0) {
+	if (optind < argc && strcmp(argv[optind], "connections") == 0) {
+		unsigned long long id = 0, offset = 0, limit = 256;
+		char *end = NULL;
+
+		if (optind + 1 < argc)
+			id = strtoull(argv[optind + 1], &end, 10);
+		if (id == 0 || *end ||
+		    (optind + 2 < argc && ((offset = strtoull(argv[optind + 2], &end, 10)),
+					   *end)) ||
+		    (optind + 3 < argc && ((limit = strtoull(argv[optind + 3], &end, 10)),
+					   *end || limit == 0 || limit > 4096))) {
+			fprintf(stderr, "rdmacm-muxctl: connections CLIENT-ID [OFFSET "
+				"[LIMIT]] (LIMIT 1..4096)\n");
+			return 2;
+		}
+		snprintf(query, sizeof(query), "{\"op\":\"connections\",\"client\":%llu,"
+			 "\"offset\":%llu,\"limit\":%llu}", id, offset, limit);
+		paged = 1;
+	} else if (optind < argc && strcmp(argv[optind], "status") != 0) {
 		fprintf(stderr, "rdmacm-muxctl: unknown command '%s'\n", argv[optind]);
 		usage(stderr);
 		return 2;
 	}
-	text = fetch_status(path, timeout_ms > 0 ? timeout_ms : 5000);
+	text = fetch_status(path, query, timeout_ms > 0 ? timeout_ms : 5000);
 	if (text == NULL)
 		return 1;
 	st = json_loads(text, 0, &jerr);
@@ -404,7 +468,18 @@ int main(int argc, char **argv)
 		free(pretty);
 	} else {
 		make_printable(st);
-		print_status(st);
+		if (!json_is_true(json_object_get(st, "ok")) && json_object_get(st, "error")) {
+			fprintf(stderr, "rdmacm-muxctl: %s: %s\n",
+				jstr(json_object_get(st, "error"), "code"),
+				jstr(json_object_get(st, "error"), "message"));
+			json_decref(st);
+			free(text);
+			return 1;
+		}
+		if (paged)
+			print_connection_page(st);
+		else
+			print_status(st);
 	}
 	json_decref(st);
 	free(text);

@@ -511,7 +511,7 @@ void router_client_counts(struct router *r, uint64_t client,
 	pthread_mutex_unlock(&r->lock);
 }
 
-static void conn_view_json(void *arg, const struct conn_view *v)
+static json_t *conn_view_json(const struct conn_view *v)
 {
 	char buf[GID_STRLEN];
 	json_t *o;
@@ -528,17 +528,42 @@ static void conn_view_json(void *arg, const struct conn_view *v)
 			    json_string(gid_format(&v->peer_gid, buf)));
 	json_object_set_new(o, "expires_in_ms", v->expires_in_ms < 0 ?
 			    json_null() : json_integer(v->expires_in_ms));
-	json_array_append_new(arg, o);
+	return o;
 }
 
-json_t *router_conns_json(struct router *r, uint64_t client, unsigned max,
-			  uint64_t now_ms)
-{
-	json_t *arr = json_array();
+struct conn_views {
+	struct conn_view *v;
+	unsigned n;
+};
 
+static void conn_view_copy(void *arg, const struct conn_view *v)
+{
+	struct conn_views *cv = arg;
+
+	cv->v[cv->n++] = *v;
+}
+
+json_t *router_conns_json(struct router *r, uint64_t client, unsigned offset,
+			  unsigned max, uint64_t now_ms)
+{
+	struct conn_views cv = { .v = calloc(max ? max : 1, sizeof(*cv.v)) };
+	json_t *arr = json_array();
+	unsigned i;
+
+	if (cv.v == NULL || arr == NULL) {
+		free(cv.v);
+		json_decref(arr);
+		return NULL;
+	}
+	/* Copied under the lock, formatted after it: routing waits for a
+	 * memcpy per entry, not for JSON. */
 	pthread_mutex_lock(&r->lock);
-	conn_client_foreach(r->conns, client, max, now_ms, conn_view_json, arr);
+	conn_client_foreach(r->conns, client, offset, max, now_ms,
+			    conn_view_copy, &cv);
 	pthread_mutex_unlock(&r->lock);
+	for (i = 0; i < cv.n; i++)
+		json_array_append_new(arr, conn_view_json(&cv.v[i]));
+	free(cv.v);
 	return arr;
 }
 

@@ -1,11 +1,19 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /*
- * The status socket: read-only by construction.  A connection gets one
- * JSON snapshot of the daemon and is closed; nothing it sends is read.
+ * The status socket: read-only by construction, served by its own thread
+ * so that no query, however large or slow, holds up a client's accept or
+ * hello.  A connection may send one query line (a JSON object); without
+ * one within STATUS_QUERY_WAIT_MS it gets the default snapshot.  One
+ * answer, then the connection is closed.  Readers that do not take their
+ * answer within --status-timeout-ms are dropped, and connections are
+ * bounded in all and per uid.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <event2/buffer.h>
@@ -15,8 +23,39 @@
 #include "mux.h"
 #include "../common/log.h"
 
-/* Concurrent status connections; more are closed at once. */
-#define STATUS_MAX_CONNS 32
+/* Concurrent status connections, in all and per uid. */
+#define STATUS_MAX_CONNS 64
+#define STATUS_MAX_CONNS_PER_UID 16
+/* A query line, at most; longer is an error. */
+#define STATUS_QUERY_MAX 1024
+/* How long a connection may take to send its query. */
+#define STATUS_QUERY_WAIT_MS 100
+/* Connections listed per client in the snapshot (all are counted). */
+#define STATUS_CONNS_PER_CLIENT 64
+/* At most this many per "connections" page. */
+#define STATUS_PAGE_MAX 4096
+
+struct status_conn {
+	TAILQ_ENTRY(status_conn) link;
+	struct status_server *srv;
+	struct bufferevent *bev;
+	struct event *query_timer;
+	uid_t uid;
+	int answered;
+	size_t answer_len;              /* bytes of the answer, all told */
+	size_t consumed;                /* of those, read by the peer */
+};
+
+struct status_server {
+	struct mux *mux;
+	struct event_base *base;
+	struct event *stop_ev;
+	pthread_t thread;
+	int running;
+	struct unix_listener ul;
+	TAILQ_HEAD(, status_conn) conns;
+	unsigned nconns;
+};
 
 static json_t *status_ports(struct mux *mux)
 {
@@ -67,25 +106,28 @@ json_t *status_snapshot(struct mux *mux)
 			"inbox_dropped",
 			(json_int_t)worker_inbox_dropped(mux->workers[i])));
 	snap = json_pack(
-		"{s:{s:s, s:i, s:I, s:s, s:s, s:i, s:{s:i, s:i, s:i, s:I, s:i, s:i,"
-		" s:i, s:i, s:i}},"
-		" s:o, s:o, s:{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:I, s:I}, s:o, s:o}",
+		"{s:{s:s, s:i, s:I, s:s, s:s, s:i, s:{s:i, s:i, s:i, s:i, s:I, s:i, s:i,"
+		" s:i, s:i, s:i, s:i}},"
+		" s:o, s:o*, s:{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:I, s:I}, s:o, s:o}",
 		"daemon", "version", MUX_VERSION, "pid", (int)getpid(),
 		"uptime_s", (json_int_t)(now.tv_sec - mux->started.tv_sec),
 		"socket", mux->cfg.socket_path,
 		"status_socket", mux->cfg.status_path,
 		"protocol_major", PROTO_VERSION_MAJOR,
 		"limits", "max_clients", (int)mux->cfg.max_clients,
+		"max_clients_per_uid", (int)mux->cfg.max_clients_per_uid,
 		"max_gids_per_client", (int)mux->cfg.max_gids_per_client,
 		"max_comm_ids_per_client", (int)mux->cfg.max_comm_ids_per_client,
 		"client_queue_bytes", (json_int_t)mux->cfg.client_outq_max,
 		"timewait_ms", (int)mux->cfg.timewait_ms,
 		"handshake_timeout_ms", (int)mux->cfg.handshake_ms,
+		"hello_timeout_ms", (int)mux->cfg.hello_timeout_ms,
 		"max_peer_records", (int)mux->cfg.max_peer_records,
 		"max_peer_records_per_source", (int)mux->cfg.max_peer_records_per_source,
 		"max_timewait", (int)mux->cfg.max_timewait,
 		"ports", status_ports(mux),
-		"clients", clients_json(&mux->clients, mux->router),
+		"clients", clients_json(&mux->clients, mux->router,
+					STATUS_CONNS_PER_CLIENT),
 		"routing", "gids", (int)rc.gids, "comm_ids", (int)rc.comm_ids,
 		"sidr_ids", (int)rc.sidr_ids, "handshake", (int)rc.handshake,
 		"established", (int)rc.established,
@@ -95,89 +137,312 @@ json_t *status_snapshot(struct mux *mux)
 		"timewait_evicted", (json_int_t)rc.timewait_evicted,
 		"counters", stats_to_json(&mux->stats),
 		"workers", workers);
-	json_object_set_new(snap, "policy", json_pack("{s:s, s:i}", "source",
-			    pol->source, "rules", pol->nrules));
+	if (snap)
+		json_object_set_new(snap, "policy", json_pack("{s:s, s:i}", "source",
+				    pol->source, "rules", pol->nrules));
 	policy_unref(pol);
 	return snap;
 }
 
-/* An open status connection; all are freed at shutdown too. */
-struct status_conn {
-	TAILQ_ENTRY(status_conn) link;
-	struct mux *mux;
-	struct bufferevent *bev;
-};
+/* One page of a client's connections: {"op": "connections", "client": ID,
+ * "offset": N, "limit": M}. */
+static json_t *status_connections(struct mux *mux, json_t *q)
+{
+	json_t *id = json_object_get(q, "client"), *off = json_object_get(q, "offset");
+	json_t *lim = json_object_get(q, "limit"), *list;
+	json_int_t offset = 0, limit = 256;
+	struct router_counts rc;
+
+	if (!json_is_integer(id) || json_integer_value(id) <= 0)
+		return proto_reply_error(EINVAL, "\"client\" must be a client id");
+	if (off && (!json_is_integer(off) || (offset = json_integer_value(off)) < 0 ||
+		    offset > UINT32_MAX))
+		return proto_reply_error(EINVAL, "\"offset\" must be 0 or more");
+	if (lim && (!json_is_integer(lim) || (limit = json_integer_value(lim)) < 1 ||
+		    limit > STATUS_PAGE_MAX))
+		return proto_reply_error(EINVAL, "\"limit\" must be 1..%d",
+					 STATUS_PAGE_MAX);
+	router_client_counts(mux->router, (uint64_t)json_integer_value(id), &rc);
+	list = router_conns_json(mux->router, (uint64_t)json_integer_value(id),
+				 (unsigned)offset, (unsigned)limit, mux_now_ms());
+	if (list == NULL)
+		return proto_reply_error(ENOMEM, "out of memory");
+	return json_pack("{s:b, s:I, s:I, s:i, s:o}", "ok", 1,
+			 "client", json_integer_value(id), "offset", offset,
+			 "total", (int)(rc.comm_ids + rc.sidr_ids),
+			 "connections", list);
+}
+
+static json_t *status_answer_query(struct mux *mux, const char *line, size_t len)
+{
+	json_error_t jerr;
+	const char *op;
+	json_t *q, *a;
+
+	q = json_loadb(line, len, JSON_REJECT_DUPLICATES, &jerr);
+	if (!json_is_object(q)) {
+		json_decref(q);
+		return proto_reply_error(EBADMSG, "a status query is one JSON object "
+					 "on one line");
+	}
+	op = json_string_value(json_object_get(q, "op"));
+	if (op == NULL || strcmp(op, "status") == 0)
+		a = status_snapshot(mux);
+	else if (strcmp(op, "connections") == 0)
+		a = status_connections(mux, q);
+	else
+		a = proto_reply_error(EOPNOTSUPP, "status queries are \"status\" "
+				      "and \"connections\"");
+	json_decref(q);
+	return a;
+}
 
 static void status_conn_free(struct status_conn *sc)
 {
-	TAILQ_REMOVE(&sc->mux->status_conns_list, sc, link);
-	sc->mux->status_conns--;
+	TAILQ_REMOVE(&sc->srv->conns, sc, link);
+	sc->srv->nconns--;
+	if (sc->query_timer)
+		event_free(sc->query_timer);
 	bufferevent_free(sc->bev);
 	free(sc);
 }
 
-static void status_done(struct bufferevent *bev, void *arg)
+static void status_free_text(const void *data, size_t len, void *arg)
 {
-	if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
-		status_conn_free(arg);
+	(void)len;
+	(void)arg;
+	free((void *)data);
+}
+
+static void status_send(struct status_conn *sc, json_t *answer)
+{
+	unsigned ms = sc->srv->mux->cfg.status_timeout_ms;
+	struct timeval wt = { ms / 1000, (ms % 1000) * 1000 };
+	struct evbuffer *out = bufferevent_get_output(sc->bev);
+	char *text = answer ? json_dumps(answer, JSON_COMPACT) : NULL;
+
+	json_decref(answer);
+	sc->answered = 1;
+	if (sc->query_timer) {
+		event_free(sc->query_timer);
+		sc->query_timer = NULL;
+	}
+	bufferevent_disable(sc->bev, EV_READ);
+	if (text == NULL) {
+		status_conn_free(sc);
+		return;
+	}
+	atomic_fetch_add(&sc->srv->mux->stats.status_queries, 1);
+	sc->answer_len = strlen(text) + 1;
+	evbuffer_add_reference(out, text, strlen(text), status_free_text, NULL);
+	evbuffer_add(out, "\n", 1);
+	bufferevent_set_timeouts(sc->bev, NULL, &wt);
+	bufferevent_enable(sc->bev, EV_WRITE);
+}
+
+static void status_query_timeout(evutil_socket_t fd, short what, void *arg)
+{
+	struct status_conn *sc = arg;
+
+	(void)fd;
+	(void)what;
+	status_send(sc, status_snapshot(sc->srv->mux));
+}
+
+static void status_read(struct bufferevent *bev, void *arg)
+{
+	struct status_conn *sc = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+	size_t len;
+	char *line;
+
+	if (sc->answered)
+		return;
+	line = evbuffer_readln(in, &len, EVBUFFER_EOL_LF);
+	if (line == NULL) {
+		if (evbuffer_get_length(in) > STATUS_QUERY_MAX)
+			status_send(sc, proto_reply_error(EMSGSIZE, "a status query "
+					"is at most %d bytes", STATUS_QUERY_MAX));
+		return;
+	}
+	if (len > STATUS_QUERY_MAX)
+		status_send(sc, proto_reply_error(EMSGSIZE, "a status query is at "
+				"most %d bytes", STATUS_QUERY_MAX));
+	else
+		status_send(sc, status_answer_query(sc->srv->mux, line, len));
+	free(line);
+}
+
+static void status_written(struct bufferevent *bev, void *arg)
+{
+	struct status_conn *sc = arg;
+
+	if (sc->answered && evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+		status_conn_free(sc);
+}
+
+/*
+ * The write timeout measures the reader, not this thread: building other
+ * answers may keep it from writing for a while.  A reader has kept up if
+ * it has read everything written to its socket so far, or has read more
+ * of it since the last timeout; only one that sits on unread bytes for a
+ * whole timeout is dropped.
+ */
+static int status_reader_kept_up(struct status_conn *sc)
+{
+	size_t written = sc->answer_len -
+			 evbuffer_get_length(bufferevent_get_output(sc->bev));
+	int unread;
+
+	if (ioctl(bufferevent_getfd(sc->bev), SIOCOUTQ, &unread) < 0)
+		return 0;
+	if (unread == 0 || written - (size_t)unread > sc->consumed) {
+		sc->consumed = written - (size_t)unread;
+		return 1;
+	}
+	return 0;
 }
 
 static void status_event(struct bufferevent *bev, short what, void *arg)
 {
+	struct status_conn *sc = arg;
+
 	(void)bev;
-	(void)what;
-	status_conn_free(arg);
+	if ((what & BEV_EVENT_EOF) && (what & BEV_EVENT_READING) && !sc->answered) {
+		/* Nothing asked, the sending side closed: the default. */
+		status_send(sc, status_snapshot(sc->srv->mux));
+		return;
+	}
+	if ((what & BEV_EVENT_TIMEOUT) && status_reader_kept_up(sc)) {
+		bufferevent_enable(bev, EV_WRITE);
+		return;
+	}
+	if (what & BEV_EVENT_TIMEOUT)
+		atomic_fetch_add(&sc->srv->mux->stats.status_dropped_slow, 1);
+	status_conn_free(sc);
 }
 
 static void status_accept(struct evconnlistener *l, evutil_socket_t fd,
 			  struct sockaddr *sa, int salen, void *arg)
 {
-	struct mux *mux = arg;
-	struct status_conn *sc;
-	json_t *snap;
-	char *text;
+	struct status_server *srv = arg;
+	struct timeval qt = { 0, STATUS_QUERY_WAIT_MS * 1000 };
+	struct ucred cred = { .uid = (uid_t)-1 };
+	socklen_t clen = sizeof(cred);
+	struct status_conn *sc, *o;
+	unsigned same_uid = 0;
 
 	(void)sa;
 	(void)salen;
-	if (mux->status_conns >= STATUS_MAX_CONNS ||
-	    (sc = calloc(1, sizeof(*sc))) == NULL) {
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0) {
 		close(fd);
 		return;
 	}
-	sc->mux = mux;
+	TAILQ_FOREACH(o, &srv->conns, link)
+		same_uid += o->uid == cred.uid;
+	if (srv->nconns >= STATUS_MAX_CONNS || same_uid >= STATUS_MAX_CONNS_PER_UID ||
+	    (sc = calloc(1, sizeof(*sc))) == NULL) {
+		atomic_fetch_add(&srv->mux->stats.status_refused, 1);
+		close(fd);
+		return;
+	}
+	sc->srv = srv;
+	sc->uid = cred.uid;
 	sc->bev = bufferevent_socket_new(evconnlistener_get_base(l), fd,
 					 BEV_OPT_CLOSE_ON_FREE);
-	if (sc->bev == NULL) {
+	sc->query_timer = evtimer_new(srv->base, status_query_timeout, sc);
+	if (sc->bev == NULL || sc->query_timer == NULL) {
+		if (sc->bev)
+			bufferevent_free(sc->bev);
+		else
+			close(fd);
+		if (sc->query_timer)
+			event_free(sc->query_timer);
 		free(sc);
-		close(fd);
 		return;
 	}
-	TAILQ_INSERT_TAIL(&mux->status_conns_list, sc, link);
-	mux->status_conns++;
-	snap = status_snapshot(mux);
-	text = json_dumps(snap, JSON_COMPACT);
-	json_decref(snap);
-	if (text) {
-		evbuffer_add(bufferevent_get_output(sc->bev), text, strlen(text));
-		evbuffer_add(bufferevent_get_output(sc->bev), "\n", 1);
-	}
-	free(text);
-	bufferevent_setcb(sc->bev, NULL, status_done, status_event, sc);
-	bufferevent_disable(sc->bev, EV_READ);
-	bufferevent_enable(sc->bev, EV_WRITE);
+	TAILQ_INSERT_TAIL(&srv->conns, sc, link);
+	srv->nconns++;
+	bufferevent_setcb(sc->bev, status_read, status_written, status_event, sc);
+	bufferevent_setwatermark(sc->bev, EV_READ, 0, STATUS_QUERY_MAX + 2);
+	bufferevent_enable(sc->bev, EV_READ);
+	evtimer_add(sc->query_timer, &qt);
 }
 
-int status_listen(struct mux *mux, struct event_base *base)
+static void status_stop_cb(evutil_socket_t fd, short what, void *arg)
 {
-	TAILQ_INIT(&mux->status_conns_list);
-	return unix_listener_open(&mux->status_listener, base, mux->cfg.status_path,
-				  mux->cfg.status_mode, (uid_t)-1,
-				  mux->cfg.status_group, status_accept, mux);
+	(void)fd;
+	(void)what;
+	event_base_loopbreak(arg);
+}
+
+static void *status_thread(void *arg)
+{
+	struct status_server *srv = arg;
+
+	event_base_loop(srv->base, EVLOOP_NO_EXIT_ON_EMPTY);
+	return NULL;
+}
+
+int status_listen(struct mux *mux)
+{
+	struct status_server *srv = calloc(1, sizeof(*srv));
+	int rc;
+
+	if (srv == NULL)
+		return -ENOMEM;
+	srv->mux = mux;
+	TAILQ_INIT(&srv->conns);
+	srv->base = event_base_new();
+	if (srv->base == NULL) {
+		free(srv);
+		return -ENOMEM;
+	}
+	srv->stop_ev = event_new(srv->base, -1, 0, status_stop_cb, srv->base);
+	rc = srv->stop_ev ? unix_listener_open(&srv->ul, srv->base, mux->cfg.status_path,
+					       mux->cfg.status_mode, (uid_t)-1,
+					       mux->cfg.status_group, status_accept, srv)
+			  : -ENOMEM;
+	if (rc < 0) {
+		if (srv->stop_ev)
+			event_free(srv->stop_ev);
+		event_base_free(srv->base);
+		free(srv);
+		return rc;
+	}
+	mux->status = srv;
+	return 0;
+}
+
+int status_start(struct mux *mux)
+{
+	struct status_server *srv = mux->status;
+	int rc;
+
+	rc = pthread_create(&srv->thread, NULL, status_thread, srv);
+	if (rc)
+		return -rc;
+	srv->running = 1;
+	return 0;
 }
 
 void status_close(struct mux *mux)
 {
-	while (!TAILQ_EMPTY(&mux->status_conns_list))
-		status_conn_free(TAILQ_FIRST(&mux->status_conns_list));
-	unix_listener_close(&mux->status_listener);
+	struct status_server *srv = mux->status;
+
+	if (srv == NULL)
+		return;
+	if (srv->running) {
+		/* An active event, not a loopbreak from here: it cannot be
+		 * lost if the thread has not entered its loop yet. */
+		event_active(srv->stop_ev, EV_TIMEOUT, 0);
+		pthread_join(srv->thread, NULL);
+	}
+	while (!TAILQ_EMPTY(&srv->conns))
+		status_conn_free(TAILQ_FIRST(&srv->conns));
+	unix_listener_close(&srv->ul);
+	event_free(srv->stop_ev);
+	event_base_free(srv->base);
+	free(srv);
+	mux->status = NULL;
 }

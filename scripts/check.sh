@@ -59,7 +59,7 @@ suites() {
 	run_suite "$tag cm translation" env RDMACM_MUXD="$PWD/$b/rdmacm-muxd" \
 		"$b/tests/test_cm"
 	run_suite "$tag attacks" env RDMACM_MUXD="$PWD/$b/rdmacm-muxd" \
-		"$b/tests/test_attacks"
+		RDMACM_MUXCTL="$PWD/$b/rdmacm-muxctl" "$b/tests/test_attacks"
 	run_suite "$tag qemu compatibility" env RDMACM_MUXD="$PWD/$b/rdmacm-muxd" \
 		"$b/tests/test_qemu"
 	run_suite "$tag demo" scripts/demo.sh --build-dir "$b" --check
@@ -85,6 +85,7 @@ if [ "$QUICK" = 0 ]; then
 	if make -j"$JOBS" TSAN=1 build-tsan/rdmacm-muxd >"$LOGDIR/build-tsan.log" 2>&1; then
 		for t in test_integration test_cm test_attacks test_qemu; do
 			run_suite "tsan daemon $t" env RDMACM_MUXD="$PWD/build-tsan/rdmacm-muxd" \
+				RDMACM_MUXCTL="$PWD/build/rdmacm-muxctl" \
 				TSAN_OPTIONS="halt_on_error=1 exitcode=66" RCM_TIME_SCALE=3 \
 				build/tests/$t
 		done

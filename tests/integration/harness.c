@@ -259,9 +259,10 @@ int hd_run(const char *const *args, char *out, size_t cap)
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-json_t *hd_status(struct hdaemon *d)
+json_t *hd_status_query(struct hdaemon *d, const char *query)
 {
-	static char buf[1 << 20];
+	static char *buf;
+	const size_t cap = 64u << 20;
 	size_t len = 0;
 	json_error_t jerr;
 	struct pollfd pfd;
@@ -270,14 +271,21 @@ json_t *hd_status(struct hdaemon *d)
 	json_t *j;
 	int fd = raw_connect(d->status);
 
+	if (buf == NULL)
+		buf = malloc(cap);
+	assert_non_null(buf);
 	assert_true(fd >= 0);
+	if (query) {
+		assert_int_equal(write(fd, query, strlen(query)), (ssize_t)strlen(query));
+		assert_int_equal(write(fd, "\n", 1), 1);
+	}
 	pfd.fd = fd;
 	pfd.events = POLLIN;
 	for (;;) {
 		assert_true(h_now_ms() < deadline);
 		if (poll(&pfd, 1, 100) <= 0)
 			continue;
-		n = read(fd, buf + len, sizeof(buf) - len - 1);
+		n = read(fd, buf + len, cap - len - 1);
 		assert_true(n >= 0);
 		if (n == 0)
 			break;
@@ -288,6 +296,11 @@ json_t *hd_status(struct hdaemon *d)
 	j = json_loads(buf, 0, &jerr);
 	assert_non_null(j);
 	return j;
+}
+
+json_t *hd_status(struct hdaemon *d)
+{
+	return hd_status_query(d, "{\"op\":\"status\"}");
 }
 
 long long json_path_int(json_t *root, const char *path)

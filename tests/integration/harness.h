@@ -39,6 +39,8 @@ void hd_restart(struct hdaemon *d);
 /* SIGTERM, and require a clean exit within the deadline. */
 void hd_stop(struct hdaemon *d);
 json_t *hd_status(struct hdaemon *d);
+/* The answer to one status query line (NULL: send none, get the default). */
+json_t *hd_status_query(struct hdaemon *d, const char *query);
 /* Run the daemon with args (NULL-terminated) to its exit, which must come
  * within the deadline: its exit status, its output in out. */
 int hd_run(const char *const *args, char *out, size_t cap);

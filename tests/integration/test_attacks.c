@@ -10,6 +10,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -22,6 +24,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -716,6 +719,18 @@ static void test_muxctl_escapes(void **state)
 		close(pfd[1]);
 		cs = accept(ls, NULL, NULL);
 		assert_true(cs >= 0);
+		/* Its query, read as the daemon does (unread bytes at close
+		 * would reset the connection). */
+		{
+			char q[256];
+			size_t ql = 0;
+
+			while (ql < sizeof(q) && (r = read(cs, q + ql, sizeof(q) - ql)) > 0) {
+				ql += (size_t)r;
+				if (memchr(q, '\n', ql))
+					break;
+			}
+		}
 		assert_int_equal(write(cs, doc, sizeof(doc) - 1), (ssize_t)sizeof(doc) - 1);
 		close(cs);
 		len = 0;
@@ -846,6 +861,251 @@ static void test_fair_admission(void **state)
 	unlink(policy);
 }
 
+/* ---- the status socket cannot be blinded ---------------------------- */
+
+#define BLIND_CLIENTS 200
+#define BLIND_MAPPINGS 256
+#define BLIND_READERS 10
+#define BLIND_HELLOS 60
+
+struct status_reader {
+	pthread_t thread;
+	const char *path;
+	atomic_int *stop;
+	long queries;
+	size_t last_len;
+};
+
+/* A full status query, read to the end: no cmocka here (threads). */
+static void *status_reader_loop(void *arg)
+{
+	static const char q[] = "{\"op\":\"status\"}\n";
+	struct status_reader *r = arg;
+	char *buf = malloc(1 << 20);
+	size_t len;
+	ssize_t n;
+	int fd;
+
+	while (buf && !atomic_load(r->stop)) {
+		fd = raw_connect(r->path);
+		if (fd < 0)
+			continue;
+		if (send(fd, q, sizeof(q) - 1, MSG_NOSIGNAL) == (ssize_t)sizeof(q) - 1) {
+			len = 0;
+			while ((n = read(fd, buf, 1 << 20)) > 0)
+				len += (size_t)n;
+			r->last_len = len;
+			r->queries++;
+		}
+		close(fd);
+	}
+	free(buf);
+	return NULL;
+}
+
+/* Connect and complete hello; the time it took, in microseconds. */
+static uint64_t timed_hello(struct hdaemon *d)
+{
+	struct timespec a, b;
+	uint8_t kind, flags, buf[512];
+	uint32_t rid;
+	int s;
+
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	s = raw_connect(d->sock);
+	assert_true(s >= 0);
+	assert_int_equal(raw_send_json(s, 1, "{\"op\":\"hello\",\"protocol\":"
+				       "{\"major\":1,\"minor\":0},\"name\":\"timed\"}"), 0);
+	assert_true(raw_recv(s, &kind, &flags, &rid, buf, sizeof(buf), H_DEADLINE_MS) > 0);
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	assert_non_null(strstr((char *)buf, "\"ok\":true"));
+	close(s);
+	return (uint64_t)(b.tv_sec - a.tv_sec) * 1000000u +
+	       (uint64_t)(b.tv_nsec - a.tv_nsec) / 1000u;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static void hello_times(struct hdaemon *d, uint64_t *p50, uint64_t *p95, uint64_t *max)
+{
+	uint64_t t[BLIND_HELLOS];
+	int i;
+
+	for (i = 0; i < BLIND_HELLOS; i++)
+		t[i] = timed_hello(d);
+	qsort(t, BLIND_HELLOS, sizeof(t[0]), cmp_u64);
+	*p50 = t[BLIND_HELLOS / 2];
+	*p95 = t[BLIND_HELLOS * 95 / 100];
+	*max = t[BLIND_HELLOS - 1];
+}
+
+static int status_has_mappings(struct hdaemon *d, long long n)
+{
+	uint64_t deadline = h_now_ms() + 6 * H_DEADLINE_MS;
+
+	while (h_now_ms() < deadline) {
+		if (hd_status_int(d, "routing.comm_ids") >= n)
+			return 1;
+		usleep(50 * 1000);
+	}
+	return 0;
+}
+
+/* 200 clients with 256 mappings each, 10 status readers querying all the
+ * time: a client's hello is not held up; the document is bounded and
+ * paged; readers that do not read are dropped; one uid cannot hold the
+ * status connections. */
+static void test_status_cannot_be_blinded(void **state)
+{
+	static const char *const many_gids[] = { "sim0=fd00::1*200", NULL };
+	static struct muxbe *mb[BLIND_CLIENTS];
+	const char *extra[] = { "--status-timeout-ms=500", "--status-mode=0666",
+				"--max-clients=600", NULL };
+	struct status_reader readers[BLIND_READERS];
+	struct muxbe_options o = { .timeout_ms = H_DEADLINE_MS };
+	struct muxbe_addr a = { .grh = 1, .hop_limit = 64, .remote_qpn = GSI_QPN,
+				.qkey = GSI_QKEY };
+	uint64_t b50, b95, bmax, l50, l95, lmax;
+	uint8_t m[MAD_SIZE];
+	char gid[64], name[32], err[256];
+	atomic_int stop = 0;
+	struct hdaemon d;
+	json_t *st, *cl, *page;
+	struct gid g;
+	int i, k, fds[40], pid_status;
+	pid_t pid;
+
+	(void)state;
+	hd_start(&d, NULL, many_gids, extra);
+	o.socket_path = d.sock;
+	o.errbuf = err;
+	o.errbuf_len = sizeof(err);
+	assert_int_equal(gid_parse(PEER, &g), 0);
+	memcpy(a.remote_gid, g.raw, 16);
+	for (i = 0; i < BLIND_CLIENTS; i++) {
+		snprintf(name, sizeof(name), "vm%d", i);
+		o.name = name;
+		assert_int_equal(muxbe_connect(&o, &mb[i]), 0);
+		snprintf(gid, sizeof(gid), "fd00::%x", i + 1);
+		assert_int_equal(gid_parse(gid, &g), 0);
+		assert_int_equal(muxbe_register_gid(mb[i], h_port0(), g.raw, &a.port), 0);
+		memcpy(a.local_gid, g.raw, 16);
+		for (k = 0; k < BLIND_MAPPINGS; k++) {
+			h_req(m, (uint32_t)(i * 1000 + k + 1), gid, PEER);
+			assert_int_equal(muxbe_send_mad(mb[i], &a, m, MAD_SIZE, NULL), 0);
+		}
+	}
+	assert_true(status_has_mappings(&d, BLIND_CLIENTS * BLIND_MAPPINGS));
+
+	/* Bounded: 64 listed per client, all counted, the rest paged. */
+	st = hd_status(&d);
+	cl = h_client(st, "vm7");
+	assert_non_null(cl);
+	assert_int_equal(json_array_size(json_object_get(cl, "connections")), 64);
+	assert_int_equal(json_path_int(cl, "connections_total"), BLIND_MAPPINGS);
+	{
+		char q[128];
+		json_int_t id = json_integer_value(json_object_get(cl, "id"));
+
+		snprintf(q, sizeof(q), "{\"op\":\"connections\",\"client\":%lld,"
+			 "\"offset\":200,\"limit\":100}", (long long)id);
+		page = hd_status_query(&d, q);
+		assert_true(json_is_true(json_object_get(page, "ok")));
+		assert_int_equal(json_path_int(page, "total"), BLIND_MAPPINGS);
+		assert_int_equal(json_array_size(json_object_get(page, "connections")), 56);
+		json_decref(page);
+		/* The same page through rdmacm-muxctl: 56 rows. */
+		{
+			char cmd[512], line[256];
+			int rows = 0;
+			FILE *p;
+
+			snprintf(cmd, sizeof(cmd), "%s -S %s connections %lld 200 100",
+				 getenv("RDMACM_MUXCTL"), d.status, (long long)id);
+			p = popen(cmd, "r");
+			assert_non_null(p);
+			while (fgets(line, sizeof(line), p))
+				rows += strstr(line, "req_sent") != NULL;
+			assert_int_equal(pclose(p), 0);
+			assert_int_equal(rows, 56);
+		}
+		page = hd_status_query(&d, "{\"op\":\"unregister_gid\"}");
+		assert_false(json_is_true(json_object_get(page, "ok")));
+		json_decref(page);
+	}
+	json_decref(st);
+
+	/* Hello with and without ten readers querying all the time. */
+	hello_times(&d, &b50, &b95, &bmax);
+	for (i = 0; i < BLIND_READERS; i++) {
+		readers[i] = (struct status_reader){ .path = d.status, .stop = &stop };
+		assert_int_equal(pthread_create(&readers[i].thread, NULL,
+						status_reader_loop, &readers[i]), 0);
+	}
+	while (readers[0].queries == 0)
+		usleep(1000);
+	hello_times(&d, &l50, &l95, &lmax);
+	atomic_store(&stop, 1);
+	for (i = 0; i < BLIND_READERS; i++)
+		pthread_join(readers[i].thread, NULL);
+	printf("status document: %zu bytes, %ld queries by reader 0\n",
+	       readers[0].last_len, readers[0].queries);
+	printf("hello, us: alone p50 %llu p95 %llu max %llu; with %d readers "
+	       "p50 %llu p95 %llu max %llu\n", (unsigned long long)b50,
+	       (unsigned long long)b95, (unsigned long long)bmax, BLIND_READERS,
+	       (unsigned long long)l50, (unsigned long long)l95,
+	       (unsigned long long)lmax);
+	assert_true(readers[0].queries > 0);
+	/* A few ms at most (a scheduler tick on this 2-vCPU machine). */
+	assert_true(l95 <= b95 + 5000u * (unsigned)h_time_scale());
+
+	/* Readers that never read: dropped after the write timeout.  Those
+	 * of one uid beyond its share: refused at once.  Another uid's
+	 * query is answered all along. */
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		static const char q[] = "{\"op\":\"status\"}\n";
+
+		if (setgid(65534) || setuid(65534))
+			_exit(10);
+		for (i = 0; i < 40; i++) {
+			fds[i] = raw_connect(d.status);
+			if (fds[i] < 0 || send(fds[i], q, sizeof(q) - 1, MSG_NOSIGNAL) < 0)
+				_exit(11);
+			/* Small buffers: the answer cannot be taken by the
+			 * kernel on the reader's behalf. */
+			k = 4096;
+			setsockopt(fds[i], SOL_SOCKET, SO_RCVBUF, &k, sizeof(k));
+		}
+		pause();
+		_exit(0);
+	}
+	{
+		uint64_t deadline = h_now_ms() + 2 * H_DEADLINE_MS;
+
+		while (hd_status_int(&d, "counters.status.refused") < 24 &&
+		       h_now_ms() < deadline)
+			usleep(10 * 1000);
+		assert_int_equal(hd_status_int(&d, "counters.status.refused"), 24);
+		while (hd_status_int(&d, "counters.status.dropped_slow") < 16 &&
+		       h_now_ms() < deadline)
+			usleep(10 * 1000);
+		assert_int_equal(hd_status_int(&d, "counters.status.dropped_slow"), 16);
+	}
+	kill(pid, SIGKILL);
+	assert_int_equal(waitpid(pid, &pid_status, 0), pid);
+
+	for (i = 0; i < BLIND_CLIENTS; i++)
+		muxbe_close(mb[i]);
+	hd_stop(&d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -861,9 +1121,13 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_untrusted_text, setup, teardown),
 		cmocka_unit_test(test_muxctl_escapes),
 		cmocka_unit_test(test_fair_admission),
+		cmocka_unit_test(test_status_cannot_be_blinded),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
+	/* RCM_TEST_FILTER=test_name runs one (a pattern, see cmocka). */
+	if (getenv("RCM_TEST_FILTER"))
+		cmocka_set_test_filter(getenv("RCM_TEST_FILTER"));
 	if (getenv("RCM_TEST_UMAD_PORT"))
 		return 0;       /* the scripted peer lives on the sim fabric */
 	return cmocka_run_group_tests_name("attacks", tests, NULL, NULL);

@@ -826,7 +826,7 @@ static void test_entries_never_outlive_their_lifetimes(void **state)
 		}
 		conn_expire(ct, now);
 		assert_true(conn_next_deadline(ct) > now);
-		conn_client_foreach(ct, A, 1000, now, check_view, NULL);
+		conn_client_foreach(ct, A, 0, 1000, now, check_view, NULL);
 		nemitted = 0;
 	}
 	conn_table_free(ct);
