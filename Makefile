@@ -219,20 +219,26 @@ check-valgrind: $(UNIT_BINS)
 		valgrind -q --error-exitcode=99 --leak-check=full $$t; done
 
 # ---- fuzzing (clang's libFuzzer) -----------------------------------------
-FUZZ_TARGETS := fuzz_frame fuzz_control fuzz_cm_mad fuzz_legacy
+FUZZ_TARGETS := fuzz_frame fuzz_control fuzz_cm_mad fuzz_legacy fuzz_policy fuzz_text
 FUZZ_SECONDS ?= 20
 FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined $(DEP_CFLAGS)
 FUZZ_LINK := $(PROTOCOL_SRC) $(LEGACY_SRC) $(COMMON_SRC) mux/router.c mux/conn_table.c \
-	     backend/vm/guest_cm.c
+	     mux/policy.c backend/vm/guest_cm.c
 $(B)/fuzz/%: tests/fuzz/%.c $(FUZZ_LINK)
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_LINK) $(DEP_LIBS)
 
+# Every target for FUZZ_SECONDS each, on its corpus and its seeds (which
+# keep every input that ever crashed one); one "fuzz: TARGET executions N"
+# line per target.
 fuzz: $(addprefix $(B)/fuzz/,$(FUZZ_TARGETS))
 	@set -e; for t in $(FUZZ_TARGETS); do mkdir -p $(B)/fuzz/corpus-$$t; \
 		echo "== $$t ($(FUZZ_SECONDS)s)"; \
 		$(B)/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
-			$(B)/fuzz/corpus-$$t tests/fuzz/seeds/$$t; done
+			$(B)/fuzz/corpus-$$t tests/fuzz/seeds/$$t 2>$(B)/fuzz/$$t.log || \
+			{ tail -n 30 $(B)/fuzz/$$t.log; exit 1; }; \
+		echo "fuzz: $$t executions $$(sed -n 's/^stat::number_of_executed_units: *//p' \
+			$(B)/fuzz/$$t.log)"; done
 
 # ---- benchmarks ------------------------------------------------------------
 $(B)/bench/bench_conn: $(B)/obj/tests/bench/bench_conn.o $(B)/obj/mux/conn_table.o $(COMMON_OBJ)

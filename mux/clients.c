@@ -98,7 +98,7 @@ void clients_fini(struct clients *c)
 }
 
 int clients_add(struct clients *c, unsigned max, unsigned max_per_uid,
-		pid_t pid, uid_t uid, gid_t gid, unsigned worker,
+		pid_t pid, uid_t uid, gid_t gid, unsigned worker, int qemu_port,
 		struct client_info **out)
 {
 	struct client_info *ci;
@@ -139,7 +139,7 @@ int clients_add(struct clients *c, unsigned max, unsigned max_per_uid,
 	ci->gid = gid;
 	ci->worker = worker;
 	ci->connected = time(NULL);
-	ci->qemu_port = -1;
+	ci->qemu_port = qemu_port;
 	ci->rl = (struct log_ratelimit)LOG_RATELIMIT_INIT(5, 1);
 	ci->refs = 1;
 	outlet_init(&ci->out);

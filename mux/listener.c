@@ -90,7 +90,7 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd,
 	w = atomic_fetch_add(&mux->next_worker, 1) % (unsigned)mux->nworkers;
 	rc = clients_add(&mux->clients, mux->cfg.max_clients,
 			 mux->cfg.max_clients_per_uid, cred.pid, cred.uid,
-			 cred.gid, w, &ci);
+			 cred.gid, w, cl->qemu_port, &ci);
 	if (rc < 0) {
 		char why[128];
 
@@ -113,7 +113,6 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd,
 		refuse(cl, fd, -rc, why);
 		return;
 	}
-	ci->qemu_port = cl->qemu_port;
 	msg = calloc(1, sizeof(*msg));
 	if (msg == NULL) {
 		clients_remove(&mux->clients, ci->id);

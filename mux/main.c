@@ -639,6 +639,8 @@ int main(int argc, char **argv)
 	 * must not tear down their connections at the peers. */
 	router_stop_answering(mux->router);
 	worker_pool_stop(mux);
+	/* Ports' events live on the port thread's base: before it goes. */
+	close_ports(mux);
 	portio_free(mux->portio);
 	event_free(sighup);
 	exit_code = 0;

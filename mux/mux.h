@@ -271,7 +271,7 @@ void clients_fini(struct clients *c);
 /* Adds a client; -EBUSY above max, -EUSERS above max_per_uid of the
  * same uid.  The record is owned by the table. */
 int clients_add(struct clients *c, unsigned max, unsigned max_per_uid,
-		pid_t pid, uid_t uid, gid_t gid, unsigned worker,
+		pid_t pid, uid_t uid, gid_t gid, unsigned worker, int qemu_port,
 		struct client_info **out);
 
 void clients_remove(struct clients *c, uint64_t id);

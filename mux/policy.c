@@ -137,21 +137,16 @@ static const char *const rule_keys[] = {
 	"max_clients", "mad_rate", "mad_burst", NULL,
 };
 
-struct policy *policy_load(const char *path, char *err, size_t errlen)
+/* A policy from its JSON (taken over); path names it in messages. */
+static struct policy *policy_from_json(json_t *root, const char *path,
+				       char *err, size_t errlen)
 {
 	struct policy *p = NULL;
-	json_error_t jerr;
-	json_t *root, *rules, *rule, *v, *match;
+	json_t *rules, *rule, *v, *match;
 	const char *key;
 	size_t i, j;
 	int k, known;
 
-	root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
-	if (root == NULL) {
-		snprintf(err, errlen, "%s:%d:%d: %s", path, jerr.line, jerr.column,
-			 jerr.text);
-		return NULL;
-	}
 	rules = json_object_get(root, "policy");
 	if (!json_is_array(rules))
 		BAD("%s: needs \"policy\": [ rules ]", path);
@@ -237,6 +232,35 @@ fail:
 	json_decref(root);
 	policy_unref(p);
 	return NULL;
+}
+
+struct policy *policy_load(const char *path, char *err, size_t errlen)
+{
+	json_error_t jerr;
+	json_t *root;
+
+	root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+	if (root == NULL) {
+		snprintf(err, errlen, "%s:%d:%d: %s", path, jerr.line, jerr.column,
+			 jerr.text);
+		return NULL;
+	}
+	return policy_from_json(root, path, err, errlen);
+}
+
+struct policy *policy_parse(const char *text, size_t len, const char *source,
+			    char *err, size_t errlen)
+{
+	json_error_t jerr;
+	json_t *root;
+
+	root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+	if (root == NULL) {
+		snprintf(err, errlen, "%s:%d:%d: %s", source, jerr.line, jerr.column,
+			 jerr.text);
+		return NULL;
+	}
+	return policy_from_json(root, source, err, errlen);
 }
 
 static int rule_matches(const struct policy_rule *r, uid_t uid, gid_t gid)

@@ -50,6 +50,9 @@ struct policy {
 /* Parse a policy file; NULL with a message in err on any error (the
  * message names the file, the rule and the field). */
 struct policy *policy_load(const char *path, char *err, size_t errlen);
+/* The same from text in memory; source names it in messages. */
+struct policy *policy_parse(const char *text, size_t len, const char *source,
+			    char *err, size_t errlen);
 /* The default without a file: the daemon's own user and root, with
  * everything allowed within the daemon's limits. */
 struct policy *policy_default(uid_t daemon_uid);
