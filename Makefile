@@ -44,7 +44,7 @@ COMMON_SRC   := common/log.c common/text.c common/gid.c common/cm_mad.c
 PROTOCOL_SRC := protocol/frame.c protocol/mad_frame.c protocol/control.c
 LEGACY_SRC   := protocol/legacy.c
 MUXD_SRC     := mux/main.c mux/daemon.c mux/worker.c mux/session.c mux/outlet.c mux/port_sender.c mux/requests.c \
-		mux/router.c mux/conn_table.c mux/clients.c mux/stats.c mux/port.c \
+		mux/router.c mux/conn_table.c mux/conn_store.c mux/clients.c mux/stats.c mux/port.c \
 		mux/port_sim.c mux/port_umad.c mux/unix_listener.c mux/lockfile.c mux/listener.c \
 		mux/status.c mux/policy.c mux/admin.c common/ibdev.c $(LEGACY_SRC)
 MUXCTL_SRC   := mux/muxctl.c
@@ -127,11 +127,12 @@ $(B)/tests/test_cm_mad: $(B)/obj/tests/unit/test_cm_mad.o $(COMMON_OBJ)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(TEST_LIBS)
 
 $(B)/tests/test_router: $(B)/obj/tests/unit/test_router.o $(B)/obj/mux/router.o \
-		$(B)/obj/mux/conn_table.o $(COMMON_OBJ)
+		$(B)/obj/mux/conn_table.o $(B)/obj/mux/conn_store.o $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(TEST_LIBS)
 
-$(B)/tests/test_conn_table: $(B)/obj/tests/unit/test_conn_table.o $(B)/obj/mux/conn_table.o $(COMMON_OBJ)
+$(B)/tests/test_conn_table: $(B)/obj/tests/unit/test_conn_table.o $(B)/obj/mux/conn_table.o \
+		$(B)/obj/mux/conn_store.o $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(TEST_LIBS)
 
@@ -222,7 +223,7 @@ check-valgrind: $(UNIT_BINS)
 FUZZ_TARGETS := fuzz_frame fuzz_control fuzz_cm_mad fuzz_legacy fuzz_policy fuzz_text
 FUZZ_SECONDS ?= 20
 FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined $(DEP_CFLAGS)
-FUZZ_LINK := $(PROTOCOL_SRC) $(LEGACY_SRC) $(COMMON_SRC) mux/router.c mux/conn_table.c \
+FUZZ_LINK := $(PROTOCOL_SRC) $(LEGACY_SRC) $(COMMON_SRC) mux/router.c mux/conn_table.c mux/conn_store.c \
 	     mux/policy.c backend/vm/guest_cm.c
 $(B)/fuzz/%: tests/fuzz/%.c $(FUZZ_LINK)
 	@mkdir -p $(dir $@)
@@ -241,7 +242,8 @@ fuzz: $(addprefix $(B)/fuzz/,$(FUZZ_TARGETS))
 			$(B)/fuzz/$$t.log)"; done
 
 # ---- benchmarks ------------------------------------------------------------
-$(B)/bench/bench_conn: $(B)/obj/tests/bench/bench_conn.o $(B)/obj/mux/conn_table.o $(COMMON_OBJ)
+$(B)/bench/bench_conn: $(B)/obj/tests/bench/bench_conn.o $(B)/obj/mux/conn_table.o \
+		$(B)/obj/mux/conn_store.o $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(DEP_LIBS)
 

@@ -16,6 +16,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/timerfd.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -27,18 +28,33 @@
 
 #define MUXBE_MAX_REPLY (1u << 20)
 
-enum pending_kind { PENDING_SYNC, PENDING_SEND };
+/* INTERNAL: the library's own requests while it takes the link back up
+ * (hello, then each GID again). */
+enum pending_kind { PENDING_SYNC, PENDING_SEND, PENDING_INTERNAL };
 
 struct pending {
 	TAILQ_ENTRY(pending) link;
 	enum pending_kind kind;
 	uint32_t rid;
 	int done;
+	int err;                /* SYNC: why it ended without a reply */
 	json_t *reply;          /* SYNC: the reply */
 	void *send_ctx;         /* SEND */
 };
 
-enum completion_kind { COMP_RECV, COMP_SEND, COMP_PORT, COMP_DISCONNECT, COMP_LOST };
+enum completion_kind { COMP_RECV, COMP_SEND, COMP_PORT, COMP_DISCONNECT, COMP_LOST,
+		       COMP_LINK };
+
+/* The link: up; down (no socket, a timer to try again); resuming (a
+ * socket, hello and the GIDs' registrations in flight). */
+enum link_state { LINK_UP, LINK_DOWN, LINK_RESUMING };
+
+/* A GID the client registered, to register again after a reconnect. */
+struct reg {
+	TAILQ_ENTRY(reg) link;
+	char *port;             /* NULL: the daemon's only port */
+	uint8_t gid[16];
+};
 
 struct completion {
 	TAILQ_ENTRY(completion) link;
@@ -66,10 +82,21 @@ struct queued_mad {
 struct muxbe {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	int sock;
+	int sock;               /* -1 while the link is down */
 	int epfd;
 	int evfd;
-	int broken;             /* negative errno once the link is gone */
+	int timerfd;            /* the next reconnect attempt */
+	int broken;             /* negative errno once the link is gone for good */
+	enum link_state link;
+	int reconnect;          /* a lost link is taken back up */
+	unsigned backoff_ms;
+	int down_err;           /* why the link went down */
+	unsigned regs_pending;  /* re-registrations in flight */
+	char resume_note[160];  /* what the way back up met */
+	char *path, *name;
+	uint64_t session_client;        /* 0: the daemon keeps no state */
+	char session_token[33];
+	TAILQ_HEAD(, reg) regs;
 	int reader_active;      /* a blocking caller is polling the socket */
 	uint32_t next_rid;
 	struct proto_decoder dec;
@@ -196,6 +223,8 @@ static void handle_mad_event(struct muxbe *mb, const struct proto_frame *f)
 	mb->st.rx_queued++;
 }
 
+static void resume_step(struct muxbe *mb, json_t *reply);
+
 static void handle_json_event(struct muxbe *mb, const struct proto_frame *f)
 {
 	const char *err = NULL, *ev;
@@ -234,9 +263,13 @@ static void handle_json_event(struct muxbe *mb, const struct proto_frame *f)
 	} else if (ev && (strcmp(ev, "protocol_error") == 0 ||
 			  strcmp(ev, "disconnected") == 0 ||
 			  strcmp(ev, "refused") == 0)) {
-		/* The daemon is about to close: say why. */
+		/* The daemon is about to close: say why.  An administrator's
+		 * disconnect, or a protocol error, is not undone by coming
+		 * back. */
 		set_error(mb, "daemon: %s: %s", ev,
 			  json_string_value(json_object_get(j, "message")) ?: "");
+		if (strcmp(ev, "refused") != 0)
+			mb->reconnect = 0;
 	}
 	json_decref(j);
 }
@@ -270,6 +303,13 @@ static void handle_reply(struct muxbe *mb, const struct proto_frame *f)
 		pthread_cond_broadcast(&mb->cond);
 		return;
 	}
+	if (p->kind == PENDING_INTERNAL) {
+		TAILQ_REMOVE(&mb->pending, p, link);
+		free(p);
+		resume_step(mb, j);
+		json_decref(j);
+		return;
+	}
 	status = proto_reply_status(j, &msg);
 	if (status)
 		mb->st.tx_errors++;
@@ -288,18 +328,30 @@ static void handle_reply(struct muxbe *mb, const struct proto_frame *f)
 	free(p);
 }
 
-/* The link is gone: fail everything in flight, once. */
+static void link_lost(struct muxbe *mb, int err);
+
+/* The link is gone: fail everything in flight, once; then take it back
+ * up unless told not to. */
 static void mark_broken(struct muxbe *mb, int err)
 {
 	struct completion *c;
 	struct pending *p, *next;
 
-	if (mb->broken)
+	if (mb->broken || mb->link == LINK_DOWN)
 		return;
+	if (mb->reconnect) {
+		link_lost(mb, err);
+		return;
+	}
 	mb->broken = err;
 	TAILQ_FOREACH_SAFE(p, &mb->pending, link, next) {
 		if (p->kind == PENDING_SYNC) {
 			p->done = 1;
+			continue;
+		}
+		if (p->kind == PENDING_INTERNAL) {
+			TAILQ_REMOVE(&mb->pending, p, link);
+			free(p);
 			continue;
 		}
 		c = calloc(1, sizeof(*c));
@@ -323,6 +375,191 @@ static void mark_broken(struct muxbe *mb, int err)
 	pthread_cond_broadcast(&mb->cond);
 }
 
+static void queue_link(struct muxbe *mb, int up, int status, const char *msg)
+{
+	struct completion *c = calloc(1, sizeof(*c));
+
+	if (c == NULL)
+		return;
+	c->kind = COMP_LINK;
+	c->len = (size_t)up;
+	c->status = status;
+	snprintf(c->message, sizeof(c->message), "%s", msg);
+	queue_completion(mb, c);
+}
+
+static void arm_retry(struct muxbe *mb)
+{
+	struct itimerspec its = { .it_value = {
+		.tv_sec = mb->backoff_ms / 1000,
+		.tv_nsec = (long)(mb->backoff_ms % 1000) * 1000000L } };
+
+	timerfd_settime(mb->timerfd, 0, &its, NULL);
+	mb->backoff_ms = mb->backoff_ms * 2 > MUXBE_RECONNECT_MAX_MS ?
+			 MUXBE_RECONNECT_MAX_MS : mb->backoff_ms * 2;
+}
+
+static void drop_socket(struct muxbe *mb)
+{
+	if (mb->sock >= 0) {
+		epoll_ctl(mb->epfd, EPOLL_CTL_DEL, mb->sock, NULL);
+		close(mb->sock);
+		mb->sock = -1;
+	}
+	proto_decoder_fini(&mb->dec);
+	proto_decoder_init(&mb->dec, MUXBE_MAX_REPLY);
+}
+
+/* Lock held.  The link went down (or an attempt to take it up failed):
+ * what was in flight fails now, and a retry is due after the backoff. */
+static void link_lost(struct muxbe *mb, int err)
+{
+	struct completion *c;
+	struct pending *p, *next;
+	int was_up = mb->link == LINK_UP;
+
+	drop_socket(mb);
+	mb->link = LINK_DOWN;
+	mb->down_err = err;
+	mb->regs_pending = 0;
+	TAILQ_FOREACH_SAFE(p, &mb->pending, link, next) {
+		if (p->kind == PENDING_SYNC) {
+			p->done = 1;
+			p->err = -ECONNRESET;
+			continue;
+		}
+		if (p->kind == PENDING_SEND) {
+			/* It may or may not have reached the wire; the guest's
+			 * CM retransmits what got no answer. */
+			c = calloc(1, sizeof(*c));
+			if (c) {
+				c->kind = COMP_SEND;
+				c->ctx = p->send_ctx;
+				c->status = -ECONNRESET;
+				snprintf(c->message, sizeof(c->message),
+					 "connection to the daemon lost");
+				queue_completion(mb, c);
+			}
+		}
+		TAILQ_REMOVE(&mb->pending, p, link);
+		free(p);
+	}
+	if (was_up) {
+		mb->backoff_ms = 10;
+		queue_link(mb, 0, err, mb->last_error[0] ? mb->last_error
+							  : strerror(-err));
+	}
+	arm_retry(mb);
+	pthread_cond_broadcast(&mb->cond);
+}
+
+static json_t *hello_request(struct muxbe *mb)
+{
+	json_t *req = json_pack("{s:s, s:{s:i, s:i}, s:s, s:[s, s]}",
+				"op", "hello", "protocol", "major",
+				PROTO_VERSION_MAJOR, "minor", PROTO_VERSION_MINOR,
+				"name", mb->name ? mb->name : "",
+				"features", "mad", "port-events");
+
+	if (req && mb->session_client)
+		json_object_set_new(req, "resume", json_pack("{s:I, s:s}",
+				    "client_id", (json_int_t)mb->session_client,
+				    "token", mb->session_token));
+	return req;
+}
+
+/* From a hello reply: the session to resume after the next restart. */
+static void keep_session(struct muxbe *mb, json_t *reply)
+{
+	json_t *sess = json_object_get(reply, "session");
+	const char *token = json_string_value(json_object_get(sess, "token"));
+
+	if (token == NULL || strlen(token) != 32) {
+		mb->session_client = 0;
+		return;
+	}
+	mb->session_client = (uint64_t)json_integer_value(json_object_get(sess,
+								 "client_id"));
+	memcpy(mb->session_token, token, 33);
+}
+
+static int submit_internal(struct muxbe *mb, json_t *req);
+static json_t *gid_request(const char *op, const char *port,
+			   const uint8_t gid[16]);
+static int connect_socket(const char *path);
+
+/* Lock held.  The link is being taken back up: each reply (hello's, then
+ * each GID's registration) moves it on; the last one brings it up. */
+static void resume_step(struct muxbe *mb, json_t *reply)
+{
+	const char *msg = "";
+	struct reg *r;
+	int rc = proto_reply_status(reply, &msg);
+
+	if (mb->link != LINK_RESUMING)
+		return;
+	if (mb->regs_pending == 0) {            /* hello's reply */
+		if (rc < 0) {
+			set_error(mb, "daemon: %s", msg);
+			link_lost(mb, rc);
+			return;
+		}
+		if (json_is_true(json_object_get(reply, "resumed")))
+			snprintf(mb->resume_note, sizeof(mb->resume_note),
+				 "the daemon kept this client's connections");
+		else
+			snprintf(mb->resume_note, sizeof(mb->resume_note),
+				 "the daemon did not keep this client's connections (%s)",
+				 json_string_value(json_object_get(reply, "resume_error"))
+				 ?: "it keeps no state");
+		mb->down_err = json_is_true(json_object_get(reply, "resumed")) ? 0
+									: -ESTALE;
+		keep_session(mb, reply);
+		TAILQ_FOREACH(r, &mb->regs, link) {
+			if (submit_internal(mb, gid_request("register_gid", r->port,
+							     r->gid)) == 0)
+				mb->regs_pending++;
+		}
+		if (mb->regs_pending)
+			return;
+	} else {
+		if (rc < 0) {
+			size_t l = strlen(mb->resume_note);
+
+			snprintf(mb->resume_note + l, sizeof(mb->resume_note) - l,
+				 "; a GID was not registered again: %s", msg);
+		}
+		if (--mb->regs_pending)
+			return;
+	}
+	mb->link = LINK_UP;
+	queue_link(mb, 1, mb->down_err, mb->resume_note);
+	pthread_cond_broadcast(&mb->cond);
+}
+
+/* Lock held, on the timer: one attempt to take the link back up. */
+static void try_reconnect(struct muxbe *mb)
+{
+	struct epoll_event ev = { .events = EPOLLIN };
+	int fd;
+
+	if (mb->link != LINK_DOWN || mb->broken)
+		return;
+	fd = connect_socket(mb->path);
+	if (fd < 0) {
+		arm_retry(mb);
+		return;
+	}
+	mb->sock = fd;
+	ev.data.fd = fd;
+	epoll_ctl(mb->epfd, EPOLL_CTL_ADD, fd, &ev);
+	mb->link = LINK_RESUMING;
+	mb->regs_pending = 0;
+	mb->last_error[0] = '\0';
+	if (submit_internal(mb, hello_request(mb)) < 0 && mb->link == LINK_RESUMING)
+		link_lost(mb, -ECONNRESET);
+}
+
 /* Lock held.  Read what is there without blocking and decode it. */
 static void read_available(struct muxbe *mb)
 {
@@ -332,7 +569,7 @@ static void read_available(struct muxbe *mb)
 	ssize_t n;
 	int rc;
 
-	while (!mb->broken) {
+	while (!mb->broken && mb->sock >= 0) {
 		n = recv(mb->sock, buf, sizeof(buf), MSG_DONTWAIT);
 		if (n == 0) {
 			mark_broken(mb, -ECONNRESET);
@@ -343,7 +580,8 @@ static void read_available(struct muxbe *mb)
 				mark_broken(mb, -errno);
 			return;
 		}
-		for (off = 0; off < (size_t)n && !mb->broken; off += used) {
+		for (off = 0; off < (size_t)n && !mb->broken && mb->sock >= 0;
+		     off += used) {
 			rc = proto_decoder_feed(&mb->dec, buf + off, (size_t)n - off,
 						&used, &f);
 			if (rc < 0) {
@@ -381,6 +619,8 @@ static int write_frame(struct muxbe *mb, uint8_t kind, uint32_t rid,
 	while (sent < total) {
 		if (mb->broken)
 			return mb->broken;
+		if (mb->sock < 0)
+			return -ENOTCONN;
 		skip = sent;
 		iov[0].iov_base = hdr + (skip < sizeof(hdr) ? skip : sizeof(hdr));
 		iov[0].iov_len = skip < sizeof(hdr) ? sizeof(hdr) - skip : 0;
@@ -398,7 +638,7 @@ static int write_frame(struct muxbe *mb, uint8_t kind, uint32_t rid,
 			/* The daemon may have said why before closing. */
 			read_available(mb);
 			mark_broken(mb, err);
-			return mb->broken;
+			return mb->broken ? mb->broken : -ECONNRESET;
 		}
 		if (now_ms() >= deadline) {
 			/* A partial frame would desynchronise the stream. */
@@ -418,12 +658,13 @@ static int write_frame(struct muxbe *mb, uint8_t kind, uint32_t rid,
 static int wait_reply(struct muxbe *mb, struct pending *p, json_t **reply)
 {
 	uint64_t deadline = now_ms() + (uint64_t)mb->timeout_ms;
-	struct pollfd pfd = { .fd = mb->sock, .events = POLLIN };
+	struct pollfd pfd = { .events = POLLIN };
 	struct timespec ts;
 	uint64_t now;
 	int rc = 0;
 
 	while (!p->done) {
+		pfd.fd = mb->sock;      /* a new one after a reconnect */
 		now = now_ms();
 		if (now >= deadline) {
 			rc = -ETIMEDOUT;
@@ -450,7 +691,7 @@ static int wait_reply(struct muxbe *mb, struct pending *p, json_t **reply)
 		}
 	}
 	if (p->done && p->reply == NULL)
-		rc = mb->broken ? mb->broken : -EPROTO;
+		rc = p->err ? p->err : mb->broken ? mb->broken : -EPROTO;
 	if (rc == 0)
 		*reply = p->reply;
 	else
@@ -476,6 +717,10 @@ static int submit_locked(struct muxbe *mb, struct pending *p, uint8_t kind,
 {
 	int rc = mb->broken;
 
+	/* While the link is down nothing waits for it: the caller's thread
+	 * is never blocked by a daemon that is not there. */
+	if (rc == 0 && mb->link != LINK_UP && p->kind != PENDING_INTERNAL)
+		rc = -ENOTCONN;
 	if (rc == 0) {
 		p->rid = next_rid(mb);
 		rc = write_frame(mb, kind, p->rid, payload, len);
@@ -534,6 +779,29 @@ static int call_json(struct muxbe *mb, json_t *req, json_t **reply_out)
 	return rc;
 }
 
+/* Lock held.  One of the library's own requests (resume_step answers). */
+static int submit_internal(struct muxbe *mb, json_t *req)
+{
+	struct pending *p;
+	char *text;
+	int rc;
+
+	if (req == NULL)
+		return -ENOMEM;
+	text = json_dumps(req, JSON_COMPACT);
+	json_decref(req);
+	p = calloc(1, sizeof(*p));
+	if (text == NULL || p == NULL) {
+		free(text);
+		free(p);
+		return -ENOMEM;
+	}
+	p->kind = PENDING_INTERNAL;
+	rc = submit_locked(mb, p, PROTO_KIND_JSON, text, strlen(text));
+	free(text);
+	return rc;
+}
+
 static int connect_socket(const char *path)
 {
 	struct sockaddr_un sun = { .sun_family = AF_UNIX };
@@ -542,7 +810,9 @@ static int connect_socket(const char *path)
 	if (strlen(path) >= sizeof(sun.sun_path))
 		return -ENAMETOOLONG;
 	strcpy(sun.sun_path, path);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	/* Non-blocking: every I/O here is, and a daemon whose backlog is
+	 * full must cost a retry, not the caller's thread. */
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return -errno;
 	if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0) {
@@ -583,7 +853,12 @@ int muxbe_connect(const struct muxbe_options *opts, struct muxbe **out)
 	mb->rx_queue_max = opts->rx_queue_max ? opts->rx_queue_max : 256;
 	mb->max_posted = opts->max_posted ? opts->max_posted : 1024;
 	mb->timeout_ms = opts->timeout_ms > 0 ? opts->timeout_ms : 5000;
+	TAILQ_INIT(&mb->regs);
+	mb->link = LINK_UP;
+	mb->path = strdup(path);
+	mb->name = opts->name ? strdup(opts->name) : NULL;
 	mb->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	mb->timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
 	mb->epfd = epoll_create1(EPOLL_CLOEXEC);
 	mb->sock = connect_socket(path);
 	if (mb->sock < 0) {
@@ -591,23 +866,26 @@ int muxbe_connect(const struct muxbe_options *opts, struct muxbe **out)
 		set_error(mb, "cannot connect to %s: %s", path, strerror(-rc));
 		goto fail;
 	}
-	if (mb->evfd < 0 || mb->epfd < 0) {
-		rc = -errno;
+	if (mb->evfd < 0 || mb->epfd < 0 || mb->timerfd < 0 || mb->path == NULL ||
+	    (opts->name && mb->name == NULL)) {
+		rc = mb->evfd < 0 || mb->epfd < 0 || mb->timerfd < 0 ? -errno : -ENOMEM;
 		goto fail;
 	}
 	ev.data.fd = mb->sock;
 	epoll_ctl(mb->epfd, EPOLL_CTL_ADD, mb->sock, &ev);
 	ev.data.fd = mb->evfd;
 	epoll_ctl(mb->epfd, EPOLL_CTL_ADD, mb->evfd, &ev);
+	ev.data.fd = mb->timerfd;
+	epoll_ctl(mb->epfd, EPOLL_CTL_ADD, mb->timerfd, &ev);
 
-	rc = call_json(mb, json_pack("{s:s, s:{s:i, s:i}, s:s, s:[s, s]}",
-				     "op", "hello", "protocol", "major",
-				     PROTO_VERSION_MAJOR, "minor",
-				     PROTO_VERSION_MINOR, "name",
-				     opts->name ? opts->name : "",
-				     "features", "mad", "port-events"), &reply);
+	rc = call_json(mb, hello_request(mb), &reply);
 	if (rc < 0)
 		goto fail;
+	pthread_mutex_lock(&mb->lock);
+	keep_session(mb, reply);
+	/* From now on a lost link is taken back up. */
+	mb->reconnect = !opts->no_reconnect;
+	pthread_mutex_unlock(&mb->lock);
 	json_decref(reply);
 	*out = mb;
 	return 0;
@@ -623,6 +901,7 @@ fail:
 void muxbe_close(struct muxbe *mb)
 {
 	struct completion *c;
+	struct reg *r;
 	struct pending *p;
 	struct posted *pb;
 	struct queued_mad *q;
@@ -635,6 +914,15 @@ void muxbe_close(struct muxbe *mb)
 		close(mb->epfd);
 	if (mb->evfd >= 0)
 		close(mb->evfd);
+	if (mb->timerfd >= 0)
+		close(mb->timerfd);
+	while ((r = TAILQ_FIRST(&mb->regs))) {
+		TAILQ_REMOVE(&mb->regs, r, link);
+		free(r->port);
+		free(r);
+	}
+	free(mb->path);
+	free(mb->name);
 	while ((p = TAILQ_FIRST(&mb->pending))) {
 		TAILQ_REMOVE(&mb->pending, p, link);
 		json_decref(p->reply);
@@ -676,6 +964,8 @@ int muxbe_process(struct muxbe *mb)
 	if (read(mb->evfd, &n, sizeof(n)) < 0) {
 		/* EAGAIN: nothing was signalled. */
 	}
+	if (read(mb->timerfd, &n, sizeof(n)) == (ssize_t)sizeof(n))
+		try_reconnect(mb);
 	read_available(mb);
 	TAILQ_CONCAT(&batch, &mb->completions, link);
 	broken = mb->broken;
@@ -703,6 +993,10 @@ int muxbe_process(struct muxbe *mb)
 		case COMP_DISCONNECT:
 			if (cb.disconnected)
 				cb.disconnected(user, c->status);
+			break;
+		case COMP_LINK:
+			if (cb.link)
+				cb.link(user, (int)c->len, c->status, c->message);
 			break;
 		case COMP_LOST:
 			if (cb.mad_lost)
@@ -732,17 +1026,40 @@ static json_t *gid_request(const char *op, const char *port,
 	return req;
 }
 
+static struct reg *reg_find(struct muxbe *mb, const char *port,
+			    const uint8_t gid[16])
+{
+	struct reg *r;
+
+	TAILQ_FOREACH(r, &mb->regs, link)
+		if (memcmp(r->gid, gid, 16) == 0 &&
+		    ((port == NULL && r->port == NULL) ||
+		     (port && r->port && strcmp(port, r->port) == 0)))
+			return r;
+	return NULL;
+}
+
 int muxbe_register_gid(struct muxbe *mb, const char *port,
 		       const uint8_t gid[16], uint16_t *port_index)
 {
 	json_t *reply = NULL;
 	int rc = call_json(mb, gid_request("register_gid", port, gid), &reply);
+	struct reg *r;
 
 	if (rc == 0) {
 		if (port_index)
 			*port_index = (uint16_t)json_integer_value(
 				json_object_get(reply, "port"));
 		json_decref(reply);
+		/* Registered again by the library after a reconnect. */
+		pthread_mutex_lock(&mb->lock);
+		if (reg_find(mb, port, gid) == NULL &&
+		    (r = calloc(1, sizeof(*r))) != NULL) {
+			memcpy(r->gid, gid, 16);
+			r->port = port ? strdup(port) : NULL;
+			TAILQ_INSERT_TAIL(&mb->regs, r, link);
+		}
+		pthread_mutex_unlock(&mb->lock);
 	}
 	return rc;
 }
@@ -750,7 +1067,19 @@ int muxbe_register_gid(struct muxbe *mb, const char *port,
 int muxbe_unregister_gid(struct muxbe *mb, const char *port,
 			 const uint8_t gid[16])
 {
-	return call_json(mb, gid_request("unregister_gid", port, gid), NULL);
+	int rc = call_json(mb, gid_request("unregister_gid", port, gid), NULL);
+	struct reg *r;
+
+	if (rc == 0 || rc == -ENOENT) {
+		pthread_mutex_lock(&mb->lock);
+		if ((r = reg_find(mb, port, gid)) != NULL) {
+			TAILQ_REMOVE(&mb->regs, r, link);
+			free(r->port);
+			free(r);
+		}
+		pthread_mutex_unlock(&mb->lock);
+	}
+	return rc;
 }
 
 int muxbe_request(struct muxbe *mb, const char *request_json, char **reply_text)

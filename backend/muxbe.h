@@ -56,7 +56,8 @@ struct muxbe_callbacks {
 	/* A port changed state. */
 	void (*port_event)(void *user, uint16_t port, const char *port_name,
 			   int active);
-	/* The connection to the daemon is gone (err is negative). */
+	/* The connection to the daemon is gone for good (err is
+	 * negative): with no_reconnect, or muxbe_close() pending. */
 	void (*disconnected)(void *user, int err);
 	/* MADs this client sent, which the daemon had accepted, were lost
 	 * at their receiver on this host (whose queue was full): the
@@ -65,7 +66,19 @@ struct muxbe_callbacks {
 	 * GIDs.  The guest's CM retransmits on its own timeout. */
 	void (*mad_lost)(void *user, uint16_t port, unsigned count,
 			 const char *message);
+	/* The link to the daemon went down (up 0, status the negative
+	 * errno) or came back (up 1).  While it is down the library
+	 * reconnects by itself (after 10 ms, then twice as long each time,
+	 * at most MUXBE_RECONNECT_MAX_MS apart), sends and requests fail
+	 * at once with -ENOTCONN, and posted buffers stay posted.  Back up,
+	 * it has registered the client's GIDs again; status 0: the daemon
+	 * kept this client's connections (a daemon restart costs none);
+	 * -ESTALE: it did not (they are gone, as after a reboot); message
+	 * says more. */
+	void (*link)(void *user, int up, int status, const char *message);
 };
+
+#define MUXBE_RECONNECT_MAX_MS 1000
 
 struct muxbe_options {
 	const char *socket_path;        /* NULL: $RDMACM_MUX_SOCKET or default */
@@ -77,6 +90,7 @@ struct muxbe_options {
 	int timeout_ms;                 /* blocking calls (5000) */
 	char *errbuf;                   /* optional: why muxbe_connect failed */
 	size_t errbuf_len;
+	int no_reconnect;               /* 1: a lost link stays lost */
 };
 
 struct muxbe_stats {

@@ -3,12 +3,14 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../common/cm_mad.h"
 #include "../common/tree.h"
 #include "../common/wire.h"
+#include "conn_store.h"
 
 enum conn_kind { CK_COMM, CK_SIDR };
 
@@ -127,6 +129,8 @@ struct conn_table {
 	uint64_t timer_ms[TC_MAX];
 	struct conn_counts counts;
 	unsigned call_max;              /* the current call's client limit */
+	struct conn_store *store;       /* NULL: entries on the heap */
+	int detached;                   /* the daemon is going; entries stay */
 };
 
 static const char *const conn_state_names[CONN_STATE_MAX] = {
@@ -195,6 +199,8 @@ uint32_t conn_next_tid(struct conn_table *ct)
 {
 	if (++ct->tid_seq == 0)
 		ct->tid_seq = 1;
+	if (ct->store)
+		*conn_store_counter(ct->store, CONN_STORE_TID_SEQ) = ct->tid_seq;
 	return ct->tid_seq;
 }
 
@@ -389,7 +395,10 @@ static void conn_remove(struct conn_table *ct, struct conn *c)
 		RB_REMOVE(cclient_tree, &ct->clients, cc);
 		free(cc);
 	}
-	free(c);
+	if (ct->store)
+		conn_store_free(ct->store, c);
+	else
+		free(c);
 }
 
 /* The client's quota: what it started or took on, live. */
@@ -423,9 +432,13 @@ static struct conn *conn_new(struct conn_table *ct, enum conn_kind kind,
 		}
 		return NULL;
 	}
-	c = calloc(1, sizeof(*c));
+	c = ct->store ? conn_store_alloc(ct->store) : calloc(1, sizeof(*c));
 	if (c == NULL) {
-		*err = -ENOMEM;
+		*err = ct->store ? -ENOSPC : -ENOMEM;
+		if (cc->n == 0) {
+			RB_REMOVE(cclient_tree, &ct->clients, cc);
+			free(cc);
+		}
 		return NULL;
 	}
 	c->kind = (uint8_t)kind;
@@ -445,6 +458,8 @@ static struct conn *conn_new(struct conn_table *ct, enum conn_kind kind,
 		ct->counts.comm++;
 	else
 		ct->counts.sidr++;
+	if (ct->store)
+		conn_store_commit(ct->store, c);
 	return c;
 }
 
@@ -519,6 +534,8 @@ static uint32_t alloc_host_id(struct conn_table *ct, enum conn_kind kind,
 
 	for (tries = 0; tries < (1u << 22); tries++) {
 		id = ct->next++ ^ ct->random_operand;
+		if (ct->store)
+			*conn_store_counter(ct->store, CONN_STORE_NEXT_HOST) = ct->next;
 		if (id != 0 && host_find(ct, kind, port, id) == NULL)
 			return id;
 	}
@@ -1283,6 +1300,12 @@ void conn_purge_client(struct conn_table *ct, uint64_t client)
 	struct conn_client *cc = cclient_get(ct, client, 0);
 	struct conn *c;
 
+	/* The daemon is going, not the client: its entries stay in the
+	 * store for the next daemon. */
+	if (ct->detached)
+		return;
+	conn_owner_forget(ct, client);
+
 	/* conn_remove frees cc with the last entry. */
 	while (cc && (c = LIST_FIRST(&cc->conns)) != NULL) {
 		int last = cc->n == 1;
@@ -1298,13 +1321,318 @@ void conn_purge_client(struct conn_table *ct, uint64_t client)
 void conn_table_free(struct conn_table *ct)
 {
 	struct conn_client *cc, *next;
+	struct src_count *sc, *snext;
 
 	if (ct == NULL)
 		return;
 	ct->emit = NULL;        /* shutting down: no one to tell */
-	RB_FOREACH_SAFE(cc, cclient_tree, &ct->clients, next)
-		conn_purge_client(ct, cc->id);
+	if (ct->detached) {
+		/* The entries stay where they are; only the indexes go. */
+		RB_FOREACH_SAFE(cc, cclient_tree, &ct->clients, next) {
+			RB_REMOVE(cclient_tree, &ct->clients, cc);
+			free(cc);
+		}
+		RB_FOREACH_SAFE(sc, src_tree, &ct->sources, snext) {
+			RB_REMOVE(src_tree, &ct->sources, sc);
+			free(sc);
+		}
+	} else {
+		RB_FOREACH_SAFE(cc, cclient_tree, &ct->clients, next)
+			conn_purge_client(ct, cc->id);
+	}
+	conn_store_close(ct->store);
 	free(ct);
+}
+
+void conn_table_detach(struct conn_table *ct)
+{
+	ct->detached = 1;
+}
+
+/* ---- persistence: a restarted daemon's table -------------------------- */
+
+struct restore {
+	struct conn_table *ct;
+	struct conn **timed[TC_MAX];
+	unsigned ntimed[TC_MAX], cap[TC_MAX];
+	unsigned dropped;
+};
+
+static int restore_by_deadline(const void *a, const void *b)
+{
+	const struct conn *x = *(struct conn *const *)a, *y = *(struct conn *const *)b;
+
+	return x->deadline_ms < y->deadline_ms ? -1 : x->deadline_ms > y->deadline_ms;
+}
+
+/* One entry back into the indexes it was in; dropped if it is not
+ * consistent (changed at the instant of a crash) or collides. */
+static void restore_one(void *arg, void *slot)
+{
+	struct restore *r = arg;
+	struct conn_table *ct = r->ct;
+	struct conn *c = slot, *o;
+	struct conn_client *cc;
+
+	if (c->kind > CK_SIDR || c->state >= CONN_STATE_MAX || c->timer >= TC_MAX ||
+	    (!c->in_host && !c->in_guest && !c->in_peer))
+		goto drop;
+	if (c->in_host && (o = RB_INSERT(host_tree, &ct->hosts, c)) != NULL)
+		goto drop;
+	if (c->in_guest && RB_INSERT(guest_tree, &ct->guests, c) != NULL) {
+		if (c->in_host)
+			RB_REMOVE(host_tree, &ct->hosts, c);
+		goto drop;
+	}
+	if (c->in_peer && RB_INSERT(peer_tree, &ct->peers, c) != NULL) {
+		if (c->in_host)
+			RB_REMOVE(host_tree, &ct->hosts, c);
+		if (c->in_guest)
+			RB_REMOVE(guest_tree, &ct->guests, c);
+		goto drop;
+	}
+	cc = cclient_get(ct, c->client, 1);
+	if (cc == NULL)
+		goto drop_indexed;
+	LIST_INSERT_HEAD(&cc->conns, c, client_link);
+	cc->n++;
+	if (c->charged)
+		cc->charged++;
+	if (c->peer_rec) {
+		struct src_count *port_sc = src_get(ct, c->port, NULL, 1);
+		struct src_count *src_sc = src_get(ct, c->port, &c->path.peer_gid, 1);
+
+		if (port_sc)
+			port_sc->n++;
+		if (src_sc)
+			src_sc->n++;
+		ct->counts.peer_records++;
+	}
+	ct->counts.total++;
+	ct->counts.by_state[c->state]++;
+	if (c->kind == CK_COMM)
+		ct->counts.comm++;
+	else
+		ct->counts.sidr++;
+	if (c->timer != TC_NONE) {
+		if (r->ntimed[c->timer] == r->cap[c->timer]) {
+			unsigned ncap = r->cap[c->timer] ? 2 * r->cap[c->timer] : 64;
+			struct conn **n = realloc(r->timed[c->timer], ncap * sizeof(*n));
+
+			if (n == NULL) {
+				c->timer = TC_NONE;     /* lives until torn down */
+				return;
+			}
+			r->timed[c->timer] = n;
+			r->cap[c->timer] = ncap;
+		}
+		r->timed[c->timer][r->ntimed[c->timer]++] = c;
+	}
+	return;
+drop_indexed:
+	if (c->in_host)
+		RB_REMOVE(host_tree, &ct->hosts, c);
+	if (c->in_guest)
+		RB_REMOVE(guest_tree, &ct->guests, c);
+	if (c->in_peer)
+		RB_REMOVE(peer_tree, &ct->peers, c);
+drop:
+	r->dropped++;
+	conn_store_free(ct->store, c);
+}
+
+static unsigned conn_table_restore(struct conn_table *ct)
+{
+	struct restore r = { .ct = ct };
+	unsigned tc, i;
+
+	ct->random_operand = *conn_store_counter(ct->store, CONN_STORE_RANDOM_OPERAND);
+	ct->next = *conn_store_counter(ct->store, CONN_STORE_NEXT_HOST);
+	ct->tid_seq = *conn_store_counter(ct->store, CONN_STORE_TID_SEQ);
+	conn_store_foreach(ct->store, restore_one, &r);
+	/* Each timer class is a FIFO by deadline, as it was built. */
+	for (tc = 1; tc < TC_MAX; tc++) {
+		qsort(r.timed[tc], r.ntimed[tc], sizeof(r.timed[tc][0]),
+		      restore_by_deadline);
+		for (i = 0; i < r.ntimed[tc]; i++) {
+			TAILQ_INSERT_TAIL(&ct->timers[tc], r.timed[tc][i], timer_link);
+			ct->timer_len[tc]++;
+		}
+		free(r.timed[tc]);
+	}
+	return r.dropped;
+}
+
+struct conn_table *conn_table_open(const struct conn_limits *lim,
+				   uint32_t random_operand, conn_emit_fn emit_fn,
+				   void *emit_arg, const char *path,
+				   uint32_t max_entries, uint32_t max_owners,
+				   int *restored, char *err, size_t errlen)
+{
+	struct conn_table *ct = conn_table_new(lim, random_operand, emit_fn, emit_arg);
+	unsigned dropped;
+
+	*restored = 0;
+	if (ct == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	ct->store = conn_store_open(path, sizeof(struct conn), max_entries,
+				    max_owners, restored, err, errlen);
+	if (ct->store == NULL) {
+		free(ct);
+		return NULL;
+	}
+	if (*restored) {
+		dropped = conn_table_restore(ct);
+		if (dropped)
+			snprintf(err, errlen, "%u entries were being changed when the "
+				 "previous daemon ended and are lost", dropped);
+	} else {
+		*conn_store_counter(ct->store, CONN_STORE_RANDOM_OPERAND) = ct->random_operand;
+		*conn_store_counter(ct->store, CONN_STORE_NEXT_HOST) = ct->next;
+		*conn_store_counter(ct->store, CONN_STORE_TID_SEQ) = ct->tid_seq;
+	}
+	return ct;
+}
+
+/* ---- owners: clients that may claim their entries after a restart ----- */
+
+static struct conn_owner *owner_find(struct conn_table *ct, uint64_t client)
+{
+	struct conn_owner *o;
+	uint32_t n, i;
+
+	if (ct->store == NULL)
+		return NULL;
+	o = conn_store_owners(ct->store, &n);
+	for (i = 0; i < n; i++)
+		if (o[i].live && o[i].client == client)
+			return &o[i];
+	return NULL;
+}
+
+int conn_owner_add(struct conn_table *ct, uint64_t client, uint32_t uid,
+		   const uint8_t token[16])
+{
+	struct conn_owner *o;
+	uint32_t n, i;
+
+	if (ct->store == NULL)
+		return -ENOTSUP;
+	o = conn_store_owners(ct->store, &n);
+	for (i = 0; i < n; i++) {
+		if (o[i].live)
+			continue;
+		o[i].client = client;
+		o[i].uid = uid;
+		o[i].claimed = 1;
+		memcpy(o[i].token, token, 16);
+		__atomic_store_n(&o[i].live, 1, __ATOMIC_RELEASE);
+		return 0;
+	}
+	return -ENOSPC;
+}
+
+void conn_owner_forget(struct conn_table *ct, uint64_t client)
+{
+	struct conn_owner *o = owner_find(ct, client);
+
+	if (o)
+		__atomic_store_n(&o->live, 0, __ATOMIC_RELEASE);
+}
+
+int conn_owner_claim(struct conn_table *ct, uint64_t old_client, uint32_t uid,
+		     const uint8_t token[16], uint64_t new_client,
+		     const uint8_t new_token[16])
+{
+	struct conn_owner *o = owner_find(ct, old_client);
+	struct conn_client *from, *to;
+	struct conn *c;
+	uint8_t diff = 0;
+	unsigned i;
+
+	if (o == NULL || o->claimed)
+		return -ENOENT;
+	for (i = 0; i < 16; i++)        /* in constant time */
+		diff |= o->token[i] ^ token[i];
+	if (diff || o->uid != uid)
+		return -EPERM;
+	from = cclient_get(ct, old_client, 0);
+	if (from && from->n) {
+		to = cclient_get(ct, new_client, 1);
+		if (to == NULL)
+			return -ENOMEM;
+		while ((c = LIST_FIRST(&from->conns)) != NULL) {
+			LIST_REMOVE(c, client_link);
+			if (c->in_guest)
+				RB_REMOVE(guest_tree, &ct->guests, c);
+			c->client = new_client;
+			if (c->in_guest)
+				RB_INSERT(guest_tree, &ct->guests, c);
+			LIST_INSERT_HEAD(&to->conns, c, client_link);
+			to->n++;
+			to->charged += c->charged;
+		}
+	}
+	if (from) {
+		RB_REMOVE(cclient_tree, &ct->clients, from);
+		free(from);
+	}
+	o->client = new_client;
+	memcpy(o->token, new_token, 16);
+	o->claimed = 1;
+	return 0;
+}
+
+unsigned conn_purge_unclaimed(struct conn_table *ct)
+{
+	struct conn_owner *o;
+	unsigned purged = 0;
+	uint32_t n, i;
+
+	if (ct->store == NULL)
+		return 0;
+	o = conn_store_owners(ct->store, &n);
+	for (i = 0; i < n; i++) {
+		if (!o[i].live || o[i].claimed)
+			continue;
+		conn_purge_client(ct, o[i].client);
+		o[i].live = 0;
+		purged++;
+	}
+	return purged;
+}
+
+uint64_t conn_owners_max_client(struct conn_table *ct)
+{
+	struct conn_owner *o;
+	struct conn_client *cc;
+	uint64_t max = 0;
+	uint32_t n, i;
+
+	if (ct->store) {
+		o = conn_store_owners(ct->store, &n);
+		for (i = 0; i < n; i++)
+			if (o[i].live && o[i].client > max)
+				max = o[i].client;
+	}
+	RB_FOREACH(cc, cclient_tree, &ct->clients)
+		if (cc->id > max)
+			max = cc->id;
+	return max;
+}
+
+void conn_owners_reset_claims(struct conn_table *ct)
+{
+	struct conn_owner *o;
+	uint32_t n, i;
+
+	if (ct->store == NULL)
+		return;
+	o = conn_store_owners(ct->store, &n);
+	for (i = 0; i < n; i++)
+		o[i].claimed = 0;
 }
 
 void conn_counts(struct conn_table *ct, struct conn_counts *out)

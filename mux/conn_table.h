@@ -174,6 +174,39 @@ int conn_note_sidr_req(struct conn_table *ct, uint64_t client, unsigned port,
 int conn_destination(struct conn_table *ct, uint64_t client, unsigned port,
 		     const uint8_t *mad, struct gid *dst);
 
+/*
+ * Persistence (conn_store.c).  conn_table_open() keeps the entries in a
+ * file mapping at path that outlives the process, and when the file holds
+ * a previous daemon's entries (same layout, same boot), takes them back:
+ * *restored is 1 then (err may note entries that were lost).  Their
+ * clients are gone; each may claim its entries with the token it was
+ * given (conn_owner_claim), and conn_purge_unclaimed() ends the rest.
+ */
+struct conn_table *conn_table_open(const struct conn_limits *lim,
+				   uint32_t random_operand, conn_emit_fn emit,
+				   void *emit_arg, const char *path,
+				   uint32_t max_entries, uint32_t max_owners,
+				   int *restored, char *err, size_t errlen);
+/* The daemon is going and its clients are not: purging a client keeps
+ * its entries and owner record from now on, for the next daemon. */
+void conn_table_detach(struct conn_table *ct);
+/* A client that may claim its entries back after a restart. */
+int conn_owner_add(struct conn_table *ct, uint64_t client, uint32_t uid,
+		   const uint8_t token[16]);
+void conn_owner_forget(struct conn_table *ct, uint64_t client);
+/* A new client (new_client, with new_token from now on) takes over
+ * old_client's entries: 0, -ENOENT (no such owner, or claimed already),
+ * -EPERM (wrong uid or token). */
+int conn_owner_claim(struct conn_table *ct, uint64_t old_client, uint32_t uid,
+		     const uint8_t token[16], uint64_t new_client,
+		     const uint8_t new_token[16]);
+/* Owners restored but not claimed: purged (their peers are told). */
+unsigned conn_purge_unclaimed(struct conn_table *ct);
+/* After a restore: every owner is unclaimed, and client ids must start
+ * above the largest one in use. */
+void conn_owners_reset_claims(struct conn_table *ct);
+uint64_t conn_owners_max_client(struct conn_table *ct);
+
 unsigned conn_expire(struct conn_table *ct, uint64_t now_ms);
 /* The same, at most max entries (the caller holds a lock others wait on). */
 unsigned conn_expire_some(struct conn_table *ct, uint64_t now_ms, unsigned max);

@@ -23,6 +23,7 @@ void config_defaults(struct mux_config *cfg)
 	cfg->max_clients_per_uid = 0;   /* half of max_clients, once known */
 	cfg->hello_timeout_ms = 5000;
 	cfg->status_timeout_ms = 5000;
+	cfg->resume_grace_ms = 60000;
 	cfg->max_gids_per_client = 64;
 	cfg->max_comm_ids_per_client = 4096;
 	cfg->client_outq_max = 1u << 20;

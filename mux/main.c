@@ -42,6 +42,10 @@ static void usage(FILE *f)
 "      --sim-fabric DIR        directory shared by sim ports of all daemons\n"
 "                              that form one simulated fabric (default: private)\n"
 "  -s, --socket PATH           client socket (default " MUX_DEFAULT_SOCKET ")\n"
+"      --state-file PATH       connection state kept across restarts (default\n"
+"                              SOCKET.state; \"none\": forgotten at exit)\n"
+"      --resume-grace-ms MS    how long clients of a previous daemon have to\n"
+"                              come back for their connections (default 60000)\n"
 "      --run-dir DIR           where the locks of real ports live (default\n"
 "                              " MUX_DEFAULT_RUN_DIR "; sockets lock PATH.lock)\n"
 "  -S, --status-socket PATH    read-only status socket (default " MUX_DEFAULT_STATUS ")\n"
@@ -262,7 +266,8 @@ enum {
 	OPT_SOCKET_OWNER,
 	OPT_SOCKET_GROUP, OPT_STATUS_GROUP, OPT_MAX_FRAME, OPT_MAX_PEER_RECORDS,
 	OPT_MAX_PEER_RECORDS_SOURCE, OPT_MAX_TIMEWAIT, OPT_RUN_DIR,
-	OPT_MAX_CLIENTS_PER_UID, OPT_HELLO_TIMEOUT, OPT_STATUS_TIMEOUT,
+	OPT_MAX_CLIENTS_PER_UID, OPT_HELLO_TIMEOUT, OPT_STATUS_TIMEOUT, OPT_STATE_FILE,
+	OPT_RESUME_GRACE,
 };
 
 static void parse_args(struct mux_config *cfg, int argc, char **argv)
@@ -274,6 +279,8 @@ static void parse_args(struct mux_config *cfg, int argc, char **argv)
 		{ "qemu-socket", required_argument, NULL, OPT_QEMU_SOCKET },
 		{ "sim-fabric", required_argument, NULL, OPT_SIM_FABRIC },
 		{ "run-dir", required_argument, NULL, OPT_RUN_DIR },
+		{ "state-file", required_argument, NULL, OPT_STATE_FILE },
+		{ "resume-grace-ms", required_argument, NULL, OPT_RESUME_GRACE },
 		{ "socket", required_argument, NULL, 's' },
 		{ "status-socket", required_argument, NULL, 'S' },
 		{ "socket-mode", required_argument, NULL, OPT_SOCKET_MODE },
@@ -314,6 +321,11 @@ static void parse_args(struct mux_config *cfg, int argc, char **argv)
 		case OPT_QEMU_SOCKET: add_qemu_socket(cfg, optarg); break;
 		case OPT_SIM_FABRIC: cfg->sim_fabric = optarg; break;
 		case OPT_RUN_DIR: cfg->run_dir = optarg; break;
+		case OPT_STATE_FILE: cfg->state_path = optarg; break;
+		case OPT_RESUME_GRACE:
+			cfg->resume_grace_ms = (unsigned)parse_num(
+				"--resume-grace-ms", optarg, 0, 24 * 3600 * 1000, 10);
+			break;
 		case 's': cfg->socket_path = optarg; break;
 		case 'S': cfg->status_path = optarg; break;
 		case OPT_SOCKET_MODE:
@@ -546,6 +558,8 @@ int main(int argc, char **argv)
 	struct event *sigint, *sigterm, *sighup;
 	uint32_t random_operand;
 	struct event_base *base;
+	char state_path[256];
+	uint64_t max_entries;
 	int i, exit_code = 1;
 	struct mux *mux;
 
@@ -578,6 +592,21 @@ int main(int argc, char **argv)
 	lim.max_peer_records_per_port = mux->cfg.max_peer_records;
 	lim.max_peer_records_per_source = mux->cfg.max_peer_records_per_source;
 	lim.max_timewait = mux->cfg.max_timewait;
+	lim.state_path = NULL;
+	if (mux->cfg.state_path == NULL) {
+		snprintf(state_path, sizeof(state_path), "%s.state", mux->cfg.socket_path);
+		lim.state_path = state_path;
+	} else if (strcmp(mux->cfg.state_path, "none") != 0) {
+		lim.state_path = mux->cfg.state_path;
+	}
+	/* Every entry the limits allow, and every owner of this life and
+	 * the last one. */
+	max_entries = (uint64_t)mux->cfg.max_clients * mux->cfg.max_comm_ids_per_client +
+		      (uint64_t)mux->cfg.max_peer_records * (unsigned)mux->cfg.nports +
+		      mux->cfg.max_timewait;
+	lim.max_entries = max_entries > MUX_STATE_MAX_ENTRIES ? MUX_STATE_MAX_ENTRIES
+							      : (unsigned)max_entries;
+	lim.max_owners = 2 * mux->cfg.max_clients;
 	/* Host comm IDs are XORed with this, as the kernel CM does, so that
 	 * they are not predictable from outside. */
 	if (getrandom(&random_operand, sizeof(random_operand), 0) !=
@@ -585,8 +614,20 @@ int main(int argc, char **argv)
 		random_operand = (uint32_t)time(NULL) ^ (uint32_t)getpid();
 	mux->router = router_new(&lim, random_operand, &port_router_ops, mux);
 	if (mux->router == NULL)
-		fatal("router");
+		fatalx("cannot set up the routing table");
 	clients_init(&mux->clients);
+	{
+		struct router_counts was;
+
+		if (router_restored(mux->router, &was)) {
+			/* New clients never take a previous client's id. */
+			mux->clients.next_id = router_max_client_id(mux->router) + 1;
+			log_info("connection state %s: %u comm-ID and %u SIDR "
+				 "mapping(s) of the previous daemon, kept for its "
+				 "clients for %u ms", lim.state_path, was.comm_ids,
+				 was.sidr_ids, mux->cfg.resume_grace_ms);
+		}
+	}
 	pthread_mutex_init(&mux->policy_lock, NULL);
 	mux->accept_rl = (struct log_ratelimit)LOG_RATELIMIT_INIT(10, 1);
 	pthread_mutex_init(&mux->refusal_lock, NULL);
@@ -606,16 +647,13 @@ int main(int argc, char **argv)
 	 * another daemon holds, a socket path, a port) comes before the
 	 * threads, and every failure leaves as a clean shutdown would,
 	 * removing what the daemon made. */
-	if (name_ports(mux) < 0)
-		goto fail_ports;
-	/* Each says why it failed. */
+	if (name_ports(mux) < 0 || setup_sim_fabric(mux) < 0 || open_ports(mux) < 0)
+		goto fail;
+	/* The sockets last: once they exist, the daemon is ready (its sim
+	 * fabric and ports are there).  Each says why it failed. */
 	if (listener_start(mux, base) < 0 || status_listen(mux) < 0 ||
 	    admin_listen(mux, base) < 0)
-		goto fail_sockets;
-	if (setup_sim_fabric(mux) < 0)
-		goto fail_sockets;
-	if (open_ports(mux) < 0)
-		goto fail_ports;
+		goto fail;
 
 	mux->nworkers = mux->cfg.workers;
 	worker_pool_start(mux);
@@ -624,6 +662,7 @@ int main(int argc, char **argv)
 		fatal("status thread");
 	sighup = evsignal_new(base, SIGHUP, on_sighup, mux);
 	event_add(sighup, NULL);
+	router_resume_grace(mux->router, mux_now_ms() + mux->cfg.resume_grace_ms);
 
 	log_info("rdmacm-muxd %s ready: %d port(s), %d worker(s), clients on %s, "
 		 "status on %s", MUX_VERSION, mux->nports, mux->nworkers,
@@ -644,10 +683,9 @@ int main(int argc, char **argv)
 	portio_free(mux->portio);
 	event_free(sighup);
 	exit_code = 0;
-fail_ports:
+fail:
 	close_ports(mux);
 	remove_sim_fabric(mux);
-fail_sockets:
 	listener_stop(mux);
 	status_close(mux);
 	admin_close(mux);

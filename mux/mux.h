@@ -32,6 +32,8 @@
 #define MUX_MAX_PORTS 16
 #define MUX_MAX_WORKERS 64
 #define MUX_SIM_MAX_GIDS 4096
+/* Slots in the connection-state file, at most (a sparse file). */
+#define MUX_STATE_MAX_ENTRIES (1u << 22)
 /* A client's VM name, in bytes. */
 #define MUX_NAME_MAX 63
 #define MUX_DEFAULT_SOCKET "/run/rdmacm-mux/mux.sock"
@@ -77,6 +79,8 @@ struct mux_config {
 	const char *status_path;
 	const char *sim_fabric;         /* NULL: a private directory */
 	const char *run_dir;            /* real ports' locks */
+	const char *state_path;         /* connection state; NULL: none */
+	unsigned resume_grace_ms;       /* for clients of a previous daemon */
 	const char *policy_path;        /* NULL: the default policy */
 	const char *admin_path;         /* NULL: no admin socket */
 	mode_t socket_mode;
@@ -178,6 +182,8 @@ struct mux_stats {
 	_Atomic uint64_t clients_refused_uid_limit;     /* --max-clients-per-uid */
 	_Atomic uint64_t clients_refused_rule_limit;    /* a rule's max_clients */
 	_Atomic uint64_t hello_timeouts;        /* closed without hello in time */
+	_Atomic uint64_t resumes;               /* sessions taken over */
+	_Atomic uint64_t resumes_refused;       /* wrong token, uid, unknown */
 	_Atomic uint64_t status_queries;        /* answers sent */
 	_Atomic uint64_t status_refused;        /* over the connection limits */
 	_Atomic uint64_t status_dropped_slow;   /* did not read in time */
@@ -306,6 +312,10 @@ struct router_limits {
 	unsigned max_peer_records_per_port;
 	unsigned max_peer_records_per_source;
 	unsigned max_timewait;
+	/* Persistence: NULL keeps the table on the heap (it dies with the
+	 * daemon). */
+	const char *state_path;
+	unsigned max_entries, max_owners;
 };
 
 /* What the router needs from the daemon: a way to send the MADs it
@@ -324,6 +334,19 @@ void router_free(struct router *r);
 /* The daemon is stopping: send nothing on anyone's behalf from now on
  * (its clients are not gone, it is). */
 void router_stop_answering(struct router *r);
+struct router_counts;
+/* 1 when the table came from a previous daemon (out: its sizes). */
+int router_restored(struct router *r, struct router_counts *out);
+/* Clients of the previous daemon that have not claimed their entries by
+ * until_ms lose them (no-op when nothing was restored). */
+void router_resume_grace(struct router *r, uint64_t until_ms);
+uint64_t router_max_client_id(struct router *r);
+/* Resume tokens (conn_owner_add, conn_owner_claim). */
+int router_owner_add(struct router *r, uint64_t client, uint32_t uid,
+		     const uint8_t token[16]);
+int router_owner_claim(struct router *r, uint64_t old_client, uint32_t uid,
+		       const uint8_t token[16], uint64_t new_client,
+		       const uint8_t new_token[16]);
 
 int router_register_gid(struct router *r, unsigned port,
 			const struct gid *gid, uint64_t client);

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "mux.h"
 #include "../common/text.h"
@@ -31,6 +32,66 @@ static json_t *features_json(json_t *requested)
 	return out;
 }
 
+static int hex_token(const char *text, uint8_t token[16])
+{
+	unsigned i, v;
+
+	if (text == NULL || strlen(text) != 32)
+		return -EINVAL;
+	for (i = 0; i < 16; i++) {
+		if (sscanf(text + 2 * i, "%2x", &v) != 1)
+			return -EINVAL;
+		token[i] = (uint8_t)v;
+	}
+	return 0;
+}
+
+/*
+ * A session a client can resume after a restart of the daemon: a random
+ * token, only ever sent to this client, which (with the same uid) claims
+ * this client's connections back.  A hello that presents the token of a
+ * previous session takes that session's connections over.  Reply fields:
+ * "session": {"client_id", "token"} (when the daemon keeps state), and
+ * "resumed": true, or false with "resume_error" (errno name).
+ */
+static void hello_session(struct mux *mux, struct client_info *ci,
+			  json_t *resume, json_t *reply)
+{
+	uint8_t token[16], old_token[16];
+	char hex[33];
+	json_int_t old_id;
+	int rc = 0, i;
+
+	if (getrandom(token, sizeof(token), 0) != (ssize_t)sizeof(token))
+		return;
+	for (i = 0; i < 16; i++)
+		snprintf(hex + 2 * i, 3, "%02x", token[i]);
+	if (resume) {
+		old_id = json_integer_value(json_object_get(resume, "client_id"));
+		if (old_id <= 0 || hex_token(json_string_value(json_object_get(
+				resume, "token")), old_token) < 0)
+			rc = -EINVAL;
+		else
+			rc = router_owner_claim(mux->router, (uint64_t)old_id, ci->uid,
+						old_token, ci->id, token);
+		json_object_set_new(reply, "resumed", json_boolean(rc == 0));
+		if (rc) {
+			json_object_set_new(reply, "resume_error",
+					    json_string(proto_errno_name(-rc)));
+			atomic_fetch_add(&mux->stats.resumes_refused, 1);
+		} else {
+			atomic_fetch_add(&mux->stats.resumes, 1);
+			log_info("client %llu (%s): resumed the session of client %lld",
+				 (unsigned long long)ci->id, ci->name, (long long)old_id);
+		}
+	}
+	if (!resume || rc)
+		rc = router_owner_add(mux->router, ci->id, ci->uid, token);
+	if (rc == 0)
+		json_object_set_new(reply, "session", json_pack("{s:I, s:s}",
+				    "client_id", (json_int_t)ci->id, "token", hex));
+}
+
 static json_t *op_hello(struct mux *mux, struct client_info *ci,
 			int *hello_done, json_t *req, int *close_after)
 {
@@ -41,6 +102,7 @@ static json_t *op_hello(struct mux *mux, struct client_info *ci,
 	json_int_t major, minor;
 	struct policy *pol;
 	unsigned rule_max;
+	json_t *reply;
 
 	if (*hello_done)
 		return proto_reply_error(EALREADY, "hello already done");
@@ -106,13 +168,16 @@ static json_t *op_hello(struct mux *mux, struct client_info *ci,
 	}
 	token_bucket_init(&ci->tb, rule->mad_rate, rule->mad_burst, mux_now_ms());
 	*hello_done = 1;
-	return json_pack("{s:b, s:{s:i, s:i}, s:o, s:I, s:s, s:i}", "ok", 1,
-			 "protocol", "major", PROTO_VERSION_MAJOR, "minor",
-			 minor < PROTO_VERSION_MINOR ? (int)minor : PROTO_VERSION_MINOR,
-			 "features", features_json(features),
-			 "client_id", (json_int_t)ci->id,
-			 "daemon", "rdmacm-muxd " MUX_VERSION,
-			 "max_payload", (int)mux->cfg.max_payload);
+	reply = json_pack("{s:b, s:{s:i, s:i}, s:o, s:I, s:s, s:i}", "ok", 1,
+			  "protocol", "major", PROTO_VERSION_MAJOR, "minor",
+			  minor < PROTO_VERSION_MINOR ? (int)minor : PROTO_VERSION_MINOR,
+			  "features", features_json(features),
+			  "client_id", (json_int_t)ci->id,
+			  "daemon", "rdmacm-muxd " MUX_VERSION,
+			  "max_payload", (int)mux->cfg.max_payload);
+	if (reply)
+		hello_session(mux, ci, json_object_get(req, "resume"), reply);
+	return reply;
 }
 
 /* Find the port a request names: "port" as a name or index; may be left

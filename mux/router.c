@@ -71,6 +71,8 @@ struct router {
 	struct rclient_tree clients;
 	struct conn_table *conns;
 	unsigned ngids;
+	int restored;                   /* entries came from a previous daemon */
+	uint64_t grace_until_ms;        /* then unclaimed ones end; 0: done */
 };
 
 static void router_queue(void *arg, const struct conn_emit *e)
@@ -123,7 +125,62 @@ void router_stop_answering(struct router *r)
 {
 	pthread_mutex_lock(&r->lock);
 	r->ops = NULL;
+	conn_table_detach(r->conns);
 	pthread_mutex_unlock(&r->lock);
+}
+
+int router_restored(struct router *r, struct router_counts *out)
+{
+	struct conn_counts cc;
+
+	pthread_mutex_lock(&r->lock);
+	conn_counts(r->conns, &cc);
+	pthread_mutex_unlock(&r->lock);
+	memset(out, 0, sizeof(*out));
+	out->comm_ids = cc.comm;
+	out->sidr_ids = cc.sidr;
+	return r->restored;
+}
+
+void router_resume_grace(struct router *r, uint64_t until_ms)
+{
+	pthread_mutex_lock(&r->lock);
+	r->grace_until_ms = r->restored ? until_ms : 0;
+	pthread_mutex_unlock(&r->lock);
+}
+
+uint64_t router_max_client_id(struct router *r)
+{
+	uint64_t max;
+
+	pthread_mutex_lock(&r->lock);
+	max = conn_owners_max_client(r->conns);
+	pthread_mutex_unlock(&r->lock);
+	return max;
+}
+
+int router_owner_add(struct router *r, uint64_t client, uint32_t uid,
+		     const uint8_t token[16])
+{
+	int rc;
+
+	pthread_mutex_lock(&r->lock);
+	rc = conn_owner_add(r->conns, client, uid, token);
+	pthread_mutex_unlock(&r->lock);
+	return rc;
+}
+
+int router_owner_claim(struct router *r, uint64_t old_client, uint32_t uid,
+		       const uint8_t token[16], uint64_t new_client,
+		       const uint8_t new_token[16])
+{
+	int rc;
+
+	pthread_mutex_lock(&r->lock);
+	rc = conn_owner_claim(r->conns, old_client, uid, token, new_client,
+			      new_token);
+	pthread_mutex_unlock(&r->lock);
+	return rc;
 }
 
 struct router *router_new(const struct router_limits *lim,
@@ -144,7 +201,22 @@ struct router *router_new(const struct router_limits *lim,
 		return NULL;
 	r->ops = ops;
 	r->ops_arg = ops_arg;
-	r->conns = conn_table_new(&cl, random_operand, router_queue, r);
+	if (lim->state_path) {
+		char err[256] = "";
+
+		r->conns = conn_table_open(&cl, random_operand, router_queue, r,
+					   lim->state_path, lim->max_entries,
+					   lim->max_owners, &r->restored, err,
+					   sizeof(err));
+		if (r->conns == NULL)
+			log_warnx("connection state %s: %s", lim->state_path, err);
+		else if (err[0])
+			log_warnx("connection state %s: %s", lim->state_path, err);
+		if (r->conns && r->restored)
+			conn_owners_reset_claims(r->conns);
+	} else {
+		r->conns = conn_table_new(&cl, random_operand, router_queue, r);
+	}
 	if (r->conns == NULL) {
 		free(r);
 		return NULL;
@@ -455,6 +527,20 @@ void router_purge_client(struct router *r, uint64_t client)
 unsigned router_expire(struct router *r, uint64_t now_ms)
 {
 	unsigned n, total = 0;
+
+	/* Clients of the previous daemon that did not come back in time:
+	 * their peers are told, as if they had gone now. */
+	pthread_mutex_lock(&r->lock);
+	if (r->grace_until_ms && now_ms >= r->grace_until_ms) {
+		r->grace_until_ms = 0;
+		n = conn_purge_unclaimed(r->conns);
+		if (n)
+			log_info("%u client(s) of the previous daemon did not come "
+				 "back; their connections are ended", n);
+		router_unlock_flush(r);
+	} else {
+		pthread_mutex_unlock(&r->lock);
+	}
 
 	do {
 		pthread_mutex_lock(&r->lock);

@@ -106,6 +106,10 @@ json_t *stats_to_json(struct mux_stats *st)
 		(json_int_t)atomic_load(&st->clients_refused_rule_limit)));
 	json_object_set_new(o, "hello_timeouts", json_integer(
 		(json_int_t)atomic_load(&st->hello_timeouts)));
+	json_object_set_new(o, "resumes", json_integer(
+		(json_int_t)atomic_load(&st->resumes)));
+	json_object_set_new(o, "resumes_refused", json_integer(
+		(json_int_t)atomic_load(&st->resumes_refused)));
 	json_object_set_new(o, "status", json_pack("{s:I, s:I, s:I}",
 		"queries", (json_int_t)atomic_load(&st->status_queries),
 		"refused", (json_int_t)atomic_load(&st->status_refused),

@@ -397,11 +397,38 @@ static void tc_mad_lost(void *user, uint16_t port, unsigned count,
 	snprintf(tc->last_lost, sizeof(tc->last_lost), "%s", message);
 }
 
+static void tc_link(void *user, int up, int status, const char *message)
+{
+	struct tclient *tc = user;
+
+	if (up)
+		tc->link_ups++;
+	else
+		tc->link_downs++;
+	tc->link_status = status;
+	snprintf(tc->link_message, sizeof(tc->link_message), "%s", message);
+}
+
 static const struct muxbe_callbacks tc_cb = {
 	.recv = tc_recv, .send_done = tc_send_done,
 	.port_event = tc_port_event, .disconnected = tc_disconnected,
-	.mad_lost = tc_mad_lost,
+	.mad_lost = tc_mad_lost, .link = tc_link,
 };
+
+int tc_has_link_ups(struct tclient *tc, int n)
+{
+	return tc->link_ups >= n;
+}
+
+void hd_kill(struct hdaemon *d, int sig)
+{
+	int status;
+
+	assert_true(d->pid > 0);
+	kill(d->pid, sig);
+	assert_int_equal(waitpid(d->pid, &status, 0), d->pid);
+	d->pid = 0;
+}
 
 int tc_has_lost(struct tclient *tc, int n)
 {

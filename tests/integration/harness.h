@@ -36,6 +36,8 @@ void hd_start(struct hdaemon *d, const char *fabric, const char *const *ports,
 /* The same daemon again, on the same paths, once it has stopped (or was
  * killed and reaped, with pid set to 0). */
 void hd_restart(struct hdaemon *d);
+/* Signal the daemon and reap it, leaving its files (for hd_restart). */
+void hd_kill(struct hdaemon *d, int sig);
 /* SIGTERM, and require a clean exit within the deadline. */
 void hd_stop(struct hdaemon *d);
 json_t *hd_status(struct hdaemon *d);
@@ -74,6 +76,8 @@ struct tclient {
 	int disconnected;
 	int lost;                       /* mad_lost reports */
 	char last_lost[160];
+	int link_ups, link_downs, link_status;
+	char link_message[160];
 };
 
 /* Connect (hello included); posts TC_BUFS receive buffers unless
@@ -95,6 +99,7 @@ int tc_pump_until(struct tclient *tc, int (*cond)(struct tclient *, int),
 int tc_has_rx(struct tclient *tc, int n);
 int tc_has_sends(struct tclient *tc, int n);
 int tc_has_lost(struct tclient *tc, int n);
+int tc_has_link_ups(struct tclient *tc, int n);
 /* Build and send a CM MAD from this client to dst (GSI). */
 int tc_send(struct tclient *tc, const char *dst, const uint8_t *mad);
 int tc_send_sync(struct tclient *tc, const char *dst, const uint8_t *mad);

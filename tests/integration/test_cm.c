@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -802,6 +803,147 @@ static void test_kick_client_that_never_reads(void **state)
 	close(fd);
 }
 
+/* Issue 11, item 1 ------------------------------------------------------- */
+
+static int has_link_down(struct tclient *tc, int n)
+{
+	return tc->link_downs >= n;
+}
+
+/* The daemon dies (kill -9) or stops (SIGTERM) and starts again: A's
+ * library comes back by itself with its session, and A's connections,
+ * active and passive, and a handshake in progress, go on with the right
+ * IDs both ways. */
+static void restart_keeps_connections(struct fx *f, int sig)
+{
+	uint8_t m[MAD_SIZE], r[MAD_SIZE];
+	uint32_t h1, h2, h3;
+	uint64_t t0;
+	int n;
+
+	/* Active: A's 0x1234 with the peer's 0x9001. */
+	h1 = establish(f, 0x1234, 0x9001);
+	/* Passive: the peer's 0x9002 answered by A's 0x5678. */
+	n = f->a.nrx;
+	h_req(m, 0x9002, PEER, "fd00::1");
+	simpeer_send(&f->p, "fd00::1", m);
+	vm_expect(&f->a, n + 1, CM_ATTR_REQ);
+	h_mad(m, CM_ATTR_REP, 0x5678, 0x9002, 1);
+	assert_int_equal(tc_send_sync(&f->a, PEER, m), 0);
+	peer_expect(f, CM_ATTR_REP, r);
+	h2 = local_of(r);
+	assert_int_equal(remote_of(r), 0x9002);
+	h_mad(m, CM_ATTR_RTU, 0x9002, h2, 1);
+	simpeer_send(&f->p, "fd00::1", m);
+	vm_expect(&f->a, n + 2, CM_ATTR_RTU);
+	/* In progress: A's REQ 0x2222, not answered yet. */
+	h_req(m, 0x2222, "fd00::1", PEER);
+	assert_int_equal(tc_send_sync(&f->a, PEER, m), 0);
+	peer_expect(f, CM_ATTR_REQ, r);
+	h3 = local_of(r);
+
+	hd_kill(&f->d, sig);
+	/* Down: A's calls fail at once, without waiting for anything. */
+	assert_true(tc_pump_until(&f->a, has_link_down, 1, H_DEADLINE_MS));
+	h_mad(m, CM_ATTR_DREQ, 0x1234, 0x9001, 1);
+	t0 = h_now_ms();
+	assert_int_equal(tc_send_sync(&f->a, PEER, m), -ENOTCONN);
+	assert_true(h_now_ms() - t0 < 100);
+	assert_int_equal(f->a.link_downs, 1);
+
+	t0 = h_now_ms();
+	hd_restart(&f->d);
+	assert_true(tc_pump_until(&f->a, tc_has_link_ups, 1, H_DEADLINE_MS));
+	printf("link back up %llu ms after the daemon's start: %s\n",
+	       (unsigned long long)(h_now_ms() - t0), f->a.link_message);
+	assert_int_equal(f->a.link_status, 0);
+	assert_true(h_now_ms() - t0 < 1000u * (unsigned)h_time_scale());
+	assert_true(tc_pump_until(&f->b, tc_has_link_ups, 1, H_DEADLINE_MS));
+	assert_true(wait_status(&f->d, "counters.resumes", 2));
+	assert_int_equal(hd_status_int(&f->d, "routing.gids"), 2);
+
+	/* The peer's MRA for the handshake in progress reaches A, named by
+	 * A's own ID. */
+	n = f->a.nrx;
+	h_mad(m, CM_ATTR_MRA, 0x9003, h3, 1);
+	simpeer_send(&f->p, "fd00::1", m);
+	vm_expect(&f->a, n + 1, CM_ATTR_MRA);
+	assert_int_equal(remote_of(f->a.rx[n].mad), 0x2222);
+	/* The peer ends the active connection: DREQ in, DREP out. */
+	h_mad(m, CM_ATTR_DREQ, 0x9001, h1, 1);
+	simpeer_send(&f->p, "fd00::1", m);
+	vm_expect(&f->a, n + 2, CM_ATTR_DREQ);
+	assert_int_equal(remote_of(f->a.rx[n + 1].mad), 0x1234);
+	h_mad(m, CM_ATTR_DREP, 0x1234, 0x9001, 1);
+	assert_int_equal(tc_send_sync(&f->a, PEER, m), 0);
+	peer_expect(f, CM_ATTR_DREP, r);
+	assert_int_equal(local_of(r), h1);
+	assert_int_equal(remote_of(r), 0x9001);
+	/* A ends the passive one: DREQ out, DREP in. */
+	h_mad(m, CM_ATTR_DREQ, 0x5678, 0x9002, 1);
+	assert_int_equal(tc_send_sync(&f->a, PEER, m), 0);
+	peer_expect(f, CM_ATTR_DREQ, r);
+	assert_int_equal(local_of(r), h2);
+	assert_int_equal(remote_of(r), 0x9002);
+	h_mad(m, CM_ATTR_DREP, 0x9002, h2, 1);
+	simpeer_send(&f->p, "fd00::1", m);
+	vm_expect(&f->a, n + 3, CM_ATTR_DREP);
+	assert_int_equal(remote_of(f->a.rx[n + 2].mad), 0x5678);
+	/* And a new connection, at once. */
+	establish(f, 0x3333, 0x9004);
+}
+
+static void test_restart_after_kill_keeps_connections(void **state)
+{
+	restart_keeps_connections(*state, SIGKILL);
+}
+
+static void test_restart_after_sigterm_keeps_connections(void **state)
+{
+	restart_keeps_connections(*state, SIGTERM);
+}
+
+static int setup_grace(void **state)
+{
+	static const char *const extra[] = { "--resume-grace-ms", "300", NULL };
+
+	return setup_with(state, extra);
+}
+
+/* A client that does not come back after the restart (its VM died with
+ * the daemon down): once the grace time is over its peer hears a DREQ,
+ * as it would have had the daemon been up.  A stranger cannot take its
+ * session over. */
+static void test_restart_client_that_does_not_come_back(void **state)
+{
+	struct fx *f = *state;
+	uint8_t m[MAD_SIZE], r[MAD_SIZE], kind, flags, buf[1024];
+	uint32_t h, rid;
+	int s, n;
+
+	h = establish(f, 0x4444, 0x9044);
+	hd_kill(&f->d, SIGKILL);
+	tc_close(&f->a);                /* gone while the daemon was */
+	hd_restart(&f->d);
+	assert_true(tc_pump_until(&f->b, tc_has_link_ups, 1, H_DEADLINE_MS));
+	/* A wrong token claims nothing. */
+	s = raw_connect(f->d.sock);
+	assert_int_equal(raw_send_json(s, 1, "{\"op\":\"hello\",\"protocol\":"
+		"{\"major\":1,\"minor\":0},\"name\":\"vm-a\",\"resume\":{"
+		"\"client_id\":1,\"token\":\"00000000000000000000000000000000\"}}"), 0);
+	n = raw_recv(s, &kind, &flags, &rid, buf, sizeof(buf), H_DEADLINE_MS);
+	assert_true(n > 0);
+	assert_non_null(strstr((char *)buf, "\"resumed\":false"));
+	assert_non_null(strstr((char *)buf, "\"resume_error\":\"EPERM\""));
+	close(s);
+	/* Grace over: the peer is told. */
+	assert_true(simpeer_recv(&f->p, r, NULL, H_DEADLINE_MS));
+	assert_int_equal(cm_mad_attr_id(r), CM_ATTR_DREQ);
+	assert_int_equal(local_of(r), h);
+	assert_int_equal(remote_of(r), 0x9044);
+	(void)m;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -822,9 +964,17 @@ int main(void)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_kick_client_that_never_reads, setup_kick, teardown),
 		cmocka_unit_test_setup_teardown(test_daemon_stop_tells_no_peer, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_restart_after_kill_keeps_connections,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_restart_after_sigterm_keeps_connections,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_restart_client_that_does_not_come_back,
+						setup_grace, teardown),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
+	if (getenv("RCM_TEST_FILTER"))
+		cmocka_set_test_filter(getenv("RCM_TEST_FILTER"));
 	if (getenv("RCM_TEST_UMAD_PORT"))
 		return 0;       /* the scripted peer lives on the sim fabric */
 	return cmocka_run_group_tests_name("cm", tests, NULL, NULL);
