@@ -103,7 +103,20 @@ struct conn_store *conn_store_open(const char *path, uint32_t slot_size,
 	s->free_slots = calloc(slot_cap, sizeof(*s->free_slots));
 	s->fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (s->free_slots == NULL || s->fd < 0) {
-		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		snprintf(err, errlen, "%s", strerror(errno));
+		goto fail;
+	}
+	/* One daemon's: nothing below may touch another's live state. */
+	if (fcntl(s->fd, F_SETLK, &(struct flock){ .l_type = F_WRLCK,
+						   .l_whence = SEEK_SET }) < 0) {
+		struct flock q = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
+
+		if ((errno == EAGAIN || errno == EACCES) &&
+		    fcntl(s->fd, F_GETLK, &q) == 0 && q.l_type != F_UNLCK)
+			snprintf(err, errlen, "is in use by another rdmacm-muxd "
+				 "(pid %d; one daemon per state file)", (int)q.l_pid);
+		else
+			snprintf(err, errlen, "cannot lock: %s", strerror(errno));
 		goto fail;
 	}
 	store_boot_id(boot, sizeof(boot));
@@ -117,13 +130,13 @@ struct conn_store *conn_store_open(const char *path, uint32_t slot_size,
 	    strcmp(h.boot_id, boot) == 0) {
 		*restored = 1;
 	} else if (ftruncate(s->fd, 0) < 0 || ftruncate(s->fd, (off_t)size) < 0) {
-		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		snprintf(err, errlen, "%s", strerror(errno));
 		goto fail;
 	}
 	s->map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, s->fd, 0);
 	if (s->map == MAP_FAILED) {
 		s->map = NULL;
-		snprintf(err, errlen, "%s: mmap: %s", path, strerror(errno));
+		snprintf(err, errlen, "mmap: %s", strerror(errno));
 		goto fail;
 	}
 	s->map_len = size;

@@ -684,6 +684,9 @@ int main(int argc, char **argv)
 	event_free(sighup);
 	exit_code = 0;
 fail:
+	/* Whatever made start-up fail, the connections in the state are
+	 * not this daemon's to end. */
+	router_stop_answering(mux->router);
 	close_ports(mux);
 	remove_sim_fabric(mux);
 	listener_stop(mux);

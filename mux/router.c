@@ -209,7 +209,7 @@ struct router *router_new(const struct router_limits *lim,
 					   lim->max_owners, &r->restored, err,
 					   sizeof(err));
 		if (r->conns == NULL)
-			log_warnx("connection state %s: %s", lim->state_path, err);
+			log_warnx("%s: %s", lim->state_path, err);
 		else if (err[0])
 			log_warnx("connection state %s: %s", lim->state_path, err);
 		if (r->conns && r->restored)

@@ -47,6 +47,7 @@ struct vm {
 	int connected;
 	int send_delay_ms;              /* passive: hold before sending */
 	uint64_t send_at;
+	uint64_t connect_started;       /* active: when the REQ went out */
 };
 
 static uint64_t now_ms(void)
@@ -85,6 +86,9 @@ static void vm_event(void *ctx, enum gcm_event ev, int detail)
 		       "peer says \"%s\"\n", vm->name, peer, vm->cm.p.local_comm_id,
 		       vm->cm.remote_comm_id, vm->cm.peer_data);
 		vm->connected = 1;
+		if (vm->active)
+			printf("%s: connected in %llu ms (REQ to RTU)\n", vm->name,
+			       (unsigned long long)(now_ms() - vm->connect_started));
 		if (vm->data) {
 			printf("%s: RC QP 0x%06x (PSN 0x%06x) <-> peer QP 0x%06x "
 			       "(PSN 0x%06x)\n", vm->name, vm_data_qpn(vm->data),
@@ -211,6 +215,20 @@ static void on_disconnected(void *user, int err)
 	vm->done = 1;
 }
 
+/* The daemon went away and came back (libmuxbe reconnects by itself);
+ * the connection lives on if the daemon kept it (status 0). */
+static void on_link(void *user, int up, int status, const char *message)
+{
+	struct vm *vm = user;
+
+	if (up)
+		printf("%s: daemon link up: %s%s\n", vm->name, message,
+		       status ? " (connections lost)" : "");
+	else
+		printf("%s: daemon link down: %s\n", vm->name, message);
+	fflush(stdout);
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f,
@@ -248,7 +266,7 @@ int main(int argc, char **argv)
 	};
 	struct muxbe_callbacks cb = {
 		.recv = on_recv, .send_done = on_send_done,
-		.disconnected = on_disconnected,
+		.disconnected = on_disconnected, .link = on_link,
 	};
 	struct muxbe_options mo = { .cb = &cb };
 	struct gcm_params gp = {
@@ -359,7 +377,8 @@ int main(int argc, char **argv)
 	if (connect_to) {
 		vm.active = 1;
 		printf("%s: connecting to %s port %d\n", vm.name, connect_to, rdma_port);
-		gcm_connect(&vm.cm, now_ms());
+		vm.connect_started = now_ms();
+		gcm_connect(&vm.cm, vm.connect_started);
 	} else {
 		printf("%s: listening on port %s\n", vm.name, listen);
 		gcm_listen(&vm.cm);
