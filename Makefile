@@ -73,6 +73,8 @@ UNIT_BINS  := $(addprefix $(B)/tests/,$(UNIT_TESTS))
 INTEG_TESTS := test_integration test_cm test_attacks test_qemu
 INTEG_BINS := $(addprefix $(B)/tests/,$(INTEG_TESTS))
 
+
+.PHONY: soak
 .PHONY: bench bench-lab check-lab all clean check check-quick check-unit check-integration check-demo \
 	check-san check-valgrind demo install fuzz tests
 all: $(MUXD) $(MUXCTL) $(LIBA) $(LIBSO) $(PCFILE) $(VMPROG)
@@ -195,7 +197,8 @@ check-integration: all $(INTEG_BINS)
 check-demo: all
 	scripts/demo.sh --build-dir $(B) --check
 
-tests: $(UNIT_BINS) $(INTEG_BINS) $(E2E_BINS) $(B)/bench/bench_conn $(B)/bench/bench_relay
+tests: $(UNIT_BINS) $(INTEG_BINS) $(E2E_BINS) $(B)/bench/bench_conn $(B)/bench/bench_relay \
+	$(B)/soak/soak
 
 # Everything: normal build, ASan+UBSan build, valgrind, libFuzzer smoke.
 check:
@@ -256,6 +259,16 @@ $(B)/bench/bench_relay: $(B)/obj/tests/bench/bench_relay.o $(PROTOCOL_OBJ) $(COM
 bench: $(B)/bench/bench_conn $(B)/bench/bench_relay $(MUXD)
 	$(B)/bench/bench_conn
 	RDMACM_MUXD=$(abspath $(MUXD)) $(B)/bench/bench_relay $(BENCH_ARGS)
+
+# ---- soak ------------------------------------------------------------------
+# 1,000 clients, churn, crashes and a daemon restart for SOAK_SECONDS.
+SOAK_SECONDS ?= 600
+$(B)/soak/soak: $(B)/obj/tests/soak/soak.o $(LIBA)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_ALL) -o $@ $(filter %.o,$^) $(LIBA) $(DEP_LIBS) -libverbs
+
+soak: $(B)/soak/soak $(MUXD)
+	SOAK_SECONDS=$(SOAK_SECONDS) RDMACM_MUXD=$(abspath $(MUXD)) $(B)/soak/soak
 
 # ---- demo and install ----------------------------------------------------
 demo: all
