@@ -1452,6 +1452,8 @@ static unsigned conn_table_restore(struct conn_table *ct)
 	conn_store_foreach(ct->store, restore_one, &r);
 	/* Each timer class is a FIFO by deadline, as it was built. */
 	for (tc = 1; tc < TC_MAX; tc++) {
+		if (r.ntimed[tc] == 0)
+			continue;
 		qsort(r.timed[tc], r.ntimed[tc], sizeof(r.timed[tc][0]),
 		      restore_by_deadline);
 		for (i = 0; i < r.ntimed[tc]; i++) {
