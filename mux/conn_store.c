@@ -51,7 +51,38 @@ struct conn_store {
 	uint8_t *slots;
 	uint32_t *free_slots;           /* a stack of free slot indexes */
 	uint32_t nfree;
+	uint32_t reserved;              /* slots whose pages the file has */
 };
+
+/* Pages are reserved this many slots at a time. */
+#define STORE_RESERVE_STEP 256
+
+/*
+ * The file is sparse; a page first written through the mapping on a full
+ * tmpfs would kill the daemon with SIGBUS.  So pages are allocated
+ * (fallocate) before slots use them, and a full /run refuses a new entry
+ * (the client's MAD gets ENOSPC) instead.
+ */
+static int store_reserve(struct conn_store *s, uint32_t slots)
+{
+	uint32_t want = slots + STORE_RESERVE_STEP - 1;
+	off_t live_off, slot_off;
+
+	want -= want % STORE_RESERVE_STEP;
+	if (want > s->hdr->slot_cap)
+		want = s->hdr->slot_cap;
+	if (want <= s->reserved)
+		return 0;
+	live_off = (off_t)(s->live - (uint8_t *)s->map);
+	slot_off = (off_t)(s->slots - (uint8_t *)s->map);
+	if ((fallocate(s->fd, 0, live_off + s->reserved, want - s->reserved) < 0 ||
+	     fallocate(s->fd, 0, slot_off + (off_t)s->reserved * s->hdr->slot_size,
+		       (off_t)(want - s->reserved) * s->hdr->slot_size) < 0) &&
+	    errno != EOPNOTSUPP)
+		return -errno;
+	s->reserved = want;
+	return 0;
+}
 
 static void store_boot_id(char *out, size_t len)
 {
@@ -152,6 +183,16 @@ struct conn_store *conn_store_open(const char *path, uint32_t slot_size,
 		__atomic_store_n(&s->hdr->magic, STORE_MAGIC, __ATOMIC_RELEASE);
 	}
 	store_layout(s);
+	if (fallocate(s->fd, 0, 0, (off_t)((uint8_t *)s->live - (uint8_t *)s->map)) < 0 &&
+	    errno != EOPNOTSUPP) {
+		snprintf(err, errlen, "cannot allocate its header: %s", strerror(errno));
+		goto fail;
+	}
+	if (store_reserve(s, s->hdr->hwm) < 0) {
+		snprintf(err, errlen, "cannot allocate room for its %u entries: %s",
+			 s->hdr->hwm, strerror(errno));
+		goto fail;
+	}
 	/* Free slots below the high-water mark, highest first so that the
 	 * lowest are reused first and the file stays compact. */
 	for (i = s->hdr->hwm; i-- > 0;)
@@ -182,7 +223,8 @@ void *conn_store_alloc(struct conn_store *s)
 
 	if (s->nfree)
 		i = s->free_slots[--s->nfree];
-	else if (s->hdr->hwm < s->hdr->slot_cap)
+	else if (s->hdr->hwm < s->hdr->slot_cap &&
+		 store_reserve(s, s->hdr->hwm + 1) == 0)
 		i = s->hdr->hwm++;
 	else
 		return NULL;
