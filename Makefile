@@ -41,7 +41,7 @@ ALL_CFLAGS = $(CPPFLAGS_ALL) $(DEP_CFLAGS) $(CFLAGS) $(SANFLAGS) -fPIC -MMD -MP
 LDFLAGS_ALL = $(LDFLAGS) $(SANFLAGS) -pthread
 
 COMMON_SRC   := common/log.c common/text.c common/gid.c common/cm_mad.c
-PROTOCOL_SRC := protocol/frame.c protocol/mad_frame.c protocol/control.c
+PROTOCOL_SRC := protocol/frame.c protocol/mad_frame.c protocol/control.c protocol/status_query.c
 LEGACY_SRC   := protocol/legacy.c
 MUXD_SRC     := mux/main.c mux/daemon.c mux/worker.c mux/session.c mux/outlet.c mux/port_sender.c mux/requests.c \
 		mux/router.c mux/conn_table.c mux/conn_store.c mux/clients.c mux/stats.c mux/port.c \
@@ -223,7 +223,8 @@ check-valgrind: $(UNIT_BINS)
 		valgrind -q --error-exitcode=99 --leak-check=full $$t; done
 
 # ---- fuzzing (clang's libFuzzer) -----------------------------------------
-FUZZ_TARGETS := fuzz_frame fuzz_control fuzz_cm_mad fuzz_legacy fuzz_policy fuzz_text
+FUZZ_TARGETS := fuzz_frame fuzz_control fuzz_cm_mad fuzz_legacy fuzz_policy fuzz_text \
+		fuzz_status_query
 FUZZ_SECONDS ?= 20
 FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined $(DEP_CFLAGS)
 FUZZ_LINK := $(PROTOCOL_SRC) $(LEGACY_SRC) $(COMMON_SRC) mux/router.c mux/conn_table.c mux/conn_store.c \

@@ -39,6 +39,7 @@ struct store_header {
 	uint32_t next_host;
 	uint32_t tid_seq;
 	char boot_id[40];               /* deadlines are this boot's clock */
+	uint64_t ports_hash;            /* port indexes mean the same ports */
 };
 
 struct conn_store {
@@ -117,7 +118,8 @@ static void store_layout(struct conn_store *s)
 
 struct conn_store *conn_store_open(const char *path, uint32_t slot_size,
 				   uint32_t slot_cap, uint32_t owner_cap,
-				   int *restored, char *err, size_t errlen)
+				   uint64_t ports_hash, int *restored, char *err,
+				   size_t errlen)
 {
 	struct conn_store *s = calloc(1, sizeof(*s));
 	struct store_header h;
@@ -152,13 +154,13 @@ struct conn_store *conn_store_open(const char *path, uint32_t slot_size,
 	}
 	store_boot_id(boot, sizeof(boot));
 	/* Keep what a previous daemon left only if it is whole, of this
-	 * layout and this boot; anything else starts afresh. */
+	 * layout, these ports and this boot; anything else starts afresh. */
 	if (fstat(s->fd, &st) == 0 && (size_t)st.st_size == size &&
 	    pread(s->fd, &h, sizeof(h), 0) == (ssize_t)sizeof(h) &&
 	    h.magic == STORE_MAGIC && h.version == STORE_VERSION &&
 	    h.slot_size == slot_size && h.slot_cap == slot_cap &&
 	    h.owner_cap == owner_cap && h.hwm <= slot_cap &&
-	    strcmp(h.boot_id, boot) == 0) {
+	    h.ports_hash == ports_hash && strcmp(h.boot_id, boot) == 0) {
 		*restored = 1;
 	} else if (ftruncate(s->fd, 0) < 0 || ftruncate(s->fd, (off_t)size) < 0) {
 		snprintf(err, errlen, "%s", strerror(errno));
@@ -177,6 +179,7 @@ struct conn_store *conn_store_open(const char *path, uint32_t slot_size,
 		s->hdr->slot_size = slot_size;
 		s->hdr->slot_cap = slot_cap;
 		s->hdr->owner_cap = owner_cap;
+		s->hdr->ports_hash = ports_hash;
 		memcpy(s->hdr->boot_id, boot, sizeof(s->hdr->boot_id));
 		s->hdr->version = STORE_VERSION;
 		/* Last: a header without its magic is no state. */

@@ -24,11 +24,12 @@ struct conn_owner {
 
 /* Opens (or creates) PATH for slot_cap slots of slot_size bytes and
  * owner_cap owners.  *restored: 1 when it holds a previous daemon's
- * entries (same layout, same boot), 0 when it starts empty.  NULL and a
- * message in err on failure. */
+ * entries (same layout, same ports_hash, same boot), 0 when it starts
+ * empty.  NULL and a message in err on failure. */
 struct conn_store *conn_store_open(const char *path, uint32_t slot_size,
 				   uint32_t slot_cap, uint32_t owner_cap,
-				   int *restored, char *err, size_t errlen);
+				   uint64_t ports_hash, int *restored, char *err,
+				   size_t errlen);
 void conn_store_close(struct conn_store *s);
 
 /* A zeroed slot, or NULL when all are in use. */

@@ -1469,7 +1469,8 @@ struct conn_table *conn_table_open(const struct conn_limits *lim,
 				   uint32_t random_operand, conn_emit_fn emit_fn,
 				   void *emit_arg, const char *path,
 				   uint32_t max_entries, uint32_t max_owners,
-				   int *restored, char *err, size_t errlen)
+				   uint64_t ports_hash, int *restored, char *err,
+				   size_t errlen)
 {
 	struct conn_table *ct = conn_table_new(lim, random_operand, emit_fn, emit_arg);
 	unsigned dropped;
@@ -1480,7 +1481,7 @@ struct conn_table *conn_table_open(const struct conn_limits *lim,
 		return NULL;
 	}
 	ct->store = conn_store_open(path, sizeof(struct conn), max_entries,
-				    max_owners, restored, err, errlen);
+				    max_owners, ports_hash, restored, err, errlen);
 	if (ct->store == NULL) {
 		free(ct);
 		return NULL;

@@ -177,7 +177,8 @@ int conn_destination(struct conn_table *ct, uint64_t client, unsigned port,
 /*
  * Persistence (conn_store.c).  conn_table_open() keeps the entries in a
  * file mapping at path that outlives the process, and when the file holds
- * a previous daemon's entries (same layout, same boot), takes them back:
+ * a previous daemon's entries (same layout, same ports: ports_hash names
+ * them, same boot), takes them back:
  * *restored is 1 then (err may note entries that were lost).  Their
  * clients are gone; each may claim its entries with the token it was
  * given (conn_owner_claim), and conn_purge_unclaimed() ends the rest.
@@ -186,7 +187,8 @@ struct conn_table *conn_table_open(const struct conn_limits *lim,
 				   uint32_t random_operand, conn_emit_fn emit,
 				   void *emit_arg, const char *path,
 				   uint32_t max_entries, uint32_t max_owners,
-				   int *restored, char *err, size_t errlen);
+				   uint64_t ports_hash, int *restored, char *err,
+				   size_t errlen);
 /* The daemon is going and its clients are not: purging a client keeps
  * its entries and owner record from now on, for the next daemon. */
 void conn_table_detach(struct conn_table *ct);

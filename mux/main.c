@@ -607,6 +607,18 @@ int main(int argc, char **argv)
 	lim.max_entries = max_entries > MUX_STATE_MAX_ENTRIES ? MUX_STATE_MAX_ENTRIES
 							      : (unsigned)max_entries;
 	lim.max_owners = 2 * mux->cfg.max_clients;
+	/* Entries name ports by index: kept only for the same ports. */
+	lim.ports_hash = 1469598103934665603ull;        /* FNV-1a */
+	for (i = 0; i < mux->cfg.nports; i++) {
+		char pn[64];
+		const char *c;
+
+		snprintf(pn, sizeof(pn), "%s:%d;", mux->cfg.ports[i].name,
+			 mux->cfg.ports[i].kind == PORT_SPEC_SIM ? -1
+								  : mux->cfg.ports[i].port_num);
+		for (c = pn; *c; c++)
+			lim.ports_hash = (lim.ports_hash ^ (uint8_t)*c) * 1099511628211ull;
+	}
 	/* Host comm IDs are XORed with this, as the kernel CM does, so that
 	 * they are not predictable from outside. */
 	if (getrandom(&random_operand, sizeof(random_operand), 0) !=

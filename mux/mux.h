@@ -316,6 +316,7 @@ struct router_limits {
 	 * daemon). */
 	const char *state_path;
 	unsigned max_entries, max_owners;
+	uint64_t ports_hash;            /* the ports, in order, by name */
 };
 
 /* What the router needs from the daemon: a way to send the MADs it

@@ -206,8 +206,8 @@ struct router *router_new(const struct router_limits *lim,
 
 		r->conns = conn_table_open(&cl, random_operand, router_queue, r,
 					   lim->state_path, lim->max_entries,
-					   lim->max_owners, &r->restored, err,
-					   sizeof(err));
+					   lim->max_owners, lim->ports_hash,
+					   &r->restored, err, sizeof(err));
 		if (r->conns == NULL)
 			log_warnx("%s: %s", lim->state_path, err);
 		else if (err[0])

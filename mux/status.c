@@ -27,13 +27,11 @@
 #define STATUS_MAX_CONNS 64
 #define STATUS_MAX_CONNS_PER_UID 16
 /* A query line, at most; longer is an error. */
-#define STATUS_QUERY_MAX 1024
+#define STATUS_QUERY_MAX PROTO_STATUS_QUERY_MAX
 /* How long a connection may take to send its query. */
 #define STATUS_QUERY_WAIT_MS 100
 /* Connections listed per client in the snapshot (all are counted). */
 #define STATUS_CONNS_PER_CLIENT 64
-/* At most this many per "connections" page. */
-#define STATUS_PAGE_MAX 4096
 
 struct status_conn {
 	TAILQ_ENTRY(status_conn) link;
@@ -144,57 +142,35 @@ json_t *status_snapshot(struct mux *mux)
 	return snap;
 }
 
-/* One page of a client's connections: {"op": "connections", "client": ID,
- * "offset": N, "limit": M}. */
-static json_t *status_connections(struct mux *mux, json_t *q)
+/* One page of a client's connections. */
+static json_t *status_connections(struct mux *mux, const struct proto_status_query *q)
 {
-	json_t *id = json_object_get(q, "client"), *off = json_object_get(q, "offset");
-	json_t *lim = json_object_get(q, "limit"), *list;
-	json_int_t offset = 0, limit = 256;
 	struct router_counts rc;
+	json_t *list;
 
-	if (!json_is_integer(id) || json_integer_value(id) <= 0)
-		return proto_reply_error(EINVAL, "\"client\" must be a client id");
-	if (off && (!json_is_integer(off) || (offset = json_integer_value(off)) < 0 ||
-		    offset > UINT32_MAX))
-		return proto_reply_error(EINVAL, "\"offset\" must be 0 or more");
-	if (lim && (!json_is_integer(lim) || (limit = json_integer_value(lim)) < 1 ||
-		    limit > STATUS_PAGE_MAX))
-		return proto_reply_error(EINVAL, "\"limit\" must be 1..%d",
-					 STATUS_PAGE_MAX);
-	router_client_counts(mux->router, (uint64_t)json_integer_value(id), &rc);
-	list = router_conns_json(mux->router, (uint64_t)json_integer_value(id),
-				 (unsigned)offset, (unsigned)limit, mux_now_ms());
+	router_client_counts(mux->router, q->client, &rc);
+	list = router_conns_json(mux->router, q->client, q->offset, q->limit,
+				 mux_now_ms());
 	if (list == NULL)
 		return proto_reply_error(ENOMEM, "out of memory");
 	return json_pack("{s:b, s:I, s:I, s:i, s:o}", "ok", 1,
-			 "client", json_integer_value(id), "offset", offset,
+			 "client", (json_int_t)q->client, "offset", (json_int_t)q->offset,
 			 "total", (int)(rc.comm_ids + rc.sidr_ids),
 			 "connections", list);
 }
 
 static json_t *status_answer_query(struct mux *mux, const char *line, size_t len)
 {
-	json_error_t jerr;
-	const char *op;
-	json_t *q, *a;
+	struct proto_status_query q;
+	char err[160];
+	int rc;
 
-	q = json_loadb(line, len, JSON_REJECT_DUPLICATES, &jerr);
-	if (!json_is_object(q)) {
-		json_decref(q);
-		return proto_reply_error(EBADMSG, "a status query is one JSON object "
-					 "on one line");
-	}
-	op = json_string_value(json_object_get(q, "op"));
-	if (op == NULL || strcmp(op, "status") == 0)
-		a = status_snapshot(mux);
-	else if (strcmp(op, "connections") == 0)
-		a = status_connections(mux, q);
-	else
-		a = proto_reply_error(EOPNOTSUPP, "status queries are \"status\" "
-				      "and \"connections\"");
-	json_decref(q);
-	return a;
+	rc = proto_status_query_parse(line, len, &q, err, sizeof(err));
+	if (rc < 0)
+		return proto_reply_error(-rc, "%s", err);
+	if (q.op == PROTO_STATUS_CONNECTIONS)
+		return status_connections(mux, &q);
+	return status_snapshot(mux);
 }
 
 static void status_conn_free(struct status_conn *sc)

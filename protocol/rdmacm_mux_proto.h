@@ -168,6 +168,23 @@ int proto_errno_from_name(const char *name);
 int proto_gid_from_json(json_t *value, uint8_t gid[16]);
 json_t *proto_gid_to_json(const uint8_t gid[16]);
 
+/* Status socket queries (rdmacm-muxd(8), STATUS). */
+#define PROTO_STATUS_QUERY_MAX 1024
+#define PROTO_STATUS_PAGE_DEFAULT 256
+#define PROTO_STATUS_PAGE_MAX 4096
+
+enum proto_status_op { PROTO_STATUS_SNAPSHOT, PROTO_STATUS_CONNECTIONS };
+
+struct proto_status_query {
+	enum proto_status_op op;
+	uint64_t client;                /* CONNECTIONS */
+	uint32_t offset, limit;
+};
+
+/* 0 and *q, or -EMSGSIZE, -EBADMSG, -EOPNOTSUPP, -EINVAL with err set. */
+int proto_status_query_parse(const char *line, size_t len,
+			     struct proto_status_query *q, char *err, size_t errlen);
+
 #ifdef __cplusplus
 }
 #endif
