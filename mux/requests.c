@@ -588,41 +588,46 @@ int requests_send_mad(struct mux *mux, struct client_info *ci,
 
 /* ---- QEMU's rdmacm-mux protocol ------------------------------------------ */
 
+/* QEMU's protocol has no word for a refusal: counted, logged (within
+ * the refusals' budget), and the connection closes. */
+static int qemu_refuse(struct mux *mux, struct client_info *ci,
+		       _Atomic uint64_t *counter, int err, const char *why)
+{
+	uint64_t suppressed;
+
+	atomic_fetch_add(counter, 1);
+	atomic_fetch_add(&mux->stats.clients_refused, 1);
+	if (mux_refusal_log_allowed(mux, &suppressed))
+		log_warnx("client %llu (QEMU, pid %d): %s; closing (%llu similar "
+			  "suppressed)", (unsigned long long)ci->id, (int)ci->pid,
+			  why, (unsigned long long)suppressed);
+	return err;
+}
+
 int requests_qemu_hello(struct mux *mux, struct client_info *ci)
 {
 	const struct policy_rule *rule;
 	struct policy *pol;
-	uint64_t suppressed;
 	unsigned rule_max;
-	char name[32];
+	char name[32], why[96];
 
 	/* QEMU names no VM: the rule follows from its identity alone. */
 	pol = mux_policy_get(mux);
 	rule = policy_select(pol, ci->uid, ci->gid, NULL);
 	if (rule == NULL) {
 		policy_unref(pol);
-		atomic_fetch_add(&mux->stats.clients_refused_policy, 1);
-		atomic_fetch_add(&mux->stats.clients_refused, 1);
-		if (mux_refusal_log_allowed(mux, &suppressed))
-			log_warnx("client %llu (QEMU, pid %d): no policy rule for "
-				  "uid %d gid %d without a VM name; closing (%llu "
-				  "similar suppressed)", (unsigned long long)ci->id,
-				  (int)ci->pid, (int)ci->uid, (int)ci->gid,
-				  (unsigned long long)suppressed);
-		return -EACCES;
+		snprintf(why, sizeof(why), "no policy rule for uid %d gid %d without "
+			 "a VM name", (int)ci->uid, (int)ci->gid);
+		return qemu_refuse(mux, ci, &mux->stats.clients_refused_policy,
+				   -EACCES, why);
 	}
 	snprintf(name, sizeof(name), "qemu-%d", (int)ci->pid);
 	rule_max = rule->max_clients;   /* pol may be gone after a refusal */
 	if (clients_set_hello(&mux->clients, ci, name, pol, rule) < 0) {
-		atomic_fetch_add(&mux->stats.clients_refused_rule_limit, 1);
-		atomic_fetch_add(&mux->stats.clients_refused, 1);
-		if (mux_refusal_log_allowed(mux, &suppressed))
-			log_warnx("client %llu (QEMU, pid %d): the policy rule for "
-				  "uid %d allows %u clients at once; closing (%llu "
-				  "similar suppressed)", (unsigned long long)ci->id,
-				  (int)ci->pid, (int)ci->uid, rule_max,
-				  (unsigned long long)suppressed);
-		return -EUSERS;
+		snprintf(why, sizeof(why), "the policy rule for uid %d allows %u "
+			 "clients at once", (int)ci->uid, rule_max);
+		return qemu_refuse(mux, ci, &mux->stats.clients_refused_rule_limit,
+				   -EUSERS, why);
 	}
 	token_bucket_init(&ci->tb, rule->mad_rate, rule->mad_burst, mux_now_ms());
 	return 0;

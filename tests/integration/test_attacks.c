@@ -290,6 +290,21 @@ static void test_malformed_mads(void **state)
 /* Issue 11, item 7: version numbers out of range are refused; requests
  * before hello count as malformed, and the limit is exact: the 64th is
  * answered, then the connection closes. */
+/* A hello that is answered with code, then the connection closed. */
+static void hello_refused(struct fx *f, const char *hello, const char *code)
+{
+	uint8_t kind, flags, buf[1024];
+	uint32_t rid;
+	int s = raw_connect(f->d.sock);
+
+	assert_true(s >= 0);
+	assert_int_equal(raw_send_json(s, 1, hello), 0);
+	assert_true(raw_recv(s, &kind, &flags, &rid, buf, sizeof(buf), H_DEADLINE_MS) > 0);
+	assert_non_null(strstr((char *)buf, code));
+	assert_true(raw_wait_eof(s, H_DEADLINE_MS));
+	close(s);
+}
+
 static void test_protocol_edges(void **state)
 {
 	static const char *const bad_hello[] = {
@@ -304,16 +319,8 @@ static void test_protocol_edges(void **state)
 	size_t i;
 	int s, n;
 
-	for (i = 0; i < sizeof(bad_hello) / sizeof(bad_hello[0]); i++) {
-		s = raw_connect(f->d.sock);
-		assert_true(s >= 0);
-		assert_int_equal(raw_send_json(s, 1, bad_hello[i]), 0);
-		n = raw_recv(s, &kind, &flags, &rid, buf, sizeof(buf), H_DEADLINE_MS);
-		assert_true(n > 0);
-		assert_non_null(strstr((char *)buf, "\"EINVAL\""));
-		assert_true(raw_wait_eof(s, H_DEADLINE_MS));
-		close(s);
-	}
+	for (i = 0; i < sizeof(bad_hello) / sizeof(bad_hello[0]); i++)
+		hello_refused(f, bad_hello[i], "\"EINVAL\"");
 	s = raw_connect(f->d.sock);
 	assert_true(s >= 0);
 	for (i = 1; i <= 64; i++) {
@@ -640,31 +647,19 @@ static void test_untrusted_text(void **state)
 		"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
 	};
 	struct fx *f = *state;
-	uint8_t kind, flags, buf[1024], gid[16];
+	uint8_t gid[16];
 	char hello[256];
-	int lines0, i, s, n;
-	uint32_t rid;
+	int lines0, i;
 
 	for (i = 0; i < (int)(sizeof(bad_names) / sizeof(bad_names[0])); i++) {
-		s = raw_connect(f->d.sock);
-		assert_true(s >= 0);
 		snprintf(hello, sizeof(hello), "{\"op\":\"hello\",\"protocol\":"
 			 "{\"major\":1,\"minor\":0},\"name\":\"%s\"}", bad_names[i]);
-		assert_int_equal(raw_send_json(s, 1, hello), 0);
-		n = raw_recv(s, &kind, &flags, &rid, buf, sizeof(buf), H_DEADLINE_MS);
-		assert_true(n > 0);
-		assert_non_null(strstr((char *)buf, "\"EINVAL\""));
-		assert_true(raw_wait_eof(s, H_DEADLINE_MS));
-		close(s);
+		hello_refused(f, hello, "\"EINVAL\"");
 	}
 	/* 63 bytes is a name (no rule matches it: EACCES, not EINVAL). */
-	s = raw_connect(f->d.sock);
 	snprintf(hello, sizeof(hello), "{\"op\":\"hello\",\"protocol\":{\"major\":1,"
 		 "\"minor\":0},\"name\":\"%.63s\"}", bad_names[4]);
-	assert_int_equal(raw_send_json(s, 1, hello), 0);
-	assert_true(raw_recv(s, &kind, &flags, &rid, buf, sizeof(buf), H_DEADLINE_MS) > 0);
-	assert_non_null(strstr((char *)buf, "\"EACCES\""));
-	close(s);
+	hello_refused(f, hello, "\"EACCES\"");
 
 	/* 10,000 registrations and unregistrations: a bounded log. */
 	lines0 = count_lines(f->d.log);
