@@ -48,6 +48,11 @@
 #define SLOTS 4                         /* connections per client at once */
 #define PEER_GID "fd99::1"
 #define PEER_MAX 65536                  /* the peer's connection records */
+/* A DREQ goes again every second, up to DREQ_TRIES times, as a CM's do
+ * (the sim wire drops what a full queue cannot take); a connection
+ * with no answer by GIVE_UP_MS is given up. */
+#define DREQ_TRIES 8
+#define GIVE_UP_MS 10000
 
 enum slot_state { S_IDLE, S_REQ, S_EST, S_DREQ };
 
@@ -100,7 +105,7 @@ struct soak {
 	/* figures */
 	uint64_t mads_out, mads_in, established, torn_down, crashes;
 	uint64_t misrouted, send_refused, must_verify, verified;
-	uint64_t lost_reported, send_reset;
+	uint64_t lost_reported, send_reset, retransmit_late;
 	_Atomic uint64_t wrong_ids, peer_dreq, rep_resent;
 	unsigned peer_scan;
 	pthread_t peer_thread;
@@ -511,7 +516,19 @@ static void debug_conn(struct client *c, struct slot *s)
 	json_decref(st);
 }
 
+/* A retransmission's verdict may be a refusal that says only that the
+ * first one got through (its DREP came since, and the connection is
+ * draining): RETRANSMIT marks them. */
+#define RETRANSMIT ((void *)1)
+
+static int client_send_ctx(struct client *c, const uint8_t *m, void *ctx);
+
 static int client_send(struct client *c, const uint8_t *m)
+{
+	return client_send_ctx(c, m, NULL);
+}
+
+static int client_send_ctx(struct client *c, const uint8_t *m, void *ctx)
 {
 	struct muxbe_addr a = { .port = c->port, .grh = 1, .hop_limit = 64,
 				.remote_qpn = GSI_QPN, .qkey = GSI_QKEY };
@@ -519,7 +536,7 @@ static int client_send(struct client *c, const uint8_t *m)
 
 	memcpy(a.local_gid, c->gid, 16);
 	memcpy(a.remote_gid, S.peer_gid, 16);
-	rc = muxbe_send_mad(c->mb, &a, m, MAD_SIZE, NULL);
+	rc = muxbe_send_mad(c->mb, &a, m, MAD_SIZE, ctx);
 	if (rc == 0)
 		S.mads_out++;
 	return rc;
@@ -603,12 +620,12 @@ static void on_recv(void *user, void *ctx, void *buf, size_t len,
 static void on_send_done(void *user, void *ctx, int status, const char *msg)
 {
 	(void)user;
-	(void)ctx;
-	(void)msg;
 	if (status == -ECONNRESET)
 		S.send_reset++;         /* in flight when the daemon died */
-	else if (status)
-		S.send_refused++;
+	else if (status && ctx == RETRANSMIT && (status == -EPROTO || status == -ENOENT))
+		S.retransmit_late++;
+	else if (status && S.send_refused++ < 5)
+		fprintf(stderr, "soak: a send refused: %s (%s)\n", msg, strerror(-status));
 }
 
 static void on_link(void *user, int up, int status, const char *msg)
@@ -718,16 +735,16 @@ static void client_tick(struct client *c)
 		case S_DREQ:
 			/* The sim wire drops what a full queue cannot take, as a
 			 * congested wire does: a CM retransmits its DREQ. */
-			if (S.now - s->at > 1000u * (s->tries + 1) && s->tries < 4) {
+			if (S.now - s->at > 1000u * (s->tries + 1) && s->tries < DREQ_TRIES) {
 				mad(out, CM_ATTR_DREQ, s->guest, s->peer);
-				if (client_send(c, out) == 0)
+				if (client_send_ctx(c, out, RETRANSMIT) == 0)
 					s->tries++;
 			}
 			/* fall through */
 		case S_REQ:
 			/* No answer at all: start over; the daemon's timers end
 			 * what is left. */
-			if (S.now - s->at > 6000) {
+			if (S.now - s->at > GIVE_UP_MS) {
 				if (s->before_restart && getenv("SOAK_DEBUG"))
 					debug_conn(c, s);
 				if (s->before_restart)
@@ -761,12 +778,12 @@ static void client_retransmit(struct client *c)
 		struct slot *s = &c->s[i];
 
 		if (s->st == S_DREQ && S.now - s->at > 1000u * (s->tries + 1) &&
-		    s->tries < 4) {
+		    s->tries < DREQ_TRIES) {
 			mad(out, CM_ATTR_DREQ, s->guest, s->peer);
-			if (client_send(c, out) == 0)
+			if (client_send_ctx(c, out, RETRANSMIT) == 0)
 				s->tries++;
 		}
-		if (s->st != S_IDLE && S.now - s->at > 6000) {
+		if (s->st != S_IDLE && S.now - s->at > GIVE_UP_MS) {
 			if (s->before_restart && getenv("SOAK_DEBUG"))
 				debug_conn(c, s);
 			check(!s->before_restart, "client %d: connection 0x%x got no DREP",
@@ -886,7 +903,7 @@ int main(void)
 	run_phase(end, &rss_w2, &rss_e2, now_ms() + warm);
 
 	/* Everything ends: the clients' connections first, then they go. */
-	for (uint64_t until = now_ms() + 8000; now_ms() < until;) {
+	for (uint64_t until = now_ms() + GIVE_UP_MS + 4000; now_ms() < until;) {
 		int busy = 0;
 
 		pump(5);
@@ -928,6 +945,8 @@ int main(void)
 	atomic_store(&S.peer_stop, 1);
 	pthread_join(S.peer_thread, NULL);
 	st = status();
+	printf("soak: retransmissions_after_the_answer %llu\n",
+	       (unsigned long long)S.retransmit_late);
 	printf("soak: sends_in_flight_at_restart %llu\nsoak: rep_retransmitted %llu\n",
 	       (unsigned long long)S.send_reset,
 	       (unsigned long long)atomic_load(&S.rep_resent));
