@@ -1441,6 +1441,8 @@ drop:
 	conn_store_free(ct->store, c);
 }
 
+static void conn_owners_reset_claims(struct conn_table *ct);
+
 static unsigned conn_table_restore(struct conn_table *ct)
 {
 	struct restore r = { .ct = ct };
@@ -1487,6 +1489,8 @@ struct conn_table *conn_table_open(const struct conn_limits *lim,
 		return NULL;
 	}
 	if (*restored) {
+		/* Every owner of the previous life may claim, once. */
+		conn_owners_reset_claims(ct);
 		dropped = conn_table_restore(ct);
 		if (dropped)
 			snprintf(err, errlen, "%u entries were being changed when the "
@@ -1626,7 +1630,7 @@ uint64_t conn_owners_max_client(struct conn_table *ct)
 	return max;
 }
 
-void conn_owners_reset_claims(struct conn_table *ct)
+static void conn_owners_reset_claims(struct conn_table *ct)
 {
 	struct conn_owner *o;
 	uint32_t n, i;

@@ -204,9 +204,7 @@ int conn_owner_claim(struct conn_table *ct, uint64_t old_client, uint32_t uid,
 		     const uint8_t new_token[16]);
 /* Owners restored but not claimed: purged (their peers are told). */
 unsigned conn_purge_unclaimed(struct conn_table *ct);
-/* After a restore: every owner is unclaimed, and client ids must start
- * above the largest one in use. */
-void conn_owners_reset_claims(struct conn_table *ct);
+/* After a restore, new client ids must start above this. */
 uint64_t conn_owners_max_client(struct conn_table *ct);
 
 unsigned conn_expire(struct conn_table *ct, uint64_t now_ms);

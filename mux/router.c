@@ -212,8 +212,6 @@ struct router *router_new(const struct router_limits *lim,
 			log_warnx("%s: %s", lim->state_path, err);
 		else if (err[0])
 			log_warnx("connection state %s: %s", lim->state_path, err);
-		if (r->conns && r->restored)
-			conn_owners_reset_claims(r->conns);
 	} else {
 		r->conns = conn_table_new(&cl, random_operand, router_queue, r);
 	}

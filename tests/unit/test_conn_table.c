@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -832,6 +833,91 @@ static void test_entries_never_outlive_their_lifetimes(void **state)
 	conn_table_free(ct);
 }
 
+/* ---- persistence (conn_store.c) ---------------------------------------- */
+
+static struct conn_table *open_table(const char *file, uint64_t ports_hash,
+				     int *restored)
+{
+	struct conn_limits lim = { .max_per_client = 64, .handshake_ms = HS,
+				   .timewait_ms = TW };
+	char err[256] = "";
+	struct conn_table *ct = conn_table_open(&lim, 7, capture, NULL, file, 1024,
+						16, ports_hash, restored, err,
+						sizeof(err));
+
+	assert_non_null(ct);
+	nemitted = 0;
+	return ct;
+}
+
+/* A table that outlives its daemon: entries, their states and timers,
+ * and the owners' tokens come back; a client claims its own with the
+ * right token and uid only, once; the unclaimed ones end as if their
+ * clients had left. */
+static void test_state_survives_the_daemon(void **state)
+{
+	static const uint8_t tok_a[16] = { 1, 2, 3 }, tok_b[16] = { 4, 5, 6 };
+	static const uint8_t new_a[16] = { 7 }, wrong[16] = { 9 };
+	char file[] = "/tmp/rcm-test-state.XXXXXX";
+	struct conn_table *ct;
+	uint32_t h1, h2, h3;
+	int fd = mkstemp(file), restored;
+
+	(void)state;
+	assert_true(fd >= 0);
+	close(fd);
+	unlink(file);
+	ct = open_table(file, 42, &restored);
+	assert_int_equal(restored, 0);
+	new_table(7);                                   /* paths */
+	conn_table_free(ct);
+	unlink(file);
+	ct = open_table(file, 42, &restored);
+	h1 = established(ct, A, 0x11, 0x911, 0);
+	h2 = out(ct, A, CM_ATTR_REQ, 0x12, 0, 100);     /* in progress */
+	h3 = established(ct, B, 0x11, 0x933, 0);
+	assert_int_equal(conn_owner_add(ct, A, 1000, tok_a), 0);
+	assert_int_equal(conn_owner_add(ct, B, 1001, tok_b), 0);
+	/* The daemon stops (or dies: nothing is written at exit). */
+	conn_table_detach(ct);
+	conn_purge_client(ct, A);                       /* a session closing */
+	conn_table_free(ct);
+	assert_int_equal(nemitted, 0);                  /* nobody was told */
+
+	ct = open_table(file, 42, &restored);
+	assert_int_equal(restored, 1);
+	assert_int_equal(total(ct), 3);
+	assert_int_equal(count(ct, CONN_ESTABLISHED), 2);
+	assert_int_equal(count(ct, CONN_REQ_SENT), 1);
+	assert_true(conn_next_deadline(ct) == 100 + HS);        /* its timer too */
+	assert_true(conn_owners_max_client(ct) >= B);
+	/* Only A's own token and uid claim A's entries, and only once. */
+	assert_int_equal(conn_owner_claim(ct, A, 1000, wrong, 10, new_a), -EPERM);
+	assert_int_equal(conn_owner_claim(ct, A, 1001, tok_a, 10, new_a), -EPERM);
+	assert_int_equal(conn_owner_claim(ct, 99, 1000, tok_a, 10, new_a), -ENOENT);
+	assert_int_equal(conn_owner_claim(ct, A, 1000, tok_a, 10, new_a), 0);
+	assert_int_equal(conn_owner_claim(ct, A, 1000, tok_a, 11, new_a), -ENOENT);
+	/* A's connections go on, as client 10's, with the same IDs. */
+	assert_true(in(ct, CM_ATTR_DREQ, 0x911, h1, 0x11, 1000) == 10);
+	out(ct, 10, CM_ATTR_DREP, 0x11, 0x911, 1001);
+	assert_true(in(ct, CM_ATTR_REP, 0x912, h2, 0x12, 1002) == 10);
+	/* New host IDs do not repeat the old ones. */
+	assert_true(out(ct, 10, CM_ATTR_REQ, 0x13, 0, 1003) != h1);
+	/* B never came back: its peer hears a DREQ. */
+	assert_int_equal(conn_purge_unclaimed(ct), 1);
+	assert_int_equal(nemitted, 1);
+	assert_int_equal(emitted[0].why, CONN_ANS_DREQ_ABANDONED);
+	assert_int_equal(local_of(emitted[0].mad), h3);
+	conn_table_free(ct);
+
+	/* Other ports: the state is not theirs, and starts afresh. */
+	ct = open_table(file, 43, &restored);
+	assert_int_equal(restored, 0);
+	assert_int_equal(total(ct), 0);
+	conn_table_free(ct);
+	unlink(file);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -852,6 +938,7 @@ int main(void)
 		cmocka_unit_test(test_sidr_lifetime),
 		cmocka_unit_test(test_host_id_never_zero),
 		cmocka_unit_test(test_entries_never_outlive_their_lifetimes),
+		cmocka_unit_test(test_state_survives_the_daemon),
 	};
 
 	return cmocka_run_group_tests_name("conn_table", tests, NULL, NULL);
