@@ -47,7 +47,7 @@ MUXD_SRC     := mux/main.c mux/daemon.c mux/worker.c mux/session.c mux/outlet.c 
 		mux/router.c mux/conn_table.c mux/conn_store.c mux/clients.c mux/stats.c mux/port.c \
 		mux/port_sim.c mux/port_umad.c mux/unix_listener.c mux/lockfile.c mux/listener.c \
 		mux/status.c mux/policy.c mux/admin.c common/ibdev.c $(LEGACY_SRC)
-MUXCTL_SRC   := mux/muxctl.c
+MUXCTL_SRC   := mux/muxctl.c mux/muxctl_metrics.c
 BACKEND_SRC  := backend/muxbe.c backend/verbs.c backend/ah_cache.c common/ibdev.c
 VM_SRC       := backend/vm/vm.c backend/vm/guest_cm.c backend/vm/vm_data.c
 

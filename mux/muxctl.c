@@ -16,6 +16,7 @@
 #include <jansson.h>
 
 #include "../common/text.h"
+#include "muxctl.h"
 
 #define DEFAULT_STATUS "/run/rdmacm-mux/status.sock"
 #define DEFAULT_ADMIN "/run/rdmacm-mux/admin.sock"
@@ -26,6 +27,7 @@ static void usage(FILE *f)
 	fprintf(f,
 "usage: rdmacm-muxctl [-S PATH] [-j] [-t MS] [status]\n"
 "       rdmacm-muxctl [-S PATH] [-j] [-t MS] connections CLIENT-ID [OFFSET [LIMIT]]\n"
+"       rdmacm-muxctl [-S PATH] [-t MS] metrics\n"
 "       rdmacm-muxctl [-A PATH] disconnect CLIENT-ID | reload\n"
 "  -S, --status-socket PATH  daemon status socket (default $RDMACM_MUX_STATUS\n"
 "                            or " DEFAULT_STATUS ")\n"
@@ -34,6 +36,7 @@ static void usage(FILE *f)
 "  -A, --admin-socket PATH   the daemon's admin socket (default\n"
 "                            $RDMACM_MUX_ADMIN or " DEFAULT_ADMIN "); root only\n"
 "  connections ID [OFF [N]]  a client's connections, N (default 256) from OFF\n"
+"  metrics                   the counters in Prometheus' text format\n"
 "  disconnect ID             close a client's connection (audited)\n"
 "  reload                    read the policy file again (audited)\n"
 "  -h, --help                this text\n");
@@ -386,7 +389,7 @@ int main(int argc, char **argv)
 	};
 	const char *path = getenv("RDMACM_MUX_STATUS");
 	const char *admin = getenv("RDMACM_MUX_ADMIN");
-	int json_out = 0, timeout_ms = 5000, c, paged = 0;
+	int json_out = 0, timeout_ms = 5000, c, paged = 0, metrics = 0;
 	char query[160] = "{\"op\":\"status\"}";
 	json_error_t jerr;
 	json_t *st;
@@ -440,6 +443,8 @@ int main(int argc, char **argv)
 		snprintf(query, sizeof(query), "{\"op\":\"connections\",\"client\":%llu,"
 			 "\"offset\":%llu,\"limit\":%llu}", id, offset, limit);
 		paged = 1;
+	} else if (optind < argc && strcmp(argv[optind], "metrics") == 0) {
+		metrics = 1;
 	} else if (optind < argc && strcmp(argv[optind], "status") != 0) {
 		fprintf(stderr, "rdmacm-muxctl: unknown command '%s'\n", argv[optind]);
 		usage(stderr);
@@ -454,7 +459,12 @@ int main(int argc, char **argv)
 		free(text);
 		return 1;
 	}
-	if (json_out) {
+	if (metrics) {
+		/* Label values are escaped as the format wants; names and
+		 * other strings are the daemon's own. */
+		make_printable(st);
+		muxctl_metrics_print(stdout, st);
+	} else if (json_out) {
 		/* JSON escapes C0 itself; ASCII-only escapes the rest. */
 		char *pretty = json_dumps(st, JSON_INDENT(2) | JSON_ENSURE_ASCII);
 

@@ -55,7 +55,7 @@ suites() {
 		run_suite "$tag $t" "$b/tests/$t"
 	done
 	run_suite "$tag integration" env RDMACM_MUXD="$PWD/$b/rdmacm-muxd" \
-		"$b/tests/test_integration"
+		RDMACM_MUXCTL="$PWD/$b/rdmacm-muxctl" "$b/tests/test_integration"
 	run_suite "$tag cm translation" env RDMACM_MUXD="$PWD/$b/rdmacm-muxd" \
 		"$b/tests/test_cm"
 	run_suite "$tag attacks" env RDMACM_MUXD="$PWD/$b/rdmacm-muxd" \

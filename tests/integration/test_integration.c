@@ -1002,6 +1002,41 @@ static void test_one_daemon_per_socket_and_port(void **state)
 	assert_int_equal(hd_status_int(&f->d, "daemon.pid"), f->d.pid);
 }
 
+/* rdmacm-muxctl metrics: Prometheus' text format, as the prometheus_client
+ * library's parser reads it (tests/integration/check_metrics.py), with the
+ * daemon's figures and a VM name that needs escaping in a label. */
+static void test_metrics(void **state)
+{
+	struct fixture *f = *state;
+	struct tclient a;
+	char cmd[768], line[512];
+	int clients = 0, gids = 0, port_up = 0, named = 0;
+	FILE *p;
+
+	if (getenv("RDMACM_MUXCTL") == NULL)
+		skip();
+	connect_client(&a, &f->d, "vm\"7", "fd00::1");
+	snprintf(cmd, sizeof(cmd), "%s -S %s metrics | /usr/bin/python3 "
+		 "tests/integration/check_metrics.py", getenv("RDMACM_MUXCTL"),
+		 f->d.status);
+	p = popen(cmd, "r");
+	assert_non_null(p);
+	while (fgets(line, sizeof(line), p)) {
+		clients += strcmp(line, "metric rdmacm_mux_clients{} 1\n") == 0;
+		gids += strcmp(line, "metric rdmacm_mux_gids{} 1\n") == 0;
+		port_up += strcmp(line, "metric rdmacm_mux_port_up{port=\"sim0\"} 1\n") == 0;
+		/* The parser gives the label back unescaped. */
+		named += strstr(line, "rdmacm_mux_client_mads_sent_total{") &&
+			 strstr(line, "vm=\"vm\"7\"");
+	}
+	assert_int_equal(pclose(p), 0);
+	assert_int_equal(clients, 1);
+	assert_int_equal(gids, 1);
+	assert_int_equal(port_up, 1);
+	assert_int_equal(named, 1);
+	tc_close(&a);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1022,6 +1057,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_several_ports, setup_two_ports, teardown_daemon),
 		cmocka_unit_test(test_sigterm_right_after_start),
 		cmocka_unit_test_setup_teardown(test_one_daemon_per_socket_and_port, setup_daemon, teardown_daemon),
+		cmocka_unit_test_setup_teardown(test_metrics, setup_daemon, teardown_daemon),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
