@@ -12,6 +12,8 @@ LIBDIR     ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 MANDIR     ?= $(PREFIX)/share/man
 PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+SYSCONFDIR ?= /etc
+SYSTEMDUNITDIR ?= $(PREFIX)/lib/systemd/system
 DESTDIR    ?=
 
 CC      ?= cc
@@ -45,7 +47,7 @@ PROTOCOL_SRC := protocol/frame.c protocol/mad_frame.c protocol/control.c protoco
 LEGACY_SRC   := protocol/legacy.c
 MUXD_SRC     := mux/main.c mux/daemon.c mux/worker.c mux/session.c mux/outlet.c mux/port_sender.c mux/requests.c \
 		mux/router.c mux/conn_table.c mux/conn_store.c mux/clients.c mux/stats.c mux/port.c \
-		mux/port_sim.c mux/port_umad.c mux/unix_listener.c mux/lockfile.c mux/listener.c \
+		mux/port_sim.c mux/port_umad.c mux/unix_listener.c mux/lockfile.c mux/sdnotify.c mux/listener.c \
 		mux/status.c mux/policy.c mux/admin.c common/ibdev.c $(LEGACY_SRC)
 MUXCTL_SRC   := mux/muxctl.c mux/muxctl_metrics.c
 BACKEND_SRC  := backend/muxbe.c backend/verbs.c backend/ah_cache.c common/ibdev.c
@@ -75,9 +77,28 @@ INTEG_BINS := $(addprefix $(B)/tests/,$(INTEG_TESTS))
 
 
 .PHONY: soak
-.PHONY: bench bench-lab check-lab all clean check check-quick check-unit check-integration check-demo \
+.PHONY: check-units bench bench-lab check-lab all clean check check-quick check-unit check-integration check-demo \
 	check-san check-valgrind demo install fuzz tests
-all: $(MUXD) $(MUXCTL) $(LIBA) $(LIBSO) $(PCFILE) $(VMPROG)
+UNITS   := $(B)/systemd/rdmacm-muxd.service $(B)/systemd/rdmacm-muxd.socket
+
+all: $(MUXD) $(MUXCTL) $(LIBA) $(LIBSO) $(PCFILE) $(VMPROG) $(UNITS)
+
+# systemd units, for SBINDIR and SYSCONFDIR.
+$(B)/systemd/%: mux/%.in Makefile
+	@mkdir -p $(dir $@)
+	sed -e 's|@SBINDIR@|$(SBINDIR)|' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|' $< > $@
+
+# `systemd-analyze verify` on the units as they would run this build's
+# daemon; any word from it (a warning too) fails.
+check-units: $(MUXD)
+	@rm -rf $(B)/units-check && mkdir -p $(B)/units-check
+	sed -e 's|@SBINDIR@|$(abspath $(B))|' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|' \
+		mux/rdmacm-muxd.service.in > $(B)/units-check/rdmacm-muxd.service
+	cp mux/rdmacm-muxd.socket.in $(B)/units-check/rdmacm-muxd.socket
+	@out=$$(cd $(B)/units-check && systemd-analyze verify --man=no \
+		rdmacm-muxd.service rdmacm-muxd.socket 2>&1); \
+	if [ -n "$$out" ]; then echo "$$out"; echo "units: 0 passed, 1 failed"; exit 1; fi; \
+	echo "units: 1 passed, 0 failed"
 
 $(B)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -293,6 +314,8 @@ install: all
 	install -m 0644 man/*.3 $(DESTDIR)$(MANDIR)/man3/
 	install -m 0644 man/*.7 $(DESTDIR)$(MANDIR)/man7/
 	install -m 0644 man/*.8 $(DESTDIR)$(MANDIR)/man8/
+	install -d $(DESTDIR)$(SYSTEMDUNITDIR)
+	install -m 0644 $(UNITS) $(DESTDIR)$(SYSTEMDUNITDIR)/
 
 clean:
 	rm -rf build build-san build-tsan

@@ -177,7 +177,10 @@ int admin_listen(struct mux *mux, struct event_base *base)
 	if (mux->cfg.admin_path == NULL)
 		return 0;
 	return unix_listener_open(&mux->admin_listener, base, mux->cfg.admin_path,
-				  0600, (uid_t)-1, (gid_t)-1, admin_accept, mux);
+				  0600, (uid_t)-1, (gid_t)-1,
+				  listen_fds_claim(&mux->listen_fds, "admin",
+						   mux->cfg.admin_path),
+				  admin_accept, mux);
 }
 
 void admin_close(struct mux *mux)

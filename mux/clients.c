@@ -311,3 +311,13 @@ json_t *clients_json(struct clients *c, struct router *r, unsigned conns_max)
 	free(views);
 	return arr;
 }
+
+unsigned clients_count(struct clients *c)
+{
+	unsigned n;
+
+	pthread_mutex_lock(&c->lock);
+	n = c->count;
+	pthread_mutex_unlock(&c->lock);
+	return n;
+}

@@ -137,7 +137,10 @@ int listener_start(struct mux *mux, struct event_base *base)
 	mux->listener.qemu_port = -1;
 	rc = unix_listener_open(&mux->listener.ul, base, mux->cfg.socket_path,
 				mux->cfg.socket_mode, mux->cfg.socket_owner,
-				mux->cfg.socket_group, accept_cb, &mux->listener);
+				mux->cfg.socket_group,
+				listen_fds_claim(&mux->listen_fds, "client",
+						 mux->cfg.socket_path),
+				accept_cb, &mux->listener);
 	if (rc < 0)
 		return rc;
 	for (i = 0; i < mux->cfg.nqemu; i++) {
@@ -151,7 +154,10 @@ int listener_start(struct mux *mux, struct event_base *base)
 		cl->qemu_port = (int)p->index;
 		rc = unix_listener_open(&cl->ul, base, mux->cfg.qemu[i].path,
 					mux->cfg.socket_mode, mux->cfg.socket_owner,
-					mux->cfg.socket_group, accept_cb, cl);
+					mux->cfg.socket_group,
+					listen_fds_claim(&mux->listen_fds, NULL,
+							 mux->cfg.qemu[i].path),
+					accept_cb, cl);
 		if (rc < 0)
 			return rc;
 		mux->nqemu_listeners++;

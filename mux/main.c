@@ -541,8 +541,24 @@ static void on_sighup(evutil_socket_t sig, short what, void *arg)
 
 	(void)sig;
 	(void)what;
+	sdnotify("RELOADING=1");
 	rc = mux_policy_reload(mux, msg, sizeof(msg));
 	log_info("SIGHUP: policy reload %s: %s", rc ? "failed" : "done", msg);
+	sdnotify("READY=1");
+}
+
+/* systemd's watchdog and status line (no-ops without systemd). */
+static void on_service_tick(evutil_socket_t fd, short what, void *arg)
+{
+	struct mux *mux = arg;
+	struct router_counts rc;
+
+	(void)fd;
+	(void)what;
+	router_counts(mux->router, &rc);
+	sdnotify("%sSTATUS=%u client(s), %u connection(s) established, %u in "
+		 "handshake", sdnotify_watchdog_usec() ? "WATCHDOG=1\n" : "",
+		 clients_count(&mux->clients), rc.established, rc.handshake);
 }
 
 static void on_signal(evutil_socket_t sig, short what, void *arg)
@@ -555,7 +571,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 int main(int argc, char **argv)
 {
 	struct router_limits lim;
-	struct event *sigint, *sigterm, *sighup;
+	struct event *sigint, *sigterm, *sighup, *service;
 	uint32_t random_operand;
 	struct event_base *base;
 	char state_path[256];
@@ -570,6 +586,8 @@ int main(int argc, char **argv)
 	mux->cfg.foreground = 1;
 	parse_args(&mux->cfg, argc, argv);
 	log_init("rdmacm-muxd", mux->cfg.foreground, mux->cfg.verbose);
+	/* Sockets systemd may have handed over (descriptors 3 and up). */
+	listen_fds_take(&mux->listen_fds);
 	/* A client that vanishes mid-write must cost an EPIPE, not us. */
 	signal(SIGPIPE, SIG_IGN);
 	if (evthread_use_pthreads() < 0)
@@ -666,6 +684,7 @@ int main(int argc, char **argv)
 	if (listener_start(mux, base) < 0 || status_listen(mux) < 0 ||
 	    admin_listen(mux, base) < 0)
 		goto fail;
+	listen_fds_close_unclaimed(&mux->listen_fds);
 
 	mux->nworkers = mux->cfg.workers;
 	worker_pool_start(mux);
@@ -679,8 +698,25 @@ int main(int argc, char **argv)
 	log_info("rdmacm-muxd %s ready: %d port(s), %d worker(s), clients on %s, "
 		 "status on %s", MUX_VERSION, mux->nports, mux->nworkers,
 		 mux->cfg.socket_path, mux->cfg.status_path);
+	/* Every port's agent is registered and the sockets listen. */
+	sdnotify("READY=1\nMAINPID=%d\nSTATUS=%d port(s), clients on %s",
+		 (int)getpid(), mux->nports, mux->cfg.socket_path);
+	service = event_new(base, -1, EV_PERSIST, on_service_tick, mux);
+	if (service) {
+		uint64_t wd = sdnotify_watchdog_usec();
+		/* Twice per watchdog interval, and the status line every 10 s. */
+		struct timeval tv = { 10, 0 };
+
+		if (wd && wd / 2 < 10000000u)
+			tv = (struct timeval){ (time_t)(wd / 2000000u),
+					       (suseconds_t)(wd / 2 % 1000000u) };
+		event_add(service, &tv);
+	}
 
 	event_base_dispatch(base);
+	sdnotify("STOPPING=1\nSTATUS=stopping");
+	if (service)
+		event_free(service);
 
 	listener_stop(mux);
 	status_close(mux);

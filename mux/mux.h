@@ -281,6 +281,7 @@ int clients_add(struct clients *c, unsigned max, unsigned max_per_uid,
 		struct client_info **out);
 
 void clients_remove(struct clients *c, uint64_t id);
+unsigned clients_count(struct clients *c);
 /* Worker index of a live client, or -ENOENT. */
 int clients_worker_of(struct clients *c, uint64_t id);
 /* A live client, held until clients_put (its record and outlet stay
@@ -623,6 +624,28 @@ int status_listen(struct mux *mux);
 int status_start(struct mux *mux);
 void status_close(struct mux *mux);
 
+/* ---- sdnotify.c: systemd's notify and socket-activation protocols ---- */
+
+#define LISTEN_FDS_MAX 8
+
+/* Sockets systemd handed over (socket activation). */
+struct listen_fds {
+	int n;
+	int fd[LISTEN_FDS_MAX];         /* -1 once claimed */
+	char name[LISTEN_FDS_MAX][32];
+};
+
+/* A message to systemd ("READY=1", "STATUS=...", ...); 0 and nothing
+ * done when not run by it with Type=notify. */
+int sdnotify(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The watchdog interval systemd asks of this process, or 0. */
+uint64_t sdnotify_watchdog_usec(void);
+/* The handed-over sockets, if they are this process's. */
+void listen_fds_take(struct listen_fds *lf);
+/* The one for name (FileDescriptorName=) or bound to path, or -1. */
+int listen_fds_claim(struct listen_fds *lf, const char *name, const char *path);
+void listen_fds_close_unclaimed(struct listen_fds *lf);
+
 /* ---- unix_listener.c: the daemon's listening sockets ------------------ */
 
 /* A listening unix socket whose accepting pauses while the process is out
@@ -632,15 +655,17 @@ struct unix_listener {
 	struct event *resume;
 	const char *path;               /* unlinked on close */
 	struct lockfile lock;           /* PATH.lock */
+	int given;                      /* systemd's: the path is not ours */
 	evconnlistener_cb accept;
 	void *arg;
 };
 
-/* Bind PATH with MODE (and OWNER/GROUP unless -1) and listen on BASE;
+/* Bind PATH with MODE (and OWNER/GROUP unless -1) and listen on BASE, or
+ * listen on given (>= 0: a socket systemd bound to PATH, taken over);
  * 0 or negative errno, logged. */
 int unix_listener_open(struct unix_listener *ul, struct event_base *base,
 		       const char *path, mode_t mode, uid_t owner, gid_t group,
-		       evconnlistener_cb accept, void *arg);
+		       int given, evconnlistener_cb accept, void *arg);
 /* Stop listening and remove the socket; a no-op if it is not open. */
 void unix_listener_close(struct unix_listener *ul);
 
@@ -674,6 +699,7 @@ struct mux {
 	int nqemu_listeners;
 	struct client_listener qemu_listeners[MUX_MAX_PORTS];
 	struct status_server *status;
+	struct listen_fds listen_fds;   /* socket activation */
 	char sim_fabric[256];
 	int sim_fabric_owned;
 	pthread_mutex_t policy_lock;

@@ -377,7 +377,10 @@ int status_listen(struct mux *mux)
 	srv->stop_ev = event_new(srv->base, -1, 0, status_stop_cb, srv->base);
 	rc = srv->stop_ev ? unix_listener_open(&srv->ul, srv->base, mux->cfg.status_path,
 					       mux->cfg.status_mode, (uid_t)-1,
-					       mux->cfg.status_group, status_accept, srv)
+					       mux->cfg.status_group,
+					       listen_fds_claim(&mux->listen_fds, "status",
+								mux->cfg.status_path),
+					       status_accept, srv)
 			  : -ENOMEM;
 	if (rc < 0) {
 		if (srv->stop_ev)

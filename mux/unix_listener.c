@@ -118,7 +118,7 @@ static void unix_listener_error(struct evconnlistener *l, void *arg)
 
 int unix_listener_open(struct unix_listener *ul, struct event_base *base,
 		       const char *path, mode_t mode, uid_t owner, gid_t group,
-		       evconnlistener_cb accept, void *arg)
+		       int given, evconnlistener_cb accept, void *arg)
 {
 	char lock[sizeof(ul->lock.path)];
 	int fd;
@@ -127,12 +127,26 @@ int unix_listener_open(struct unix_listener *ul, struct event_base *base,
 	ul->lock.fd = -1;
 	if ((size_t)snprintf(lock, sizeof(lock), "%s.lock", path) >= sizeof(lock)) {
 		log_warnx("%s: socket path too long", path);
+		if (given >= 0)
+			close(given);
 		return -ENAMETOOLONG;
 	}
 	fd = lockfile_take_or_say(&ul->lock, lock, path);
-	if (fd < 0)
+	if (fd < 0) {
+		if (given >= 0)
+			close(given);
 		return fd;
-	fd = unix_listen_socket(path, mode, owner, group);
+	}
+	if (given >= 0) {
+		/* systemd's (socket activation): it made the socket, with
+		 * its mode and owner, and keeps the path. */
+		fd = given;
+		evutil_make_socket_nonblocking(fd);
+		ul->given = 1;
+		log_info("%s: taken from systemd", path);
+	} else {
+		fd = unix_listen_socket(path, mode, owner, group);
+	}
 	if (fd < 0) {
 		lockfile_release(&ul->lock);
 		return fd;
@@ -144,7 +158,8 @@ int unix_listener_open(struct unix_listener *ul, struct event_base *base,
 				     LEV_OPT_CLOSE_ON_FREE, -1, fd);
 	if (ul->lev == NULL) {
 		close(fd);
-		unlink(path);
+		if (!ul->given)
+			unlink(path);
 		lockfile_release(&ul->lock);
 		return -ENOMEM;
 	}
@@ -162,7 +177,8 @@ void unix_listener_close(struct unix_listener *ul)
 	if (ul->lev) {
 		evconnlistener_free(ul->lev);
 		ul->lev = NULL;
-		unlink(ul->path);
+		if (!ul->given)         /* systemd's path stays for the next start */
+			unlink(ul->path);
 	}
 	if (ul->resume) {
 		event_free(ul->resume);

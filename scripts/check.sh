@@ -71,6 +71,7 @@ suites build normal
 run_suite "bench_relay --quick" bash -c "RDMACM_MUXD=$PWD/build/rdmacm-muxd \
 	timeout 300 build/bench/bench_relay --quick && echo 'bench: 1 passed, 0 failed'"
 run_suite "make install + pkg-config consumer" tests/install/check-install.sh
+run_suite "systemd units (systemd-analyze verify)" make -s check-units
 
 if [ "$QUICK" = 0 ]; then
 	build SAN=1

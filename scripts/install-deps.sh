@@ -9,8 +9,9 @@ PKGS=(
 	libibumad-dev libibverbs-dev librdmacm-dev rdma-core ibverbs-providers
 	libevent-dev libjansson-dev libcmocka-dev libbsd-dev
 	clang libclang-rt-14-dev valgrind
-	# rdmacm-muxctl metrics is checked with Prometheus' own parser
-	python3-prometheus-client
+	# rdmacm-muxctl metrics is checked with Prometheus' own parser, the
+	# systemd units with systemd-analyze
+	python3-prometheus-client systemd
 	# the lab: Debian's kernel with soft-RoCE in QEMU, and stock peers
 	qemu-system-x86 busybox-static cpio xz-utils zstd kmod iproute2
 	ibverbs-utils rdmacm-utils perftest infiniband-diags tcpdump jq

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -1037,6 +1038,112 @@ static void test_metrics(void **state)
 	tc_close(&a);
 }
 
+/* systemd: Type=notify (READY=1 once the sockets listen, STATUS=, the
+ * watchdog, STOPPING=1) and socket activation (the client and status
+ * sockets handed over as descriptors 3 and 4, matched by path; their
+ * paths stay when the daemon stops).  A fake NOTIFY_SOCKET and
+ * LISTEN_FDS, no systemd. */
+static int bound_stream(const char *path)
+{
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+
+	snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", path);
+	assert_true(fd >= 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&sun, sizeof(sun)), 0);
+	assert_int_equal(listen(fd, 16), 0);
+	return fd;
+}
+
+static int notify_wait(int fd, const char *what, char *msg, size_t cap)
+{
+	uint64_t deadline = h_now_ms() + (uint64_t)H_DEADLINE_MS;
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+	ssize_t n;
+
+	while (h_now_ms() < deadline) {
+		if (poll(&pfd, 1, 50) <= 0)
+			continue;
+		n = recv(fd, msg, cap - 1, 0);
+		if (n <= 0)
+			continue;
+		msg[n] = '\0';
+		if (strstr(msg, what))
+			return 1;
+	}
+	return 0;
+}
+
+static void test_systemd_notify_and_activation(void **state)
+{
+	char dir[] = "/tmp/rcm-sd.XXXXXX", notify[64], sock[64], status[64];
+	char fabric[64], msg[512], pidtext[32], cmd[160];
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	uint8_t kind, flags, buf[1024];
+	const char *bin = getenv("RDMACM_MUXD");
+	int nfd, cfd, sfd, s, st;
+	uint32_t rid;
+	pid_t pid;
+
+	(void)state;
+	if (h_real_port() || getenv("RDMACM_MUXD_WRAPPER"))
+		skip();
+	assert_non_null(mkdtemp(dir));
+	snprintf(notify, sizeof(notify), "%s/notify", dir);
+	snprintf(sock, sizeof(sock), "%s/mux.sock", dir);
+	snprintf(status, sizeof(status), "%s/status.sock", dir);
+	snprintf(fabric, sizeof(fabric), "%s/fabric", dir);
+	nfd = socket(AF_UNIX, SOCK_DGRAM, 0);
+	snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", notify);
+	assert_int_equal(bind(nfd, (struct sockaddr *)&sun, sizeof(sun)), 0);
+	cfd = bound_stream(sock);
+	sfd = bound_stream(status);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int a = fcntl(cfd, F_DUPFD, 10), b = fcntl(sfd, F_DUPFD, 10);
+
+		dup2(a, 3);
+		dup2(b, 4);
+		snprintf(pidtext, sizeof(pidtext), "%d", (int)getpid());
+		setenv("LISTEN_PID", pidtext, 1);
+		setenv("LISTEN_FDS", "2", 1);
+		setenv("NOTIFY_SOCKET", notify, 1);
+		setenv("WATCHDOG_USEC", "200000", 1);
+		execl(bin, bin, "-s", sock, "-S", status, "--sim-fabric", fabric,
+		      "--sim-port=sim0=fd00::1", (char *)NULL);
+		_exit(127);
+	}
+	close(cfd);
+	close(sfd);
+	assert_true(notify_wait(nfd, "READY=1", msg, sizeof(msg)));
+	assert_non_null(strstr(msg, "STATUS=1 port(s)"));
+	snprintf(pidtext, sizeof(pidtext), "MAINPID=%d", (int)pid);
+	assert_non_null(strstr(msg, pidtext));
+	assert_true(notify_wait(nfd, "WATCHDOG=1", msg, sizeof(msg)));
+	/* Clients are served on the sockets systemd made. */
+	s = raw_connect(sock);
+	assert_true(s >= 0);
+	assert_int_equal(raw_send_json(s, 1, "{\"op\":\"hello\",\"protocol\":"
+				       "{\"major\":1,\"minor\":0},\"name\":\"sd\"}"), 0);
+	assert_true(raw_recv(s, &kind, &flags, &rid, buf, sizeof(buf), H_DEADLINE_MS) > 0);
+	assert_non_null(strstr((char *)buf, "\"ok\":true"));
+	close(s);
+	s = raw_connect(status);
+	assert_true(s >= 0);
+	close(s);
+	kill(pid, SIGTERM);
+	assert_true(notify_wait(nfd, "STOPPING=1", msg, sizeof(msg)));
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	/* systemd's paths stay, for the next start. */
+	assert_int_equal(access(sock, F_OK), 0);
+	assert_int_equal(access(status, F_OK), 0);
+	close(nfd);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1058,6 +1165,7 @@ int main(void)
 		cmocka_unit_test(test_sigterm_right_after_start),
 		cmocka_unit_test_setup_teardown(test_one_daemon_per_socket_and_port, setup_daemon, teardown_daemon),
 		cmocka_unit_test_setup_teardown(test_metrics, setup_daemon, teardown_daemon),
+		cmocka_unit_test(test_systemd_notify_and_activation),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
