@@ -25,14 +25,15 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-"usage: rdmacm-muxctl [-S PATH] [-j] [-t MS] [status]\n"
-"       rdmacm-muxctl [-S PATH] [-j] [-t MS] connections CLIENT-ID [OFFSET [LIMIT]]\n"
-"       rdmacm-muxctl [-S PATH] [-t MS] metrics\n"
+"usage: rdmacm-muxctl [-S PATH] [-j] [-t MS] [-w SECONDS] [VIEW]\n"
+"       VIEW: status (default), clients, ports, gids, counters, metrics,\n"
+"             connections [CLIENT-ID [OFFSET [LIMIT]]]\n"
 "       rdmacm-muxctl [-A PATH] disconnect CLIENT-ID | reload\n"
 "  -S, --status-socket PATH  daemon status socket (default $RDMACM_MUX_STATUS\n"
 "                            or " DEFAULT_STATUS ")\n"
 "  -j, --json                print the status as JSON\n"
 "  -t, --timeout MS          give up after MS milliseconds (default 5000)\n"
+"  -w, --watch SECONDS       show the view again every SECONDS\n"
 "  -A, --admin-socket PATH   the daemon's admin socket (default\n"
 "                            $RDMACM_MUX_ADMIN or " DEFAULT_ADMIN "); root only\n"
 "  connections ID [OFF [N]]  a client's connections, N (default 256) from OFF\n"
@@ -246,70 +247,89 @@ static void print_connection_page(json_t *page)
 	print_connection_rows(jint(page, "client"), json_object_get(page, "connections"));
 }
 
-static void print_status(json_t *st)
+static void print_header(json_t *st)
 {
-	json_t *d = json_object_get(st, "daemon"), *ports, *clients, *p, *g, *c;
-	json_t *routing = json_object_get(st, "routing");
-	json_t *ctr = json_object_get(st, "counters"), *gid;
-	size_t i, j;
+	json_t *d = json_object_get(st, "daemon");
 
 	printf("rdmacm-muxd %s  pid %lld  up %llds  protocol v%lld\n",
 	       jstr(d, "version"), (long long)jint(d, "pid"),
 	       (long long)jint(d, "uptime_s"), (long long)jint(d, "protocol_major"));
 	printf("clients: %s\n", jstr(d, "socket"));
-	printf("policy: %s (%lld rules)\n\n",
+	printf("policy: %s (%lld rules)\n",
 	       jstr(json_object_get(st, "policy"), "source"),
 	       (long long)jint(json_object_get(st, "policy"), "rules"));
+}
 
-	ports = json_object_get(st, "ports");
-	printf("PORTS\n  %-3s %-12s %-5s %-7s %8s %8s  %s\n", "IDX", "NAME", "KIND",
-	       "STATE", "RX", "TX", "GID TABLE (owner)");
+static void print_ports(json_t *st)
+{
+	json_t *ports = json_object_get(st, "ports"), *p;
+	size_t i;
+
+	printf("\nPORTS (%zu)\n  %-3s %-16s %-5s %-8s %10s %10s %6s %5s\n",
+	       json_array_size(ports), "IDX", "NAME", "KIND", "STATE", "RX", "TX",
+	       "ERRORS", "GIDS");
 	json_array_foreach(ports, i, p) {
 		json_t *pc = json_object_get(p, "counters");
 
-		printf("  %-3lld %-12s %-5s %-7s %8lld %8lld", (long long)jint(p, "index"),
-		       jstr(p, "name"), jstr(p, "kind"), jstr(p, "state"),
-		       (long long)jint(pc, "rx"), (long long)jint(pc, "tx"));
-		json_array_foreach(json_object_get(p, "gid_table"), j, g) {
-			json_t *owner = json_object_get(g, "owner");
-
-			/* Continuation lines line up under the first GID. */
-			printf("%*s[%lld] %s", j ? 0 : 2, "", (long long)jint(g, "index"),
-			       jstr(g, "gid"));
-			if (json_is_integer(owner))
-				printf(" (client %lld)", (long long)json_integer_value(owner));
-			if (j + 1 < json_array_size(json_object_get(p, "gid_table")))
-				printf("\n%*s", 52, "");
-		}
-		printf("\n");
+		printf("  %-3lld %-16.16s %-5s %-8s %10lld %10lld %6lld %5zu\n",
+		       (long long)jint(p, "index"), jstr(p, "name"), jstr(p, "kind"),
+		       jstr(p, "state"), (long long)jint(pc, "rx"), (long long)jint(pc, "tx"),
+		       (long long)(jint(pc, "rx_errors") + jint(pc, "tx_errors")),
+		       json_array_size(json_object_get(p, "gid_table")));
 	}
+}
 
-	clients = json_object_get(st, "clients");
-	printf("\nCLIENTS (%zu)\n  %-4s %-14s %-5s %-7s %-6s %-3s %6s %6s %6s %6s %6s  %s\n",
-	       json_array_size(clients), "ID", "NAME", "PROTO", "PID", "UID", "WRK",
-	       "REQS", "ERRS", "MAD>", "MAD<", "DROP", "GIDS");
+static void print_clients(json_t *st)
+{
+	json_t *clients = json_object_get(st, "clients"), *c;
+	size_t i;
+
+	printf("\nCLIENTS (%zu)\n  %-4s %-14s %-4s %-7s %-6s %6s %7s %7s %5s %5s\n",
+	       json_array_size(clients), "ID", "NAME", "PROT", "PID", "UID", "CONNS",
+	       "MAD>", "MAD<", "DROP", "GIDS");
 	json_array_foreach(clients, i, c) {
 		json_t *cc = json_object_get(c, "counters");
 
-		printf("  %-4lld %-14.14s %-5s %-7lld %-6lld %-3lld %6lld %6lld %6lld %6lld %6lld ",
+		printf("  %-4lld %-14.14s %-4s %-7lld %-6lld %6lld %7lld %7lld %5lld %5zu\n",
 		       (long long)jint(c, "id"), json_string_length(json_object_get(c, "name")) ?
 		       jstr(c, "name") : "-",
 		       strcmp(jstr(c, "protocol"), "v1") == 0 ? "v1" : "qemu",
-		       (long long)jint(c, "pid"),
-		       (long long)jint(c, "uid"), (long long)jint(c, "worker"),
-		       (long long)jint(cc, "requests"), (long long)jint(cc, "errors"),
+		       (long long)jint(c, "pid"), (long long)jint(c, "uid"),
+		       (long long)jint(c, "connections_total"),
 		       (long long)jint(cc, "mads_sent"),
 		       (long long)jint(cc, "mads_delivered"),
-		       (long long)jint(cc, "mads_dropped"));
-		json_array_foreach(json_object_get(c, "gids"), j, gid)
-			printf(" %lld/%s", (long long)jint(gid, "port"), jstr(gid, "gid"));
-		printf("\n");
+		       (long long)jint(cc, "mads_dropped"),
+		       json_array_size(json_object_get(c, "gids")));
 	}
+}
 
-	print_connections(clients);
+/* Every GID in the ports' tables, and who owns it. */
+static void print_gids(json_t *st)
+{
+	json_t *ports = json_object_get(st, "ports"), *p, *g, *owner;
+	size_t i, j;
 
-	printf("\nROUTING  gids=%lld comm_ids=%lld sidr_ids=%lld  handshake=%lld "
-	       "established=%lld disconnecting=%lld draining=%lld\n",
+	printf("\nGIDS\n  %-16s %-5s %-39s %s\n", "PORT", "INDEX", "GID", "OWNER");
+	json_array_foreach(ports, i, p) {
+		json_array_foreach(json_object_get(p, "gid_table"), j, g) {
+			owner = json_object_get(g, "owner");
+			printf("  %-16.16s %-5lld %-39s ", jstr(p, "name"),
+			       (long long)jint(g, "index"), jstr(g, "gid"));
+			if (json_is_integer(owner))
+				printf("client %lld\n", (long long)json_integer_value(owner));
+			else
+				printf("-\n");
+		}
+	}
+}
+
+static void print_counters(json_t *st)
+{
+	json_t *routing = json_object_get(st, "routing");
+	json_t *ctr = json_object_get(st, "counters");
+
+	printf("\nROUTING  gids=%lld comm_ids=%lld sidr_ids=%lld\n"
+	       "  handshake=%lld established=%lld disconnecting=%lld draining=%lld\n",
 	       (long long)jint(routing, "gids"), (long long)jint(routing, "comm_ids"),
 	       (long long)jint(routing, "sidr_ids"), (long long)jint(routing, "handshake"),
 	       (long long)jint(routing, "established"),
@@ -321,13 +341,24 @@ static void print_status(json_t *st)
 	print_counter_row("drops", json_object_get(ctr, "drops"));
 	print_counter_row("refusals", json_object_get(ctr, "refusals"));
 	print_counter_row("answers", json_object_get(ctr, "answers"));
-	printf("  %-10s refused=%lld errors=%lld  clients accepted=%lld refused=%lld"
-	       "  protocol errors=%lld  class requests answered=%lld\n", "tx",
-	       (long long)jint(ctr, "tx_refused"), (long long)jint(ctr, "tx_errors"),
-	       (long long)jint(ctr, "clients_accepted"),
+	printf("  %-10s refused=%lld errors=%lld\n", "tx",
+	       (long long)jint(ctr, "tx_refused"), (long long)jint(ctr, "tx_errors"));
+	printf("  %-10s accepted=%lld refused=%lld hello timeouts=%lld resumed=%lld\n",
+	       "clients", (long long)jint(ctr, "clients_accepted"),
 	       (long long)jint(ctr, "clients_refused"),
+	       (long long)jint(ctr, "hello_timeouts"), (long long)jint(ctr, "resumes"));
+	printf("  %-10s protocol errors=%lld class requests answered=%lld\n", "other",
 	       (long long)jint(ctr, "protocol_errors"),
 	       (long long)jint(ctr, "class_requests_answered"));
+}
+
+/* The summary: the daemon, its ports and clients, the counters. */
+static void print_status(json_t *st)
+{
+	print_header(st);
+	print_ports(st);
+	print_clients(st);
+	print_counters(st);
 }
 
 /* One request on the admin socket; prints the reply, exits 0 when ok. */
@@ -377,6 +408,66 @@ static int admin_request(const char *path, const char *request, int timeout_ms)
 	return ok ? 0 : 1;
 }
 
+enum view { V_NONE, V_STATUS, V_CLIENTS, V_PORTS, V_GIDS, V_CONNECTIONS, V_PAGE,
+	     V_COUNTERS, V_METRICS };
+
+static const struct {
+	const char *name;
+	enum view view;
+} views[] = {
+	{ "status", V_STATUS }, { "clients", V_CLIENTS }, { "ports", V_PORTS },
+	{ "gids", V_GIDS }, { "connections", V_CONNECTIONS },
+	{ "counters", V_COUNTERS }, { "metrics", V_METRICS },
+};
+
+/* What -j prints for a view: the part of the status it shows. */
+static json_t *view_json(json_t *st, enum view view)
+{
+	json_t *out, *c, *o;
+	size_t i;
+
+	switch (view) {
+	case V_CLIENTS:
+		return json_incref(json_object_get(st, "clients"));
+	case V_PORTS:
+	case V_GIDS:
+		return json_incref(json_object_get(st, "ports"));
+	case V_CONNECTIONS:
+		out = json_array();
+		json_array_foreach(json_object_get(st, "clients"), i, c) {
+			o = json_pack("{s:O*, s:O*, s:O*, s:O*}", "id", json_object_get(c, "id"),
+				      "name", json_object_get(c, "name"),
+				      "connections_total", json_object_get(c, "connections_total"),
+				      "connections", json_object_get(c, "connections"));
+			json_array_append_new(out, o);
+		}
+		return out;
+	case V_COUNTERS:
+		return json_pack("{s:O*, s:O*}", "routing", json_object_get(st, "routing"),
+				 "counters", json_object_get(st, "counters"));
+	default:
+		return json_incref(st);
+	}
+}
+
+static int print_json(json_t *v)
+{
+	/* JSON escapes C0 itself; ASCII-only escapes the rest. */
+	char *pretty = v ? json_dumps(v, JSON_INDENT(2) | JSON_ENSURE_ASCII |
+				      JSON_ENCODE_ANY) : NULL;
+
+	if (pretty == NULL) {
+		fprintf(stderr, "rdmacm-muxctl: out of memory\n");
+		return -1;
+	}
+	printf("%s\n", pretty);
+	free(pretty);
+	return 0;
+}
+
+static int show(const char *path, const char *query, int timeout_ms,
+		enum view view, int json_out);
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -384,21 +475,22 @@ int main(int argc, char **argv)
 		{ "json", no_argument, NULL, 'j' },
 		{ "timeout", required_argument, NULL, 't' },
 		{ "admin-socket", required_argument, NULL, 'A' },
+		{ "watch", required_argument, NULL, 'w' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *path = getenv("RDMACM_MUX_STATUS");
 	const char *admin = getenv("RDMACM_MUX_ADMIN");
-	int json_out = 0, timeout_ms = 5000, c, paged = 0, metrics = 0;
+	int json_out = 0, timeout_ms = 5000, c, watch_s = 0;
 	char query[160] = "{\"op\":\"status\"}";
-	json_error_t jerr;
-	json_t *st;
-	char *text;
+	enum view view = V_NONE;
+	size_t i;
 
 	if (path == NULL)
 		path = DEFAULT_STATUS;
-	while ((c = getopt_long(argc, argv, "S:jt:A:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "S:jt:A:w:h", opts, NULL)) != -1) {
 		switch (c) {
+		case 'w': watch_s = atoi(optarg); if (watch_s <= 0) { usage(stderr); return 2; } break;
 		case 'A': admin = optarg; break;
 		case 'S': path = optarg; break;
 		case 'j': json_out = 1; break;
@@ -425,73 +517,100 @@ int main(int argc, char **argv)
 		snprintf(req, sizeof(req), "{\"op\":\"disconnect_client\",\"client_id\":%llu}", id);
 		return admin_request(admin, req, timeout_ms);
 	}
-	if (optind < argc && strcmp(argv[optind], "connections") == 0) {
+	if (optind < argc && strcmp(argv[optind], "connections") == 0 &&
+	    optind + 1 < argc) {
 		unsigned long long id = 0, offset = 0, limit = 256;
 		char *end = NULL;
 
-		if (optind + 1 < argc)
-			id = strtoull(argv[optind + 1], &end, 10);
+		id = strtoull(argv[optind + 1], &end, 10);
 		if (id == 0 || *end ||
 		    (optind + 2 < argc && ((offset = strtoull(argv[optind + 2], &end, 10)),
 					   *end)) ||
 		    (optind + 3 < argc && ((limit = strtoull(argv[optind + 3], &end, 10)),
 					   *end || limit == 0 || limit > 4096))) {
-			fprintf(stderr, "rdmacm-muxctl: connections CLIENT-ID [OFFSET "
-				"[LIMIT]] (LIMIT 1..4096)\n");
+			fprintf(stderr, "rdmacm-muxctl: connections [CLIENT-ID [OFFSET "
+				"[LIMIT]]] (LIMIT 1..4096)\n");
 			return 2;
 		}
 		snprintf(query, sizeof(query), "{\"op\":\"connections\",\"client\":%llu,"
 			 "\"offset\":%llu,\"limit\":%llu}", id, offset, limit);
-		paged = 1;
-	} else if (optind < argc && strcmp(argv[optind], "metrics") == 0) {
-		metrics = 1;
-	} else if (optind < argc && strcmp(argv[optind], "status") != 0) {
-		fprintf(stderr, "rdmacm-muxctl: unknown command '%s'\n", argv[optind]);
-		usage(stderr);
-		return 2;
+		view = V_PAGE;
+	} else if (optind < argc) {
+		for (i = 0; i < sizeof(views) / sizeof(views[0]); i++)
+			if (strcmp(argv[optind], views[i].name) == 0)
+				view = views[i].view;
+		if (view == V_NONE) {
+			fprintf(stderr, "rdmacm-muxctl: unknown command '%s'\n", argv[optind]);
+			usage(stderr);
+			return 2;
+		}
+	} else {
+		view = V_STATUS;
 	}
-	text = fetch_status(path, query, timeout_ms > 0 ? timeout_ms : 5000);
+	if (watch_s <= 0)
+		return show(path, query, timeout_ms > 0 ? timeout_ms : 5000, view, json_out);
+	/* --watch: again every N seconds, until interrupted; a daemon that
+	 * does not answer is said and tried again. */
+	for (;;) {
+		if (isatty(STDOUT_FILENO))
+			printf("\033[H\033[2J");
+		show(path, query, timeout_ms > 0 ? timeout_ms : 5000, view, json_out);
+		fflush(stdout);
+		sleep((unsigned)watch_s);
+	}
+}
+
+/* One query and its view; the exit status (rdmacm-muxctl(8)). */
+static int show(const char *path, const char *query, int timeout_ms,
+		enum view view, int json_out)
+{
+	json_error_t jerr;
+	json_t *st, *out;
+	char *text;
+
+	text = fetch_status(path, query, timeout_ms);
 	if (text == NULL)
 		return 1;
 	st = json_loads(text, 0, &jerr);
+	free(text);
 	if (st == NULL) {
 		fprintf(stderr, "rdmacm-muxctl: daemon sent invalid JSON: %s\n", jerr.text);
-		free(text);
 		return 1;
 	}
-	if (metrics) {
-		/* Label values are escaped as the format wants; names and
-		 * other strings are the daemon's own. */
+	if (json_object_get(st, "error") && !json_is_true(json_object_get(st, "ok"))) {
+		make_printable(st);
+		fprintf(stderr, "rdmacm-muxctl: %s: %s\n",
+			jstr(json_object_get(st, "error"), "code"),
+			jstr(json_object_get(st, "error"), "message"));
+		json_decref(st);
+		return 1;
+	}
+	if (view == V_METRICS) {
+		/* Label values are escaped as the format wants. */
 		make_printable(st);
 		muxctl_metrics_print(stdout, st);
 	} else if (json_out) {
-		/* JSON escapes C0 itself; ASCII-only escapes the rest. */
-		char *pretty = json_dumps(st, JSON_INDENT(2) | JSON_ENSURE_ASCII);
-
-		if (pretty == NULL) {
-			fprintf(stderr, "rdmacm-muxctl: out of memory\n");
+		out = view_json(st, view);
+		if (print_json(out) < 0) {
+			json_decref(out);
 			json_decref(st);
-			free(text);
 			return 1;
 		}
-		printf("%s\n", pretty);
-		free(pretty);
+		json_decref(out);
 	} else {
 		make_printable(st);
-		if (!json_is_true(json_object_get(st, "ok")) && json_object_get(st, "error")) {
-			fprintf(stderr, "rdmacm-muxctl: %s: %s\n",
-				jstr(json_object_get(st, "error"), "code"),
-				jstr(json_object_get(st, "error"), "message"));
-			json_decref(st);
-			free(text);
-			return 1;
+		switch (view) {
+		case V_PAGE: print_connection_page(st); break;
+		case V_CLIENTS: print_clients(st); break;
+		case V_PORTS: print_ports(st); break;
+		case V_GIDS: print_gids(st); break;
+		case V_CONNECTIONS:
+			print_connections(json_object_get(st, "clients"));
+			break;
+		case V_COUNTERS: print_counters(st); break;
+		default: print_status(st); break;
 		}
-		if (paged)
-			print_connection_page(st);
-		else
-			print_status(st);
 	}
 	json_decref(st);
-	free(text);
 	return 0;
 }

@@ -1144,6 +1144,64 @@ static void test_systemd_notify_and_activation(void **state)
 	assert_int_equal(system(cmd), 0);
 }
 
+/* rdmacm-muxctl's views: each answers in at most 80 columns, with -j the
+ * matching part of the status, and exit codes scripts can rely on (0, 1
+ * daemon unreachable, 2 usage). */
+static int muxctl_run(const char *args, char *out, size_t cap)
+{
+	char cmd[512];
+	size_t len = 0;
+	FILE *p;
+	int st;
+
+	snprintf(cmd, sizeof(cmd), "%s %s 2>/dev/null", getenv("RDMACM_MUXCTL"), args);
+	p = popen(cmd, "r");
+	assert_non_null(p);
+	while (len < cap - 1 && fgets(out + len, (int)(cap - len), p))
+		len += strlen(out + len);
+	out[len] = '\0';
+	st = pclose(p);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void test_muxctl_views(void **state)
+{
+	static const char *const views[] = { "status", "clients", "ports", "gids",
+					      "connections", "counters" };
+	struct fixture *f = *state;
+	char args[256], out[16384], *line, *save = NULL;
+	struct tclient a;
+	json_t *j;
+	size_t i;
+
+	if (getenv("RDMACM_MUXCTL") == NULL)
+		skip();
+	connect_client(&a, &f->d, "view-a", "fd00::1");
+	for (i = 0; i < sizeof(views) / sizeof(views[0]); i++) {
+		snprintf(args, sizeof(args), "-S %s %s", f->d.status, views[i]);
+		assert_int_equal(muxctl_run(args, out, sizeof(out)), 0);
+		if (i < 4)      /* the client's or its GID's row */
+			assert_true(strstr(out, i == 3 ? "client " : "view-a") ||
+				    strcmp(views[i], "ports") == 0);
+		for (line = strtok_r(out, "\n", &save); line;
+		     line = strtok_r(NULL, "\n", &save))
+			assert_true(strlen(line) <= 80);
+	}
+	snprintf(args, sizeof(args), "-S %s -j clients", f->d.status);
+	assert_int_equal(muxctl_run(args, out, sizeof(out)), 0);
+	j = json_loads(out, 0, NULL);
+	assert_true(json_is_array(j) && json_array_size(j) == 1);
+	json_decref(j);
+	snprintf(args, sizeof(args), "-S %s gids", f->d.status);
+	muxctl_run(args, out, sizeof(out));
+	assert_non_null(strstr(out, "fd00::1"));
+	snprintf(args, sizeof(args), "-S %s no-such-view", f->d.status);
+	assert_int_equal(muxctl_run(args, out, sizeof(out)), 2);
+	snprintf(args, sizeof(args), "-S %s.none status", f->d.status);
+	assert_int_equal(muxctl_run(args, out, sizeof(out)), 1);
+	tc_close(&a);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1166,6 +1224,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_one_daemon_per_socket_and_port, setup_daemon, teardown_daemon),
 		cmocka_unit_test_setup_teardown(test_metrics, setup_daemon, teardown_daemon),
 		cmocka_unit_test(test_systemd_notify_and_activation),
+		cmocka_unit_test_setup_teardown(test_muxctl_views, setup_daemon, teardown_daemon),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
