@@ -80,8 +80,14 @@ INTEG_BINS := $(addprefix $(B)/tests/,$(INTEG_TESTS))
 .PHONY: check-units bench bench-lab check-lab all clean check check-quick check-unit check-integration check-demo \
 	check-san check-valgrind demo install fuzz tests
 UNITS   := $(B)/systemd/rdmacm-muxd.service $(B)/systemd/rdmacm-muxd.socket
+EXAMPLE := $(B)/example/device_model
 
-all: $(MUXD) $(MUXCTL) $(LIBA) $(LIBSO) $(PCFILE) $(VMPROG) $(UNITS)
+all: $(MUXD) $(MUXCTL) $(LIBA) $(LIBSO) $(PCFILE) $(VMPROG) $(UNITS) $(EXAMPLE)
+
+# muxbe(3)'s minimal device model, linked as an integrator would.
+$(EXAMPLE): $(B)/obj/backend/example/device_model.o $(LIBA)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_ALL) -o $@ $(filter %.o,$^) $(LIBA) $(shell pkg-config --libs jansson) -libverbs
 
 # systemd units, for SBINDIR and SYSCONFDIR.
 $(B)/systemd/%: mux/%.in Makefile

@@ -1202,6 +1202,32 @@ static void test_muxctl_views(void **state)
 	tc_close(&a);
 }
 
+/* muxbe(3)'s example device model, run as a hypervisor would: it
+ * registers its GID, its send gets the daemon's verdict. */
+static void test_example_device_model(void **state)
+{
+	struct fixture *f = *state;
+	const char *muxd = getenv("RDMACM_MUXD");
+	char cmd[512], out[4096];
+	size_t len = 0;
+	FILE *p;
+
+	if (h_real_port())
+		skip();         /* its GID is a sim port's */
+	assert_non_null(muxd);
+	snprintf(cmd, sizeof(cmd), "RDMACM_MUX_SOCKET=%s timeout 20 %.*s/example/"
+		 "device_model fd00::1 fd99::1 2>&1", f->d.sock,
+		 (int)(strrchr(muxd, '/') - muxd), muxd);
+	p = popen(cmd, "r");
+	assert_non_null(p);
+	while (len < sizeof(out) - 1 && fgets(out + len, (int)(sizeof(out) - len), p))
+		len += strlen(out + len);
+	assert_int_equal(pclose(p), 0);
+	assert_non_null(strstr(out, "qp1: ready on port 0"));
+	assert_non_null(strstr(out, "send refused"));
+	assert_non_null(strstr(out, "0 sent, 1 refused"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1225,6 +1251,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_metrics, setup_daemon, teardown_daemon),
 		cmocka_unit_test(test_systemd_notify_and_activation),
 		cmocka_unit_test_setup_teardown(test_muxctl_views, setup_daemon, teardown_daemon),
+		cmocka_unit_test_setup_teardown(test_example_device_model, setup_daemon,
+						teardown_daemon),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
