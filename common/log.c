@@ -38,8 +38,23 @@ int log_get_verbose(void)
 static void vlog(int pri, const char *fmt, va_list ap, const char *suffix)
 	__attribute__((format(printf, 2, 0)));
 
+int log_level_parse(const char *name)
+{
+	static const char *const names[] = { "err", "warning", "info", "debug" };
+	int i;
+
+	for (i = 0; i < 4; i++)
+		if (strcmp(name, names[i]) == 0)
+			return i - 2;   /* the verbosity it stands for */
+	return -100;
+}
+
 static void vlog(int pri, const char *fmt, va_list ap, const char *suffix)
 {
+	/* verbose < 0: --log-level below info (-1 warnings, -2 errors). */
+	if ((log_conf.verbose < 0 && pri == LOG_INFO) ||
+	    (log_conf.verbose < -1 && pri == LOG_WARNING))
+		return;
 	char raw[1024], line[1024];
 	int saved_errno = errno;
 	int n;

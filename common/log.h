@@ -15,6 +15,9 @@ enum log_level { LOG_LVL_ERR, LOG_LVL_WARN, LOG_LVL_INFO, LOG_LVL_DEBUG };
 
 void log_init(const char *ident, int foreground, int verbose);
 void log_set_verbose(int verbose);
+/* "err", "warning", "info" or "debug" as a verbosity (-2 .. 1): what
+ * log_init() takes; -100 for anything else. */
+int log_level_parse(const char *name);
 int log_get_verbose(void);
 
 void log_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

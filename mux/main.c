@@ -85,6 +85,7 @@ static void usage(FILE *f)
 "                              after DREP or REJ (default 10000)\n"
 "      --syslog                log to syslog instead of stderr\n"
 "  -v, --verbose               more logging (repeatable)\n"
+"      --log-level LEVEL       err, warning, info (default) or debug\n"
 "  -V, --version               print the version and exit\n"
 "  -h, --help                  this text\n");
 }
@@ -267,6 +268,7 @@ enum {
 	OPT_SOCKET_GROUP, OPT_STATUS_GROUP, OPT_MAX_FRAME, OPT_MAX_PEER_RECORDS,
 	OPT_MAX_PEER_RECORDS_SOURCE, OPT_MAX_TIMEWAIT, OPT_RUN_DIR,
 	OPT_MAX_CLIENTS_PER_UID, OPT_HELLO_TIMEOUT, OPT_STATUS_TIMEOUT, OPT_STATE_FILE,
+	OPT_LOG_LEVEL,
 	OPT_RESUME_GRACE,
 };
 
@@ -307,6 +309,7 @@ static void parse_args(struct mux_config *cfg, int argc, char **argv)
 		{ "policy", required_argument, NULL, 'P' },
 		{ "syslog", no_argument, NULL, OPT_SYSLOG },
 		{ "verbose", no_argument, NULL, 'v' },
+		{ "log-level", required_argument, NULL, OPT_LOG_LEVEL },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -388,6 +391,12 @@ static void parse_args(struct mux_config *cfg, int argc, char **argv)
 		case 'A': cfg->admin_path = optarg; break;
 		case 'P': cfg->policy_path = optarg; break;
 		case 'v': cfg->verbose++; break;
+		case OPT_LOG_LEVEL:
+			cfg->verbose = log_level_parse(optarg);
+			if (cfg->verbose == -100)
+				fatalx("--log-level: '%s' is not err, warning, info or debug",
+				       optarg);
+			break;
 		case 'V': printf("rdmacm-muxd %s\n", MUX_VERSION); exit(0);
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); exit(2);
