@@ -869,7 +869,7 @@ static void test_state_survives_the_daemon(void **state)
 	unlink(file);
 	ct = open_table(file, 42, &restored);
 	assert_int_equal(restored, 0);
-	new_table(7);                                   /* paths */
+	conn_table_free(new_table(7));                  /* paths */
 	conn_table_free(ct);
 	unlink(file);
 	ct = open_table(file, 42, &restored);
