@@ -96,6 +96,20 @@ static void per_client(FILE *f, json_t *clients, const char *name,
 	}
 }
 
+/* Counters the status keeps as {"label value": count}. */
+static const struct {
+	const char *name, *help, *label, *key;
+} labelled[] = {
+	{ "mads_received_total", "CM MADs received from the wire, by attribute.",
+	  "attribute", "mads_in" },
+	{ "mads_sent_total", "CM MADs sent to the wire, by attribute.",
+	  "attribute", "mads_out" },
+	{ "mads_dropped_total", "Inbound MADs dropped, by reason.", "reason", "drops" },
+	{ "mads_refused_total", "Clients' MADs refused, by reason.", "reason", "refusals" },
+	{ "answers_total", "MADs the daemon sent on a client's or nobody's behalf, "
+	  "by kind.", "kind", "answers" },
+};
+
 void muxctl_metrics_print(FILE *f, json_t *st)
 {
 	json_t *d = json_object_get(st, "daemon"), *r = json_object_get(st, "routing");
@@ -132,20 +146,9 @@ void muxctl_metrics_print(FILE *f, json_t *st)
 	family(f, "protocol_errors_total", "counter", "Malformed requests and frames.");
 	sample(f, "protocol_errors_total", NULL, NULL, ival(ctr, "protocol_errors"));
 
-	by_label(f, "mads_received_total", "counter",
-		 "CM MADs received from the wire, by attribute.", "attribute",
-		 json_object_get(ctr, "mads_in"));
-	by_label(f, "mads_sent_total", "counter",
-		 "CM MADs sent to the wire, by attribute.", "attribute",
-		 json_object_get(ctr, "mads_out"));
-	by_label(f, "mads_dropped_total", "counter",
-		 "Inbound MADs dropped, by reason.", "reason", json_object_get(ctr, "drops"));
-	by_label(f, "mads_refused_total", "counter",
-		 "Clients' MADs refused, by reason.", "reason",
-		 json_object_get(ctr, "refusals"));
-	by_label(f, "answers_total", "counter",
-		 "MADs the daemon sent on a client's or nobody's behalf, by kind.", "kind",
-		 json_object_get(ctr, "answers"));
+	for (i = 0; i < sizeof(labelled) / sizeof(labelled[0]); i++)
+		by_label(f, labelled[i].name, "counter", labelled[i].help,
+			 labelled[i].label, json_object_get(ctr, labelled[i].key));
 	family(f, "mads_lost_reported_total", "counter",
 	       "Loss reports (mad_lost events) sent to senders.");
 	sample(f, "mads_lost_reported_total", NULL, NULL, ival(ctr, "losses_reported"));
