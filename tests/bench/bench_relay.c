@@ -667,6 +667,7 @@ static void relay_start(const char *dir)
 
 static pid_t daemon_pid;
 static const char *umad_port;   /* --port: a real port instead of a sim one */
+static char daemon_state[200];  /* its connection-state file, removed after */
 
 /* However the bench ends, the daemon goes with it. */
 static void daemon_kill(void)
@@ -677,7 +678,7 @@ static void daemon_kill(void)
 
 static void daemon_start(const char *bin, const char *dir, int pairs)
 {
-	char sock[160], status[160], fabric[160], simport[96], log[160];
+	char sock[160], status[160], fabric[160], simport[96], log[160], state[200];
 	uint64_t t0 = now_ns();
 	int fd;
 
@@ -686,6 +687,15 @@ static void daemon_start(const char *bin, const char *dir, int pairs)
 	snprintf(fabric, sizeof(fabric), "%s/fabric", dir);
 	snprintf(log, sizeof(log), "%s/daemon.log", dir);
 	snprintf(simport, sizeof(simport), "--sim-port=sim0=fd00::1*%d", 2 * pairs);
+	/* The connection state where a deployment keeps it: on a tmpfs
+	 * (/run), not on a disk whose writeback would fault its pages. */
+	if (access("/dev/shm", W_OK) == 0)
+		snprintf(state, sizeof(state), "--state-file=/dev/shm/rcm-bench.%d.state",
+			 (int)getpid());
+	else
+		snprintf(state, sizeof(state), "--state-file=%s/mux.state", dir);
+	snprintf(daemon_state, sizeof(daemon_state), "%s", state + strlen("--state-file="));
+	unlink(daemon_state);
 	daemon_pid = fork();
 	if (daemon_pid == 0) {
 		fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -693,10 +703,10 @@ static void daemon_start(const char *bin, const char *dir, int pairs)
 		dup2(fd, 2);
 		if (umad_port)
 			execl(bin, bin, "-s", sock, "-S", status, "--port", umad_port,
-			      "--max-clients", "4096", (char *)NULL);
+			      "--max-clients", "4096", state, (char *)NULL);
 		else
 			execl(bin, bin, "-s", sock, "-S", status, "--sim-fabric", fabric,
-			      simport, "--max-clients", "4096", (char *)NULL);
+			      simport, "--max-clients", "4096", state, (char *)NULL);
 		_exit(127);
 	}
 	while (access(status, F_OK) != 0) {
@@ -1003,6 +1013,7 @@ int main(int argc, char **argv)
 		kill(daemon_pid, SIGTERM);
 		waitpid(daemon_pid, &status, 0);
 		daemon_pid = 0;
+		unlink(daemon_state);
 	}
 	relay.stop = 1;
 	pthread_join(relay.thread, NULL);
