@@ -241,14 +241,6 @@ static uint32_t store_index(struct conn_store *s, const void *slot)
 	return (uint32_t)(((const uint8_t *)slot - s->slots) / s->hdr->slot_size);
 }
 
-int conn_store_owns(struct conn_store *s, const void *p)
-{
-	const uint8_t *b = p;
-
-	return s && b >= s->slots &&
-	       b < s->slots + (size_t)s->hdr->slot_cap * s->hdr->slot_size;
-}
-
 void conn_store_commit(struct conn_store *s, void *slot)
 {
 	__atomic_store_n(&s->live[store_index(s, slot)], 1, __ATOMIC_RELEASE);

@@ -37,8 +37,6 @@ void *conn_store_alloc(struct conn_store *s);
 /* The slot is whole: a restart will see it. */
 void conn_store_commit(struct conn_store *s, void *slot);
 void conn_store_free(struct conn_store *s, void *slot);
-/* Is p one of the store's slots? */
-int conn_store_owns(struct conn_store *s, const void *p);
 /* Every committed slot. */
 void conn_store_foreach(struct conn_store *s, void (*fn)(void *arg, void *slot),
 			void *arg);

@@ -284,6 +284,18 @@ static void src_put(struct conn_table *ct, struct src_count *sc)
 	}
 }
 
+/* One more peer record, on its port's and its source's counts (either
+ * may be missing when memory ran out while restoring). */
+static void peer_rec_count(struct conn_table *ct, struct src_count *port_sc,
+			   struct src_count *src_sc)
+{
+	if (port_sc)
+		port_sc->n++;
+	if (src_sc)
+		src_sc->n++;
+	ct->counts.peer_records++;
+}
+
 /* Room for one more record of a REQ from gid on port: 0, or -ENOSPC. */
 static int peer_rec_take(struct conn_table *ct, unsigned port,
 			 const struct gid *gid)
@@ -302,9 +314,7 @@ static int peer_rec_take(struct conn_table *ct, unsigned port,
 		ct->counts.peer_records_refused++;
 		return -ENOSPC;
 	}
-	port_sc->n++;
-	src_sc->n++;
-	ct->counts.peer_records++;
+	peer_rec_count(ct, port_sc, src_sc);
 	return 0;
 }
 
@@ -401,6 +411,30 @@ static void conn_remove(struct conn_table *ct, struct conn *c)
 		free(c);
 }
 
+static void cclient_forget_empty(struct conn_table *ct, struct conn_client *cc)
+{
+	if (cc->n == 0) {
+		RB_REMOVE(cclient_tree, &ct->clients, cc);
+		free(cc);
+	}
+}
+
+/* An entry joins its client's list and the table's counts (new, or
+ * taken back from a previous daemon). */
+static void conn_account(struct conn_table *ct, struct conn_client *cc,
+			 struct conn *c)
+{
+	LIST_INSERT_HEAD(&cc->conns, c, client_link);
+	cc->n++;
+	cc->charged += c->charged;
+	ct->counts.total++;
+	ct->counts.by_state[c->state]++;
+	if (c->kind == CK_COMM)
+		ct->counts.comm++;
+	else
+		ct->counts.sidr++;
+}
+
 /* The client's quota: what it started or took on, live. */
 static int quota_full(struct conn_table *ct, const struct conn_client *cc)
 {
@@ -426,19 +460,13 @@ static struct conn *conn_new(struct conn_table *ct, enum conn_kind kind,
 	}
 	if (charge && quota_full(ct, cc)) {
 		*err = -ENOSPC;
-		if (cc->n == 0) {
-			RB_REMOVE(cclient_tree, &ct->clients, cc);
-			free(cc);
-		}
+		cclient_forget_empty(ct, cc);
 		return NULL;
 	}
 	c = ct->store ? conn_store_alloc(ct->store) : calloc(1, sizeof(*c));
 	if (c == NULL) {
 		*err = ct->store ? -ENOSPC : -ENOMEM;
-		if (cc->n == 0) {
-			RB_REMOVE(cclient_tree, &ct->clients, cc);
-			free(cc);
-		}
+		cclient_forget_empty(ct, cc);
 		return NULL;
 	}
 	c->kind = (uint8_t)kind;
@@ -446,18 +474,8 @@ static struct conn *conn_new(struct conn_table *ct, enum conn_kind kind,
 	c->client = client;
 	c->port = port;
 	c->path = *path;
-	LIST_INSERT_HEAD(&cc->conns, c, client_link);
-	cc->n++;
-	if (charge) {
-		c->charged = 1;
-		cc->charged++;
-	}
-	ct->counts.total++;
-	ct->counts.by_state[state]++;
-	if (kind == CK_COMM)
-		ct->counts.comm++;
-	else
-		ct->counts.sidr++;
+	c->charged = charge != 0;
+	conn_account(ct, cc, c);
 	if (ct->store)
 		conn_store_commit(ct->store, c);
 	return c;
@@ -1295,6 +1313,8 @@ uint64_t conn_next_deadline(struct conn_table *ct)
 	return next;
 }
 
+static void conn_owner_forget(struct conn_table *ct, uint64_t client);
+
 void conn_purge_client(struct conn_table *ct, uint64_t client)
 {
 	struct conn_client *cc = cclient_get(ct, client, 0);
@@ -1371,49 +1391,29 @@ static void restore_one(void *arg, void *slot)
 {
 	struct restore *r = arg;
 	struct conn_table *ct = r->ct;
-	struct conn *c = slot, *o;
+	struct conn *c = slot;
 	struct conn_client *cc;
+	int host = 0, guest = 0, peer = 0;
 
 	if (c->kind > CK_SIDR || c->state >= CONN_STATE_MAX || c->timer >= TC_MAX ||
 	    (!c->in_host && !c->in_guest && !c->in_peer))
 		goto drop;
-	if (c->in_host && (o = RB_INSERT(host_tree, &ct->hosts, c)) != NULL)
-		goto drop;
-	if (c->in_guest && RB_INSERT(guest_tree, &ct->guests, c) != NULL) {
-		if (c->in_host)
-			RB_REMOVE(host_tree, &ct->hosts, c);
-		goto drop;
-	}
-	if (c->in_peer && RB_INSERT(peer_tree, &ct->peers, c) != NULL) {
-		if (c->in_host)
-			RB_REMOVE(host_tree, &ct->hosts, c);
-		if (c->in_guest)
-			RB_REMOVE(guest_tree, &ct->guests, c);
-		goto drop;
-	}
+	if (c->in_host && RB_INSERT(host_tree, &ct->hosts, c) != NULL)
+		goto unindex;
+	host = c->in_host;
+	if (c->in_guest && RB_INSERT(guest_tree, &ct->guests, c) != NULL)
+		goto unindex;
+	guest = c->in_guest;
+	if (c->in_peer && RB_INSERT(peer_tree, &ct->peers, c) != NULL)
+		goto unindex;
+	peer = c->in_peer;
 	cc = cclient_get(ct, c->client, 1);
 	if (cc == NULL)
-		goto drop_indexed;
-	LIST_INSERT_HEAD(&cc->conns, c, client_link);
-	cc->n++;
-	if (c->charged)
-		cc->charged++;
-	if (c->peer_rec) {
-		struct src_count *port_sc = src_get(ct, c->port, NULL, 1);
-		struct src_count *src_sc = src_get(ct, c->port, &c->path.peer_gid, 1);
-
-		if (port_sc)
-			port_sc->n++;
-		if (src_sc)
-			src_sc->n++;
-		ct->counts.peer_records++;
-	}
-	ct->counts.total++;
-	ct->counts.by_state[c->state]++;
-	if (c->kind == CK_COMM)
-		ct->counts.comm++;
-	else
-		ct->counts.sidr++;
+		goto unindex;
+	conn_account(ct, cc, c);
+	if (c->peer_rec)
+		peer_rec_count(ct, src_get(ct, c->port, NULL, 1),
+			       src_get(ct, c->port, &c->path.peer_gid, 1));
 	if (c->timer != TC_NONE) {
 		if (r->ntimed[c->timer] == r->cap[c->timer]) {
 			unsigned ncap = r->cap[c->timer] ? 2 * r->cap[c->timer] : 64;
@@ -1429,12 +1429,12 @@ static void restore_one(void *arg, void *slot)
 		r->timed[c->timer][r->ntimed[c->timer]++] = c;
 	}
 	return;
-drop_indexed:
-	if (c->in_host)
+unindex:
+	if (host)
 		RB_REMOVE(host_tree, &ct->hosts, c);
-	if (c->in_guest)
+	if (guest)
 		RB_REMOVE(guest_tree, &ct->guests, c);
-	if (c->in_peer)
+	if (peer)
 		RB_REMOVE(peer_tree, &ct->peers, c);
 drop:
 	r->dropped++;
@@ -1541,7 +1541,7 @@ int conn_owner_add(struct conn_table *ct, uint64_t client, uint32_t uid,
 	return -ENOSPC;
 }
 
-void conn_owner_forget(struct conn_table *ct, uint64_t client)
+static void conn_owner_forget(struct conn_table *ct, uint64_t client)
 {
 	struct conn_owner *o = owner_find(ct, client);
 
@@ -1604,8 +1604,7 @@ unsigned conn_purge_unclaimed(struct conn_table *ct)
 	for (i = 0; i < n; i++) {
 		if (!o[i].live || o[i].claimed)
 			continue;
-		conn_purge_client(ct, o[i].client);
-		o[i].live = 0;
+		conn_purge_client(ct, o[i].client);     /* forgets o[i] too */
 		purged++;
 	}
 	return purged;

@@ -195,7 +195,6 @@ void conn_table_detach(struct conn_table *ct);
 /* A client that may claim its entries back after a restart. */
 int conn_owner_add(struct conn_table *ct, uint64_t client, uint32_t uid,
 		   const uint8_t token[16]);
-void conn_owner_forget(struct conn_table *ct, uint64_t client);
 /* A new client (new_client, with new_token from now on) takes over
  * old_client's entries: 0, -ENOENT (no such owner, or claimed already),
  * -EPERM (wrong uid or token). */
