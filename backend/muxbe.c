@@ -330,32 +330,22 @@ static void handle_reply(struct muxbe *mb, const struct proto_frame *f)
 
 static void link_lost(struct muxbe *mb, int err);
 
-/* The link is gone: fail everything in flight, once; then take it back
- * up unless told not to. */
-static void mark_broken(struct muxbe *mb, int err)
+/* Lock held.  The link under everything in flight is gone: a blocking
+ * call returns err, a send completes with err (it may or may not have
+ * reached the wire; the guest's CM retransmits what got no answer), the
+ * library's own requests are dropped. */
+static void fail_in_flight(struct muxbe *mb, int err)
 {
 	struct completion *c;
 	struct pending *p, *next;
 
-	if (mb->broken || mb->link == LINK_DOWN)
-		return;
-	if (mb->reconnect) {
-		link_lost(mb, err);
-		return;
-	}
-	mb->broken = err;
 	TAILQ_FOREACH_SAFE(p, &mb->pending, link, next) {
 		if (p->kind == PENDING_SYNC) {
 			p->done = 1;
+			p->err = err;
 			continue;
 		}
-		if (p->kind == PENDING_INTERNAL) {
-			TAILQ_REMOVE(&mb->pending, p, link);
-			free(p);
-			continue;
-		}
-		c = calloc(1, sizeof(*c));
-		if (c) {
+		if (p->kind == PENDING_SEND && (c = calloc(1, sizeof(*c))) != NULL) {
 			c->kind = COMP_SEND;
 			c->ctx = p->send_ctx;
 			c->status = err;
@@ -366,6 +356,22 @@ static void mark_broken(struct muxbe *mb, int err)
 		TAILQ_REMOVE(&mb->pending, p, link);
 		free(p);
 	}
+}
+
+/* The link is gone: fail everything in flight, once; then take it back
+ * up unless told not to. */
+static void mark_broken(struct muxbe *mb, int err)
+{
+	struct completion *c;
+
+	if (mb->broken || mb->link == LINK_DOWN)
+		return;
+	if (mb->reconnect) {
+		link_lost(mb, err);
+		return;
+	}
+	mb->broken = err;
+	fail_in_flight(mb, err);
 	c = calloc(1, sizeof(*c));
 	if (c) {
 		c->kind = COMP_DISCONNECT;
@@ -414,36 +420,13 @@ static void drop_socket(struct muxbe *mb)
  * what was in flight fails now, and a retry is due after the backoff. */
 static void link_lost(struct muxbe *mb, int err)
 {
-	struct completion *c;
-	struct pending *p, *next;
 	int was_up = mb->link == LINK_UP;
 
 	drop_socket(mb);
 	mb->link = LINK_DOWN;
 	mb->down_err = err;
 	mb->regs_pending = 0;
-	TAILQ_FOREACH_SAFE(p, &mb->pending, link, next) {
-		if (p->kind == PENDING_SYNC) {
-			p->done = 1;
-			p->err = -ECONNRESET;
-			continue;
-		}
-		if (p->kind == PENDING_SEND) {
-			/* It may or may not have reached the wire; the guest's
-			 * CM retransmits what got no answer. */
-			c = calloc(1, sizeof(*c));
-			if (c) {
-				c->kind = COMP_SEND;
-				c->ctx = p->send_ctx;
-				c->status = -ECONNRESET;
-				snprintf(c->message, sizeof(c->message),
-					 "connection to the daemon lost");
-				queue_completion(mb, c);
-			}
-		}
-		TAILQ_REMOVE(&mb->pending, p, link);
-		free(p);
-	}
+	fail_in_flight(mb, -ECONNRESET);
 	if (was_up) {
 		mb->backoff_ms = 10;
 		queue_link(mb, 0, err, mb->last_error[0] ? mb->last_error
