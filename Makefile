@@ -45,7 +45,7 @@ LDFLAGS_ALL = $(LDFLAGS) $(SANFLAGS) -pthread
 COMMON_SRC   := common/log.c common/text.c common/gid.c common/cm_mad.c
 PROTOCOL_SRC := protocol/frame.c protocol/mad_frame.c protocol/control.c protocol/status_query.c
 LEGACY_SRC   := protocol/legacy.c
-MUXD_SRC     := mux/main.c mux/daemon.c mux/worker.c mux/session.c mux/outlet.c mux/port_sender.c mux/requests.c \
+MUXD_SRC     := mux/main.c mux/config.c mux/daemon.c mux/worker.c mux/session.c mux/outlet.c mux/port_sender.c mux/requests.c \
 		mux/router.c mux/conn_table.c mux/conn_store.c mux/clients.c mux/stats.c mux/port.c \
 		mux/port_sim.c mux/port_umad.c mux/unix_listener.c mux/lockfile.c mux/sdnotify.c mux/listener.c \
 		mux/status.c mux/policy.c mux/admin.c common/ibdev.c $(LEGACY_SRC)
@@ -250,12 +250,12 @@ check-valgrind: $(UNIT_BINS)
 		valgrind -q --error-exitcode=99 --leak-check=full $$t; done
 
 # ---- fuzzing (clang's libFuzzer) -----------------------------------------
-FUZZ_TARGETS := fuzz_frame fuzz_control fuzz_cm_mad fuzz_legacy fuzz_policy fuzz_text \
+FUZZ_TARGETS := fuzz_frame fuzz_control fuzz_cm_mad fuzz_legacy fuzz_policy fuzz_config fuzz_text \
 		fuzz_status_query
 FUZZ_SECONDS ?= 20
 FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined $(DEP_CFLAGS)
 FUZZ_LINK := $(PROTOCOL_SRC) $(LEGACY_SRC) $(COMMON_SRC) mux/router.c mux/conn_table.c mux/conn_store.c \
-	     mux/policy.c backend/vm/guest_cm.c
+	     mux/policy.c mux/config.c backend/vm/guest_cm.c
 $(B)/fuzz/%: tests/fuzz/%.c $(FUZZ_LINK)
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_LINK) $(DEP_LIBS)

@@ -3,40 +3,121 @@
 #include "text.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <syslog.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 /*
- * The only process-wide state in the tree: where log lines go.  It is set
- * once at start-up, before any thread exists, and read-only after that.
+ * The only process-wide state in the tree: where log lines go.  The
+ * target is set once at start-up, before any thread exists; the level may
+ * change later (a reload), hence atomic.
  */
 static struct {
-	int foreground;
-	int verbose;
-} log_conf = { .foreground = 1, .verbose = 0 };
+	enum { LOG_TO_STDERR, LOG_TO_SYSLOG, LOG_TO_JOURNAL } target;
+	const char *ident;
+	int journal_fd;
+	_Atomic int verbose;
+} log_conf = { .target = LOG_TO_STDERR, .ident = "", .journal_fd = -1 };
+
+static const char log_journal_default[] = "/run/systemd/journal/socket";
 
 void log_init(const char *ident, int foreground, int verbose)
 {
-	log_conf.foreground = foreground;
-	log_conf.verbose = verbose;
+	log_conf.ident = ident;
+	log_conf.target = foreground ? LOG_TO_STDERR : LOG_TO_SYSLOG;
+	atomic_store(&log_conf.verbose, verbose);
 	if (!foreground)
 		openlog(ident, LOG_PID | LOG_NDELAY, LOG_DAEMON);
 }
 
+/* systemd sets JOURNAL_STREAM to the device and inode of the stream it
+ * connected stderr to (systemd.exec(5)): stderr is the journal then. */
+static int log_stderr_is_journal(void)
+{
+	const char *js = getenv("JOURNAL_STREAM");
+	unsigned long long dev, ino;
+	struct stat st;
+
+	if (js == NULL || sscanf(js, "%llu:%llu", &dev, &ino) != 2 ||
+	    fstat(STDERR_FILENO, &st) < 0)
+		return 0;
+	return (unsigned long long)st.st_dev == dev && (unsigned long long)st.st_ino == ino;
+}
+
+static int log_journal_connect(const char *path, char *err, size_t errlen)
+{
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	int fd;
+
+	if (strlen(path) >= sizeof(sun.sun_path)) {
+		snprintf(err, errlen, "journal socket path too long: %s", path);
+		return -ENAMETOOLONG;
+	}
+	memcpy(sun.sun_path, path, strlen(path) + 1);
+	fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0) {
+		int e = errno;
+
+		snprintf(err, errlen, "journal socket %s: %s", path, strerror(e));
+		if (fd >= 0)
+			close(fd);
+		return -e;
+	}
+	return fd;
+}
+
+int log_open(const char *ident, const char *target, int level, char *err, size_t errlen)
+{
+	int fd;
+
+	log_conf.ident = ident;
+	atomic_store(&log_conf.verbose, level - LOG_LVL_INFO);
+	if (strcmp(target, "auto") == 0)
+		target = log_stderr_is_journal() ? "journal" : "stderr";
+	if (strcmp(target, "stderr") == 0) {
+		log_conf.target = LOG_TO_STDERR;
+	} else if (strcmp(target, "syslog") == 0) {
+		log_conf.target = LOG_TO_SYSLOG;
+		openlog(ident, LOG_PID | LOG_NDELAY, LOG_DAEMON);
+	} else if (strcmp(target, "journal") == 0 || strncmp(target, "journal:", 8) == 0) {
+		fd = log_journal_connect(target[7] ? target + 8 : log_journal_default,
+					 err, errlen);
+		if (fd < 0)
+			return fd;
+		log_conf.journal_fd = fd;
+		log_conf.target = LOG_TO_JOURNAL;
+	} else {
+		snprintf(err, errlen, "unknown log target '%s'", target);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+void log_close(void)
+{
+	if (log_conf.journal_fd >= 0)
+		close(log_conf.journal_fd);
+	log_conf.journal_fd = -1;
+	if (log_conf.target == LOG_TO_SYSLOG)
+		closelog();
+	log_conf.target = LOG_TO_STDERR;
+}
+
 void log_set_verbose(int verbose)
 {
-	log_conf.verbose = verbose;
+	atomic_store(&log_conf.verbose, verbose);
 }
 
 int log_get_verbose(void)
 {
-	return log_conf.verbose;
+	return atomic_load_explicit(&log_conf.verbose, memory_order_relaxed);
 }
-
-static void vlog(int pri, const char *fmt, va_list ap, const char *suffix)
-	__attribute__((format(printf, 2, 0)));
 
 int log_level_parse(const char *name)
 {
@@ -49,11 +130,68 @@ int log_level_parse(const char *name)
 	return -100;
 }
 
-static void vlog(int pri, const char *fmt, va_list ap, const char *suffix)
+/* KEY=value lines of the journal's native protocol (sd_journal_send's
+ * wire format); values are escaped text, so none holds a newline. */
+static size_t log_journal_field(char *buf, size_t used, size_t len, const char *key,
+				const char *value)
 {
+	char esc[256];
+	int n;
+
+	if (used >= len)
+		return used;
+	text_escape(esc, sizeof(esc), value, strlen(value));
+	n = snprintf(buf + used, len - used, "%s=%s\n", key, esc);
+	return n < 0 ? used : used + (size_t)n;
+}
+
+static void log_journal_send(int pri, const struct log_fields *f, const char *line,
+			     const char *suffix, int err)
+{
+	char buf[2048], num[32];
+	size_t used;
+	int n;
+
+	n = snprintf(buf, sizeof(buf), "PRIORITY=%d\nSYSLOG_IDENTIFIER=%s\nSYSLOG_PID=%d\n"
+		     "MESSAGE=%s%s%s\n", pri, log_conf.ident, (int)getpid(), line,
+		     suffix ? ": " : "", suffix ? suffix : "");
+	used = n < 0 ? 0 : (size_t)n;
+	if (err) {
+		snprintf(num, sizeof(num), "%d", err);
+		used = log_journal_field(buf, used, sizeof(buf), "ERRNO", num);
+	}
+	if (f && f->client_id) {
+		snprintf(num, sizeof(num), "%llu", (unsigned long long)f->client_id);
+		used = log_journal_field(buf, used, sizeof(buf), "CLIENT_ID", num);
+	}
+	if (f && f->vm && f->vm[0])
+		used = log_journal_field(buf, used, sizeof(buf), "VM", f->vm);
+	if (f && f->port)
+		used = log_journal_field(buf, used, sizeof(buf), "PORT", f->port);
+	if (f && f->gid)
+		used = log_journal_field(buf, used, sizeof(buf), "GID", f->gid);
+	if (used > sizeof(buf))
+		used = sizeof(buf);
+	/* A journal that went away costs the line on stderr, not the line. */
+	if (send(log_conf.journal_fd, buf, used, MSG_NOSIGNAL) < 0) {
+		flockfile(stderr);
+		fprintf(stderr, "%s%s%s\n", line, suffix ? ": " : "", suffix ? suffix : "");
+		funlockfile(stderr);
+	}
+}
+
+static void vlog(int pri, const struct log_fields *f, int err, const char *fmt,
+		 va_list ap) __attribute__((format(printf, 4, 0)));
+
+static void vlog(int pri, const struct log_fields *f, int err, const char *fmt,
+		 va_list ap)
+{
+	int verbose = log_get_verbose();
+	const char *suffix = err ? strerror(err) : NULL;
+
 	/* verbose < 0: --log-level below info (-1 warnings, -2 errors). */
-	if ((log_conf.verbose < 0 && pri == LOG_INFO) ||
-	    (log_conf.verbose < -1 && pri == LOG_WARNING))
+	if ((verbose < 0 && pri == LOG_INFO) || (verbose < -1 && pri == LOG_WARNING) ||
+	    (verbose < 1 && pri == LOG_DEBUG))
 		return;
 	char raw[1024], line[1024];
 	int saved_errno = errno;
@@ -66,7 +204,9 @@ static void vlog(int pri, const char *fmt, va_list ap, const char *suffix)
 		n = 0;
 	text_escape(line, sizeof(line), raw,
 		    (size_t)n < sizeof(raw) ? (size_t)n : sizeof(raw) - 1);
-	if (log_conf.foreground) {
+	if (log_conf.target == LOG_TO_JOURNAL) {
+		log_journal_send(pri, f, line, suffix, err);
+	} else if (log_conf.target == LOG_TO_STDERR) {
 		flockfile(stderr);
 		fprintf(stderr, "%s%s%s\n", line, suffix ? ": " : "",
 			suffix ? suffix : "");
@@ -78,63 +218,58 @@ static void vlog(int pri, const char *fmt, va_list ap, const char *suffix)
 	errno = saved_errno;
 }
 
+#define LOG_VA(pri, f, err)                             \
+	do {                                            \
+		va_list ap;                             \
+		va_start(ap, fmt);                      \
+		vlog((pri), (f), (err), fmt, ap);       \
+		va_end(ap);                             \
+	} while (0)
+
 void log_warn(const char *fmt, ...)
 {
-	va_list ap;
-	const char *err = strerror(errno);
-
-	va_start(ap, fmt);
-	vlog(LOG_WARNING, fmt, ap, err);
-	va_end(ap);
+	LOG_VA(LOG_WARNING, NULL, errno);
 }
 
 void log_warnx(const char *fmt, ...)
 {
-	va_list ap;
-
-	va_start(ap, fmt);
-	vlog(LOG_WARNING, fmt, ap, NULL);
-	va_end(ap);
+	LOG_VA(LOG_WARNING, NULL, 0);
 }
 
 void log_info(const char *fmt, ...)
 {
-	va_list ap;
-
-	va_start(ap, fmt);
-	vlog(LOG_INFO, fmt, ap, NULL);
-	va_end(ap);
+	LOG_VA(LOG_INFO, NULL, 0);
 }
 
 void log_debug(const char *fmt, ...)
 {
-	va_list ap;
+	LOG_VA(LOG_DEBUG, NULL, 0);
+}
 
-	if (log_conf.verbose < 1)
-		return;
-	va_start(ap, fmt);
-	vlog(LOG_DEBUG, fmt, ap, NULL);
-	va_end(ap);
+void log_fwarn(const struct log_fields *f, int err, const char *fmt, ...)
+{
+	LOG_VA(LOG_WARNING, f, err);
+}
+
+void log_finfo(const struct log_fields *f, const char *fmt, ...)
+{
+	LOG_VA(LOG_INFO, f, 0);
+}
+
+void log_fdebug(const struct log_fields *f, const char *fmt, ...)
+{
+	LOG_VA(LOG_DEBUG, f, 0);
 }
 
 void fatal(const char *fmt, ...)
 {
-	va_list ap;
-	const char *err = strerror(errno);
-
-	va_start(ap, fmt);
-	vlog(LOG_CRIT, fmt, ap, err);
-	va_end(ap);
+	LOG_VA(LOG_CRIT, NULL, errno);
 	exit(1);
 }
 
 void fatalx(const char *fmt, ...)
 {
-	va_list ap;
-
-	va_start(ap, fmt);
-	vlog(LOG_CRIT, fmt, ap, NULL);
-	va_end(ap);
+	LOG_VA(LOG_CRIT, NULL, 0);
 	exit(1);
 }
 

@@ -7,13 +7,30 @@
 #include <time.h>
 
 /*
- * Logging in the OpenBSD log.c shape: stderr in the foreground, syslog
- * otherwise.  log_warn() appends strerror(errno); log_warnx() does not.
- * Every entry point preserves errno.
+ * Logging in the OpenBSD log.c shape: stderr, syslog, or the systemd
+ * journal's native protocol (which also carries the structured fields of
+ * struct log_fields).  log_warn() appends strerror(errno); log_warnx() does
+ * not.  Every entry point preserves errno.
  */
 enum log_level { LOG_LVL_ERR, LOG_LVL_WARN, LOG_LVL_INFO, LOG_LVL_DEBUG };
 
+/* What a line is about, as journal fields (CLIENT_ID, VM, PORT, GID); the
+ * text of the message says it as well, for the other targets. */
+struct log_fields {
+	uint64_t client_id;     /* 0: none */
+	const char *vm;         /* NULL or "": none */
+	const char *port;
+	const char *gid;        /* as text */
+};
+
+/* stderr (foreground) or syslog, at verbosity verbose (0: info). */
 void log_init(const char *ident, int foreground, int verbose);
+/* target: "auto" (the journal when stderr is connected to it, else
+ * stderr), "stderr", "syslog", "journal" or "journal:SOCKETPATH"; level an
+ * enum log_level.  0, or -errno with err set (logging stays on stderr). */
+int log_open(const char *ident, const char *target, int level, char *err,
+	     size_t errlen);
+void log_close(void);
 void log_set_verbose(int verbose);
 /* "err", "warning", "info" or "debug" as a verbosity (-2 .. 1): what
  * log_init() takes; -100 for anything else. */
@@ -24,6 +41,14 @@ void log_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_warnx(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* With fields; err (a positive errno, 0: none) is appended as log_warn
+ * does and sent as ERRNO. */
+void log_fwarn(const struct log_fields *f, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+void log_finfo(const struct log_fields *f, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+void log_fdebug(const struct log_fields *f, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 void fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 void fatalx(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 

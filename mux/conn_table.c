@@ -195,6 +195,14 @@ struct conn_table *conn_table_new(const struct conn_limits *lim,
 	return ct;
 }
 
+void conn_table_set_limits(struct conn_table *ct, const struct conn_limits *lim)
+{
+	ct->lim.max_per_client = lim->max_per_client;
+	ct->lim.max_peer_records_per_port = lim->max_peer_records_per_port;
+	ct->lim.max_peer_records_per_source = lim->max_peer_records_per_source;
+	ct->lim.max_timewait = lim->max_timewait;
+}
+
 uint32_t conn_next_tid(struct conn_table *ct)
 {
 	if (++ct->tid_seq == 0)

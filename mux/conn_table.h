@@ -115,6 +115,8 @@ struct conn_table *conn_table_new(const struct conn_limits *lim,
 				  uint32_t random_operand, conn_emit_fn emit,
 				  void *emit_arg);
 void conn_table_free(struct conn_table *ct);
+/* New counting limits (a reload); the timers keep theirs. */
+void conn_table_set_limits(struct conn_table *ct, const struct conn_limits *lim);
 
 /* A fresh low TID half for a MAD the caller sends on its own. */
 uint32_t conn_next_tid(struct conn_table *ct);

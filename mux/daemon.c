@@ -1,40 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
-/* The daemon object's small shared helpers and the configuration defaults. */
+/* The daemon object's small shared helpers. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
 #include "mux.h"
-
-void config_defaults(struct mux_config *cfg)
-{
-	memset(cfg, 0, sizeof(*cfg));
-	cfg->socket_path = MUX_DEFAULT_SOCKET;
-	cfg->status_path = MUX_DEFAULT_STATUS;
-	cfg->run_dir = MUX_DEFAULT_RUN_DIR;
-	cfg->socket_mode = 0660;
-	cfg->socket_owner = (uid_t)-1;
-	cfg->socket_group = (gid_t)-1;
-	cfg->status_group = (gid_t)-1;
-	cfg->status_mode = 0660;
-	cfg->workers = 2;
-	cfg->max_clients = 1024;
-	cfg->max_clients_per_uid = 0;   /* half of max_clients, once known */
-	cfg->hello_timeout_ms = 5000;
-	cfg->status_timeout_ms = 5000;
-	cfg->resume_grace_ms = 60000;
-	cfg->max_gids_per_client = 64;
-	cfg->max_comm_ids_per_client = 4096;
-	cfg->client_outq_max = 1u << 20;
-	cfg->inbox_max = 65536;
-	cfg->max_payload = PROTO_MAX_PAYLOAD_DEFAULT;
-	cfg->handshake_ms = 60000;
-	cfg->timewait_ms = 10000;
-	cfg->max_peer_records = 65536;
-	cfg->max_peer_records_per_source = 4096;
-	cfg->max_timewait = 65536;
-}
 
 uint64_t mux_now_ms(void)
 {
@@ -92,4 +63,46 @@ int mux_refusal_log_allowed(struct mux *mux, uint64_t *suppressed)
 	ok = log_ratelimit_allow(&mux->refusal_rl, suppressed);
 	pthread_mutex_unlock(&mux->refusal_lock);
 	return ok;
+}
+
+static void mux_reload_say(void *arg, const char *name, const char *was,
+			   const char *now, int applied)
+{
+	(void)arg;
+	if (applied)
+		log_info("SIGHUP: %s: %s -> %s", name, was, now);
+	else
+		log_warnx("SIGHUP: %s: %s -> %s needs a restart; %s stays in force",
+			  name, was, now, was);
+}
+
+void mux_reload(struct mux *mux)
+{
+	struct router_limits lim = { 0 };
+	struct mux_config fresh;
+	struct config_errors errs;
+	char msg[512];
+	int i, n, rc;
+
+	config_defaults(&fresh);
+	if (config_load(&fresh, mux->argc, mux->argv, &errs) < 0) {
+		for (i = 0; i < errs.n && i < CONFIG_MAX_ERRORS; i++)
+			log_warnx("SIGHUP: %s", errs.msg[i]);
+		log_warnx("SIGHUP: %d error(s): nothing reloaded, the running "
+			  "configuration stays in force", errs.n);
+		config_free(&fresh);
+		return;
+	}
+	n = config_reload(&mux->cfg, &fresh, mux_reload_say, mux);
+	config_free(&fresh);
+	log_set_verbose(mux->cfg.log_level - LOG_LVL_INFO);
+	lim.max_gids_per_client = mux->cfg.max_gids_per_client;
+	lim.max_comm_ids_per_client = mux->cfg.max_comm_ids_per_client;
+	lim.max_peer_records_per_port = mux->cfg.max_peer_records;
+	lim.max_peer_records_per_source = mux->cfg.max_peer_records_per_source;
+	lim.max_timewait = mux->cfg.max_timewait;
+	router_set_limits(mux->router, &lim);
+	rc = mux_policy_reload(mux, msg, sizeof(msg));
+	log_info("SIGHUP: %d option(s) changed; policy %s: %s", n,
+		 rc == 0 ? "reloaded" : rc == -ENOENT ? "unchanged" : "NOT reloaded", msg);
 }

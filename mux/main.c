@@ -4,10 +4,6 @@
  * shutdown that mirrors start-up.
  */
 #include <errno.h>
-#include <getopt.h>
-#include <grp.h>
-#include <pwd.h>
-#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,399 +19,6 @@
 #include "mux.h"
 #include "../common/log.h"
 
-
-static void usage(FILE *f)
-{
-	fprintf(f,
-"usage: rdmacm-muxd [options] (--port DEV:PORT | --sim-port NAME[=GID,...])...\n"
-"  -p, --port DEV:PORT         serve a real RDMA port through umad (repeatable)\n"
-"      --qemu-socket PORT[=PATH]  also serve QEMU's pvrdma on PORT in the\n"
-"                              protocol of QEMU's old rdmacm-mux (default\n"
-"                              PATH /var/run/rdmacm-mux-DEV-PORTNUM, as it did)\n"
-"      --roce-version DEV:PORT=V  RoCE version (1 or 2) whose GID index the\n"
-"                              daemon sends from where an address is in the\n"
-"                              port's table twice (default 2)\n"
-"      --sim-port NAME[=GIDS]  serve a simulated port (repeatable); GIDS is a\n"
-"                              comma-separated GID table, GID*N for N in a\n"
-"                              row (at most 4096; default: 8 GIDs\n"
-"                              fd53:494d::N:1 .. fd53:494d::N:8, N = port index + 1)\n"
-"      --sim-fabric DIR        directory shared by sim ports of all daemons\n"
-"                              that form one simulated fabric (default: private)\n"
-"  -s, --socket PATH           client socket (default " MUX_DEFAULT_SOCKET ")\n"
-"      --state-file PATH       connection state kept across restarts (default\n"
-"                              SOCKET.state; \"none\": forgotten at exit)\n"
-"      --resume-grace-ms MS    how long clients of a previous daemon have to\n"
-"                              come back for their connections (default 60000)\n"
-"      --run-dir DIR           where the locks of real ports live (default\n"
-"                              " MUX_DEFAULT_RUN_DIR "; sockets lock PATH.lock)\n"
-"  -S, --status-socket PATH    read-only status socket (default " MUX_DEFAULT_STATUS ")\n"
-"      --socket-mode MODE      octal mode of the client socket (default 0660)\n"
-"      --socket-owner USER     owner of the client socket (default: the daemon's)\n"
-"      --socket-group GROUP    group of the client socket (default: the daemon's)\n"
-"      --status-mode MODE      octal mode of the status socket (default 0660)\n"
-"      --status-group GROUP    group of the status socket\n"
-"      --status-timeout-ms MS  drop a status reader that has not taken its\n"
-"                              answer in MS (default 5000)\n"
-"  -A, --admin-socket PATH     root-only control socket (disconnect a client,\n"
-"                              reload the policy); default: none\n"
-"  -P, --policy FILE           who may connect and do what (JSON, see\n"
-"                              rdmacm-muxd(8)); default: only the daemon's own\n"
-"                              user and root; SIGHUP reloads it\n"
-"  -w, --workers N             worker threads (default 2)\n"
-"      --max-clients N         (default 1024)\n"
-"      --max-clients-per-uid N  clients of one uid at once (default: half of\n"
-"                              --max-clients)\n"
-"      --hello-timeout-ms MS   close a connection that has not completed\n"
-"                              hello in MS (default 5000)\n"
-"      --max-gids N            GIDs per client (default 64)\n"
-"      --max-comm-ids N        connections per client: those it started or\n"
-"                              answered, until they end (default 4096)\n"
-"      --max-peer-records N    peers' REQs no client has answered yet, per\n"
-"                              port (default 65536; charged to no client)\n"
-"      --max-peer-records-per-source N  the same per source GID (default 4096)\n"
-"      --max-timewait N        ended connections draining, in all; above it\n"
-"                              the oldest leave early (default 65536)\n"
-"      --max-frame BYTES       largest frame a client may send (default 65536)\n"
-"      --client-queue BYTES    output queued to one client before its inbound\n"
-"                              MADs are dropped (default 1048576)\n"
-"      --handshake-timeout-ms MS  how long a handshake or teardown without\n"
-"                              progress keeps its comm-ID mapping (default\n"
-"                              60000; an MRA adds its Service Timeout)\n"
-"      --timewait-ms MS        how long an ended connection's mapping drains\n"
-"                              after DREP or REJ (default 10000)\n"
-"      --syslog                log to syslog instead of stderr\n"
-"  -v, --verbose               more logging (repeatable)\n"
-"      --log-level LEVEL       err, warning, info (default) or debug\n"
-"  -V, --version               print the version and exit\n"
-"  -h, --help                  this text\n");
-}
-
-static long parse_num(const char *opt, const char *s, long min, long max, int base)
-{
-	char *end;
-	long v;
-
-	errno = 0;
-	v = strtol(s, &end, base);
-	if (errno || *s == '\0' || *end != '\0' || v < min || v > max)
-		fatalx("%s: '%s' is not a number in [%ld, %ld]", opt, s, min, max);
-	return v;
-}
-
-static uid_t parse_user(const char *s)
-{
-	struct passwd *pw = getpwnam(s);
-
-	if (pw)
-		return pw->pw_uid;
-	return (uid_t)parse_num("user", s, 0, 0x7fffffff, 10);
-}
-
-static gid_t parse_group(const char *s)
-{
-	struct group *gr = getgrnam(s);
-
-	if (gr)
-		return gr->gr_gid;
-	return (gid_t)parse_num("group", s, 0, 0x7fffffff, 10);
-}
-
-static void add_umad_port(struct mux_config *cfg, const char *arg)
-{
-	struct port_spec *ps;
-	const char *colon = strrchr(arg, ':');
-
-	if (cfg->nports >= MUX_MAX_PORTS)
-		fatalx("at most %d ports", MUX_MAX_PORTS);
-	if (colon == NULL || colon == arg || (colon - arg) >= 20)
-		fatalx("--port '%s': expected DEV:PORT with DEV under 20 characters, e.g. rxe0:1", arg);
-	ps = &cfg->ports[cfg->nports++];
-	ps->kind = PORT_SPEC_UMAD;
-	snprintf(ps->name, sizeof(ps->name), "%.*s", (int)(colon - arg), arg);
-	ps->port_num = (int)parse_num("--port", colon + 1, 1, 255, 10);
-	ps->roce_version = 2;
-}
-
-/* --qemu-socket PORT[=PATH]: PORT as --port or --sim-port named it; the
- * default path is the old rdmacm-mux's, /var/run/rdmacm-mux-DEV-PORTNUM,
- * so that existing QEMU and libvirt configurations work unchanged. */
-static void add_qemu_socket(struct mux_config *cfg, const char *arg)
-{
-	const char *eq = strchr(arg, '=');
-	struct qemu_socket_spec *q;
-	size_t n = eq ? (size_t)(eq - arg) : strlen(arg);
-	char *c;
-
-	if (cfg->nqemu >= MUX_MAX_PORTS)
-		fatalx("at most %d --qemu-socket", MUX_MAX_PORTS);
-	q = &cfg->qemu[cfg->nqemu++];
-	if (n == 0 || n >= sizeof(q->port))
-		fatalx("--qemu-socket '%s': expected PORT[=PATH]", arg);
-	memcpy(q->port, arg, n);
-	q->port[n] = 0;
-	if (eq) {
-		if (strlen(eq + 1) == 0 || strlen(eq + 1) >= sizeof(q->path))
-			fatalx("--qemu-socket '%s': PATH must be 1..%zu characters",
-			       arg, sizeof(q->path) - 1);
-		snprintf(q->path, sizeof(q->path), "%s", eq + 1);
-	} else {
-		char path[sizeof(q->path)];
-		int w = snprintf(path, sizeof(path), "/var/run/rdmacm-mux-%s", q->port);
-
-		if (w < 0 || (size_t)w >= sizeof(path))
-			fatalx("--qemu-socket '%s': port name too long", arg);
-		for (c = path + strlen("/var/run/rdmacm-mux-"); *c; c++)
-			if (*c == ':')
-				*c = '-';
-		memcpy(q->path, path, sizeof(path));
-	}
-}
-
-/* --roce-version DEV:PORT=1|2, after that port's --port. */
-static void set_roce_version(struct mux_config *cfg, const char *arg)
-{
-	const char *eq = strchr(arg, '=');
-	char name[64];
-	int i;
-
-	if (eq == NULL || (eq[1] != '1' && eq[1] != '2') || eq[2] != 0)
-		fatalx("--roce-version '%s': expected DEV:PORT=1 or DEV:PORT=2", arg);
-	for (i = 0; i < cfg->nports; i++) {
-		struct port_spec *ps = &cfg->ports[i];
-
-		snprintf(name, sizeof(name), "%s:%d", ps->name, ps->port_num);
-		if (ps->kind == PORT_SPEC_UMAD && strlen(name) == (size_t)(eq - arg) &&
-		    strncmp(name, arg, (size_t)(eq - arg)) == 0) {
-			ps->roce_version = eq[1] - '0';
-			return;
-		}
-	}
-	fatalx("--roce-version '%s': no --port %.*s before it", arg,
-	       (int)(eq - arg), arg);
-}
-
-static void add_sim_port(struct mux_config *cfg, const char *arg)
-{
-	struct port_spec *ps;
-	char *copy, *tok, *save = NULL, *eq;
-	int i;
-
-	if (cfg->nports >= MUX_MAX_PORTS)
-		fatalx("at most %d ports", MUX_MAX_PORTS);
-	ps = &cfg->ports[cfg->nports++];
-	ps->kind = PORT_SPEC_SIM;
-	copy = strdup(arg);
-	if (copy == NULL)
-		fatal("strdup");
-	eq = strchr(copy, '=');
-	if (eq)
-		*eq = '\0';
-	if (copy[0] == '\0' || strlen(copy) >= 32 || strpbrk(copy, "/:. "))
-		fatalx("--sim-port '%s': NAME must be 1-31 characters without "
-		       "'/', ':', '.' or spaces", arg);
-	snprintf(ps->name, sizeof(ps->name), "%s", copy);
-	ps->gids = calloc(MUX_SIM_MAX_GIDS, sizeof(*ps->gids));
-	if (ps->gids == NULL)
-		fatal("calloc");
-	if (eq) {
-		/* GID, or GID*N for N consecutive ones (the low 32 bits
-		 * counting up). */
-		for (tok = strtok_r(eq + 1, ",", &save); tok;
-		     tok = strtok_r(NULL, ",", &save)) {
-			char *star = strchr(tok, '*');
-			long n = 1;
-			struct gid g;
-
-			if (star) {
-				*star = '\0';
-				n = parse_num("--sim-port", star + 1, 1, MUX_SIM_MAX_GIDS, 10);
-			}
-			if (gid_parse(tok, &g))
-				fatalx("--sim-port %s: '%s' is not a GID", ps->name, tok);
-			if (ps->ngids + n > MUX_SIM_MAX_GIDS)
-				fatalx("--sim-port %s: at most %d GIDs", ps->name,
-				       MUX_SIM_MAX_GIDS);
-			for (i = 0; i < n; i++) {
-				uint32_t low = (uint32_t)g.raw[12] << 24 |
-					       (uint32_t)g.raw[13] << 16 |
-					       (uint32_t)g.raw[14] << 8 | g.raw[15];
-
-				ps->gids[ps->ngids++] = g;
-				low++;
-				g.raw[12] = (uint8_t)(low >> 24);
-				g.raw[13] = (uint8_t)(low >> 16);
-				g.raw[14] = (uint8_t)(low >> 8);
-				g.raw[15] = (uint8_t)low;
-			}
-		}
-	} else {
-		for (i = 0; i < 8; i++) {
-			char text[64];
-
-			snprintf(text, sizeof(text), "fd53:494d::%x:%x",
-				 cfg->nports, i + 1);
-			gid_parse(text, &ps->gids[ps->ngids++]);
-		}
-	}
-	free(copy);
-}
-
-enum {
-	OPT_SIM_PORT = 256, OPT_SIM_FABRIC, OPT_SOCKET_MODE, OPT_STATUS_MODE,
-	OPT_MAX_CLIENTS, OPT_MAX_GIDS, OPT_MAX_COMM, OPT_CLIENT_QUEUE,
-	OPT_TIMEWAIT, OPT_SYSLOG, OPT_HANDSHAKE, OPT_ROCE_VERSION, OPT_QEMU_SOCKET,
-	OPT_SOCKET_OWNER,
-	OPT_SOCKET_GROUP, OPT_STATUS_GROUP, OPT_MAX_FRAME, OPT_MAX_PEER_RECORDS,
-	OPT_MAX_PEER_RECORDS_SOURCE, OPT_MAX_TIMEWAIT, OPT_RUN_DIR,
-	OPT_MAX_CLIENTS_PER_UID, OPT_HELLO_TIMEOUT, OPT_STATUS_TIMEOUT, OPT_STATE_FILE,
-	OPT_LOG_LEVEL,
-	OPT_RESUME_GRACE,
-};
-
-static void parse_args(struct mux_config *cfg, int argc, char **argv)
-{
-	static const struct option opts[] = {
-		{ "port", required_argument, NULL, 'p' },
-		{ "sim-port", required_argument, NULL, OPT_SIM_PORT },
-		{ "roce-version", required_argument, NULL, OPT_ROCE_VERSION },
-		{ "qemu-socket", required_argument, NULL, OPT_QEMU_SOCKET },
-		{ "sim-fabric", required_argument, NULL, OPT_SIM_FABRIC },
-		{ "run-dir", required_argument, NULL, OPT_RUN_DIR },
-		{ "state-file", required_argument, NULL, OPT_STATE_FILE },
-		{ "resume-grace-ms", required_argument, NULL, OPT_RESUME_GRACE },
-		{ "socket", required_argument, NULL, 's' },
-		{ "status-socket", required_argument, NULL, 'S' },
-		{ "socket-mode", required_argument, NULL, OPT_SOCKET_MODE },
-		{ "status-mode", required_argument, NULL, OPT_STATUS_MODE },
-		{ "workers", required_argument, NULL, 'w' },
-		{ "max-clients", required_argument, NULL, OPT_MAX_CLIENTS },
-		{ "max-clients-per-uid", required_argument, NULL, OPT_MAX_CLIENTS_PER_UID },
-		{ "hello-timeout-ms", required_argument, NULL, OPT_HELLO_TIMEOUT },
-		{ "status-timeout-ms", required_argument, NULL, OPT_STATUS_TIMEOUT },
-		{ "max-gids", required_argument, NULL, OPT_MAX_GIDS },
-		{ "max-comm-ids", required_argument, NULL, OPT_MAX_COMM },
-		{ "client-queue", required_argument, NULL, OPT_CLIENT_QUEUE },
-		{ "max-frame", required_argument, NULL, OPT_MAX_FRAME },
-		{ "timewait-ms", required_argument, NULL, OPT_TIMEWAIT },
-		{ "max-peer-records", required_argument, NULL, OPT_MAX_PEER_RECORDS },
-		{ "max-peer-records-per-source", required_argument, NULL,
-		  OPT_MAX_PEER_RECORDS_SOURCE },
-		{ "max-timewait", required_argument, NULL, OPT_MAX_TIMEWAIT },
-		{ "handshake-timeout-ms", required_argument, NULL, OPT_HANDSHAKE },
-		{ "socket-owner", required_argument, NULL, OPT_SOCKET_OWNER },
-		{ "socket-group", required_argument, NULL, OPT_SOCKET_GROUP },
-		{ "status-group", required_argument, NULL, OPT_STATUS_GROUP },
-		{ "admin-socket", required_argument, NULL, 'A' },
-		{ "policy", required_argument, NULL, 'P' },
-		{ "syslog", no_argument, NULL, OPT_SYSLOG },
-		{ "verbose", no_argument, NULL, 'v' },
-		{ "log-level", required_argument, NULL, OPT_LOG_LEVEL },
-		{ "version", no_argument, NULL, 'V' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
-	int c;
-
-	while ((c = getopt_long(argc, argv, "p:s:S:w:A:P:vVh", opts, NULL)) != -1) {
-		switch (c) {
-		case 'p': add_umad_port(cfg, optarg); break;
-		case OPT_SIM_PORT: add_sim_port(cfg, optarg); break;
-		case OPT_ROCE_VERSION: set_roce_version(cfg, optarg); break;
-		case OPT_QEMU_SOCKET: add_qemu_socket(cfg, optarg); break;
-		case OPT_SIM_FABRIC: cfg->sim_fabric = optarg; break;
-		case OPT_RUN_DIR: cfg->run_dir = optarg; break;
-		case OPT_STATE_FILE: cfg->state_path = optarg; break;
-		case OPT_RESUME_GRACE:
-			cfg->resume_grace_ms = (unsigned)parse_num(
-				"--resume-grace-ms", optarg, 0, 24 * 3600 * 1000, 10);
-			break;
-		case 's': cfg->socket_path = optarg; break;
-		case 'S': cfg->status_path = optarg; break;
-		case OPT_SOCKET_MODE:
-			cfg->socket_mode = (mode_t)parse_num("--socket-mode", optarg, 0, 0777, 8);
-			break;
-		case OPT_STATUS_MODE:
-			cfg->status_mode = (mode_t)parse_num("--status-mode", optarg, 0, 0777, 8);
-			break;
-		case 'w':
-			cfg->workers = (int)parse_num("--workers", optarg, 1, MUX_MAX_WORKERS, 10);
-			break;
-		case OPT_MAX_CLIENTS:
-			cfg->max_clients = (unsigned)parse_num("--max-clients", optarg, 1, 1 << 20, 10);
-			break;
-		case OPT_MAX_CLIENTS_PER_UID:
-			cfg->max_clients_per_uid = (unsigned)parse_num(
-				"--max-clients-per-uid", optarg, 1, 1 << 20, 10);
-			break;
-		case OPT_STATUS_TIMEOUT:
-			cfg->status_timeout_ms = (unsigned)parse_num(
-				"--status-timeout-ms", optarg, 10, 3600 * 1000, 10);
-			break;
-		case OPT_HELLO_TIMEOUT:
-			cfg->hello_timeout_ms = (unsigned)parse_num(
-				"--hello-timeout-ms", optarg, 10, 3600 * 1000, 10);
-			break;
-		case OPT_MAX_GIDS:
-			cfg->max_gids_per_client = (unsigned)parse_num("--max-gids", optarg, 1, 1 << 16, 10);
-			break;
-		case OPT_MAX_COMM:
-			cfg->max_comm_ids_per_client = (unsigned)parse_num("--max-comm-ids", optarg, 1, 1 << 24, 10);
-			break;
-		case OPT_CLIENT_QUEUE:
-			cfg->client_outq_max = (size_t)parse_num("--client-queue", optarg, 4096, 1L << 30, 10);
-			break;
-		case OPT_MAX_FRAME:
-			cfg->max_payload = (uint32_t)parse_num("--max-frame", optarg,
-				PROTO_MAD_ADDR_SIZE + PROTO_MAD_MAX, PROTO_MAX_PAYLOAD_LIMIT, 10);
-			break;
-		case OPT_TIMEWAIT:
-			cfg->timewait_ms = (unsigned)parse_num("--timewait-ms", optarg, 0, 3600000, 10);
-			break;
-		case OPT_MAX_PEER_RECORDS:
-			cfg->max_peer_records = (unsigned)parse_num("--max-peer-records", optarg, 1, 1 << 24, 10);
-			break;
-		case OPT_MAX_PEER_RECORDS_SOURCE:
-			cfg->max_peer_records_per_source = (unsigned)parse_num(
-				"--max-peer-records-per-source", optarg, 1, 1 << 24, 10);
-			break;
-		case OPT_MAX_TIMEWAIT:
-			cfg->max_timewait = (unsigned)parse_num("--max-timewait", optarg, 1, 1 << 24, 10);
-			break;
-		case OPT_HANDSHAKE:
-			cfg->handshake_ms = (unsigned)parse_num("--handshake-timeout-ms", optarg, 1, 3600000, 10);
-			break;
-		case OPT_SYSLOG: cfg->foreground = 0; break;
-		case OPT_SOCKET_OWNER: cfg->socket_owner = parse_user(optarg); break;
-		case OPT_SOCKET_GROUP: cfg->socket_group = parse_group(optarg); break;
-		case OPT_STATUS_GROUP: cfg->status_group = parse_group(optarg); break;
-		case 'A': cfg->admin_path = optarg; break;
-		case 'P': cfg->policy_path = optarg; break;
-		case 'v': cfg->verbose++; break;
-		case OPT_LOG_LEVEL:
-			cfg->verbose = log_level_parse(optarg);
-			if (cfg->verbose == -100)
-				fatalx("--log-level: '%s' is not err, warning, info or debug",
-				       optarg);
-			break;
-		case 'V': printf("rdmacm-muxd %s\n", MUX_VERSION); exit(0);
-		case 'h': usage(stdout); exit(0);
-		default: usage(stderr); exit(2);
-		}
-	}
-	if (optind != argc) {
-		fprintf(stderr, "rdmacm-muxd: unexpected argument '%s'\n", argv[optind]);
-		usage(stderr);
-		exit(2);
-	}
-	/* One uid never holds every slot unless told it may. */
-	if (cfg->max_clients_per_uid == 0)
-		cfg->max_clients_per_uid = cfg->max_clients > 1 ? cfg->max_clients / 2 : 1;
-	if (cfg->nports == 0) {
-		fprintf(stderr, "rdmacm-muxd: no ports: give --port DEV:PORT or "
-			"--sim-port NAME\n");
-		exit(2);
-	}
-}
 
 static int setup_sim_fabric(struct mux *mux)
 {
@@ -544,15 +147,10 @@ static void close_ports(struct mux *mux)
 
 static void on_sighup(evutil_socket_t sig, short what, void *arg)
 {
-	struct mux *mux = arg;
-	char msg[512];
-	int rc;
-
 	(void)sig;
 	(void)what;
 	sdnotify("RELOADING=1");
-	rc = mux_policy_reload(mux, msg, sizeof(msg));
-	log_info("SIGHUP: policy reload %s: %s", rc ? "failed" : "done", msg);
+	mux_reload(arg);
 	sdnotify("READY=1");
 }
 
@@ -577,6 +175,46 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 	event_base_loopexit(arg, NULL);
 }
 
+/* --help, --version, --check-config, or a configuration with errors:
+ * nothing starts.  Exit codes: 0, 1 for a file that --check-config
+ * found wrong, 2 for a configuration the daemon would not start with. */
+static int main_config_only(struct mux *mux, struct config_errors *errs)
+{
+	struct mux_config *cfg = &mux->cfg;
+	int i, code = 0;
+
+	if (cfg->show_help) {
+		config_print_usage(stdout);
+	} else if (cfg->show_version) {
+		printf("rdmacm-muxd %s\n", MUX_VERSION);
+	} else {
+		if (errs->n == 0 && cfg->check_config && cfg->policy_path) {
+			char perr[512];
+			struct policy *pol = policy_load(cfg->policy_path, perr, sizeof(perr));
+
+			if (pol == NULL)
+				snprintf(errs->msg[errs->n++], sizeof(errs->msg[0]),
+					 "policy: %.200s", perr);
+			policy_unref(pol);
+		}
+		for (i = 0; i < errs->n && i < CONFIG_MAX_ERRORS; i++)
+			fprintf(stderr, "rdmacm-muxd: %s\n", errs->msg[i]);
+		if (errs->n > CONFIG_MAX_ERRORS)
+			fprintf(stderr, "rdmacm-muxd: ... and %d more error(s)\n",
+				errs->n - CONFIG_MAX_ERRORS);
+		if (cfg->check_config)
+			printf("%s: %s\n", cfg->file_read ? cfg->config_path : "command line",
+			       errs->n ? "errors" : "ok");
+		if (errs->n)
+			code = cfg->check_config ? 1 : 2;
+		if (errs->n && !cfg->check_config)
+			fprintf(stderr, "usage: rdmacm-muxd [options]; --help lists them\n");
+	}
+	config_free(cfg);
+	free(mux);
+	return code;
+}
+
 int main(int argc, char **argv)
 {
 	struct router_limits lim;
@@ -586,15 +224,22 @@ int main(int argc, char **argv)
 	char state_path[256];
 	uint64_t max_entries;
 	int i, exit_code = 1;
+	struct config_errors errs;
+	char logerr[256];
 	struct mux *mux;
 
 	mux = calloc(1, sizeof(*mux));
 	if (mux == NULL)
 		return 1;
 	config_defaults(&mux->cfg);
-	mux->cfg.foreground = 1;
-	parse_args(&mux->cfg, argc, argv);
-	log_init("rdmacm-muxd", mux->cfg.foreground, mux->cfg.verbose);
+	mux->argc = argc;
+	mux->argv = argv;
+	if (config_load(&mux->cfg, argc, argv, &errs) < 0 || mux->cfg.show_help ||
+	    mux->cfg.show_version || mux->cfg.check_config)
+		return main_config_only(mux, &errs);
+	if (log_open("rdmacm-muxd", mux->cfg.log_target, mux->cfg.log_level, logerr,
+		     sizeof(logerr)) < 0)
+		log_warnx("logging on stderr: %s", logerr);
 	/* Sockets systemd may have handed over (descriptors 3 and up). */
 	listen_fds_take(&mux->listen_fds);
 	/* A client that vanishes mid-write must cost an EPIPE, not us. */
@@ -757,12 +402,12 @@ fail:
 	event_free(sigint);
 	event_free(sigterm);
 	event_base_free(base);
-	for (i = 0; i < mux->cfg.nports; i++)
-		free(mux->cfg.ports[i].gids);
+	config_free(&mux->cfg);
 	free(mux);
 	if (exit_code)
 		log_warnx("rdmacm-muxd: not started");
 	else
 		log_info("rdmacm-muxd: exiting");
+	log_close();
 	return exit_code;
 }

@@ -13,6 +13,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 #include <event2/event.h>
@@ -39,6 +40,7 @@
 #define MUX_DEFAULT_SOCKET "/run/rdmacm-mux/mux.sock"
 #define MUX_DEFAULT_STATUS "/run/rdmacm-mux/status.sock"
 #define MUX_DEFAULT_RUN_DIR "/run/rdmacm-mux"
+#define MUX_DEFAULT_CONFIG "/etc/rdmacm-mux/rdmacm-muxd.conf"
 
 struct router;
 
@@ -57,7 +59,7 @@ int lockfile_take_or_say(struct lockfile *lf, const char *path,
 			 const char *what);
 void lockfile_release(struct lockfile *lf);
 
-/* ---- main.c: configuration ------------------------------------------ */
+/* ---- config.c: options from the command line and the config file ---- */
 
 struct port_spec {
 	enum { PORT_SPEC_UMAD, PORT_SPEC_SIM } kind;
@@ -74,7 +76,17 @@ struct qemu_socket_spec {
 	char path[108];
 };
 
+/*
+ * Strings point into argv or into the file's JSON (kept in file).  The
+ * _Atomic fields are the limits a reload changes while other threads read
+ * them; everything else is fixed once the daemon runs.
+ */
 struct mux_config {
+	const char *config_path;        /* "none": no file */
+	int config_named;               /* given, so it must exist */
+	int file_read;                  /* config_path was read (or tried) */
+	int check_config, show_help, show_version;
+	json_t *file;
 	const char *socket_path;
 	const char *status_path;
 	const char *sim_fabric;         /* NULL: a private directory */
@@ -89,29 +101,53 @@ struct mux_config {
 	gid_t socket_group;             /* (gid_t)-1: the daemon's */
 	gid_t status_group;
 	int workers;
-	unsigned max_clients;
-	unsigned max_clients_per_uid;
-	unsigned hello_timeout_ms;
-	unsigned status_timeout_ms;     /* a status reader's time to read */
-	unsigned max_gids_per_client;
-	unsigned max_comm_ids_per_client;
-	size_t client_outq_max;         /* bytes queued to one client */
+	_Atomic unsigned max_clients;
+	_Atomic unsigned max_clients_per_uid;
+	_Atomic unsigned hello_timeout_ms;
+	_Atomic unsigned status_timeout_ms;     /* a status reader's time to read */
+	_Atomic unsigned max_gids_per_client;
+	_Atomic unsigned max_comm_ids_per_client;
+	_Atomic unsigned client_outq_max;       /* bytes queued to one client */
 	unsigned inbox_max;             /* messages queued to one worker */
 	uint32_t max_payload;
 	unsigned handshake_ms;
 	unsigned timewait_ms;
-	unsigned max_peer_records;      /* unanswered peers' REQs, per port */
-	unsigned max_peer_records_per_source;
-	unsigned max_timewait;          /* draining entries in all */
-	int foreground;
-	int verbose;
+	_Atomic unsigned max_peer_records;      /* unanswered peers' REQs, per port */
+	_Atomic unsigned max_peer_records_per_source;
+	_Atomic unsigned max_timewait;          /* draining entries in all */
+	int log_level;                  /* enum log_level */
+	const char *log_target;         /* auto, stderr, syslog, journal[:PATH] */
 	int nports;
 	struct port_spec ports[MUX_MAX_PORTS];
 	int nqemu;
 	struct qemu_socket_spec qemu[MUX_MAX_PORTS];
 };
 
+#define CONFIG_MAX_ERRORS 32
+struct config_errors {
+	int n;                          /* may exceed CONFIG_MAX_ERRORS */
+	char msg[CONFIG_MAX_ERRORS][256];
+};
+
 void config_defaults(struct mux_config *cfg);
+/* Defaults, then the file (--config, or the default one if it exists),
+ * then the command line, which wins.  0, or -EINVAL with every error in
+ * errs. */
+int config_load(struct mux_config *cfg, int argc, char **argv,
+		struct config_errors *errs);
+/* The options of cfg->file (a parsed file named path), in the table's
+ * order: what config_load() does with the file. */
+int config_apply_json(struct mux_config *cfg, const char *path,
+		      struct config_errors *errs);
+void config_free(struct mux_config *cfg);
+void config_print_usage(FILE *f);
+/* Compares a freshly loaded configuration with the running one: each
+ * option that differs is reported to say(), and those a reload may change
+ * are copied into live (applied = 1).  Returns how many differ. */
+int config_reload(struct mux_config *live, struct mux_config *fresh,
+		  void (*say)(void *arg, const char *name, const char *was,
+			      const char *now, int applied),
+		  void *arg);
 
 /* ---- stats.c: daemon-wide counters ---------------------------------- */
 
@@ -333,6 +369,8 @@ struct router *router_new(const struct router_limits *lim,
 			  uint32_t random_operand,
 			  const struct router_ops *ops, void *ops_arg);
 void router_free(struct router *r);
+/* A reload: the counting limits (not the timers, not the state file). */
+void router_set_limits(struct router *r, const struct router_limits *lim);
 /* The daemon is stopping: send nothing on anyone's behalf from now on
  * (its clients are not gone, it is). */
 void router_stop_answering(struct router *r);
@@ -685,6 +723,8 @@ void listener_stop(struct mux *mux);
 
 struct mux {
 	struct mux_config cfg;
+	int argc;                       /* kept to read the options again */
+	char **argv;
 	struct timespec started;
 	struct mux_stats stats;
 	struct clients clients;
@@ -713,6 +753,10 @@ struct mux {
 	TAILQ_HEAD(, admin_conn) admin_conns;
 };
 
+/* SIGHUP: the configuration file and the command line again; the limits,
+ * log level and policy that changed apply, the rest is logged as waiting
+ * for a restart.  Errors keep the running configuration. */
+void mux_reload(struct mux *mux);
 /* The policy in force (a reference: policy_unref() it). */
 struct policy *mux_policy_get(struct mux *mux);
 /* Read the policy file again; the new one applies to clients that connect

@@ -330,7 +330,7 @@ void port_set_state(struct port *p, enum port_state st)
 {
 	if (atomic_exchange(&p->state, st) == (int)st)
 		return;
-	log_info("port %s: %s", p->name, port_state_name(st));
+	log_finfo(&(struct log_fields){ .port = p->name }, "port %s: %s", p->name, port_state_name(st));
 	port_broadcast(p, json_pack("{s:s, s:i, s:s, s:s}", "event", "port_state",
 				    "port", (int)p->index, "port_name", p->name,
 				    "state", port_state_name(st)));
@@ -360,7 +360,7 @@ void port_gids_changed(struct port *p)
 	 * that left the table are refused until it does, since every send
 	 * looks its index up in the table as it is now. */
 	router_gids_foreach(p->mux->router, 0, count_missing, &m);
-	log_info("port %s: GID table changed; %u registered GID(s) not in it",
+	log_finfo(&(struct log_fields){ .port = p->name }, "port %s: GID table changed; %u registered GID(s) not in it",
 		 p->name, m.n);
 	/* Every client hears of it; which of its GIDs are in the table it
 	 * asks with list_gids (nobody learns another tenant's GIDs). */

@@ -178,21 +178,21 @@ static int umad_attach(struct port *p, int reopen)
 		if (reopen)
 			;       /* said once, when the port was lost */
 		else if (err == EINVAL)
-			log_warnx("umad port %s: cannot register the CM agent: "
+			log_fwarn(&(struct log_fields){ .port = p->name }, 0, "umad port %s: cannot register the CM agent: "
 				  "the kernel CM (ib_cm) already owns class 0x07 "
 				  "method Send on %s port %d. Unload it "
 				  "(modprobe -r rdma_ucm rdma_cm iw_cm ib_cm) or "
 				  "blacklist ib_cm, then restart the daemon",
 				  p->name, up->dev, up->port_num);
 		else
-			log_warnx("umad port %s: cannot register the CM agent: %s",
+			log_fwarn(&(struct log_fields){ .port = p->name }, 0, "umad port %s: cannot register the CM agent: %s",
 				  p->name, strerror(err));
 		return -err;
 	}
 	umad_read_gids(p);
 	if (up->ngids == 0) {
 		if (!reopen)
-			log_warnx("umad port %s: cannot read the GID table of %s "
+			log_fwarn(&(struct log_fields){ .port = p->name }, 0, "umad port %s: cannot read the GID table of %s "
 				  "(is ib_uverbs loaded, /dev/infiniband/uverbs* "
 				  "readable?)", p->name, up->dev);
 		return -ENODEV;
@@ -208,7 +208,7 @@ static int umad_attach(struct port *p, int reopen)
 		umad_release_port(&info);
 	}
 	up->lost = 0;
-	log_info("umad port %s: agent %d on %s port %d, %d GIDs, %s", p->name,
+	log_finfo(&(struct log_fields){ .port = p->name }, "umad port %s: agent %d on %s port %d, %d GIDs, %s", p->name,
 		 up->agent, up->dev, up->port_num, up->ngids,
 		 p->roce ? "RoCE" : "InfiniBand");
 	return 0;
@@ -253,7 +253,7 @@ static void umad_lost(struct port *p, const char *why)
 
 	if (up->lost)
 		return;
-	log_warnx("umad port %s: device %s went away (%s); the port is down "
+	log_fwarn(&(struct log_fields){ .port = p->name }, 0, "umad port %s: device %s went away (%s); the port is down "
 		  "until it comes back", p->name, up->dev, why);
 	up->lost = 1;
 	umad_detach(p);
@@ -277,7 +277,7 @@ static int umad_port_open(struct port *p, const struct port_spec *spec)
 	snprintf(up->dev, sizeof(up->dev), "%s", spec->name);
 	up->port_num = spec->port_num;
 	if (umad_init() < 0) {
-		log_warnx("umad port %s: umad_init failed (is ib_umad loaded?)",
+		log_fwarn(&(struct log_fields){ .port = p->name }, 0, "umad port %s: umad_init failed (is ib_umad loaded?)",
 			  p->name);
 		return -ENODEV;
 	}
@@ -374,7 +374,7 @@ static int umad_port_send(struct port *p, const struct proto_mad *m,
 		rc = -errno;
 	/* Any sender may get here, so the warning is rate-limited. */
 	if (rc < 0 && log_ratelimit_allow(&up->send_rl, &suppressed))
-		log_warnx("umad port %s: umad_send: %s (%llu similar suppressed)",
+		log_fwarn(&(struct log_fields){ .port = p->name }, 0, "umad port %s: umad_send: %s (%llu similar suppressed)",
 			  p->name, strerror(-rc), (unsigned long long)suppressed);
 	return rc < 0 ? rc : 0;
 }
@@ -414,7 +414,7 @@ static void umad_poll_state(struct port *p)
 		return;
 	if (up->lost) {
 		if (umad_attach(p, 1) == 0 && umad_arm(p) == 0) {
-			log_info("umad port %s: device %s is back", p->name, up->dev);
+			log_finfo(&(struct log_fields){ .port = p->name }, "umad port %s: device %s is back", p->name, up->dev);
 			port_gids_changed(p);
 		} else {
 			umad_detach(p);

@@ -234,9 +234,38 @@ static struct port *request_port_gid(struct mux *mux, json_t *req,
 /* Register a GID for a client: the policy's ports, GIDs and limit, the
  * port's table unless in_table_optional, first come first served.  0 with
  * *idx (-1 when not in the table yet), or a negative errno with text. */
+static int gid_register_checked(struct mux *mux, struct client_info *ci,
+				struct port *port, const struct gid *gid,
+				int in_table_optional, int *idx, char *text,
+				size_t len);
+
+/* A tenant's refused registrations are worth a line, a limited number. */
 static int gid_register(struct mux *mux, struct client_info *ci,
 			struct port *port, const struct gid *gid,
 			int in_table_optional, int *idx, char *text, size_t len)
+{
+	char buf[GID_STRLEN];
+	uint64_t suppressed;
+	int rc;
+
+	rc = gid_register_checked(mux, ci, port, gid, in_table_optional, idx, text,
+				  len);
+	if (rc && log_ratelimit_allow(&ci->rl, &suppressed)) {
+		struct log_fields lf = { ci->id, ci->name, port->name,
+					 gid_format(gid, buf) };
+
+		log_fwarn(&lf, -rc, "client %llu (%s): GID %s on %s refused: %s "
+			  "(%llu similar suppressed)", (unsigned long long)ci->id,
+			  ci->name, buf, port->name, text,
+			  (unsigned long long)suppressed);
+	}
+	return rc;
+}
+
+static int gid_register_checked(struct mux *mux, struct client_info *ci,
+				struct port *port, const struct gid *gid,
+				int in_table_optional, int *idx, char *text,
+				size_t len)
 {
 	char buf[GID_STRLEN];
 	int rc;
@@ -283,7 +312,8 @@ static int gid_register(struct mux *mux, struct client_info *ci,
 	else if (rc)
 		snprintf(text, len, "cannot register GID");
 	else
-		log_debug("client %llu (%s): registered %s on %s%s",
+		log_fdebug(&(struct log_fields){ ci->id, ci->name, port->name, buf },
+			   "client %llu (%s): registered %s on %s%s",
 			 (unsigned long long)ci->id, ci->name, gid_format(gid, buf),
 			 port->name, *idx < 0 ? " (not in its GID table yet)" : "");
 	return rc;
@@ -402,10 +432,13 @@ static int refuse(struct mux *mux, struct client_info *ci, enum refusal why,
 	*out = text;
 	atomic_fetch_add(&mux->stats.tx_refused, 1);
 	atomic_fetch_add(&mux->stats.refusals[why], 1);
-	if (log_ratelimit_allow(&ci->rl, &suppressed))
-		log_warnx("client %llu (%s, pid %d): MAD refused: %s (%llu similar "
-			  "suppressed)", (unsigned long long)ci->id, ci->name,
-			  (int)ci->pid, text, (unsigned long long)suppressed);
+	if (log_ratelimit_allow(&ci->rl, &suppressed)) {
+		struct log_fields lf = { .client_id = ci->id, .vm = ci->name };
+
+		log_fwarn(&lf, -err, "client %llu (%s, pid %d): MAD refused: %s "
+			  "(%llu similar suppressed)", (unsigned long long)ci->id,
+			  ci->name, (int)ci->pid, text, (unsigned long long)suppressed);
+	}
 	return err;
 }
 
@@ -650,7 +683,6 @@ static enum legacy_err qemu_register(struct mux *mux, struct client_info *ci,
 				     struct port *port, const struct gid *gid)
 {
 	char text[160];
-	uint64_t suppressed;
 	int idx, rc;
 
 	/* A repeat got EEXIST from the old daemon. */
@@ -659,10 +691,6 @@ static enum legacy_err qemu_register(struct mux *mux, struct client_info *ci,
 	/* QEMU registers a guest's GID before the host admin (libvirt) adds
 	 * its address to the netdev: the table is checked at each send. */
 	rc = gid_register(mux, ci, port, gid, 1, &idx, text, sizeof(text));
-	if (rc && log_ratelimit_allow(&ci->rl, &suppressed))
-		log_warnx("client %llu (%s): REG refused: %s (%llu similar "
-			  "suppressed)", (unsigned long long)ci->id, ci->name, text,
-			  (unsigned long long)suppressed);
 	return legacy_code(rc);
 }
 

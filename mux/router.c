@@ -226,6 +226,25 @@ struct router *router_new(const struct router_limits *lim,
 	return r;
 }
 
+void router_set_limits(struct router *r, const struct router_limits *lim)
+{
+	struct conn_limits cl = {
+		.max_per_client = lim->max_comm_ids_per_client,
+		.max_peer_records_per_port = lim->max_peer_records_per_port,
+		.max_peer_records_per_source = lim->max_peer_records_per_source,
+		.max_timewait = lim->max_timewait,
+	};
+
+	pthread_mutex_lock(&r->lock);
+	r->lim.max_gids_per_client = lim->max_gids_per_client;
+	r->lim.max_comm_ids_per_client = lim->max_comm_ids_per_client;
+	r->lim.max_peer_records_per_port = lim->max_peer_records_per_port;
+	r->lim.max_peer_records_per_source = lim->max_peer_records_per_source;
+	r->lim.max_timewait = lim->max_timewait;
+	conn_table_set_limits(r->conns, &cl);
+	pthread_mutex_unlock(&r->lock);
+}
+
 static struct router_client *client_get(struct router *r, uint64_t id,
 					int create)
 {

@@ -58,9 +58,17 @@ struct session {
 	uint64_t lost_told;             /* mads_lost the client has heard of */
 	char *lost_last;                /* the latest loss, for its report */
 	struct log_ratelimit log_rl;
+	struct log_fields log_fields;   /* filled by session_log_fields() */
 	struct event *close_timer;
 	struct event *hello_timer;      /* until hello, then freed */
 };
+
+/* Who a log line is about, for the journal's fields. */
+static const struct log_fields *session_log_fields(struct session *s)
+{
+	s->log_fields = (struct log_fields){ .client_id = s->id, .vm = s->info->name };
+	return &s->log_fields;
+}
 
 static int session_cmp(struct session *a, struct session *b)
 {
@@ -389,7 +397,8 @@ static void session_malformed(struct session *s, const char *what)
 	atomic_fetch_add(&s->info->ctr.malformed, 1);
 	atomic_fetch_add(&mux->stats.protocol_errors, 1);
 	if (log_ratelimit_allow(&s->log_rl, &suppressed))
-		log_warnx("client %llu (pid %d): %s (%llu similar suppressed)",
+		log_fwarn(session_log_fields(s), 0,
+			  "client %llu (pid %d): %s (%llu similar suppressed)",
 			  (unsigned long long)s->id, (int)s->info->pid, what,
 			  (unsigned long long)suppressed);
 	/* The limit's own request is answered, then the connection ends. */
@@ -537,6 +546,7 @@ static int session_read_qemu(struct session *s, int budget)
 {
 	struct mux *mux = worker_mux(s->w);
 	uint8_t buf[LEGACY_MSG_SIZE];
+	uint64_t suppressed;
 	struct legacy_msg req, resp;
 	int rc, done = 0;
 
@@ -549,7 +559,9 @@ static int session_read_qemu(struct session *s, int budget)
 		if (rc < 0) {
 			atomic_fetch_add(&s->info->ctr.malformed, 1);
 			atomic_fetch_add(&mux->stats.protocol_errors, 1);
-			log_warnx("client %llu (QEMU, pid %d): %s (type %u, op %u, "
+			if (mux_refusal_log_allowed(mux, &suppressed))
+				log_fwarn(session_log_fields(s), -rc,
+				  "client %llu (QEMU, pid %d): %s (type %u, op %u, "
 				  "umad_len %d); closing", (unsigned long long)s->id,
 				  (int)s->info->pid,
 				  rc == -EBADMSG ? "not a request" :
@@ -640,6 +652,7 @@ static int session_read_socket(struct evbuffer *in, int fd)
 static void session_read_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct session *s = arg;
+	uint64_t suppressed;
 	size_t left;
 	int n;
 
@@ -656,8 +669,10 @@ static void session_read_cb(evutil_socket_t fd, short what, void *arg)
 			else
 				session_read_frames(s, INT_MAX);
 			left = evbuffer_get_length(s->in);
-			if (s->qemu && left % LEGACY_MSG_SIZE)
-				log_warnx("client %llu (QEMU): closed with %zu bytes "
+			if (s->qemu && left % LEGACY_MSG_SIZE &&
+			    mux_refusal_log_allowed(worker_mux(s->w), &suppressed))
+				log_fwarn(session_log_fields(s), 0,
+					  "client %llu (QEMU): closed with %zu bytes "
 					  "of a message unsent",
 					  (unsigned long long)s->id,
 					  left % LEGACY_MSG_SIZE);
@@ -692,7 +707,8 @@ static void session_hello_timeout(evutil_socket_t fd, short what, void *arg)
 		return;
 	atomic_fetch_add(&mux->stats.hello_timeouts, 1);
 	if (mux_refusal_log_allowed(mux, &suppressed))
-		log_warnx("client %llu (pid %d uid %d): no hello within %u ms; "
+		log_fwarn(session_log_fields(s), ETIMEDOUT,
+			  "client %llu (pid %d uid %d): no hello within %u ms; "
 			  "closing (%llu similar suppressed)",
 			  (unsigned long long)s->id, (int)s->info->pid,
 			  (int)s->info->uid, mux->cfg.hello_timeout_ms,

@@ -12,6 +12,8 @@ PKGS=(
 	# rdmacm-muxctl metrics is checked with Prometheus' own parser, the
 	# systemd units with systemd-analyze
 	python3-prometheus-client systemd
+	# packages (make deb: debhelper, checked by lintian) and the style check
+	debhelper dpkg-dev fakeroot lintian clang-format
 	# the lab: Debian's kernel with soft-RoCE in QEMU, and stock peers
 	qemu-system-x86 busybox-static cpio xz-utils zstd kmod iproute2
 	ibverbs-utils rdmacm-utils perftest infiniband-diags tcpdump jq

@@ -120,6 +120,9 @@ static void hd_spawn(struct hdaemon *d)
 	argv[argc++] = d->status;
 	argv[argc++] = "--sim-fabric";
 	argv[argc++] = d->fabric;
+	/* Not the host's configuration file (a test's own comes later). */
+	argv[argc++] = "--config";
+	argv[argc++] = "none";
 	if (getenv("RCM_TEST_UMAD_PORT")) {
 		/* The real port in the lab instead of the sim ports. */
 		snprintf(portargs[0], sizeof(portargs[0]), "--port=%s",
@@ -217,6 +220,8 @@ int hd_run(const char *const *args, char *out, size_t cap)
 
 	assert_non_null(bin);
 	argv[argc++] = bin;
+	argv[argc++] = "--config";      /* not the host's; a test's own wins */
+	argv[argc++] = "none";
 	while (*args && argc < 39)
 		argv[argc++] = *args++;
 	argv[argc] = NULL;

@@ -1112,8 +1112,8 @@ static void test_systemd_notify_and_activation(void **state)
 		setenv("LISTEN_FDS", "2", 1);
 		setenv("NOTIFY_SOCKET", notify, 1);
 		setenv("WATCHDOG_USEC", "200000", 1);
-		execl(bin, bin, "-s", sock, "-S", status, "--sim-fabric", fabric,
-		      "--sim-port=sim0=fd00::1", (char *)NULL);
+		execl(bin, bin, "--config", "none", "-s", sock, "-S", status,
+		      "--sim-fabric", fabric, "--sim-port=sim0=fd00::1", (char *)NULL);
 		_exit(127);
 	}
 	close(cfd);
@@ -1236,6 +1236,222 @@ static void test_example_device_model(void **state)
 	assert_non_null(strstr(out, "0 sent, 1 refused"));
 }
 
+static void write_file(const char *path, const char *text)
+{
+	FILE *fp = fopen(path, "w");
+
+	assert_non_null(fp);
+	fputs(text, fp);
+	assert_int_equal(fclose(fp), 0);
+}
+
+/* Waits until the daemon's log has a line containing each of the texts. */
+static int log_has(struct hdaemon *d, const char *const *texts)
+{
+	uint64_t deadline = h_now_ms() + (uint64_t)H_DEADLINE_MS;
+	char line[1024];
+	int found, i;
+
+	do {
+		FILE *fp = fopen(d->log, "r");
+
+		found = 0;
+		for (i = 0; fp && texts[i]; i++) {
+			rewind(fp);
+			while (fgets(line, sizeof(line), fp))
+				if (strstr(line, texts[i])) {
+					found++;
+					break;
+				}
+		}
+		if (fp)
+			fclose(fp);
+		if (texts[found] == NULL)
+			return 1;
+		poll(NULL, 0, 20);
+	} while (h_now_ms() < deadline);
+	for (i = 0; texts[i]; i++)
+		print_error("log lacks: %s\n", texts[i]);
+	return 0;
+}
+
+/* The configuration file: its options apply, the command line wins over
+ * it, --check-config reports every error with its line or key, and
+ * SIGHUP applies what may change, says what waits for a restart, and
+ * keeps everything when the file is wrong. */
+static void test_config_file_and_reload(void **state)
+{
+	struct fixture f;
+	char dir[] = "/tmp/rcm-conf.XXXXXX", conf[64], text[1024], out[4096];
+	char cmd[128];
+	struct tclient a, b, c;
+	char err[256] = "";
+	json_t *st;
+
+	(void)state;
+	if (h_real_port())
+		skip();
+	assert_non_null(mkdtemp(dir));
+	snprintf(conf, sizeof(conf), "%s/rdmacm-muxd.conf", dir);
+	/* "socket" is overridden by the harness's -s: the command line wins. */
+	snprintf(text, sizeof(text),
+		 "{\n  \"sim-port\": [\"sim0=fd00::1*4\"],\n  \"socket\": \"%s/not-used.sock\",\n"
+		 "  \"workers\": 1,\n  \"max-clients\": 3,\n  \"max-clients-per-uid\": 3,\n"
+		 "  \"hello-timeout-ms\": 3000,\n  \"log-level\": \"info\"\n}\n", dir);
+	write_file(conf, text);
+	{
+		const char *const ok[] = { "--check-config", conf, NULL };
+
+		assert_int_equal(hd_run(ok, out, sizeof(out)), 0);
+		assert_non_null(strstr(out, ": ok"));
+	}
+	{
+		const char *const extra[] = { "--config", conf, NULL };
+
+		hd_start(&f.d, NULL, NULL, extra);
+	}
+	st = hd_status(&f.d);
+	assert_int_equal(json_path_int(st, "daemon.limits.max_clients"), 3);
+	assert_int_equal(json_path_int(st, "daemon.limits.hello_timeout_ms"), 3000);
+	assert_int_equal(json_array_size(json_object_get(st, "workers")), 1);
+	json_decref(st);
+	snprintf(out, sizeof(out), "%s/not-used.sock", dir);
+	assert_int_equal(access(out, F_OK), -1);
+
+	/* A reload: two limits and the level change, workers must wait. */
+	connect_client(&a, &f.d, "a", "fd00::1");
+	connect_client(&b, &f.d, "b", NULL);
+	snprintf(text, sizeof(text),
+		 "{\"sim-port\": \"sim0=fd00::1*4\", \"workers\": 2, \"max-clients\": 2,"
+		 " \"max-clients-per-uid\": 2, \"hello-timeout-ms\": 3000,"
+		 " \"log-level\": \"debug\"}\n");
+	write_file(conf, text);
+	kill(f.d.pid, SIGHUP);
+	{
+		const char *const said[] = { "SIGHUP: max-clients: 3 -> 2",
+					     "SIGHUP: log-level: info -> debug",
+					     "SIGHUP: workers: 1 -> 2 needs a restart",
+					     "SIGHUP: 4 option(s) changed", NULL };
+
+		assert_true(log_has(&f.d, said));
+	}
+	assert_int_equal(hd_status_int(&f.d, "daemon.limits.max_clients"), 2);
+	assert_true(tc_connect(&c, &f.d, "c", 1, 0, err, sizeof(err)) < 0);
+	assert_non_null(strstr(err, "too many clients"));
+	/* debug is in force: GID churn is logged now. */
+	assert_int_equal(tc_register(&b, "fd00::2"), 0);
+	{
+		const char *const said[] = { "(b): registered fd00::2", NULL };
+
+		assert_true(log_has(&f.d, said));
+	}
+
+	/* A broken file: every error said, nothing changed. */
+	write_file(conf, "{\"sim-port\": \"sim0\", \"max-clients\": 0,\n"
+			 " \"workers\": \"many\", \"log-level\": \"loud\", \"colour\": 1}\n");
+	{
+		const char *const bad[] = { "--check-config", conf, NULL };
+
+		assert_int_equal(hd_run(bad, out, sizeof(out)), 1);
+		assert_non_null(strstr(out, "key 'max-clients': '0' is not a number"));
+		assert_non_null(strstr(out, "key 'workers': 'many' is not a number"));
+		assert_non_null(strstr(out, "key 'log-level': 'loud' is not"));
+		assert_non_null(strstr(out, "key 'colour': no such option"));
+	}
+	kill(f.d.pid, SIGHUP);
+	{
+		const char *const said[] = { "SIGHUP: 4 error(s): nothing reloaded", NULL };
+
+		assert_true(log_has(&f.d, said));
+	}
+	write_file(conf, "{\"sim-port\": \"sim0\",\n \"workers\": 2\n");
+	{
+		const char *const bad[] = { "--check-config", conf, NULL };
+
+		assert_int_equal(hd_run(bad, out, sizeof(out)), 1);
+		assert_non_null(strstr(out, "line 3"));
+	}
+	kill(f.d.pid, SIGHUP);
+	{
+		const char *const said[] = { "SIGHUP: 1 error(s): nothing reloaded", NULL };
+
+		assert_true(log_has(&f.d, said));
+	}
+	assert_int_equal(hd_status_int(&f.d, "daemon.limits.max_clients"), 2);
+	/* Options on the command line are checked with the file's. */
+	{
+		const char *const bad[] = { "--check-config", "--sim-port=sim0",
+					    "--max-gids", "-3", NULL };
+
+		assert_int_equal(hd_run(bad, out, sizeof(out)), 1);
+		assert_non_null(strstr(out, "--max-gids: '-3' is not a number"));
+	}
+	tc_close(&a);
+	tc_close(&b);
+	hd_stop(&f.d);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	assert_int_equal(system(cmd), 0);
+}
+
+/* As a service, the daemon writes the journal's native protocol, with a
+ * client's identity in fields of their own (a fake journal socket). */
+static void test_journal_fields(void **state)
+{
+	struct fixture f;
+	char dir[] = "/tmp/rcm-journal.XXXXXX", path[64], target[96], cmd[96];
+	char buf[4096], text[8192] = "";
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	struct tclient a, b;
+	uint64_t deadline;
+	ssize_t n;
+	int jfd;
+
+	(void)state;
+	if (h_real_port())
+		skip();
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/journal", dir);
+	snprintf(target, sizeof(target), "--log-target=journal:%s", path);
+	jfd = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK, 0);
+	snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", path);
+	assert_int_equal(bind(jfd, (struct sockaddr *)&sun, sizeof(sun)), 0);
+	{
+		const char *const extra[] = { target, NULL };
+
+		hd_start(&f.d, NULL, one_port, extra);
+	}
+	connect_client(&a, &f.d, "tenant-a", "fd00::1");
+	connect_client(&b, &f.d, "tenant-b", NULL);
+	/* A GID someone else holds: a warning about tenant-b. */
+	assert_true(tc_register(&b, "fd00::1") < 0);
+	deadline = h_now_ms() + (uint64_t)H_DEADLINE_MS;
+	while (h_now_ms() < deadline && strlen(text) < sizeof(text) - sizeof(buf)) {
+		n = recv(jfd, buf, sizeof(buf) - 1, 0);
+		if (n < 0) {
+			poll(NULL, 0, 20);
+			continue;
+		}
+		buf[n] = '\0';
+		if (strstr(buf, "VM=tenant-b\n")) {
+			strcat(text, buf);
+			break;
+		}
+	}
+	assert_non_null(strstr(text, "PRIORITY=4\n"));
+	assert_non_null(strstr(text, "SYSLOG_IDENTIFIER=rdmacm-muxd\n"));
+	assert_non_null(strstr(text, "MESSAGE=client "));
+	assert_non_null(strstr(text, "CLIENT_ID="));
+	assert_non_null(strstr(text, "PORT=sim0\n"));
+	assert_non_null(strstr(text, "GID=fd00::1\n"));
+	assert_non_null(strstr(text, "ERRNO=17\n"));    /* EEXIST */
+	tc_close(&a);
+	tc_close(&b);
+	hd_stop(&f.d);
+	close(jfd);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1258,11 +1474,16 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_one_daemon_per_socket_and_port, setup_daemon, teardown_daemon),
 		cmocka_unit_test_setup_teardown(test_metrics, setup_daemon, teardown_daemon),
 		cmocka_unit_test(test_systemd_notify_and_activation),
+		cmocka_unit_test(test_config_file_and_reload),
+		cmocka_unit_test(test_journal_fields),
 		cmocka_unit_test_setup_teardown(test_muxctl_views, setup_daemon, teardown_daemon),
 		cmocka_unit_test_setup_teardown(test_example_device_model, setup_daemon,
 						teardown_daemon),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
+	/* RCM_TEST_FILTER=test_name runs one (a pattern, see cmocka). */
+	if (getenv("RCM_TEST_FILTER"))
+		cmocka_set_test_filter(getenv("RCM_TEST_FILTER"));
 	return cmocka_run_group_tests_name("integration", tests, NULL, NULL);
 }

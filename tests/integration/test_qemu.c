@@ -370,5 +370,8 @@ int main(void)
 	signal(SIGPIPE, SIG_IGN);
 	if (getenv("RCM_TEST_UMAD_PORT"))
 		return 0;       /* the scripted peer lives on the sim fabric */
+	/* RCM_TEST_FILTER=test_name runs one (a pattern, see cmocka). */
+	if (getenv("RCM_TEST_FILTER"))
+		cmocka_set_test_filter(getenv("RCM_TEST_FILTER"));
 	return cmocka_run_group_tests_name("qemu", tests, NULL, NULL);
 }

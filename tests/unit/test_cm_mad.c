@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* CM MAD field table against ../shared/docs/cm-wire.md §2.3: every field
  * at its payload offset (P+n), width and bit position. */
+#include <stdlib.h>
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -270,5 +271,8 @@ int main(void)
 		cmocka_unit_test(test_rdma_cm_header),
 	};
 
+	/* RCM_TEST_FILTER=test_name runs one (a pattern, see cmocka). */
+	if (getenv("RCM_TEST_FILTER"))
+		cmocka_set_test_filter(getenv("RCM_TEST_FILTER"));
 	return cmocka_run_group_tests_name("cm_mad", tests, NULL, NULL);
 }

@@ -417,5 +417,8 @@ int main(void)
 		cmocka_unit_test(test_gid_json),
 	};
 
+	/* RCM_TEST_FILTER=test_name runs one (a pattern, see cmocka). */
+	if (getenv("RCM_TEST_FILTER"))
+		cmocka_set_test_filter(getenv("RCM_TEST_FILTER"));
 	return cmocka_run_group_tests_name("codec", tests, NULL, NULL);
 }

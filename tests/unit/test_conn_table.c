@@ -941,5 +941,8 @@ int main(void)
 		cmocka_unit_test(test_state_survives_the_daemon),
 	};
 
+	/* RCM_TEST_FILTER=test_name runs one (a pattern, see cmocka). */
+	if (getenv("RCM_TEST_FILTER"))
+		cmocka_set_test_filter(getenv("RCM_TEST_FILTER"));
 	return cmocka_run_group_tests_name("conn_table", tests, NULL, NULL);
 }

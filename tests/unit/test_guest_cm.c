@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* The demo's guest CM endpoint: two of them over an in-memory wire that
  * can lose messages, on a fake clock. */
+#include <stdlib.h>
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -368,5 +369,8 @@ int main(void)
 		cmocka_unit_test(test_qp_failure_rejects),
 	};
 
+	/* RCM_TEST_FILTER=test_name runs one (a pattern, see cmocka). */
+	if (getenv("RCM_TEST_FILTER"))
+		cmocka_set_test_filter(getenv("RCM_TEST_FILTER"));
 	return cmocka_run_group_tests_name("guest_cm", tests, NULL, NULL);
 }

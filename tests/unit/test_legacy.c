@@ -2,6 +2,7 @@
 /* The codec of QEMU's rdmacm-mux protocol, checked against the C struct
  * QEMU and the old daemon exchanged (built here from rdma-core's own
  * headers, as contrib/rdmacm-mux/rdmacm-mux.h declared it). */
+#include <stdlib.h>
 #include <arpa/inet.h>
 #include <errno.h>
 #include <setjmp.h>
@@ -180,5 +181,8 @@ int main(void)
 		cmocka_unit_test(test_response_never_looks_like_a_mad),
 	};
 
+	/* RCM_TEST_FILTER=test_name runs one (a pattern, see cmocka). */
+	if (getenv("RCM_TEST_FILTER"))
+		cmocka_set_test_filter(getenv("RCM_TEST_FILTER"));
 	return cmocka_run_group_tests_name("legacy", tests, NULL, NULL);
 }

@@ -179,5 +179,8 @@ int main(void)
 		cmocka_unit_test(test_token_bucket),
 	};
 
+	/* RCM_TEST_FILTER=test_name runs one (a pattern, see cmocka). */
+	if (getenv("RCM_TEST_FILTER"))
+		cmocka_set_test_filter(getenv("RCM_TEST_FILTER"));
 	return cmocka_run_group_tests_name("policy", tests, NULL, NULL);
 }

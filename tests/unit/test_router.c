@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* The GID registry and the router, driven with a fake clock. */
+#include <stdlib.h>
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -439,5 +440,8 @@ int main(void)
 		cmocka_unit_test(test_timeout_rej_reaches_req_owner),
 	};
 
+	/* RCM_TEST_FILTER=test_name runs one (a pattern, see cmocka). */
+	if (getenv("RCM_TEST_FILTER"))
+		cmocka_set_test_filter(getenv("RCM_TEST_FILTER"));
 	return cmocka_run_group_tests_name("router", tests, NULL, NULL);
 }

@@ -79,5 +79,8 @@ int main(void)
 		cmocka_unit_test(test_log_line_cannot_be_forged),
 	};
 
+	/* RCM_TEST_FILTER=test_name runs one (a pattern, see cmocka). */
+	if (getenv("RCM_TEST_FILTER"))
+		cmocka_set_test_filter(getenv("RCM_TEST_FILTER"));
 	return cmocka_run_group_tests_name("text", tests, NULL, NULL);
 }
