@@ -14,6 +14,7 @@ MANDIR     ?= $(PREFIX)/share/man
 PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
 SYSCONFDIR ?= /etc
 SYSTEMDUNITDIR ?= $(PREFIX)/lib/systemd/system
+DOCDIR     ?= $(PREFIX)/share/doc/rdmacm-mux
 DESTDIR    ?=
 
 CC      ?= cc
@@ -39,7 +40,7 @@ B := build
 SANFLAGS :=
 endif
 
-ALL_CFLAGS = $(CPPFLAGS_ALL) $(DEP_CFLAGS) $(CFLAGS) $(SANFLAGS) -fPIC -MMD -MP
+ALL_CFLAGS = $(CPPFLAGS_ALL) $(CPPFLAGS) $(DEP_CFLAGS) $(CFLAGS) $(SANFLAGS) -fPIC -MMD -MP
 LDFLAGS_ALL = $(LDFLAGS) $(SANFLAGS) -pthread
 
 COMMON_SRC   := common/log.c common/text.c common/gid.c common/cm_mad.c
@@ -78,7 +79,7 @@ INTEG_BINS := $(addprefix $(B)/tests/,$(INTEG_TESTS))
 
 .PHONY: soak
 .PHONY: check-units bench bench-lab check-lab all clean check check-quick check-unit check-integration check-demo \
-	check-san check-valgrind demo install fuzz tests
+	check-san check-valgrind demo install uninstall dist distcheck deb fuzz tests
 UNITS   := $(B)/systemd/rdmacm-muxd.service $(B)/systemd/rdmacm-muxd.socket
 EXAMPLE := $(B)/example/device_model
 
@@ -302,26 +303,77 @@ soak: $(B)/soak/soak $(MUXD)
 demo: all
 	scripts/demo.sh --build-dir $(B)
 
+MAN1 := $(notdir $(wildcard man/*.1))
+MAN3 := $(notdir $(wildcard man/*.3))
+MAN7 := $(notdir $(wildcard man/*.7))
+MAN8 := $(notdir $(wildcard man/*.8))
+HEADERS := backend/muxbe.h backend/muxbe_verbs.h protocol/rdmacm_mux_proto.h
+EXAMPLES := mux/rdmacm-muxd.conf.example mux/policy.json.example backend/example/device_model.c
+
 install: all
 	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) \
 		$(DESTDIR)$(INCLUDEDIR)/rdmacm-mux $(DESTDIR)$(PKGCONFIGDIR) \
-		$(DESTDIR)$(MANDIR)/man3 $(DESTDIR)$(MANDIR)/man7 $(DESTDIR)$(MANDIR)/man8
+		$(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man3 $(DESTDIR)$(MANDIR)/man7 \
+		$(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(SYSTEMDUNITDIR) $(DESTDIR)$(DOCDIR)/examples
 	install -m 0755 $(MUXD) $(DESTDIR)$(SBINDIR)/rdmacm-muxd
 	install -m 0755 $(MUXCTL) $(DESTDIR)$(BINDIR)/rdmacm-muxctl
 	install -m 0755 $(VMPROG) $(DESTDIR)$(BINDIR)/rdmacm-mux-vm
 	install -m 0644 $(LIBA) $(DESTDIR)$(LIBDIR)/libmuxbe.a
-	install -m 0755 $(LIBSO) $(DESTDIR)$(LIBDIR)/libmuxbe.so.$(SOVERSION)
+	install -m 0644 $(LIBSO) $(DESTDIR)$(LIBDIR)/libmuxbe.so.$(SOVERSION)
 	ln -sf libmuxbe.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libmuxbe.so
-	install -m 0644 backend/muxbe.h backend/muxbe_verbs.h protocol/rdmacm_mux_proto.h \
-		$(DESTDIR)$(INCLUDEDIR)/rdmacm-mux/
+	install -m 0644 $(HEADERS) $(DESTDIR)$(INCLUDEDIR)/rdmacm-mux/
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
 	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(VERSION)|' \
 	    backend/muxbe.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/muxbe.pc
-	install -m 0644 man/*.3 $(DESTDIR)$(MANDIR)/man3/
-	install -m 0644 man/*.7 $(DESTDIR)$(MANDIR)/man7/
-	install -m 0644 man/*.8 $(DESTDIR)$(MANDIR)/man8/
-	install -d $(DESTDIR)$(SYSTEMDUNITDIR)
+	install -m 0644 $(addprefix man/,$(MAN1)) $(DESTDIR)$(MANDIR)/man1/
+	install -m 0644 $(addprefix man/,$(MAN3)) $(DESTDIR)$(MANDIR)/man3/
+	install -m 0644 $(addprefix man/,$(MAN7)) $(DESTDIR)$(MANDIR)/man7/
+	install -m 0644 $(addprefix man/,$(MAN8)) $(DESTDIR)$(MANDIR)/man8/
 	install -m 0644 $(UNITS) $(DESTDIR)$(SYSTEMDUNITDIR)/
+	install -m 0644 $(EXAMPLES) $(DESTDIR)$(DOCDIR)/examples/
+
+# What install made, and the directories it made that are left empty.
+uninstall:
+	rm -f $(DESTDIR)$(SBINDIR)/rdmacm-muxd $(DESTDIR)$(BINDIR)/rdmacm-muxctl \
+		$(DESTDIR)$(BINDIR)/rdmacm-mux-vm $(DESTDIR)$(LIBDIR)/libmuxbe.a \
+		$(DESTDIR)$(LIBDIR)/libmuxbe.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libmuxbe.so \
+		$(addprefix $(DESTDIR)$(INCLUDEDIR)/rdmacm-mux/,$(notdir $(HEADERS))) \
+		$(DESTDIR)$(PKGCONFIGDIR)/muxbe.pc \
+		$(addprefix $(DESTDIR)$(MANDIR)/man1/,$(MAN1)) \
+		$(addprefix $(DESTDIR)$(MANDIR)/man3/,$(MAN3)) \
+		$(addprefix $(DESTDIR)$(MANDIR)/man7/,$(MAN7)) \
+		$(addprefix $(DESTDIR)$(MANDIR)/man8/,$(MAN8)) \
+		$(addprefix $(DESTDIR)$(SYSTEMDUNITDIR)/,$(notdir $(UNITS))) \
+		$(addprefix $(DESTDIR)$(DOCDIR)/examples/,$(notdir $(EXAMPLES)))
+	-rmdir $(DESTDIR)$(INCLUDEDIR)/rdmacm-mux $(DESTDIR)$(DOCDIR)/examples \
+		$(DESTDIR)$(DOCDIR) 2>/dev/null
+
+# ---- release ---------------------------------------------------------------
+# The tarball holds exactly the files git tracks (as they are in the work
+# tree); `make distcheck` runs the whole `make check` inside it.
+DIST := rdmacm-mux-$(VERSION)
+dist:
+	@test "$$(git rev-parse --show-toplevel 2>/dev/null)" = "$(CURDIR)" || \
+		{ echo "dist: $(CURDIR) is not the top of a git checkout"; exit 1; }
+	@mkdir -p $(B)
+	git ls-files -z | tar --null -T - --transform 's|^|$(DIST)/|' \
+		--owner=0 --group=0 --sort=name -czf $(B)/$(DIST).tar.gz
+	@echo "dist: $(B)/$(DIST).tar.gz ($$(git ls-files | wc -l) files)"
+
+distcheck: dist
+	rm -rf $(B)/distcheck && mkdir -p $(B)/distcheck
+	tar -C $(B)/distcheck -xzf $(B)/$(DIST).tar.gz
+	$(MAKE) -C $(B)/distcheck/$(DIST) check
+
+# Debian packages (rdmacm-muxd, libmuxbe0, libmuxbe-dev) from the release
+# tarball, with dpkg-buildpackage, then lintian on them.
+deb: dist
+	rm -rf $(B)/deb && mkdir -p $(B)/deb
+	tar -C $(B)/deb -xzf $(B)/$(DIST).tar.gz
+	cd $(B)/deb/$(DIST) && dpkg-buildpackage -us -uc -b >../build.log 2>&1 || \
+		{ tail -n 40 $(abspath $(B))/deb/build.log; exit 1; }
+	lintian --fail-on error $(B)/deb/*.changes
+	@ls $(B)/deb/*.deb
 
 clean:
 	rm -rf build build-san build-tsan

@@ -72,6 +72,11 @@ run_suite "bench_relay --quick" bash -c "RDMACM_MUXD=$PWD/build/rdmacm-muxd \
 	timeout 300 build/bench/bench_relay --quick && echo 'bench: 1 passed, 0 failed'"
 run_suite "make install + pkg-config consumer" tests/install/check-install.sh
 run_suite "systemd units (systemd-analyze verify)" make -s check-units
+# From a git checkout: the packages, built from the release tarball.
+if [ "$(git rev-parse --show-toplevel 2>/dev/null)" = "$PWD" ]; then
+	run_suite "debian packages (dpkg-buildpackage, lintian)" bash -c \
+		"make -s deb && echo 'deb: 1 passed, 0 failed'"
+fi
 
 if [ "$QUICK" = 0 ]; then
 	build SAN=1

@@ -38,5 +38,26 @@ fi
 EXTRA=$(nm -D --defined-only "$D/usr/lib/libmuxbe.so.0" | awk '$2 ~ /[TDB]/ {print $3}' | grep -v '^muxbe_' || true)
 [ -z "$EXTRA" ] && ok "only muxbe_* exported" || bad "exports beyond muxbe_*: $EXTRA"
 "$D/usr/sbin/rdmacm-muxd" --version | grep -q "rdmacm-muxd 0.1.0" && ok "daemon runs" || bad "daemon --version"
+"$D/usr/sbin/rdmacm-muxd" --config none --check-config \
+	"$D/usr/share/doc/rdmacm-mux/examples/rdmacm-muxd.conf.example" \
+	--policy "$D/usr/share/doc/rdmacm-mux/examples/policy.json.example" |
+	grep -q ": ok$" && ok "example configuration and policy are valid" ||
+	bad "example configuration or policy"
+rm -f "$D/consumer" "$D/consumer-static"
+
+# make uninstall takes away everything make install put there.
+make -s uninstall DESTDIR="$D" PREFIX=/usr >/dev/null && ok "make uninstall" || bad "make uninstall"
+LEFT=$(find "$D" -mindepth 1 ! -type d)
+[ -z "$LEFT" ] && ok "nothing left after uninstall" || bad "left after uninstall: $LEFT"
+
+# make dist: exactly the tracked files, under rdmacm-mux-VERSION/.
+if [ "$(git rev-parse --show-toplevel 2>/dev/null)" = "$PWD" ]; then
+	make -s dist B="$D/dist" >/dev/null && ok "make dist" || bad "make dist"
+	diff <(tar -tzf "$D"/dist/rdmacm-mux-*.tar.gz | sed 's|^[^/]*/||' | grep -v '/$' | sort) \
+	     <(git ls-files | sort) >/dev/null &&
+		ok "tarball holds exactly the tracked files" || bad "tarball contents differ from git ls-files"
+else
+	echo "(not a git checkout: make dist not checked)"
+fi
 echo "install: $PASS passed, $FAIL failed"
 [ "$FAIL" = 0 ]
