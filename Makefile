@@ -78,7 +78,7 @@ INTEG_BINS := $(addprefix $(B)/tests/,$(INTEG_TESTS))
 
 
 .PHONY: soak
-.PHONY: check-units bench bench-lab check-lab all clean check check-quick check-unit check-integration check-demo \
+.PHONY: check-format check-units bench bench-lab check-lab all clean check check-quick check-unit check-integration check-demo \
 	check-san check-valgrind demo install uninstall dist distcheck deb fuzz tests
 UNITS   := $(B)/systemd/rdmacm-muxd.service $(B)/systemd/rdmacm-muxd.socket
 EXAMPLE := $(B)/example/device_model
@@ -106,6 +106,14 @@ check-units: $(MUXD)
 		rdmacm-muxd.service rdmacm-muxd.socket 2>&1); \
 	if [ -n "$$out" ]; then echo "$$out"; echo "units: 0 passed, 1 failed"; exit 1; fi; \
 	echo "units: 1 passed, 0 failed"
+
+# The written style (.clang-format): any deviation fails.
+check-format:
+	@out=$$(if [ "$$(git rev-parse --show-toplevel 2>/dev/null)" = "$(CURDIR)" ]; then \
+		git ls-files '*.c' '*.h'; else find mux backend common protocol tests -name '*.[ch]'; fi); \
+	if clang-format --dry-run --Werror --style=file $$out 2>&1 | head -n 40 | grep .; then \
+		echo "format: 0 passed, 1 failed (clang-format -i FILE fixes it)"; exit 1; fi; \
+	echo "format: 1 passed, 0 failed"
 
 $(B)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -360,7 +368,7 @@ dist:
 		--owner=0 --group=0 --sort=name -czf $(B)/$(DIST).tar.gz
 	@echo "dist: $(B)/$(DIST).tar.gz ($$(git ls-files | wc -l) files)"
 
-distcheck: dist
+distcheck: dist deb
 	rm -rf $(B)/distcheck && mkdir -p $(B)/distcheck
 	tar -C $(B)/distcheck -xzf $(B)/$(DIST).tar.gz
 	$(MAKE) -C $(B)/distcheck/$(DIST) check

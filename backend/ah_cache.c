@@ -31,9 +31,9 @@ void ah_cache_init(struct ah_cache *c, unsigned max)
 	c->max = max;
 }
 
-struct ibv_ah *ah_cache_get(struct ah_cache *c, struct ibv_pd *pd,
-			    uint8_t port, uint8_t sgid_index,
-			    const uint8_t dgid[16], uint8_t hop_limit)
+struct ibv_ah *ah_cache_get(struct ah_cache *c, struct ibv_pd *pd, uint8_t port,
+			    uint8_t sgid_index, const uint8_t dgid[16],
+			    uint8_t hop_limit)
 {
 	struct ah_entry probe = { .pd = pd, .sgid_index = sgid_index }, *e;
 	struct ibv_ah_attr attr = {
@@ -62,7 +62,9 @@ struct ibv_ah *ah_cache_get(struct ah_cache *c, struct ibv_pd *pd,
 		free(e);
 		return NULL;
 	}
-	*e = (struct ah_entry){ .pd = pd, .sgid_index = sgid_index, .ah = e->ah };
+	*e = (struct ah_entry){ .pd = pd,
+				.sgid_index = sgid_index,
+				.ah = e->ah };
 	memcpy(e->dgid, dgid, 16);
 	RB_INSERT(ah_tree, &c->tree, e);
 	c->size++;

@@ -26,9 +26,9 @@ struct ah_cache {
 
 void ah_cache_init(struct ah_cache *c, unsigned max);
 /* The cached AH, or a new one; NULL with errno set (ENOSPC when full). */
-struct ibv_ah *ah_cache_get(struct ah_cache *c, struct ibv_pd *pd,
-			    uint8_t port, uint8_t sgid_index,
-			    const uint8_t dgid[16], uint8_t hop_limit);
+struct ibv_ah *ah_cache_get(struct ah_cache *c, struct ibv_pd *pd, uint8_t port,
+			    uint8_t sgid_index, const uint8_t dgid[16],
+			    uint8_t hop_limit);
 /* Destroy every AH of a PD (before the PD goes), or all when pd is NULL. */
 void ah_cache_flush(struct ah_cache *c, struct ibv_pd *pd);
 

@@ -37,13 +37,19 @@ struct pending {
 	enum pending_kind kind;
 	uint32_t rid;
 	int done;
-	int err;                /* SYNC: why it ended without a reply */
-	json_t *reply;          /* SYNC: the reply */
-	void *send_ctx;         /* SEND */
+	int err;        /* SYNC: why it ended without a reply */
+	json_t *reply;  /* SYNC: the reply */
+	void *send_ctx; /* SEND */
 };
 
-enum completion_kind { COMP_RECV, COMP_SEND, COMP_PORT, COMP_DISCONNECT, COMP_LOST,
-		       COMP_LINK };
+enum completion_kind {
+	COMP_RECV,
+	COMP_SEND,
+	COMP_PORT,
+	COMP_DISCONNECT,
+	COMP_LOST,
+	COMP_LINK
+};
 
 /* The link: up; down (no socket, a timer to try again); resuming (a
  * socket, hello and the GIDs' registrations in flight). */
@@ -52,7 +58,7 @@ enum link_state { LINK_UP, LINK_DOWN, LINK_RESUMING };
 /* A GID the client registered, to register again after a reconnect. */
 struct reg {
 	TAILQ_ENTRY(reg) link;
-	char *port;             /* NULL: the daemon's only port */
+	char *port; /* NULL: the daemon's only port */
 	uint8_t gid[16];
 };
 
@@ -82,22 +88,22 @@ struct queued_mad {
 struct muxbe {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	int sock;               /* -1 while the link is down */
+	int sock; /* -1 while the link is down */
 	int epfd;
 	int evfd;
-	int timerfd;            /* the next reconnect attempt */
-	int broken;             /* negative errno once the link is gone for good */
+	int timerfd; /* the next reconnect attempt */
+	int broken;  /* negative errno once the link is gone for good */
 	enum link_state link;
-	int reconnect;          /* a lost link is taken back up */
+	int reconnect; /* a lost link is taken back up */
 	unsigned backoff_ms;
-	int down_err;           /* why the link went down */
-	unsigned regs_pending;  /* re-registrations in flight */
-	char resume_note[160];  /* what the way back up met */
+	int down_err;          /* why the link went down */
+	unsigned regs_pending; /* re-registrations in flight */
+	char resume_note[160]; /* what the way back up met */
 	char *path, *name;
-	uint64_t session_client;        /* 0: the daemon keeps no state */
+	uint64_t session_client; /* 0: the daemon keeps no state */
 	char session_token[33];
 	TAILQ_HEAD(, reg) regs;
-	int reader_active;      /* a blocking caller is polling the socket */
+	int reader_active; /* a blocking caller is polling the socket */
 	uint32_t next_rid;
 	struct proto_decoder dec;
 	struct muxbe_callbacks cb;
@@ -149,7 +155,8 @@ static void queue_completion(struct muxbe *mb, struct completion *c)
 	wake_process(mb);
 }
 
-static void addr_from_proto(struct muxbe_addr *a, const struct proto_mad_addr *p)
+static void addr_from_proto(struct muxbe_addr *a,
+			    const struct proto_mad_addr *p)
 {
 	a->port = p->port;
 	a->grh = (p->flags & PROTO_MAD_F_GRH) != 0;
@@ -174,12 +181,12 @@ static void fill_recv(struct muxbe *mb, const struct posted *pb,
 
 	memset(grh, 0, MUXBE_GRH_SIZE);
 	wire_put32(grh, (6u << 28) | ((uint32_t)m->addr.traffic_class << 20) |
-			     (m->addr.flow_label & 0xfffff));
+				(m->addr.flow_label & 0xfffff));
 	wire_put16(grh + 4, m->mad_len);
-	grh[6] = 0x1b;          /* next header: IBA transport */
+	grh[6] = 0x1b; /* next header: IBA transport */
 	grh[7] = m->addr.hop_limit;
-	memcpy(grh + 8, m->addr.remote_gid, 16);        /* SGID: sender */
-	memcpy(grh + 24, m->addr.local_gid, 16);        /* DGID: us */
+	memcpy(grh + 8, m->addr.remote_gid, 16); /* SGID: sender */
+	memcpy(grh + 24, m->addr.local_gid, 16); /* DGID: us */
 	memcpy(grh + MUXBE_GRH_SIZE, m->mad, m->mad_len);
 	mb->st.rx_delivered++;
 	if (c == NULL)
@@ -238,26 +245,41 @@ static void handle_json_event(struct muxbe *mb, const struct proto_frame *f)
 		c = calloc(1, sizeof(*c));
 		if (c) {
 			c->kind = COMP_PORT;
-			c->addr.port = (uint16_t)json_integer_value(json_object_get(j, "port"));
-			c->status = json_is_string(json_object_get(j, "state")) &&
-				    strcmp(json_string_value(json_object_get(j, "state")),
+			c->addr.port = (uint16_t)json_integer_value(
+				json_object_get(j, "port"));
+			c->status = json_is_string(
+					    json_object_get(j, "state")) &&
+				    strcmp(json_string_value(
+						   json_object_get(j, "state")),
 					   "active") == 0;
 			snprintf(c->message, sizeof(c->message), "%s",
-				 json_string_value(json_object_get(j, "port_name")) ?: "");
+				 json_string_value(
+					 json_object_get(j, "port_name"))
+					 ?: "");
 			queue_completion(mb, c);
 		}
 	} else if (ev && strcmp(ev, "mad_lost") == 0) {
-		mb->st.tx_lost = (uint64_t)json_integer_value(json_object_get(j, "total"));
+		mb->st.tx_lost = (uint64_t)json_integer_value(
+			json_object_get(j, "total"));
 		c = calloc(1, sizeof(*c));
 		if (c) {
 			c->kind = COMP_LOST;
-			c->status = (int)json_integer_value(json_object_get(j, "count"));
-			c->addr.port = (uint16_t)json_integer_value(json_object_get(j, "port"));
-			snprintf(c->message, sizeof(c->message), "%s from %s to %s: %s",
-				 json_string_value(json_object_get(j, "attr")) ?: "MAD",
-				 json_string_value(json_object_get(j, "src_gid")) ?: "?",
-				 json_string_value(json_object_get(j, "dst_gid")) ?: "?",
-				 json_string_value(json_object_get(j, "reason")) ?: "lost");
+			c->status = (int)json_integer_value(
+				json_object_get(j, "count"));
+			c->addr.port = (uint16_t)json_integer_value(
+				json_object_get(j, "port"));
+			snprintf(c->message, sizeof(c->message),
+				 "%s from %s to %s: %s",
+				 json_string_value(json_object_get(j, "attr"))
+					 ?: "MAD",
+				 json_string_value(
+					 json_object_get(j, "src_gid"))
+					 ?: "?",
+				 json_string_value(
+					 json_object_get(j, "dst_gid"))
+					 ?: "?",
+				 json_string_value(json_object_get(j, "reason"))
+					 ?: "lost");
 			queue_completion(mb, c);
 		}
 	} else if (ev && (strcmp(ev, "protocol_error") == 0 ||
@@ -267,7 +289,8 @@ static void handle_json_event(struct muxbe *mb, const struct proto_frame *f)
 		 * disconnect, or a protocol error, is not undone by coming
 		 * back. */
 		set_error(mb, "daemon: %s: %s", ev,
-			  json_string_value(json_object_get(j, "message")) ?: "");
+			  json_string_value(json_object_get(j, "message"))
+				  ?: "");
 		if (strcmp(ev, "refused") != 0)
 			mb->reconnect = 0;
 	}
@@ -293,10 +316,11 @@ static void handle_reply(struct muxbe *mb, const struct proto_frame *f)
 	int status;
 
 	if (p == NULL)
-		return;         /* a waiter that timed out and left */
+		return; /* a waiter that timed out and left */
 	if (f->kind != PROTO_KIND_JSON ||
 	    proto_json_parse(f->payload, f->length, &j, &err) < 0)
-		j = proto_reply_error(EPROTO, "malformed reply from the daemon");
+		j = proto_reply_error(EPROTO,
+				      "malformed reply from the daemon");
 	if (p->kind == PENDING_SYNC) {
 		p->reply = j;
 		p->done = 1;
@@ -345,7 +369,8 @@ static void fail_in_flight(struct muxbe *mb, int err)
 			p->err = err;
 			continue;
 		}
-		if (p->kind == PENDING_SEND && (c = calloc(1, sizeof(*c))) != NULL) {
+		if (p->kind == PENDING_SEND &&
+		    (c = calloc(1, sizeof(*c))) != NULL) {
 			c->kind = COMP_SEND;
 			c->ctx = p->send_ctx;
 			c->status = err;
@@ -396,13 +421,16 @@ static void queue_link(struct muxbe *mb, int up, int status, const char *msg)
 
 static void arm_retry(struct muxbe *mb)
 {
-	struct itimerspec its = { .it_value = {
-		.tv_sec = mb->backoff_ms / 1000,
-		.tv_nsec = (long)(mb->backoff_ms % 1000) * 1000000L } };
+	struct itimerspec its = {
+		.it_value = { .tv_sec = mb->backoff_ms / 1000,
+			      .tv_nsec = (long)(mb->backoff_ms % 1000) *
+					 1000000L }
+	};
 
 	timerfd_settime(mb->timerfd, 0, &its, NULL);
-	mb->backoff_ms = mb->backoff_ms * 2 > MUXBE_RECONNECT_MAX_MS ?
-			 MUXBE_RECONNECT_MAX_MS : mb->backoff_ms * 2;
+	mb->backoff_ms = mb->backoff_ms * 2 > MUXBE_RECONNECT_MAX_MS
+				 ? MUXBE_RECONNECT_MAX_MS
+				 : mb->backoff_ms * 2;
 }
 
 static void drop_socket(struct muxbe *mb)
@@ -429,8 +457,8 @@ static void link_lost(struct muxbe *mb, int err)
 	fail_in_flight(mb, -ECONNRESET);
 	if (was_up) {
 		mb->backoff_ms = 10;
-		queue_link(mb, 0, err, mb->last_error[0] ? mb->last_error
-							  : strerror(-err));
+		queue_link(mb, 0, err,
+			   mb->last_error[0] ? mb->last_error : strerror(-err));
 	}
 	arm_retry(mb);
 	pthread_cond_broadcast(&mb->cond);
@@ -438,16 +466,18 @@ static void link_lost(struct muxbe *mb, int err)
 
 static json_t *hello_request(struct muxbe *mb)
 {
-	json_t *req = json_pack("{s:s, s:{s:i, s:i}, s:s, s:[s, s]}",
-				"op", "hello", "protocol", "major",
-				PROTO_VERSION_MAJOR, "minor", PROTO_VERSION_MINOR,
-				"name", mb->name ? mb->name : "",
-				"features", "mad", "port-events");
+	json_t *req = json_pack("{s:s, s:{s:i, s:i}, s:s, s:[s, s]}", "op",
+				"hello", "protocol", "major",
+				PROTO_VERSION_MAJOR, "minor",
+				PROTO_VERSION_MINOR, "name",
+				mb->name ? mb->name : "", "features", "mad",
+				"port-events");
 
 	if (req && mb->session_client)
-		json_object_set_new(req, "resume", json_pack("{s:I, s:s}",
-				    "client_id", (json_int_t)mb->session_client,
-				    "token", mb->session_token));
+		json_object_set_new(req, "resume",
+				    json_pack("{s:I, s:s}", "client_id",
+					      (json_int_t)mb->session_client,
+					      "token", mb->session_token));
 	return req;
 }
 
@@ -461,8 +491,8 @@ static void keep_session(struct muxbe *mb, json_t *reply)
 		mb->session_client = 0;
 		return;
 	}
-	mb->session_client = (uint64_t)json_integer_value(json_object_get(sess,
-								 "client_id"));
+	mb->session_client = (uint64_t)json_integer_value(
+		json_object_get(sess, "client_id"));
 	memcpy(mb->session_token, token, 33);
 }
 
@@ -481,7 +511,7 @@ static void resume_step(struct muxbe *mb, json_t *reply)
 
 	if (mb->link != LINK_RESUMING)
 		return;
-	if (mb->regs_pending == 0) {            /* hello's reply */
+	if (mb->regs_pending == 0) { /* hello's reply */
 		if (rc < 0) {
 			set_error(mb, "daemon: %s", msg);
 			link_lost(mb, rc);
@@ -492,15 +522,19 @@ static void resume_step(struct muxbe *mb, json_t *reply)
 				 "the daemon kept this client's connections");
 		else
 			snprintf(mb->resume_note, sizeof(mb->resume_note),
-				 "the daemon did not keep this client's connections (%s)",
-				 json_string_value(json_object_get(reply, "resume_error"))
-				 ?: "it keeps no state");
-		mb->down_err = json_is_true(json_object_get(reply, "resumed")) ? 0
-									: -ESTALE;
+				 "the daemon did not keep this client's "
+				 "connections (%s)",
+				 json_string_value(
+					 json_object_get(reply, "resume_error"))
+					 ?: "it keeps no state");
+		mb->down_err = json_is_true(json_object_get(reply, "resumed"))
+				       ? 0
+				       : -ESTALE;
 		keep_session(mb, reply);
 		TAILQ_FOREACH(r, &mb->regs, link) {
-			if (submit_internal(mb, gid_request("register_gid", r->port,
-							     r->gid)) == 0)
+			if (submit_internal(mb, gid_request("register_gid",
+							    r->port, r->gid)) ==
+			    0)
 				mb->regs_pending++;
 		}
 		if (mb->regs_pending)
@@ -509,7 +543,8 @@ static void resume_step(struct muxbe *mb, json_t *reply)
 		if (rc < 0) {
 			size_t l = strlen(mb->resume_note);
 
-			snprintf(mb->resume_note + l, sizeof(mb->resume_note) - l,
+			snprintf(mb->resume_note + l,
+				 sizeof(mb->resume_note) - l,
 				 "; a GID was not registered again: %s", msg);
 		}
 		if (--mb->regs_pending)
@@ -539,7 +574,8 @@ static void try_reconnect(struct muxbe *mb)
 	mb->link = LINK_RESUMING;
 	mb->regs_pending = 0;
 	mb->last_error[0] = '\0';
-	if (submit_internal(mb, hello_request(mb)) < 0 && mb->link == LINK_RESUMING)
+	if (submit_internal(mb, hello_request(mb)) < 0 &&
+	    mb->link == LINK_RESUMING)
 		link_lost(mb, -ECONNRESET);
 }
 
@@ -565,10 +601,11 @@ static void read_available(struct muxbe *mb)
 		}
 		for (off = 0; off < (size_t)n && !mb->broken && mb->sock >= 0;
 		     off += used) {
-			rc = proto_decoder_feed(&mb->dec, buf + off, (size_t)n - off,
-						&used, &f);
+			rc = proto_decoder_feed(&mb->dec, buf + off,
+						(size_t)n - off, &used, &f);
 			if (rc < 0) {
-				set_error(mb, "malformed frame from the daemon");
+				set_error(mb,
+					  "malformed frame from the daemon");
 				mark_broken(mb, -EPROTO);
 				return;
 			}
@@ -576,7 +613,8 @@ static void read_available(struct muxbe *mb)
 				continue;
 			if (f.flags & PROTO_FLAG_REPLY)
 				handle_reply(mb, &f);
-			else if (f.flags & PROTO_FLAG_EVENT && f.kind == PROTO_KIND_MAD)
+			else if (f.flags & PROTO_FLAG_EVENT &&
+				 f.kind == PROTO_KIND_MAD)
 				handle_mad_event(mb, &f);
 			else if (f.flags & PROTO_FLAG_EVENT)
 				handle_json_event(mb, &f);
@@ -605,7 +643,8 @@ static int write_frame(struct muxbe *mb, uint8_t kind, uint32_t rid,
 		if (mb->sock < 0)
 			return -ENOTCONN;
 		skip = sent;
-		iov[0].iov_base = hdr + (skip < sizeof(hdr) ? skip : sizeof(hdr));
+		iov[0].iov_base = hdr +
+				  (skip < sizeof(hdr) ? skip : sizeof(hdr));
 		iov[0].iov_len = skip < sizeof(hdr) ? sizeof(hdr) - skip : 0;
 		skip = skip > sizeof(hdr) ? skip - sizeof(hdr) : 0;
 		iov[1].iov_base = (uint8_t *)payload + skip;
@@ -647,7 +686,7 @@ static int wait_reply(struct muxbe *mb, struct pending *p, json_t **reply)
 	int rc = 0;
 
 	while (!p->done) {
-		pfd.fd = mb->sock;      /* a new one after a reconnect */
+		pfd.fd = mb->sock; /* a new one after a reconnect */
 		now = now_ms();
 		if (now >= deadline) {
 			rc = -ETIMEDOUT;
@@ -658,7 +697,9 @@ static int wait_reply(struct muxbe *mb, struct pending *p, json_t **reply)
 		if (!mb->reader_active) {
 			mb->reader_active = 1;
 			pthread_mutex_unlock(&mb->lock);
-			poll(&pfd, 1, (int)(deadline - now < 100 ? deadline - now : 100));
+			poll(&pfd, 1,
+			     (int)(deadline - now < 100 ? deadline - now
+							: 100));
 			pthread_mutex_lock(&mb->lock);
 			mb->reader_active = 0;
 			read_available(mb);
@@ -717,8 +758,8 @@ static int submit_locked(struct muxbe *mb, struct pending *p, uint8_t kind,
 }
 
 /* Send a frame and wait for its reply; *reply is the reply object. */
-static int call(struct muxbe *mb, uint8_t kind, const void *payload,
-		size_t len, json_t **reply)
+static int call(struct muxbe *mb, uint8_t kind, const void *payload, size_t len,
+		json_t **reply)
 {
 	struct pending *p = calloc(1, sizeof(*p));
 	int rc;
@@ -841,7 +882,8 @@ int muxbe_connect(const struct muxbe_options *opts, struct muxbe **out)
 	mb->path = strdup(path);
 	mb->name = opts->name ? strdup(opts->name) : NULL;
 	mb->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	mb->timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	mb->timerfd = timerfd_create(CLOCK_MONOTONIC,
+				     TFD_NONBLOCK | TFD_CLOEXEC);
 	mb->epfd = epoll_create1(EPOLL_CLOEXEC);
 	mb->sock = connect_socket(path);
 	if (mb->sock < 0) {
@@ -849,9 +891,10 @@ int muxbe_connect(const struct muxbe_options *opts, struct muxbe **out)
 		set_error(mb, "cannot connect to %s: %s", path, strerror(-rc));
 		goto fail;
 	}
-	if (mb->evfd < 0 || mb->epfd < 0 || mb->timerfd < 0 || mb->path == NULL ||
-	    (opts->name && mb->name == NULL)) {
-		rc = mb->evfd < 0 || mb->epfd < 0 || mb->timerfd < 0 ? -errno : -ENOMEM;
+	if (mb->evfd < 0 || mb->epfd < 0 || mb->timerfd < 0 ||
+	    mb->path == NULL || (opts->name && mb->name == NULL)) {
+		rc = mb->evfd < 0 || mb->epfd < 0 || mb->timerfd < 0 ? -errno
+								     : -ENOMEM;
 		goto fail;
 	}
 	ev.data.fd = mb->sock;
@@ -966,12 +1009,13 @@ int muxbe_process(struct muxbe *mb)
 			break;
 		case COMP_SEND:
 			if (cb.send_done)
-				cb.send_done(user, c->ctx, c->status, c->message);
+				cb.send_done(user, c->ctx, c->status,
+					     c->message);
 			break;
 		case COMP_PORT:
 			if (cb.port_event)
 				cb.port_event(user, c->addr.port, c->message,
-						  c->status);
+					      c->status);
 			break;
 		case COMP_DISCONNECT:
 			if (cb.disconnected)
@@ -979,12 +1023,13 @@ int muxbe_process(struct muxbe *mb)
 			break;
 		case COMP_LINK:
 			if (cb.link)
-				cb.link(user, (int)c->len, c->status, c->message);
+				cb.link(user, (int)c->len, c->status,
+					c->message);
 			break;
 		case COMP_LOST:
 			if (cb.mad_lost)
-				cb.mad_lost(user, c->addr.port, (unsigned)c->status,
-					    c->message);
+				cb.mad_lost(user, c->addr.port,
+					    (unsigned)c->status, c->message);
 			break;
 		}
 		free(c);
@@ -1072,8 +1117,8 @@ int muxbe_request(struct muxbe *mb, const char *request_json, char **reply_text)
 	int rc;
 
 	*reply_text = NULL;
-	if (proto_json_parse((const uint8_t *)request_json, strlen(request_json),
-			     &req, &err) < 0)
+	if (proto_json_parse((const uint8_t *)request_json,
+			     strlen(request_json), &req, &err) < 0)
 		return -EINVAL;
 	rc = call_json(mb, req, &reply);
 	if (rc == 0) {

@@ -30,14 +30,14 @@ struct muxbe;
  * client registered on `port`); the daemon picks its GID index.  Inbound:
  * local_gid is the GID the MAD was routed to, remote_gid the sender. */
 struct muxbe_addr {
-	uint16_t port;          /* port index from muxbe_register_gid() */
-	uint8_t grh;            /* GRH present */
+	uint16_t port; /* port index from muxbe_register_gid() */
+	uint8_t grh;   /* GRH present */
 	uint8_t hop_limit;
 	uint8_t traffic_class;
 	uint8_t sl;
 	uint32_t flow_label;
-	uint32_t remote_qpn;    /* 1 for GSI */
-	uint32_t qkey;          /* 0x80010000 for GSI */
+	uint32_t remote_qpn; /* 1 for GSI */
+	uint32_t qkey;       /* 0x80010000 for GSI */
 	uint16_t lid;
 	uint16_t pkey_index;
 	uint8_t local_gid[16];
@@ -81,25 +81,25 @@ struct muxbe_callbacks {
 #define MUXBE_RECONNECT_MAX_MS 1000
 
 struct muxbe_options {
-	const char *socket_path;        /* NULL: $RDMACM_MUX_SOCKET or default */
-	const char *name;               /* shown by rdmacm-muxctl status */
+	const char *socket_path; /* NULL: $RDMACM_MUX_SOCKET or default */
+	const char *name;        /* shown by rdmacm-muxctl status */
 	const struct muxbe_callbacks *cb;
 	void *user;
-	unsigned rx_queue_max;          /* MADs held with no buffer posted (256) */
-	unsigned max_posted;            /* posted receive buffers (1024) */
-	int timeout_ms;                 /* blocking calls (5000) */
-	char *errbuf;                   /* optional: why muxbe_connect failed */
+	unsigned rx_queue_max; /* MADs held with no buffer posted (256) */
+	unsigned max_posted;   /* posted receive buffers (1024) */
+	int timeout_ms;        /* blocking calls (5000) */
+	char *errbuf;          /* optional: why muxbe_connect failed */
 	size_t errbuf_len;
-	int no_reconnect;               /* 1: a lost link stays lost */
+	int no_reconnect; /* 1: a lost link stays lost */
 };
 
 struct muxbe_stats {
-	uint64_t rx_delivered;          /* MADs placed in posted buffers */
-	uint64_t rx_queued;             /* MADs that had to wait for a buffer */
-	uint64_t rx_dropped;            /* MADs lost: queue was full */
+	uint64_t rx_delivered; /* MADs placed in posted buffers */
+	uint64_t rx_queued;    /* MADs that had to wait for a buffer */
+	uint64_t rx_dropped;   /* MADs lost: queue was full */
 	uint64_t tx_ok;
-	uint64_t tx_errors;             /* refused by the daemon or failed */
-	uint64_t tx_lost;               /* accepted, then lost at a receiver */
+	uint64_t tx_errors; /* refused by the daemon or failed */
+	uint64_t tx_lost;   /* accepted, then lost at a receiver */
 	unsigned rx_queue_len;
 	unsigned posted;
 };

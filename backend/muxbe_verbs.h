@@ -21,16 +21,16 @@
 extern "C" {
 #endif
 
-#define MUXBE_VENDOR_ERR_FAIL_BACKEND  0x201   /* the device refused the post */
+#define MUXBE_VENDOR_ERR_FAIL_BACKEND 0x201 /* the device refused the post */
 #define MUXBE_VENDOR_ERR_TOO_MANY_SGES 0x202
-#define MUXBE_VENDOR_ERR_NOMEM         0x203
-#define MUXBE_VENDOR_ERR_QP0           0x204   /* QP0 (SMI) is not supported */
-#define MUXBE_VENDOR_ERR_NO_SGE        0x205
-#define MUXBE_VENDOR_ERR_MAD_SEND      0x206   /* the daemon refused the MAD */
-#define MUXBE_VENDOR_ERR_INVLKEY       0x207
-#define MUXBE_VENDOR_ERR_MR_SMALL      0x208
-#define MUXBE_VENDOR_ERR_INV_MAD_BUFF  0x209   /* GSI receive buffer too small */
-#define MUXBE_VENDOR_ERR_INV_NUM_SGE   0x210   /* GSI receive needs one SGE */
+#define MUXBE_VENDOR_ERR_NOMEM 0x203
+#define MUXBE_VENDOR_ERR_QP0 0x204 /* QP0 (SMI) is not supported */
+#define MUXBE_VENDOR_ERR_NO_SGE 0x205
+#define MUXBE_VENDOR_ERR_MAD_SEND 0x206 /* the daemon refused the MAD */
+#define MUXBE_VENDOR_ERR_INVLKEY 0x207
+#define MUXBE_VENDOR_ERR_MR_SMALL 0x208
+#define MUXBE_VENDOR_ERR_INV_MAD_BUFF 0x209 /* GSI receive buffer too small */
+#define MUXBE_VENDOR_ERR_INV_NUM_SGE 0x210  /* GSI receive needs one SGE */
 
 struct muxbe_dev;
 struct muxbe_cq;
@@ -40,7 +40,7 @@ struct muxbe_srq;
 enum muxbe_qp_type { MUXBE_QPT_RC, MUXBE_QPT_UD, MUXBE_QPT_GSI };
 
 struct muxbe_wc {
-	void *ctx;                      /* as given when posting */
+	void *ctx; /* as given when posting */
 	enum ibv_wc_status status;
 	uint32_t vendor_err;
 	enum ibv_wc_opcode opcode;
@@ -55,19 +55,19 @@ struct muxbe_wc {
 typedef void (*muxbe_comp_fn)(void *user, const struct muxbe_wc *wc);
 
 struct muxbe_dev_options {
-	const char *dev_name;           /* NULL: the first device */
-	uint8_t port_num;               /* 0: port 1 */
-	int comp_thread;                /* 1: completions on a library thread;
+	const char *dev_name; /* NULL: the first device */
+	uint8_t port_num;     /* 0: port 1 */
+	int comp_thread;      /* 1: completions on a library thread;
 					 * 0: the caller polls muxbe_dev_fd() */
 	muxbe_comp_fn comp;
 	void *user;
-	struct muxbe *mux;              /* optional: GSI QPs go through it; the
+	struct muxbe *mux; /* optional: GSI QPs go through it; the
 					 * device takes over its callbacks */
 };
 
 struct muxbe_dev_stats {
 	uint64_t completions;
-	uint64_t error_completions;     /* synthesised with a vendor error */
+	uint64_t error_completions; /* synthesised with a vendor error */
 	uint64_t ah_cache_hits;
 	uint64_t ah_cache_misses;
 	unsigned ah_cache_size;
@@ -102,12 +102,12 @@ int muxbe_cq_destroy(struct muxbe_cq *cq);
 /* Deliver whatever the CQ holds now; returns how many. */
 int muxbe_cq_poll(struct muxbe_cq *cq);
 
-int muxbe_srq_create(struct muxbe_dev *dev, struct ibv_pd *pd,
-		     uint32_t max_wr, uint32_t max_sge, uint32_t limit,
-		     struct muxbe_srq **srq);
+int muxbe_srq_create(struct muxbe_dev *dev, struct ibv_pd *pd, uint32_t max_wr,
+		     uint32_t max_sge, uint32_t limit, struct muxbe_srq **srq);
 int muxbe_srq_destroy(struct muxbe_srq *srq);
 int muxbe_srq_query(struct muxbe_srq *srq, struct ibv_srq_attr *attr);
-int muxbe_srq_modify(struct muxbe_srq *srq, struct ibv_srq_attr *attr, int mask);
+int muxbe_srq_modify(struct muxbe_srq *srq, struct ibv_srq_attr *attr,
+		     int mask);
 int muxbe_srq_post_recv(struct muxbe_srq *srq, const struct ibv_sge *sg,
 			int nsge, void *ctx);
 
@@ -122,23 +122,23 @@ int muxbe_qp_create(struct muxbe_dev *dev, struct ibv_pd *pd,
 /* Moves the QP to the error state and delivers the flushed completions
  * of everything still posted, then destroys it. */
 int muxbe_qp_destroy(struct muxbe_qp *qp);
-uint32_t muxbe_qp_num(struct muxbe_qp *qp);     /* GSI: 1 */
+uint32_t muxbe_qp_num(struct muxbe_qp *qp); /* GSI: 1 */
 
 /* RESET -> INIT (UD and GSI: with the Q_Key). */
 int muxbe_qp_init(struct muxbe_qp *qp, uint32_t qkey);
 
 struct muxbe_qp_rtr {
 	uint8_t sgid_index;
-	uint8_t dgid[16];               /* RC */
-	uint32_t dest_qpn;              /* RC */
-	uint32_t rq_psn;                /* RC */
-	uint32_t qkey;                  /* UD: 0 keeps the current one */
-	enum ibv_mtu mtu;               /* 0: the port's active MTU */
-	uint8_t hop_limit;              /* 0: 64 */
+	uint8_t dgid[16];  /* RC */
+	uint32_t dest_qpn; /* RC */
+	uint32_t rq_psn;   /* RC */
+	uint32_t qkey;     /* UD: 0 keeps the current one */
+	enum ibv_mtu mtu;  /* 0: the port's active MTU */
+	uint8_t hop_limit; /* 0: 64 */
 	uint8_t traffic_class;
 	uint32_t flow_label;
-	uint8_t max_dest_rd_atomic;     /* 0: 1 */
-	uint8_t min_rnr_timer;          /* 0: 12 */
+	uint8_t max_dest_rd_atomic; /* 0: 1 */
+	uint8_t min_rnr_timer;      /* 0: 12 */
 };
 
 /* INIT -> RTR, with what a RoCE connection needs (GRH, GID index, MTU). */
@@ -146,11 +146,11 @@ int muxbe_qp_rtr(struct muxbe_qp *qp, const struct muxbe_qp_rtr *a);
 
 struct muxbe_qp_rts {
 	uint32_t sq_psn;
-	uint32_t qkey;                  /* UD: 0 keeps the current one */
-	uint8_t timeout;                /* 0: 14 */
-	uint8_t retry_cnt;              /* 0: 7 */
-	uint8_t rnr_retry;              /* 0: 7 */
-	uint8_t max_rd_atomic;          /* 0: 1 */
+	uint32_t qkey;         /* UD: 0 keeps the current one */
+	uint8_t timeout;       /* 0: 14 */
+	uint8_t retry_cnt;     /* 0: 7 */
+	uint8_t rnr_retry;     /* 0: 7 */
+	uint8_t max_rd_atomic; /* 0: 1 */
 };
 
 /* RTR -> RTS. */

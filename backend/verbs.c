@@ -33,9 +33,9 @@
 
 struct wr_rec {
 	void *ctx;
-	struct muxbe_qp *qp;            /* or NULL for an SRQ receive */
+	struct muxbe_qp *qp; /* or NULL for an SRQ receive */
 	struct muxbe_srq *srq;
-	enum ibv_wc_opcode opcode;      /* for synthesised completions */
+	enum ibv_wc_opcode opcode; /* for synthesised completions */
 };
 
 struct pending_wc {
@@ -48,7 +48,7 @@ struct muxbe_dev {
 	uint8_t port;
 	struct ibv_device_attr attr;
 	struct ibv_comp_channel *chan;
-	int epfd;                       /* channel, pending eventfd, mux */
+	int epfd; /* channel, pending eventfd, mux */
 	int pending_fd;
 	int stop_fd;
 	pthread_t thread;
@@ -57,8 +57,8 @@ struct muxbe_dev {
 	void *user;
 	struct muxbe *mux;
 	uint16_t mux_port;
-	pthread_mutex_t lock;           /* pending, stats, AH cache */
-	pthread_mutex_t poll_lock;      /* recursive: CQ polling and delivery */
+	pthread_mutex_t lock;      /* pending, stats, AH cache */
+	pthread_mutex_t poll_lock; /* recursive: CQ polling and delivery */
 	TAILQ_HEAD(, pending_wc) pending;
 	struct ah_cache ahc;
 	struct muxbe_dev_stats st;
@@ -78,7 +78,7 @@ struct muxbe_srq {
 struct muxbe_qp {
 	struct muxbe_dev *dev;
 	enum muxbe_qp_type type;
-	struct ibv_qp *qp;              /* NULL for GSI */
+	struct ibv_qp *qp; /* NULL for GSI */
 	struct ibv_pd *pd;
 	struct muxbe_cq *scq, *rcq;
 	uint32_t max_send_sge, max_recv_sge;
@@ -245,7 +245,9 @@ static void gsi_recv(void *user, void *buf_ctx, void *buf, size_t mad_len,
 {
 	struct muxbe_dev *dev = user;
 	struct wr_rec *r = buf_ctx;
-	struct muxbe_wc wc = { .ctx = r->ctx, .opcode = IBV_WC_RECV, .qp_num = 1 };
+	struct muxbe_wc wc = { .ctx = r->ctx,
+			       .opcode = IBV_WC_RECV,
+			       .qp_num = 1 };
 
 	(void)buf;
 	if (addr) {
@@ -265,7 +267,9 @@ static void gsi_send_done(void *user, void *send_ctx, int status,
 {
 	struct muxbe_dev *dev = user;
 	struct wr_rec *r = send_ctx;
-	struct muxbe_wc wc = { .ctx = r->ctx, .opcode = IBV_WC_SEND, .qp_num = 1 };
+	struct muxbe_wc wc = { .ctx = r->ctx,
+			       .opcode = IBV_WC_SEND,
+			       .qp_num = 1 };
 
 	(void)message;
 	if (status) {
@@ -277,7 +281,8 @@ static void gsi_send_done(void *user, void *send_ctx, int status,
 }
 
 static const struct muxbe_callbacks gsi_callbacks = {
-	.recv = gsi_recv, .send_done = gsi_send_done,
+	.recv = gsi_recv,
+	.send_done = gsi_send_done,
 };
 
 /* The daemon's index of this device's port, by its name "dev:port". */
@@ -289,17 +294,19 @@ static int find_mux_port(struct muxbe_dev *dev)
 	size_t i;
 	int rc = -ENODEV;
 
-	snprintf(want, sizeof(want), "%s:%u", ibv_get_device_name(dev->ctx->device),
-		 dev->port);
+	snprintf(want, sizeof(want), "%s:%u",
+		 ibv_get_device_name(dev->ctx->device), dev->port);
 	if (muxbe_request(dev->mux, "{\"op\":\"list_ports\"}", &reply) < 0)
 		return -EIO;
 	j = json_loads(reply, 0, &jerr);
 	free(reply);
 	json_array_foreach(json_object_get(j, "ports"), i, p) {
-		const char *name = json_string_value(json_object_get(p, "name"));
+		const char *name = json_string_value(
+			json_object_get(p, "name"));
 
 		if (name && strcmp(name, want) == 0) {
-			dev->mux_port = (uint16_t)json_integer_value(json_object_get(p, "index"));
+			dev->mux_port = (uint16_t)json_integer_value(
+				json_object_get(p, "index"));
 			rc = 0;
 		}
 	}
@@ -360,7 +367,8 @@ int muxbe_dev_open(const struct muxbe_dev_options *o, struct muxbe_dev **out)
 		rc = -ENOMEM;
 		goto fail;
 	}
-	fcntl(dev->chan->fd, F_SETFL, fcntl(dev->chan->fd, F_GETFL) | O_NONBLOCK);
+	fcntl(dev->chan->fd, F_SETFL,
+	      fcntl(dev->chan->fd, F_GETFL) | O_NONBLOCK);
 	epoll_add(dev->epfd, dev->chan->fd);
 	epoll_add(dev->epfd, dev->pending_fd);
 	if (dev->mux) {
@@ -421,16 +429,25 @@ void muxbe_dev_close(struct muxbe_dev *dev)
 	free(dev);
 }
 
-struct ibv_context *muxbe_dev_context(struct muxbe_dev *dev) { return dev->ctx; }
-uint8_t muxbe_dev_port(struct muxbe_dev *dev) { return dev->port; }
-int muxbe_dev_fd(struct muxbe_dev *dev) { return dev->epfd; }
+struct ibv_context *muxbe_dev_context(struct muxbe_dev *dev)
+{
+	return dev->ctx;
+}
+uint8_t muxbe_dev_port(struct muxbe_dev *dev)
+{
+	return dev->port;
+}
+int muxbe_dev_fd(struct muxbe_dev *dev)
+{
+	return dev->epfd;
+}
 
-#define CLAMP(field)                                                     \
-	do {                                                             \
-		if (want->field > dev->attr.field) {                     \
-			want->field = dev->attr.field;                   \
-			lowered++;                                       \
-		}                                                        \
+#define CLAMP(field)                                   \
+	do {                                           \
+		if (want->field > dev->attr.field) {   \
+			want->field = dev->attr.field; \
+			lowered++;                     \
+		}                                      \
 	} while (0)
 
 int muxbe_dev_clamp_caps(struct muxbe_dev *dev, struct ibv_device_attr *want)
@@ -562,12 +579,12 @@ int muxbe_cq_destroy(struct muxbe_cq *cq)
 	return rc;
 }
 
-int muxbe_srq_create(struct muxbe_dev *dev, struct ibv_pd *pd,
-		     uint32_t max_wr, uint32_t max_sge, uint32_t limit,
-		     struct muxbe_srq **out)
+int muxbe_srq_create(struct muxbe_dev *dev, struct ibv_pd *pd, uint32_t max_wr,
+		     uint32_t max_sge, uint32_t limit, struct muxbe_srq **out)
 {
 	struct ibv_srq_init_attr a = { .attr = { .max_wr = max_wr,
-		.max_sge = max_sge, .srq_limit = limit } };
+						 .max_sge = max_sge,
+						 .srq_limit = limit } };
 	struct muxbe_srq *srq = calloc(1, sizeof(*srq));
 
 	*out = NULL;
@@ -622,7 +639,8 @@ static struct wr_rec *new_rec(void *ctx, struct muxbe_qp *qp,
 }
 
 /* Out of memory for the record itself: complete with the context alone. */
-static int complete_nomem(struct muxbe_dev *dev, void *ctx, enum ibv_wc_opcode op)
+static int complete_nomem(struct muxbe_dev *dev, void *ctx,
+			  enum ibv_wc_opcode op)
 {
 	struct wr_rec *r = calloc(1, sizeof(*r));
 
@@ -638,7 +656,9 @@ int muxbe_srq_post_recv(struct muxbe_srq *srq, const struct ibv_sge *sg,
 			int nsge, void *ctx)
 {
 	struct wr_rec *r = new_rec(ctx, NULL, srq, IBV_WC_RECV);
-	struct ibv_recv_wr wr = { .sg_list = (struct ibv_sge *)sg, .num_sge = nsge }, *bad;
+	struct ibv_recv_wr wr = { .sg_list = (struct ibv_sge *)sg,
+				  .num_sge = nsge },
+			   *bad;
 
 	if (r == NULL)
 		return complete_nomem(srq->dev, ctx, IBV_WC_RECV);
@@ -666,7 +686,7 @@ int muxbe_qp_create(struct muxbe_dev *dev, struct ibv_pd *pd,
 
 	*out = NULL;
 	if (type == MUXBE_QPT_GSI && dev->mux == NULL)
-		return -EOPNOTSUPP;     /* QP1 needs the daemon */
+		return -EOPNOTSUPP; /* QP1 needs the daemon */
 	if (type != MUXBE_QPT_GSI && (send_cq == NULL || recv_cq == NULL))
 		return -EINVAL;
 	qp = calloc(1, sizeof(*qp));
@@ -717,14 +737,16 @@ static int modify(struct muxbe_qp *qp, struct ibv_qp_attr *a, int mask)
 
 int muxbe_qp_init(struct muxbe_qp *qp, uint32_t qkey)
 {
-	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .pkey_index = 0,
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT,
+				 .pkey_index = 0,
 				 .port_num = qp->dev->port };
 	int mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT;
 
 	if (qp->type == MUXBE_QPT_GSI)
 		return 0;
 	if (qp->type == MUXBE_QPT_RC) {
-		a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ |
+		a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE |
+				    IBV_ACCESS_REMOTE_READ |
 				    IBV_ACCESS_REMOTE_WRITE;
 		mask |= IBV_QP_ACCESS_FLAGS;
 	} else {
@@ -754,7 +776,8 @@ int muxbe_qp_rtr(struct muxbe_qp *qp, const struct muxbe_qp_rtr *r)
 	a.path_mtu = r->mtu ? r->mtu : pa.active_mtu;
 	a.dest_qp_num = r->dest_qpn;
 	a.rq_psn = r->rq_psn & 0xffffff;
-	a.max_dest_rd_atomic = r->max_dest_rd_atomic ? r->max_dest_rd_atomic : 1;
+	a.max_dest_rd_atomic = r->max_dest_rd_atomic ? r->max_dest_rd_atomic
+						     : 1;
 	a.min_rnr_timer = r->min_rnr_timer ? r->min_rnr_timer : 12;
 	a.ah_attr.is_global = 1;
 	a.ah_attr.port_num = qp->dev->port;
@@ -770,7 +793,8 @@ int muxbe_qp_rtr(struct muxbe_qp *qp, const struct muxbe_qp_rtr *r)
 
 int muxbe_qp_rts(struct muxbe_qp *qp, const struct muxbe_qp_rts *r)
 {
-	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RTS, .sq_psn = r->sq_psn & 0xffffff };
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RTS,
+				 .sq_psn = r->sq_psn & 0xffffff };
 	int mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
 
 	if (qp->type == MUXBE_QPT_GSI)
@@ -820,7 +844,8 @@ int muxbe_qp_destroy(struct muxbe_qp *qp)
 	if (qp->type == MUXBE_QPT_GSI) {
 		/* Posted MAD buffers come back flushed. */
 		muxbe_flush_recv(qp->dev->mux);
-		while (atomic_load(&qp->outstanding) > 0 && mono_ms() < deadline)
+		while (atomic_load(&qp->outstanding) > 0 &&
+		       mono_ms() < deadline)
 			muxbe_dev_process(qp->dev);
 		free(qp);
 		return 0;
@@ -853,15 +878,19 @@ static void gsi_post_send(struct muxbe_qp *qp, struct wr_rec *r,
 			  const struct muxbe_ud_dest *d)
 {
 	struct muxbe_dev *dev = qp->dev;
-	struct muxbe_addr addr = { .port = dev->mux_port, .grh = 1, .hop_limit = 64,
-				   .remote_qpn = 1, .qkey = GSI_QKEY };
+	struct muxbe_addr addr = { .port = dev->mux_port,
+				   .grh = 1,
+				   .hop_limit = 64,
+				   .remote_qpn = 1,
+				   .qkey = GSI_QKEY };
 	uint8_t mad[MUXBE_MAD_SIZE];
 	uint32_t off = 0;
 	int i;
 
 	if (d == NULL || sge_total(sg, nsge) > sizeof(mad) ||
 	    muxbe_dev_gid(dev, d->sgid_index, addr.local_gid) < 0) {
-		complete_later(dev, r, IBV_WC_GENERAL_ERR, MUXBE_VENDOR_ERR_MAD_SEND);
+		complete_later(dev, r, IBV_WC_GENERAL_ERR,
+			       MUXBE_VENDOR_ERR_MAD_SEND);
 		return;
 	}
 	for (i = 0; i < nsge; i++) {
@@ -870,14 +899,17 @@ static void gsi_post_send(struct muxbe_qp *qp, struct wr_rec *r,
 	}
 	memcpy(addr.remote_gid, d->dgid, 16);
 	if (muxbe_send_mad(dev->mux, &addr, mad, off, r) < 0)
-		complete_later(dev, r, IBV_WC_GENERAL_ERR, MUXBE_VENDOR_ERR_MAD_SEND);
+		complete_later(dev, r, IBV_WC_GENERAL_ERR,
+			       MUXBE_VENDOR_ERR_MAD_SEND);
 }
 
 int muxbe_qp_post_send(struct muxbe_qp *qp, const struct ibv_sge *sg, int nsge,
 		       const struct muxbe_ud_dest *d, void *ctx)
 {
-	struct ibv_send_wr wr = { .sg_list = (struct ibv_sge *)sg, .num_sge = nsge,
-				  .opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED },
+	struct ibv_send_wr wr = { .sg_list = (struct ibv_sge *)sg,
+				  .num_sge = nsge,
+				  .opcode = IBV_WR_SEND,
+				  .send_flags = IBV_SEND_SIGNALED },
 			   *bad;
 	struct muxbe_dev *dev;
 	struct wr_rec *r;
@@ -890,11 +922,13 @@ int muxbe_qp_post_send(struct muxbe_qp *qp, const struct ibv_sge *sg, int nsge,
 	if (r == NULL)
 		return complete_nomem(dev, ctx, IBV_WC_SEND);
 	if (nsge <= 0) {
-		complete_later(dev, r, IBV_WC_GENERAL_ERR, MUXBE_VENDOR_ERR_NO_SGE);
+		complete_later(dev, r, IBV_WC_GENERAL_ERR,
+			       MUXBE_VENDOR_ERR_NO_SGE);
 		return 0;
 	}
 	if ((uint32_t)nsge > qp->max_send_sge) {
-		complete_later(dev, r, IBV_WC_GENERAL_ERR, MUXBE_VENDOR_ERR_TOO_MANY_SGES);
+		complete_later(dev, r, IBV_WC_GENERAL_ERR,
+			       MUXBE_VENDOR_ERR_TOO_MANY_SGES);
 		return 0;
 	}
 	if (qp->type == MUXBE_QPT_GSI) {
@@ -914,8 +948,9 @@ int muxbe_qp_post_send(struct muxbe_qp *qp, const struct ibv_sge *sg, int nsge,
 		pthread_mutex_unlock(&dev->lock);
 		if (ah == NULL) {
 			complete_later(dev, r, IBV_WC_GENERAL_ERR,
-				       errno == ENOSPC || errno == ENOMEM ?
-				       MUXBE_VENDOR_ERR_NOMEM : MUXBE_VENDOR_ERR_FAIL_BACKEND);
+				       errno == ENOSPC || errno == ENOMEM
+					       ? MUXBE_VENDOR_ERR_NOMEM
+					       : MUXBE_VENDOR_ERR_FAIL_BACKEND);
 			return 0;
 		}
 		wr.wr.ud.ah = ah;
@@ -923,14 +958,17 @@ int muxbe_qp_post_send(struct muxbe_qp *qp, const struct ibv_sge *sg, int nsge,
 		wr.wr.ud.remote_qkey = d->qkey;
 	}
 	if (ibv_post_send(qp->qp, &wr, &bad))
-		complete_later(dev, r, IBV_WC_GENERAL_ERR, MUXBE_VENDOR_ERR_FAIL_BACKEND);
+		complete_later(dev, r, IBV_WC_GENERAL_ERR,
+			       MUXBE_VENDOR_ERR_FAIL_BACKEND);
 	return 0;
 }
 
 int muxbe_qp_post_recv(struct muxbe_qp *qp, const struct ibv_sge *sg, int nsge,
 		       void *ctx)
 {
-	struct ibv_recv_wr wr = { .sg_list = (struct ibv_sge *)sg, .num_sge = nsge }, *bad;
+	struct ibv_recv_wr wr = { .sg_list = (struct ibv_sge *)sg,
+				  .num_sge = nsge },
+			   *bad;
 	struct muxbe_dev *dev;
 	struct wr_rec *r;
 
@@ -949,18 +987,21 @@ int muxbe_qp_post_recv(struct muxbe_qp *qp, const struct ibv_sge *sg, int nsge,
 		else if (sg[0].length < MUXBE_RECV_BUF_MIN)
 			complete_later(dev, r, IBV_WC_GENERAL_ERR,
 				       MUXBE_VENDOR_ERR_INV_MAD_BUFF);
-		else if (muxbe_post_recv(dev->mux, (void *)(uintptr_t)sg[0].addr,
+		else if (muxbe_post_recv(dev->mux,
+					 (void *)(uintptr_t)sg[0].addr,
 					 sg[0].length, r) < 0)
 			complete_later(dev, r, IBV_WC_GENERAL_ERR,
 				       MUXBE_VENDOR_ERR_NOMEM);
 		return 0;
 	}
 	if ((uint32_t)nsge > qp->max_recv_sge) {
-		complete_later(dev, r, IBV_WC_GENERAL_ERR, MUXBE_VENDOR_ERR_TOO_MANY_SGES);
+		complete_later(dev, r, IBV_WC_GENERAL_ERR,
+			       MUXBE_VENDOR_ERR_TOO_MANY_SGES);
 		return 0;
 	}
 	wr.wr_id = (uintptr_t)r;
 	if (ibv_post_recv(qp->qp, &wr, &bad))
-		complete_later(dev, r, IBV_WC_GENERAL_ERR, MUXBE_VENDOR_ERR_FAIL_BACKEND);
+		complete_later(dev, r, IBV_WC_GENERAL_ERR,
+			       MUXBE_VENDOR_ERR_FAIL_BACKEND);
 	return 0;
 }

@@ -71,7 +71,8 @@ void cm_field_set(uint8_t *mad, struct cm_field f, uint64_t value)
 {
 	unsigned nbytes = (f.bit + f.width + 7u) / 8u;
 	unsigned shift = nbytes * 8u - f.bit - f.width;
-	uint64_t mask = f.width < 64 ? (UINT64_C(1) << f.width) - 1 : ~UINT64_C(0);
+	uint64_t mask = f.width < 64 ? (UINT64_C(1) << f.width) - 1
+				     : ~UINT64_C(0);
 	uint64_t acc = 0;
 	unsigned i;
 
@@ -116,33 +117,70 @@ void cm_mad_init(uint8_t *mad, uint16_t attr_id, uint64_t tid)
 #define NO_ID CM_F(0, 0, 0)
 
 static const struct cm_attr_desc cm_attr_table[] = {
-	{ .attr = CM_ATTR_REQ, .has_local = 1, .local_id = ID_P0,
-	  .remote_id = NO_ID, .n_own_gids = 2,
-	  .own_gids = { { CM_REQ_OFF_PRIMARY_LOCAL_GID, 0, "REQ Primary Local Port GID" },
-			{ CM_REQ_OFF_ALT_LOCAL_GID, 1, "REQ Alternate Local Port GID" } },
+	{ .attr = CM_ATTR_REQ,
+	  .has_local = 1,
+	  .local_id = ID_P0,
+	  .remote_id = NO_ID,
+	  .n_own_gids = 2,
+	  .own_gids = { { CM_REQ_OFF_PRIMARY_LOCAL_GID, 0,
+			  "REQ Primary Local Port GID" },
+			{ CM_REQ_OFF_ALT_LOCAL_GID, 1,
+			  "REQ Alternate Local Port GID" } },
 	  .cma_hdr_off = CM_REQ_OFF_PRIVATE_DATA },
-	{ .attr = CM_ATTR_MRA, .has_local = 1, .has_remote = 1,
-	  .local_id = ID_P0, .remote_id = ID_P4 },
-	{ .attr = CM_ATTR_REJ, .has_local = 1, .has_remote = 1,
-	  .local_id = ID_P0, .remote_id = ID_P4 },
-	{ .attr = CM_ATTR_REP, .has_local = 1, .has_remote = 1,
-	  .local_id = ID_P0, .remote_id = ID_P4 },
-	{ .attr = CM_ATTR_RTU, .has_local = 1, .has_remote = 1,
-	  .local_id = ID_P0, .remote_id = ID_P4 },
-	{ .attr = CM_ATTR_DREQ, .has_local = 1, .has_remote = 1,
-	  .local_id = ID_P0, .remote_id = ID_P4 },
-	{ .attr = CM_ATTR_DREP, .has_local = 1, .has_remote = 1,
-	  .local_id = ID_P0, .remote_id = ID_P4 },
-	{ .attr = CM_ATTR_SIDR_REQ, .sidr = 1, .has_local = 1,
-	  .local_id = CM_SIDR_REQ_REQUEST_ID, .remote_id = NO_ID,
+	{ .attr = CM_ATTR_MRA,
+	  .has_local = 1,
+	  .has_remote = 1,
+	  .local_id = ID_P0,
+	  .remote_id = ID_P4 },
+	{ .attr = CM_ATTR_REJ,
+	  .has_local = 1,
+	  .has_remote = 1,
+	  .local_id = ID_P0,
+	  .remote_id = ID_P4 },
+	{ .attr = CM_ATTR_REP,
+	  .has_local = 1,
+	  .has_remote = 1,
+	  .local_id = ID_P0,
+	  .remote_id = ID_P4 },
+	{ .attr = CM_ATTR_RTU,
+	  .has_local = 1,
+	  .has_remote = 1,
+	  .local_id = ID_P0,
+	  .remote_id = ID_P4 },
+	{ .attr = CM_ATTR_DREQ,
+	  .has_local = 1,
+	  .has_remote = 1,
+	  .local_id = ID_P0,
+	  .remote_id = ID_P4 },
+	{ .attr = CM_ATTR_DREP,
+	  .has_local = 1,
+	  .has_remote = 1,
+	  .local_id = ID_P0,
+	  .remote_id = ID_P4 },
+	{ .attr = CM_ATTR_SIDR_REQ,
+	  .sidr = 1,
+	  .has_local = 1,
+	  .local_id = CM_SIDR_REQ_REQUEST_ID,
+	  .remote_id = NO_ID,
 	  .cma_hdr_off = CM_SIDR_REQ_OFF_PRIVATE_DATA },
-	{ .attr = CM_ATTR_SIDR_REP, .sidr = 1, .has_remote = 1,
-	  .local_id = NO_ID, .remote_id = CM_SIDR_REP_REQUEST_ID },
-	{ .attr = CM_ATTR_LAP, .has_local = 1, .has_remote = 1,
-	  .local_id = ID_P0, .remote_id = ID_P4, .n_own_gids = 1,
-	  .own_gids = { { CM_LAP_OFF_ALT_LOCAL_GID, 0, "LAP Alternate Local Port GID" } } },
-	{ .attr = CM_ATTR_APR, .has_local = 1, .has_remote = 1,
-	  .local_id = ID_P0, .remote_id = ID_P4 },
+	{ .attr = CM_ATTR_SIDR_REP,
+	  .sidr = 1,
+	  .has_remote = 1,
+	  .local_id = NO_ID,
+	  .remote_id = CM_SIDR_REP_REQUEST_ID },
+	{ .attr = CM_ATTR_LAP,
+	  .has_local = 1,
+	  .has_remote = 1,
+	  .local_id = ID_P0,
+	  .remote_id = ID_P4,
+	  .n_own_gids = 1,
+	  .own_gids = { { CM_LAP_OFF_ALT_LOCAL_GID, 0,
+			  "LAP Alternate Local Port GID" } } },
+	{ .attr = CM_ATTR_APR,
+	  .has_local = 1,
+	  .has_remote = 1,
+	  .local_id = ID_P0,
+	  .remote_id = ID_P4 },
 };
 
 const struct cm_attr_desc *cm_attr_desc(uint16_t attr_id)
@@ -186,7 +224,8 @@ uint32_t cm_mad_receiver_id(const uint8_t *mad)
 {
 	const struct cm_attr_desc *d = cm_attr_desc(cm_mad_attr_id(mad));
 
-	return d && d->has_remote ? (uint32_t)cm_field_get(mad, d->remote_id) : 0;
+	return d && d->has_remote ? (uint32_t)cm_field_get(mad, d->remote_id)
+				  : 0;
 }
 
 void cm_mad_set_sender_id(uint8_t *mad, uint32_t id)
@@ -310,7 +349,8 @@ int cm_mad_cma_addrs(const uint8_t *mad, struct gid *src, struct gid *dst,
 
 int cm_sidr_req_dst_gid(const uint8_t *mad, struct gid *out)
 {
-	return cma_hdr_parse(mad + CM_SIDR_REQ_OFF_PRIVATE_DATA, NULL, out, NULL);
+	return cma_hdr_parse(mad + CM_SIDR_REQ_OFF_PRIVATE_DATA, NULL, out,
+			     NULL);
 }
 
 int cm_req_cma_addrs(const uint8_t *mad, struct gid *src, struct gid *dst,
@@ -321,7 +361,8 @@ int cm_req_cma_addrs(const uint8_t *mad, struct gid *src, struct gid *dst,
 
 static int gid_is_v4_mapped(const struct gid *g)
 {
-	static const uint8_t prefix[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+	static const uint8_t prefix[12] = { 0, 0, 0, 0, 0,    0,
+					    0, 0, 0, 0, 0xff, 0xff };
 
 	return memcmp(g->raw, prefix, sizeof(prefix)) == 0;
 }
@@ -368,7 +409,8 @@ int cm_mad_class_response(const uint8_t *req, size_t len, uint8_t *resp)
 		resp[MAD_HDR_SIZE + 1] = MAD_CM_CLASS_VERSION;
 		wire_put32(resp + MAD_HDR_SIZE + 4, CM_CLASS_RESP_TIME_VALUE);
 	} else {
-		wire_put16(resp + MAD_OFF_STATUS, MAD_STATUS_UNSUPPORTED_METHOD_ATTR);
+		wire_put16(resp + MAD_OFF_STATUS,
+			   MAD_STATUS_UNSUPPORTED_METHOD_ATTR);
 	}
 	return 1;
 }

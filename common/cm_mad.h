@@ -183,11 +183,11 @@ struct cm_field {
 
 /* SIDR_REP status (kernel enum ib_cm_sidr_status). */
 #define CM_SIDR_STATUS_SUCCESS 0
-#define CM_SIDR_STATUS_UNSUPPORTED 1    /* no listener for the service ID */
+#define CM_SIDR_STATUS_UNSUPPORTED 1 /* no listener for the service ID */
 
 /* REJ reasons used here (kernel enum ib_cm_rej_reason). */
 #define CM_REJ_REASON_TIMEOUT 4
-#define CM_REJ_ARI_CA_GUID_LEN 8        /* a timeout REJ's ARI: the CA GUID */
+#define CM_REJ_ARI_CA_GUID_LEN 8 /* a timeout REJ's ARI: the CA GUID */
 #define CM_REJ_REASON_INVALID_COMM_ID 6
 #define CM_REJ_REASON_INVALID_SERVICE_ID 8
 #define CM_REJ_REASON_STALE_CONN 10
@@ -222,7 +222,8 @@ void cm_set_gid(uint8_t *mad, size_t off, const struct gid *gid);
 /* Header accessors. */
 static inline uint16_t cm_mad_attr_id(const uint8_t *mad)
 {
-	return (uint16_t)((mad[MAD_OFF_ATTR_ID] << 8) | mad[MAD_OFF_ATTR_ID + 1]);
+	return (uint16_t)((mad[MAD_OFF_ATTR_ID] << 8) |
+			  mad[MAD_OFF_ATTR_ID + 1]);
 }
 
 uint64_t cm_mad_tid(const uint8_t *mad);
@@ -238,20 +239,20 @@ void cm_mad_init(uint8_t *mad, uint16_t attr_id, uint64_t tid);
  */
 #define CM_OWN_GIDS_MAX 2
 struct cm_own_gid {
-	uint16_t off;                   /* absolute offset of the 16 bytes */
-	uint8_t zero_ok;                /* all-zero means "none" (no alternate path) */
+	uint16_t off;    /* absolute offset of the 16 bytes */
+	uint8_t zero_ok; /* all-zero means "none" (no alternate path) */
 	const char *name;
 };
 
 struct cm_attr_desc {
 	uint16_t attr;
-	uint8_t sidr;                   /* IDs are SIDR request IDs */
+	uint8_t sidr; /* IDs are SIDR request IDs */
 	uint8_t has_local, has_remote;
-	struct cm_field local_id;       /* the sender's ID */
-	struct cm_field remote_id;      /* the receiver's ID */
+	struct cm_field local_id;  /* the sender's ID */
+	struct cm_field remote_id; /* the receiver's ID */
 	unsigned n_own_gids;
 	struct cm_own_gid own_gids[CM_OWN_GIDS_MAX];
-	uint16_t cma_hdr_off;           /* 0: no rdma_cm header */
+	uint16_t cma_hdr_off; /* 0: no rdma_cm header */
 };
 
 /* The entry for attr_id, or NULL for anything that is not a CM message. */
@@ -300,7 +301,7 @@ int cm_mad_validate(const uint8_t *mad, size_t len);
  * request, 0 otherwise.
  */
 #define MAD_STATUS_UNSUPPORTED_METHOD_ATTR 0x000c
-#define CM_CLASS_RESP_TIME_VALUE 20     /* 4.096 us * 2^20: about 4 s */
+#define CM_CLASS_RESP_TIME_VALUE 20 /* 4.096 us * 2^20: about 4 s */
 int cm_mad_class_response(const uint8_t *req, size_t len, uint8_t *resp);
 
 /* rdma_cm's header in a REQ's or SIDR_REQ's private data (the table's

@@ -15,7 +15,8 @@ struct ibv_context *ibdev_open(const char *name)
 	if (list == NULL)
 		return NULL;
 	for (i = 0; i < n && ctx == NULL; i++)
-		if (name == NULL || strcmp(ibv_get_device_name(list[i]), name) == 0)
+		if (name == NULL ||
+		    strcmp(ibv_get_device_name(list[i]), name) == 0)
 			ctx = ibv_open_device(list[i]);
 	ibv_free_device_list(list);
 	if (ctx == NULL && errno == 0)

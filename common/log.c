@@ -47,7 +47,8 @@ static int log_stderr_is_journal(void)
 	if (js == NULL || sscanf(js, "%llu:%llu", &dev, &ino) != 2 ||
 	    fstat(STDERR_FILENO, &st) < 0)
 		return 0;
-	return (unsigned long long)st.st_dev == dev && (unsigned long long)st.st_ino == ino;
+	return (unsigned long long)st.st_dev == dev &&
+	       (unsigned long long)st.st_ino == ino;
 }
 
 static int log_journal_connect(const char *path, char *err, size_t errlen)
@@ -64,7 +65,8 @@ static int log_journal_connect(const char *path, char *err, size_t errlen)
 	if (fd < 0 || connect(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0) {
 		int e = errno;
 
-		snprintf(err, errlen, "journal socket %s: %s", path, strerror(e));
+		snprintf(err, errlen, "journal socket %s: %s", path,
+			 strerror(e));
 		if (fd >= 0)
 			close(fd);
 		return -e;
@@ -72,7 +74,8 @@ static int log_journal_connect(const char *path, char *err, size_t errlen)
 	return fd;
 }
 
-int log_open(const char *ident, const char *target, int level, char *err, size_t errlen)
+int log_open(const char *ident, const char *target, int level, char *err,
+	     size_t errlen)
 {
 	int fd;
 
@@ -85,8 +88,10 @@ int log_open(const char *ident, const char *target, int level, char *err, size_t
 	} else if (strcmp(target, "syslog") == 0) {
 		log_conf.target = LOG_TO_SYSLOG;
 		openlog(ident, LOG_PID | LOG_NDELAY, LOG_DAEMON);
-	} else if (strcmp(target, "journal") == 0 || strncmp(target, "journal:", 8) == 0) {
-		fd = log_journal_connect(target[7] ? target + 8 : log_journal_default,
+	} else if (strcmp(target, "journal") == 0 ||
+		   strncmp(target, "journal:", 8) == 0) {
+		fd = log_journal_connect(target[7] ? target + 8
+						   : log_journal_default,
 					 err, errlen);
 		if (fd < 0)
 			return fd;
@@ -121,19 +126,20 @@ int log_get_verbose(void)
 
 int log_level_parse(const char *name)
 {
-	static const char *const names[] = { "err", "warning", "info", "debug" };
+	static const char *const names[] = { "err", "warning", "info",
+					     "debug" };
 	int i;
 
 	for (i = 0; i < 4; i++)
 		if (strcmp(name, names[i]) == 0)
-			return i - 2;   /* the verbosity it stands for */
+			return i - 2; /* the verbosity it stands for */
 	return -100;
 }
 
 /* KEY=value lines of the journal's native protocol (sd_journal_send's
  * wire format); values are escaped text, so none holds a newline. */
-static size_t log_journal_field(char *buf, size_t used, size_t len, const char *key,
-				const char *value)
+static size_t log_journal_field(char *buf, size_t used, size_t len,
+				const char *key, const char *value)
 {
 	char esc[256];
 	int n;
@@ -145,15 +151,17 @@ static size_t log_journal_field(char *buf, size_t used, size_t len, const char *
 	return n < 0 ? used : used + (size_t)n;
 }
 
-static void log_journal_send(int pri, const struct log_fields *f, const char *line,
-			     const char *suffix, int err)
+static void log_journal_send(int pri, const struct log_fields *f,
+			     const char *line, const char *suffix, int err)
 {
 	char buf[2048], num[32];
 	size_t used;
 	int n;
 
-	n = snprintf(buf, sizeof(buf), "PRIORITY=%d\nSYSLOG_IDENTIFIER=%s\nSYSLOG_PID=%d\n"
-		     "MESSAGE=%s%s%s\n", pri, log_conf.ident, (int)getpid(), line,
+	n = snprintf(buf, sizeof(buf),
+		     "PRIORITY=%d\nSYSLOG_IDENTIFIER=%s\nSYSLOG_PID=%d\n"
+		     "MESSAGE=%s%s%s\n",
+		     pri, log_conf.ident, (int)getpid(), line,
 		     suffix ? ": " : "", suffix ? suffix : "");
 	used = n < 0 ? 0 : (size_t)n;
 	if (err) {
@@ -161,13 +169,16 @@ static void log_journal_send(int pri, const struct log_fields *f, const char *li
 		used = log_journal_field(buf, used, sizeof(buf), "ERRNO", num);
 	}
 	if (f && f->client_id) {
-		snprintf(num, sizeof(num), "%llu", (unsigned long long)f->client_id);
-		used = log_journal_field(buf, used, sizeof(buf), "CLIENT_ID", num);
+		snprintf(num, sizeof(num), "%llu",
+			 (unsigned long long)f->client_id);
+		used = log_journal_field(buf, used, sizeof(buf), "CLIENT_ID",
+					 num);
 	}
 	if (f && f->vm && f->vm[0])
 		used = log_journal_field(buf, used, sizeof(buf), "VM", f->vm);
 	if (f && f->port)
-		used = log_journal_field(buf, used, sizeof(buf), "PORT", f->port);
+		used = log_journal_field(buf, used, sizeof(buf), "PORT",
+					 f->port);
 	if (f && f->gid)
 		used = log_journal_field(buf, used, sizeof(buf), "GID", f->gid);
 	if (used > sizeof(buf))
@@ -175,7 +186,8 @@ static void log_journal_send(int pri, const struct log_fields *f, const char *li
 	/* A journal that went away costs the line on stderr, not the line. */
 	if (send(log_conf.journal_fd, buf, used, MSG_NOSIGNAL) < 0) {
 		flockfile(stderr);
-		fprintf(stderr, "%s%s%s\n", line, suffix ? ": " : "", suffix ? suffix : "");
+		fprintf(stderr, "%s%s%s\n", line, suffix ? ": " : "",
+			suffix ? suffix : "");
 		funlockfile(stderr);
 	}
 }
@@ -190,7 +202,8 @@ static void vlog(int pri, const struct log_fields *f, int err, const char *fmt,
 	const char *suffix = err ? strerror(err) : NULL;
 
 	/* verbose < 0: --log-level below info (-1 warnings, -2 errors). */
-	if ((verbose < 0 && pri == LOG_INFO) || (verbose < -1 && pri == LOG_WARNING) ||
+	if ((verbose < 0 && pri == LOG_INFO) ||
+	    (verbose < -1 && pri == LOG_WARNING) ||
 	    (verbose < 1 && pri == LOG_DEBUG))
 		return;
 	char raw[1024], line[1024];
@@ -218,12 +231,12 @@ static void vlog(int pri, const struct log_fields *f, int err, const char *fmt,
 	errno = saved_errno;
 }
 
-#define LOG_VA(pri, f, err)                             \
-	do {                                            \
-		va_list ap;                             \
-		va_start(ap, fmt);                      \
-		vlog((pri), (f), (err), fmt, ap);       \
-		va_end(ap);                             \
+#define LOG_VA(pri, f, err)                       \
+	do {                                      \
+		va_list ap;                       \
+		va_start(ap, fmt);                \
+		vlog((pri), (f), (err), fmt, ap); \
+		va_end(ap);                       \
 	} while (0)
 
 void log_warn(const char *fmt, ...)

@@ -17,10 +17,10 @@ enum log_level { LOG_LVL_ERR, LOG_LVL_WARN, LOG_LVL_INFO, LOG_LVL_DEBUG };
 /* What a line is about, as journal fields (CLIENT_ID, VM, PORT, GID); the
  * text of the message says it as well, for the other targets. */
 struct log_fields {
-	uint64_t client_id;     /* 0: none */
-	const char *vm;         /* NULL or "": none */
+	uint64_t client_id; /* 0: none */
+	const char *vm;     /* NULL or "": none */
 	const char *port;
-	const char *gid;        /* as text */
+	const char *gid; /* as text */
 };
 
 /* stderr (foreground) or syslog, at verbosity verbose (0: info). */
@@ -49,8 +49,10 @@ void log_finfo(const struct log_fields *f, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 void log_fdebug(const struct log_fields *f, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
-void fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-void fatalx(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+void fatal(const char *fmt, ...)
+	__attribute__((format(printf, 1, 2), noreturn));
+void fatalx(const char *fmt, ...)
+	__attribute__((format(printf, 1, 2), noreturn));
 
 /*
  * A token bucket that bounds how often a class of message is logged, so
@@ -59,14 +61,17 @@ void fatalx(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn)
  * through.  Not thread-safe by itself: keep one per thread or per object.
  */
 struct log_ratelimit {
-	uint32_t burst;          /* messages allowed back to back */
-	uint32_t per_sec;        /* refill rate */
+	uint32_t burst;   /* messages allowed back to back */
+	uint32_t per_sec; /* refill rate */
 	double tokens;
 	struct timespec last;
 	uint64_t suppressed;
 };
 
-#define LOG_RATELIMIT_INIT(b, r) { .burst = (b), .per_sec = (r), .tokens = (b) }
+#define LOG_RATELIMIT_INIT(b, r)                            \
+	{                                                   \
+		.burst = (b), .per_sec = (r), .tokens = (b) \
+	}
 
 /* Returns 1 when the caller may log now; *suppressed gets how many were
  * held back since the last message that was let through. */

@@ -86,7 +86,8 @@ size_t text_escape(char *dst, size_t cap, const char *src, size_t len)
 				else if (p[i + k] == '\t')
 					w = snprintf(esc, sizeof(esc), "\\t");
 				else
-					w = snprintf(esc, sizeof(esc), "\\x%02x", p[i + k]);
+					w = snprintf(esc, sizeof(esc),
+						     "\\x%02x", p[i + k]);
 				if (o + (size_t)w >= cap)
 					goto out;
 				for (int j = 0; j < w; j++)

@@ -10,8 +10,8 @@
 #include <bsd/sys/queue.h>
 #include <bsd/sys/tree.h>
 
-#define TREE_GENERATE_STATIC(name, type, field, cmp)                        \
-	RB_GENERATE_INTERNAL(name, type, field, cmp,                        \
+#define TREE_GENERATE_STATIC(name, type, field, cmp) \
+	RB_GENERATE_INTERNAL(name, type, field, cmp, \
 			     __attribute__((__unused__)) static)
 
 #endif

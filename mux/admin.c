@@ -20,7 +20,7 @@
 #define ADMIN_MAX_REQUEST 4096
 
 struct admin_conn {
-	TAILQ_ENTRY(admin_conn) link;   /* freed at shutdown if still open */
+	TAILQ_ENTRY(admin_conn) link; /* freed at shutdown if still open */
 	struct mux *mux;
 	struct bufferevent *bev;
 	struct ucred cred;
@@ -53,7 +53,8 @@ static json_t *admin_disconnect(struct admin_conn *ac, json_t *req)
 	int w;
 
 	if (!json_is_integer(id) || json_integer_value(id) <= 0)
-		return proto_reply_error(EINVAL, "\"client_id\" must be a client's id");
+		return proto_reply_error(EINVAL,
+					 "\"client_id\" must be a client's id");
 	client = (uint64_t)json_integer_value(id);
 	w = clients_worker_of(&mux->clients, client);
 	if (w < 0)
@@ -67,7 +68,8 @@ static json_t *admin_disconnect(struct admin_conn *ac, json_t *req)
 	msg->text = strdup("disconnected by the administrator");
 	worker_post(mux->workers[w], msg);
 	log_info("admin: uid %d pid %d disconnected client %llu",
-		 (int)ac->cred.uid, (int)ac->cred.pid, (unsigned long long)client);
+		 (int)ac->cred.uid, (int)ac->cred.pid,
+		 (unsigned long long)client);
 	return proto_reply_ok();
 }
 
@@ -77,7 +79,8 @@ static json_t *admin_reload(struct admin_conn *ac)
 	int rc = mux_policy_reload(ac->mux, msg, sizeof(msg));
 
 	log_info("admin: uid %d pid %d reloaded the policy: %s%s",
-		 (int)ac->cred.uid, (int)ac->cred.pid, rc ? "failed: " : "", msg);
+		 (int)ac->cred.uid, (int)ac->cred.pid, rc ? "failed: " : "",
+		 msg);
 	if (rc)
 		return proto_reply_error(rc, "%s", msg);
 	return json_pack("{s:b, s:s}", "ok", 1, "message", msg);
@@ -95,7 +98,8 @@ static void admin_read(struct bufferevent *bev, void *arg)
 	line = evbuffer_readln(in, &len, EVBUFFER_EOL_LF);
 	if (line == NULL) {
 		if (evbuffer_get_length(in) > ADMIN_MAX_REQUEST) {
-			admin_reply(bev, proto_reply_error(EMSGSIZE, "request too long"));
+			admin_reply(bev, proto_reply_error(EMSGSIZE,
+							   "request too long"));
 			bufferevent_disable(bev, EV_READ);
 		}
 		return;
@@ -116,7 +120,8 @@ static void admin_read(struct bufferevent *bev, void *arg)
 	else if (strcmp(op, "reload_policy") == 0)
 		reply = admin_reload(ac);
 	else
-		reply = proto_reply_error(EOPNOTSUPP, "unknown admin op \"%s\"", op);
+		reply = proto_reply_error(EOPNOTSUPP, "unknown admin op \"%s\"",
+					  op);
 	json_decref(req);
 	admin_reply(bev, reply);
 }
@@ -151,8 +156,8 @@ static void admin_accept(struct evconnlistener *l, evutil_socket_t fd,
 		/* The socket's mode already keeps others out; this holds
 		 * even if someone widened it. */
 		if (ac)
-			log_warnx("admin: refused uid %d pid %d", (int)ac->cred.uid,
-				  (int)ac->cred.pid);
+			log_warnx("admin: refused uid %d pid %d",
+				  (int)ac->cred.uid, (int)ac->cred.pid);
 		free(ac);
 		close(fd);
 		return;
@@ -176,8 +181,9 @@ int admin_listen(struct mux *mux, struct event_base *base)
 	TAILQ_INIT(&mux->admin_conns);
 	if (mux->cfg.admin_path == NULL)
 		return 0;
-	return unix_listener_open(&mux->admin_listener, base, mux->cfg.admin_path,
-				  0600, (uid_t)-1, (gid_t)-1,
+	return unix_listener_open(&mux->admin_listener, base,
+				  mux->cfg.admin_path, 0600, (uid_t)-1,
+				  (gid_t)-1,
 				  listen_fds_claim(&mux->listen_fds, "admin",
 						   mux->cfg.admin_path),
 				  admin_accept, mux);

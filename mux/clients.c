@@ -197,7 +197,8 @@ int clients_set_hello(struct clients *c, struct client_info *ci,
 	pthread_mutex_lock(&c->lock);
 	if (rule->max_clients) {
 		RB_FOREACH(other, client_tree, &c->tree)
-			n += other->rule && clients_rule_equal(other->rule, rule);
+			n += other->rule &&
+			     clients_rule_equal(other->rule, rule);
 		if (n >= rule->max_clients) {
 			pthread_mutex_unlock(&c->lock);
 			policy_unref(pol);
@@ -216,9 +217,9 @@ int clients_set_hello(struct clients *c, struct client_info *ci,
 
 /* What the status shows of a client, copied under the table's lock. */
 struct client_view {
-	struct client_info *ci;         /* held */
+	struct client_info *ci; /* held */
 	char name[MUX_NAME_MAX + 1];
-	int rule;                       /* 1-based, 0: none yet */
+	int rule; /* 1-based, 0: none yet */
 };
 
 static json_t *client_view_json(const struct client_view *cv, struct router *r,
@@ -229,46 +230,45 @@ static json_t *client_view_json(const struct client_view *cv, struct router *r,
 	json_t *o;
 
 	router_client_counts(r, ci->id, &rc);
-	o = json_pack(
-		"{s:I, s:s, s:i, s:i, s:i, s:i, s:I, s:o, s:o*,"
-		" s:{s:i, s:i, s:i, s:i, s:i, s:i, s:i},"
-		" s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}}",
-		"id", (json_int_t)ci->id, "name", cv->name,
-		"pid", (int)ci->pid, "uid", (int)ci->uid,
-		"gid", (int)ci->gid, "worker", (int)ci->worker,
-		"connected", (json_int_t)ci->connected,
-		"gids", router_gids_json(r, ci->id),
-		"connections", router_conns_json(r, ci->id, 0, conns_max, now),
-		"routing", "gids", (int)rc.gids, "comm_ids",
-		(int)rc.comm_ids, "sidr_ids", (int)rc.sidr_ids,
-		"handshake", (int)rc.handshake,
-		"established", (int)rc.established,
-		"disconnecting", (int)rc.disconnecting,
-		"draining", (int)rc.draining,
-		"counters",
-		"requests", (json_int_t)atomic_load(&ci->ctr.requests),
-		"errors", (json_int_t)atomic_load(&ci->ctr.errors),
-		"mads_sent", (json_int_t)atomic_load(&ci->ctr.mads_sent),
-		"mads_delivered",
-		(json_int_t)atomic_load(&ci->ctr.mads_delivered),
-		"mads_dropped",
-		(json_int_t)atomic_load(&ci->ctr.mads_dropped),
-		"mads_lost", (json_int_t)atomic_load(&ci->ctr.mads_lost),
-		"malformed", (json_int_t)atomic_load(&ci->ctr.malformed),
-		"outq_bytes",
-		(json_int_t)(outlet_len(&ci->out) +
-			     atomic_load(&ci->ctr.qemu_pending_bytes)));
+	o = json_pack("{s:I, s:s, s:i, s:i, s:i, s:i, s:I, s:o, s:o*,"
+		      " s:{s:i, s:i, s:i, s:i, s:i, s:i, s:i},"
+		      " s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}}",
+		      "id", (json_int_t)ci->id, "name", cv->name, "pid",
+		      (int)ci->pid, "uid", (int)ci->uid, "gid", (int)ci->gid,
+		      "worker", (int)ci->worker, "connected",
+		      (json_int_t)ci->connected, "gids",
+		      router_gids_json(r, ci->id), "connections",
+		      router_conns_json(r, ci->id, 0, conns_max, now),
+		      "routing", "gids", (int)rc.gids, "comm_ids",
+		      (int)rc.comm_ids, "sidr_ids", (int)rc.sidr_ids,
+		      "handshake", (int)rc.handshake, "established",
+		      (int)rc.established, "disconnecting",
+		      (int)rc.disconnecting, "draining", (int)rc.draining,
+		      "counters", "requests",
+		      (json_int_t)atomic_load(&ci->ctr.requests), "errors",
+		      (json_int_t)atomic_load(&ci->ctr.errors), "mads_sent",
+		      (json_int_t)atomic_load(&ci->ctr.mads_sent),
+		      "mads_delivered",
+		      (json_int_t)atomic_load(&ci->ctr.mads_delivered),
+		      "mads_dropped",
+		      (json_int_t)atomic_load(&ci->ctr.mads_dropped),
+		      "mads_lost", (json_int_t)atomic_load(&ci->ctr.mads_lost),
+		      "malformed", (json_int_t)atomic_load(&ci->ctr.malformed),
+		      "outq_bytes",
+		      (json_int_t)(outlet_len(&ci->out) +
+				   atomic_load(&ci->ctr.qemu_pending_bytes)));
 	if (o == NULL)
 		return NULL;
 	/* The listing is bounded; the rest is paged (status query
 	 * "connections"). */
 	json_object_set_new(o, "connections_total",
 			    json_integer(rc.comm_ids + rc.sidr_ids));
-	json_object_set_new(o, "protocol", json_string(
-		ci->qemu_port >= 0 ? "qemu-rdmacm-mux" : "v1"));
+	json_object_set_new(o, "protocol",
+			    json_string(ci->qemu_port >= 0 ? "qemu-rdmacm-mux"
+							   : "v1"));
 	/* Which policy rule it runs under (set at hello). */
-	json_object_set_new(o, "policy_rule", cv->rule ?
-			    json_integer(cv->rule) : json_null());
+	json_object_set_new(o, "policy_rule",
+			    cv->rule ? json_integer(cv->rule) : json_null());
 	return o;
 }
 
@@ -292,7 +292,10 @@ json_t *clients_json(struct clients *c, struct router *r, unsigned conns_max)
 				break;
 			views[n].ci = clients_hold(ci);
 			memcpy(views[n].name, ci->name, sizeof(views[n].name));
-			views[n].rule = ci->rule ? (int)(ci->rule - ci->pol->rules) + 1 : 0;
+			views[n].rule = ci->rule ? (int)(ci->rule -
+							 ci->pol->rules) +
+							   1
+						 : 0;
 			n++;
 		}
 	}

@@ -21,16 +21,16 @@
 #include "mux.h"
 
 enum config_kind {
-	CK_UINT,        /* unsigned field, decimal */
-	CK_LIVE_UINT,   /* _Atomic unsigned field: changes on reload */
-	CK_INT,         /* int field */
-	CK_MODE,        /* mode_t, octal */
-	CK_PATH,        /* const char * */
-	CK_USER,        /* uid_t */
-	CK_GROUP,       /* gid_t */
-	CK_LEVEL,       /* log level name */
-	CK_TARGET,      /* log target */
-	CK_LIST,        /* repeatable: each value through add() */
+	CK_UINT,      /* unsigned field, decimal */
+	CK_LIVE_UINT, /* _Atomic unsigned field: changes on reload */
+	CK_INT,       /* int field */
+	CK_MODE,      /* mode_t, octal */
+	CK_PATH,      /* const char * */
+	CK_USER,      /* uid_t */
+	CK_GROUP,     /* gid_t */
+	CK_LEVEL,     /* log level name */
+	CK_TARGET,    /* log target */
+	CK_LIST,      /* repeatable: each value through add() */
 };
 
 /* Options only the command line has. */
@@ -45,17 +45,18 @@ struct config_option {
 	size_t offset;
 	long min, max;
 	unsigned flags;
-	int (*add)(struct mux_config *cfg, const char *arg, char *err, size_t errlen);
+	int (*add)(struct mux_config *cfg, const char *arg, char *err,
+		   size_t errlen);
 };
 
-static int config_add_umad_port(struct mux_config *cfg, const char *arg, char *err,
-				size_t errlen);
-static int config_add_sim_port(struct mux_config *cfg, const char *arg, char *err,
-			       size_t errlen);
-static int config_add_qemu_socket(struct mux_config *cfg, const char *arg, char *err,
-				  size_t errlen);
-static int config_set_roce_version(struct mux_config *cfg, const char *arg, char *err,
-				   size_t errlen);
+static int config_add_umad_port(struct mux_config *cfg, const char *arg,
+				char *err, size_t errlen);
+static int config_add_sim_port(struct mux_config *cfg, const char *arg,
+			       char *err, size_t errlen);
+static int config_add_qemu_socket(struct mux_config *cfg, const char *arg,
+				  char *err, size_t errlen);
+static int config_set_roce_version(struct mux_config *cfg, const char *arg,
+				   char *err, size_t errlen);
 
 #define F(field) offsetof(struct mux_config, field)
 #define MS_MAX (3600L * 1000)
@@ -69,7 +70,8 @@ static const struct config_option config_options[] = {
 	{ "sim-fabric", 0, CK_PATH, F(sim_fabric), 0, 0, 0, NULL },
 	{ "run-dir", 0, CK_PATH, F(run_dir), 0, 0, 0, NULL },
 	{ "state-file", 0, CK_PATH, F(state_path), 0, 0, 0, NULL },
-	{ "resume-grace-ms", 0, CK_UINT, F(resume_grace_ms), 0, 24 * MS_MAX, 0, NULL },
+	{ "resume-grace-ms", 0, CK_UINT, F(resume_grace_ms), 0, 24 * MS_MAX, 0,
+	  NULL },
 	{ "socket", 's', CK_PATH, F(socket_path), 0, 0, 0, NULL },
 	{ "socket-mode", 0, CK_MODE, F(socket_mode), 0, 0777, 0, NULL },
 	{ "socket-owner", 0, CK_USER, F(socket_owner), 0, 0, 0, NULL },
@@ -77,31 +79,34 @@ static const struct config_option config_options[] = {
 	{ "status-socket", 'S', CK_PATH, F(status_path), 0, 0, 0, NULL },
 	{ "status-mode", 0, CK_MODE, F(status_mode), 0, 0777, 0, NULL },
 	{ "status-group", 0, CK_GROUP, F(status_group), 0, 0, 0, NULL },
-	{ "status-timeout-ms", 0, CK_LIVE_UINT, F(status_timeout_ms), 10, MS_MAX,
-	  CONFIG_RELOAD, NULL },
+	{ "status-timeout-ms", 0, CK_LIVE_UINT, F(status_timeout_ms), 10,
+	  MS_MAX, CONFIG_RELOAD, NULL },
 	{ "admin-socket", 'A', CK_PATH, F(admin_path), 0, 0, 0, NULL },
 	{ "policy", 'P', CK_PATH, F(policy_path), 0, 0, 0, NULL },
 	{ "workers", 'w', CK_INT, F(workers), 1, MUX_MAX_WORKERS, 0, NULL },
-	{ "max-clients", 0, CK_LIVE_UINT, F(max_clients), 1, 1 << 20, CONFIG_RELOAD, NULL },
-	{ "max-clients-per-uid", 0, CK_LIVE_UINT, F(max_clients_per_uid), 1, 1 << 20,
+	{ "max-clients", 0, CK_LIVE_UINT, F(max_clients), 1, 1 << 20,
 	  CONFIG_RELOAD, NULL },
+	{ "max-clients-per-uid", 0, CK_LIVE_UINT, F(max_clients_per_uid), 1,
+	  1 << 20, CONFIG_RELOAD, NULL },
 	{ "hello-timeout-ms", 0, CK_LIVE_UINT, F(hello_timeout_ms), 10, MS_MAX,
 	  CONFIG_RELOAD, NULL },
-	{ "max-gids", 0, CK_LIVE_UINT, F(max_gids_per_client), 1, 1 << 16, CONFIG_RELOAD,
-	  NULL },
-	{ "max-comm-ids", 0, CK_LIVE_UINT, F(max_comm_ids_per_client), 1, 1 << 24,
+	{ "max-gids", 0, CK_LIVE_UINT, F(max_gids_per_client), 1, 1 << 16,
 	  CONFIG_RELOAD, NULL },
+	{ "max-comm-ids", 0, CK_LIVE_UINT, F(max_comm_ids_per_client), 1,
+	  1 << 24, CONFIG_RELOAD, NULL },
 	{ "max-peer-records", 0, CK_LIVE_UINT, F(max_peer_records), 1, 1 << 24,
 	  CONFIG_RELOAD, NULL },
-	{ "max-peer-records-per-source", 0, CK_LIVE_UINT, F(max_peer_records_per_source),
-	  1, 1 << 24, CONFIG_RELOAD, NULL },
-	{ "max-timewait", 0, CK_LIVE_UINT, F(max_timewait), 1, 1 << 24, CONFIG_RELOAD,
+	{ "max-peer-records-per-source", 0, CK_LIVE_UINT,
+	  F(max_peer_records_per_source), 1, 1 << 24, CONFIG_RELOAD, NULL },
+	{ "max-timewait", 0, CK_LIVE_UINT, F(max_timewait), 1, 1 << 24,
+	  CONFIG_RELOAD, NULL },
+	{ "max-frame", 0, CK_UINT, F(max_payload),
+	  PROTO_MAD_ADDR_SIZE + PROTO_MAD_MAX, PROTO_MAX_PAYLOAD_LIMIT, 0,
 	  NULL },
-	{ "max-frame", 0, CK_UINT, F(max_payload), PROTO_MAD_ADDR_SIZE + PROTO_MAD_MAX,
-	  PROTO_MAX_PAYLOAD_LIMIT, 0, NULL },
 	{ "client-queue", 0, CK_LIVE_UINT, F(client_outq_max), 4096, 1L << 30,
 	  CONFIG_RELOAD, NULL },
-	{ "handshake-timeout-ms", 0, CK_UINT, F(handshake_ms), 1, MS_MAX, 0, NULL },
+	{ "handshake-timeout-ms", 0, CK_UINT, F(handshake_ms), 1, MS_MAX, 0,
+	  NULL },
 	{ "timewait-ms", 0, CK_UINT, F(timewait_ms), 0, MS_MAX, 0, NULL },
 	{ "log-level", 0, CK_LEVEL, F(log_level), 0, 0, CONFIG_RELOAD, NULL },
 	{ "log-target", 0, CK_TARGET, F(log_target), 0, 0, 0, NULL },
@@ -124,7 +129,7 @@ void config_defaults(struct mux_config *cfg)
 	cfg->status_mode = 0660;
 	cfg->workers = 2;
 	cfg->max_clients = 1024;
-	cfg->max_clients_per_uid = 0;   /* half of max_clients, once known */
+	cfg->max_clients_per_uid = 0; /* half of max_clients, once known */
 	cfg->hello_timeout_ms = 5000;
 	cfg->status_timeout_ms = 5000;
 	cfg->resume_grace_ms = 60000;
@@ -178,9 +183,12 @@ static int config_num(const char *s, long min, long max, int base, long *out,
 	v = strtol(s, &end, base);
 	if (errno || *s == '\0' || *end != '\0' || v < min || v > max) {
 		if (base == 8)
-			snprintf(err, errlen, "'%s' is not an octal mode in [0, %lo]", s, max);
+			snprintf(err, errlen,
+				 "'%s' is not an octal mode in [0, %lo]", s,
+				 max);
 		else
-			snprintf(err, errlen, "'%s' is not a number in [%ld, %ld]", s, min,
+			snprintf(err, errlen,
+				 "'%s' is not a number in [%ld, %ld]", s, min,
 				 max);
 		return -EINVAL;
 	}
@@ -188,8 +196,8 @@ static int config_num(const char *s, long min, long max, int base, long *out,
 	return 0;
 }
 
-static int config_add_umad_port(struct mux_config *cfg, const char *arg, char *err,
-				size_t errlen)
+static int config_add_umad_port(struct mux_config *cfg, const char *arg,
+				char *err, size_t errlen)
 {
 	struct port_spec *ps;
 	const char *colon = strrchr(arg, ':');
@@ -202,8 +210,10 @@ static int config_add_umad_port(struct mux_config *cfg, const char *arg, char *e
 	if (colon == NULL || colon == arg || (colon - arg) >= 20 ||
 	    config_num(colon + 1, 1, 255, 10, &num, err, errlen) < 0) {
 		snprintf(err, errlen,
-			 "'%s': expected DEV:PORT with DEV under 20 characters and "
-			 "PORT in [1, 255], e.g. rxe0:1", arg);
+			 "'%s': expected DEV:PORT with DEV under 20 characters "
+			 "and "
+			 "PORT in [1, 255], e.g. rxe0:1",
+			 arg);
 		return -EINVAL;
 	}
 	ps = &cfg->ports[cfg->nports++];
@@ -218,8 +228,8 @@ static int config_add_umad_port(struct mux_config *cfg, const char *arg, char *e
 /* PORT[=PATH]: PORT as --port or --sim-port named it; the default path is
  * the old rdmacm-mux's, /var/run/rdmacm-mux-DEV-PORTNUM, so that existing
  * QEMU and libvirt configurations work unchanged. */
-static int config_add_qemu_socket(struct mux_config *cfg, const char *arg, char *err,
-				  size_t errlen)
+static int config_add_qemu_socket(struct mux_config *cfg, const char *arg,
+				  char *err, size_t errlen)
 {
 	static const char prefix[] = "/var/run/rdmacm-mux-";
 	const char *eq = strchr(arg, '=');
@@ -240,7 +250,8 @@ static int config_add_qemu_socket(struct mux_config *cfg, const char *arg, char 
 	q->port[n] = 0;
 	if (eq) {
 		if (strlen(eq + 1) == 0 || strlen(eq + 1) >= sizeof(q->path)) {
-			snprintf(err, errlen, "'%s': PATH must be 1..%zu characters", arg,
+			snprintf(err, errlen,
+				 "'%s': PATH must be 1..%zu characters", arg,
 				 sizeof(q->path) - 1);
 			return -EINVAL;
 		}
@@ -251,7 +262,8 @@ static int config_add_qemu_socket(struct mux_config *cfg, const char *arg, char 
 			return -ENAMETOOLONG;
 		}
 		memcpy(q->path, prefix, sizeof(prefix) - 1);
-		memcpy(q->path + sizeof(prefix) - 1, q->port, strlen(q->port) + 1);
+		memcpy(q->path + sizeof(prefix) - 1, q->port,
+		       strlen(q->port) + 1);
 		for (c = q->path + strlen(prefix); *c; c++)
 			if (*c == ':')
 				*c = '-';
@@ -261,22 +273,24 @@ static int config_add_qemu_socket(struct mux_config *cfg, const char *arg, char 
 }
 
 /* DEV:PORT=1|2, for a port given before it. */
-static int config_set_roce_version(struct mux_config *cfg, const char *arg, char *err,
-				   size_t errlen)
+static int config_set_roce_version(struct mux_config *cfg, const char *arg,
+				   char *err, size_t errlen)
 {
 	const char *eq = strchr(arg, '=');
 	char name[64];
 	int i;
 
 	if (eq == NULL || (eq[1] != '1' && eq[1] != '2') || eq[2] != 0) {
-		snprintf(err, errlen, "'%s': expected DEV:PORT=1 or DEV:PORT=2", arg);
+		snprintf(err, errlen, "'%s': expected DEV:PORT=1 or DEV:PORT=2",
+			 arg);
 		return -EINVAL;
 	}
 	for (i = 0; i < cfg->nports; i++) {
 		struct port_spec *ps = &cfg->ports[i];
 
 		snprintf(name, sizeof(name), "%s:%d", ps->name, ps->port_num);
-		if (ps->kind == PORT_SPEC_UMAD && strlen(name) == (size_t)(eq - arg) &&
+		if (ps->kind == PORT_SPEC_UMAD &&
+		    strlen(name) == (size_t)(eq - arg) &&
 		    strncmp(name, arg, (size_t)(eq - arg)) == 0) {
 			ps->roce_version = eq[1] - '0';
 			return 0;
@@ -293,14 +307,16 @@ static int config_add_sim_gids(struct port_spec *ps, char *list, char *err,
 	char *tok, *save = NULL;
 	long n, i;
 
-	for (tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+	for (tok = strtok_r(list, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save)) {
 		char *star = strchr(tok, '*');
 		struct gid g;
 
 		n = 1;
 		if (star) {
 			*star = '\0';
-			if (config_num(star + 1, 1, MUX_SIM_MAX_GIDS, 10, &n, err, errlen))
+			if (config_num(star + 1, 1, MUX_SIM_MAX_GIDS, 10, &n,
+				       err, errlen))
 				return -EINVAL;
 		}
 		if (gid_parse(tok, &g)) {
@@ -308,11 +324,13 @@ static int config_add_sim_gids(struct port_spec *ps, char *list, char *err,
 			return -EINVAL;
 		}
 		if (ps->ngids + n > MUX_SIM_MAX_GIDS) {
-			snprintf(err, errlen, "at most %d GIDs", MUX_SIM_MAX_GIDS);
+			snprintf(err, errlen, "at most %d GIDs",
+				 MUX_SIM_MAX_GIDS);
 			return -E2BIG;
 		}
 		for (i = 0; i < n; i++) {
-			uint32_t low = (uint32_t)g.raw[12] << 24 | (uint32_t)g.raw[13] << 16 |
+			uint32_t low = (uint32_t)g.raw[12] << 24 |
+				       (uint32_t)g.raw[13] << 16 |
 				       (uint32_t)g.raw[14] << 8 | g.raw[15];
 
 			ps->gids[ps->ngids++] = g;
@@ -326,8 +344,8 @@ static int config_add_sim_gids(struct port_spec *ps, char *list, char *err,
 	return 0;
 }
 
-static int config_add_sim_port(struct mux_config *cfg, const char *arg, char *err,
-			       size_t errlen)
+static int config_add_sim_port(struct mux_config *cfg, const char *arg,
+			       char *err, size_t errlen)
 {
 	struct port_spec *ps;
 	char *copy, *eq;
@@ -345,8 +363,10 @@ static int config_add_sim_port(struct mux_config *cfg, const char *arg, char *er
 		*eq = '\0';
 	if (copy[0] == '\0' || strlen(copy) >= 32 || strpbrk(copy, "/:. ")) {
 		snprintf(err, errlen,
-			 "'%s': NAME must be 1-31 characters without '/', ':', '.' or "
-			 "spaces", arg);
+			 "'%s': NAME must be 1-31 characters without '/', ':', "
+			 "'.' or "
+			 "spaces",
+			 arg);
 		free(copy);
 		return -EINVAL;
 	}
@@ -366,8 +386,8 @@ static int config_add_sim_port(struct mux_config *cfg, const char *arg, char *er
 		for (i = 0; i < 8; i++) {
 			char text[64];
 
-			snprintf(text, sizeof(text), "fd53:494d::%x:%x", cfg->nports + 1,
-				 i + 1);
+			snprintf(text, sizeof(text), "fd53:494d::%x:%x",
+				 cfg->nports + 1, i + 1);
 			gid_parse(text, &ps->gids[ps->ngids++]);
 		}
 	}
@@ -389,7 +409,8 @@ static void *config_field(struct mux_config *cfg, const struct config_option *o)
 /* A list option given again replaces the list from an earlier source
  * (the command line wins over the file).  Ports name what the others
  * refer to: new ports drop the file's QEMU sockets as well. */
-static void config_list_reset(struct mux_config *cfg, const struct config_option *o)
+static void config_list_reset(struct mux_config *cfg,
+			      const struct config_option *o)
 {
 	int i;
 
@@ -433,7 +454,8 @@ static int config_set(struct mux_config *cfg, const struct config_option *o,
 		return rc;
 	case CK_PATH:
 		if (value[0] == '\0' || strlen(value) >= PATH_MAX) {
-			snprintf(err, errlen, "a path of 1..%d characters", PATH_MAX - 1);
+			snprintf(err, errlen, "a path of 1..%d characters",
+				 PATH_MAX - 1);
 			return -EINVAL;
 		}
 		*(const char **)field = value;
@@ -445,7 +467,8 @@ static int config_set(struct mux_config *cfg, const struct config_option *o,
 			return 0;
 		}
 		if (config_num(value, 0, 0x7fffffff, 10, &v, err, errlen) < 0) {
-			snprintf(err, errlen, "'%s' is neither a user nor a uid", value);
+			snprintf(err, errlen,
+				 "'%s' is neither a user nor a uid", value);
 			return -ENOENT;
 		}
 		*(uid_t *)field = (uid_t)v;
@@ -457,7 +480,8 @@ static int config_set(struct mux_config *cfg, const struct config_option *o,
 			return 0;
 		}
 		if (config_num(value, 0, 0x7fffffff, 10, &v, err, errlen) < 0) {
-			snprintf(err, errlen, "'%s' is neither a group nor a gid", value);
+			snprintf(err, errlen,
+				 "'%s' is neither a group nor a gid", value);
 			return -ENOENT;
 		}
 		*(gid_t *)field = (gid_t)v;
@@ -465,7 +489,9 @@ static int config_set(struct mux_config *cfg, const struct config_option *o,
 	case CK_LEVEL:
 		rc = log_level_parse(value);
 		if (rc == -100) {
-			snprintf(err, errlen, "'%s' is not err, warning, info or debug", value);
+			snprintf(err, errlen,
+				 "'%s' is not err, warning, info or debug",
+				 value);
 			return -EINVAL;
 		}
 		*(int *)field = rc + LOG_LVL_INFO;
@@ -475,14 +501,14 @@ static int config_set(struct mux_config *cfg, const struct config_option *o,
 		    strcmp(value, "syslog") && strcmp(value, "journal") &&
 		    strncmp(value, "journal:", 8)) {
 			snprintf(err, errlen,
-				 "'%s' is not auto, stderr, syslog, journal or journal:PATH",
+				 "'%s' is not auto, stderr, syslog, journal or "
+				 "journal:PATH",
 				 value);
 			return -EINVAL;
 		}
 		*(const char **)field = value;
 		return 0;
-	case CK_LIST:
-		return o->add(cfg, value, err, errlen);
+	case CK_LIST: return o->add(cfg, value, err, errlen);
 	}
 	return -EINVAL;
 }
@@ -498,7 +524,8 @@ static const struct config_option *config_by_name(const char *name)
 }
 
 /* A JSON scalar as the text the command line would have given. */
-static int config_json_text(const json_t *v, char *buf, size_t len, const char **out)
+static int config_json_text(const json_t *v, char *buf, size_t len,
+			    const char **out)
 {
 	if (json_is_string(v)) {
 		*out = json_string_value(v);
@@ -521,32 +548,42 @@ static void config_apply_file_key(struct mux_config *cfg, const char *path,
 	size_t i, n = json_is_array(v) ? json_array_size(v) : 1;
 
 	if (o->kind == CK_MODE && !json_is_string(v)) {
-		config_error(errs, "%s: key '%s': give a mode as a string, e.g. \"0660\"",
+		config_error(errs,
+			     "%s: key '%s': give a mode as a string, e.g. "
+			     "\"0660\"",
 			     path, o->name);
 		return;
 	}
 	if (json_is_array(v) && o->kind != CK_LIST) {
-		config_error(errs, "%s: key '%s': one value, not a list", path, o->name);
+		config_error(errs, "%s: key '%s': one value, not a list", path,
+			     o->name);
 		return;
 	}
 	for (i = 0; i < n; i++) {
 		json_t *e = json_is_array(v) ? json_array_get(v, i) : v;
 
 		if (config_json_text(e, num, sizeof(num), &text) < 0) {
-			config_error(errs, "%s: key '%s': expected %s", path, o->name,
-				     o->kind == CK_LIST ? "a string or a list of strings"
-				     : (o->kind == CK_UINT || o->kind == CK_LIVE_UINT ||
-					o->kind == CK_INT) ? "a number" : "a string");
+			config_error(errs, "%s: key '%s': expected %s", path,
+				     o->name,
+				     o->kind == CK_LIST
+					     ? "a string or a list of strings"
+				     : (o->kind == CK_UINT ||
+					o->kind == CK_LIVE_UINT ||
+					o->kind == CK_INT)
+					     ? "a number"
+					     : "a string");
 			continue;
 		}
 		if (config_set(cfg, o, text, err, sizeof(err)) < 0)
-			config_error(errs, "%s: key '%s': %s", path, o->name, err);
+			config_error(errs, "%s: key '%s': %s", path, o->name,
+				     err);
 	}
 }
 
 /* The file's keys, in the table's order.  A missing default file is no
  * error; a missing named one is. */
-static int config_load_file(struct mux_config *cfg, int named, struct config_errors *errs)
+static int config_load_file(struct mux_config *cfg, int named,
+			    struct config_errors *errs)
 {
 	const char *path = cfg->config_path;
 	json_error_t jerr;
@@ -559,8 +596,8 @@ static int config_load_file(struct mux_config *cfg, int named, struct config_err
 	cfg->file = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
 	if (cfg->file == NULL) {
 		if (jerr.line > 0)
-			config_error(errs, "%s: line %d, column %d: %s", path, jerr.line,
-				     jerr.column, jerr.text);
+			config_error(errs, "%s: line %d, column %d: %s", path,
+				     jerr.line, jerr.column, jerr.text);
 		else
 			config_error(errs, "%s: %s", path, jerr.text);
 		return -EINVAL;
@@ -568,112 +605,180 @@ static int config_load_file(struct mux_config *cfg, int named, struct config_err
 	return config_apply_json(cfg, path, errs);
 }
 
-int config_apply_json(struct mux_config *cfg, const char *path, struct config_errors *errs)
+int config_apply_json(struct mux_config *cfg, const char *path,
+		      struct config_errors *errs)
 {
 	const char *key;
 	json_t *v;
 	size_t i;
 
 	if (!json_is_object(cfg->file)) {
-		config_error(errs, "%s: expected a JSON object of options", path);
+		config_error(errs, "%s: expected a JSON object of options",
+			     path);
 		return -EINVAL;
 	}
 	json_object_foreach(cfg->file, key, v) {
 		const struct config_option *o = config_by_name(key);
 
 		if (o == NULL || (o->flags & CONFIG_CLI_ONLY))
-			config_error(errs, "%s: key '%s': no such option", path, key);
+			config_error(errs, "%s: key '%s': no such option", path,
+				     key);
 	}
 	for (i = 0; i < NOPTIONS; i++) {
 		v = json_object_get(cfg->file, config_options[i].name);
 		if (v && !(config_options[i].flags & CONFIG_CLI_ONLY))
-			config_apply_file_key(cfg, path, &config_options[i], v, errs);
+			config_apply_file_key(cfg, path, &config_options[i], v,
+					      errs);
 	}
 	return 0;
 }
 
-enum { OPT_SYSLOG = 1000, OPT_CHECK_CONFIG, OPT_VERBOSE, OPT_VERSION, OPT_HELP,
-       OPT_TABLE = 2000 };
+enum {
+	OPT_SYSLOG = 1000,
+	OPT_CHECK_CONFIG,
+	OPT_VERBOSE,
+	OPT_VERSION,
+	OPT_HELP,
+	OPT_TABLE = 2000
+};
 
 static void config_usage(FILE *f)
 {
 	fprintf(f,
-"usage: rdmacm-muxd [options] (--port DEV:PORT | --sim-port NAME[=GID,...])...\n"
-"       rdmacm-muxd --check-config [FILE] [options]\n"
-"  -c, --config FILE           options from FILE (JSON; default\n"
-"                              " MUX_DEFAULT_CONFIG " if it exists;\n"
-"                              \"none\": no file); the command line wins\n"
-"      --check-config [FILE]   validate FILE (default: --config's) with the\n"
-"                              command line, print each error, exit 0 or 1\n"
-"  -p, --port DEV:PORT         serve a real RDMA port through umad (repeatable)\n"
-"      --qemu-socket PORT[=PATH]  also serve QEMU's pvrdma on PORT in the\n"
-"                              protocol of QEMU's old rdmacm-mux (default\n"
-"                              PATH /var/run/rdmacm-mux-DEV-PORTNUM, as it did)\n"
-"      --roce-version DEV:PORT=V  RoCE version (1 or 2) whose GID index the\n"
-"                              daemon sends from where an address is in the\n"
-"                              port's table twice (default 2)\n"
-"      --sim-port NAME[=GIDS]  serve a simulated port (repeatable); GIDS is a\n"
-"                              comma-separated GID table, GID*N for N in a\n"
-"                              row (at most 4096; default: 8 GIDs\n"
-"                              fd53:494d::N:1 .. fd53:494d::N:8, N = port index + 1)\n"
-"      --sim-fabric DIR        directory shared by sim ports of all daemons\n"
-"                              that form one simulated fabric (default: private)\n"
-"  -s, --socket PATH           client socket (default " MUX_DEFAULT_SOCKET ")\n"
-"      --state-file PATH       connection state kept across restarts (default\n"
-"                              SOCKET.state; \"none\": forgotten at exit)\n"
-"      --resume-grace-ms MS    how long clients of a previous daemon have to\n"
-"                              come back for their connections (default 60000)\n"
-"      --run-dir DIR           where the locks of real ports live (default\n"
-"                              " MUX_DEFAULT_RUN_DIR "; sockets lock PATH.lock)\n"
-"  -S, --status-socket PATH    read-only status socket (default " MUX_DEFAULT_STATUS ")\n"
-"      --socket-mode MODE      octal mode of the client socket (default 0660)\n"
-"      --socket-owner USER     owner of the client socket (default: the daemon's)\n"
-"      --socket-group GROUP    group of the client socket (default: the daemon's)\n"
-"      --status-mode MODE      octal mode of the status socket (default 0660)\n"
-"      --status-group GROUP    group of the status socket\n"
-"      --status-timeout-ms MS  drop a status reader that has not taken its\n"
-"                              answer in MS (default 5000)\n"
-"  -A, --admin-socket PATH     root-only control socket (disconnect a client,\n"
-"                              reload the policy); default: none\n"
-"  -P, --policy FILE           who may connect and do what (JSON, see\n"
-"                              rdmacm-muxd(8)); default: only the daemon's own\n"
-"                              user and root\n"
-"  -w, --workers N             worker threads (default 2)\n"
-"      --max-clients N         (default 1024)\n"
-"      --max-clients-per-uid N  clients of one uid at once (default: half of\n"
-"                              --max-clients)\n"
-"      --hello-timeout-ms MS   close a connection that has not completed\n"
-"                              hello in MS (default 5000)\n"
-"      --max-gids N            GIDs per client (default 64)\n"
-"      --max-comm-ids N        connections per client: those it started or\n"
-"                              answered, until they end (default 4096)\n"
-"      --max-peer-records N    peers' REQs no client has answered yet, per\n"
-"                              port (default 65536; charged to no client)\n"
-"      --max-peer-records-per-source N  the same per source GID (default 4096)\n"
-"      --max-timewait N        ended connections draining, in all; above it\n"
-"                              the oldest leave early (default 65536)\n"
-"      --max-frame BYTES       largest frame a client may send (default 65536)\n"
-"      --client-queue BYTES    output queued to one client before its inbound\n"
-"                              MADs are dropped (default 1048576)\n"
-"      --handshake-timeout-ms MS  how long a handshake or teardown without\n"
-"                              progress keeps its comm-ID mapping (default\n"
-"                              60000; an MRA adds its Service Timeout)\n"
-"      --timewait-ms MS        how long an ended connection's mapping drains\n"
-"                              after DREP or REJ (default 10000)\n"
-"      --log-level LEVEL       err, warning, info (default) or debug\n"
-"      --log-target TARGET     auto (default: the journal when stderr is\n"
-"                              connected to it, else stderr), stderr, syslog,\n"
-"                              journal or journal:PATH\n"
-"      --syslog                the same as --log-target syslog\n"
-"  -v, --verbose               --log-level debug\n"
-"  -V, --version               print the version and exit\n"
-"  -h, --help                  this text\n"
-"SIGHUP reloads the policy and the options marked as such in rdmacm-muxd(8).\n");
+		"usage: rdmacm-muxd [options] (--port DEV:PORT | --sim-port "
+		"NAME[=GID,...])...\n"
+		"       rdmacm-muxd --check-config [FILE] [options]\n"
+		"  -c, --config FILE           options from FILE (JSON; "
+		"default\n"
+		"                              " MUX_DEFAULT_CONFIG
+		" if it exists;\n"
+		"                              \"none\": no file); the command "
+		"line wins\n"
+		"      --check-config [FILE]   validate FILE (default: "
+		"--config's) with the\n"
+		"                              command line, print each error, "
+		"exit 0 or 1\n"
+		"  -p, --port DEV:PORT         serve a real RDMA port through "
+		"umad (repeatable)\n"
+		"      --qemu-socket PORT[=PATH]  also serve QEMU's pvrdma on "
+		"PORT in the\n"
+		"                              protocol of QEMU's old "
+		"rdmacm-mux (default\n"
+		"                              PATH "
+		"/var/run/rdmacm-mux-DEV-PORTNUM, as it did)\n"
+		"      --roce-version DEV:PORT=V  RoCE version (1 or 2) whose "
+		"GID index the\n"
+		"                              daemon sends from where an "
+		"address is in the\n"
+		"                              port's table twice (default 2)\n"
+		"      --sim-port NAME[=GIDS]  serve a simulated port "
+		"(repeatable); GIDS is a\n"
+		"                              comma-separated GID table, "
+		"GID*N for N in a\n"
+		"                              row (at most 4096; default: 8 "
+		"GIDs\n"
+		"                              fd53:494d::N:1 .. "
+		"fd53:494d::N:8, N = port index + 1)\n"
+		"      --sim-fabric DIR        directory shared by sim ports "
+		"of all daemons\n"
+		"                              that form one simulated fabric "
+		"(default: private)\n"
+		"  -s, --socket PATH           client socket "
+		"(default " MUX_DEFAULT_SOCKET ")\n"
+		"      --state-file PATH       connection state kept across "
+		"restarts (default\n"
+		"                              SOCKET.state; \"none\": "
+		"forgotten at exit)\n"
+		"      --resume-grace-ms MS    how long clients of a previous "
+		"daemon have to\n"
+		"                              come back for their connections "
+		"(default 60000)\n"
+		"      --run-dir DIR           where the locks of real ports "
+		"live (default\n"
+		"                              " MUX_DEFAULT_RUN_DIR
+		"; sockets lock PATH.lock)\n"
+		"  -S, --status-socket PATH    read-only status socket "
+		"(default " MUX_DEFAULT_STATUS ")\n"
+		"      --socket-mode MODE      octal mode of the client socket "
+		"(default 0660)\n"
+		"      --socket-owner USER     owner of the client socket "
+		"(default: the daemon's)\n"
+		"      --socket-group GROUP    group of the client socket "
+		"(default: the daemon's)\n"
+		"      --status-mode MODE      octal mode of the status socket "
+		"(default 0660)\n"
+		"      --status-group GROUP    group of the status socket\n"
+		"      --status-timeout-ms MS  drop a status reader that has "
+		"not taken its\n"
+		"                              answer in MS (default 5000)\n"
+		"  -A, --admin-socket PATH     root-only control socket "
+		"(disconnect a client,\n"
+		"                              reload the policy); default: "
+		"none\n"
+		"  -P, --policy FILE           who may connect and do what "
+		"(JSON, see\n"
+		"                              rdmacm-muxd(8)); default: only "
+		"the daemon's own\n"
+		"                              user and root\n"
+		"  -w, --workers N             worker threads (default 2)\n"
+		"      --max-clients N         (default 1024)\n"
+		"      --max-clients-per-uid N  clients of one uid at once "
+		"(default: half of\n"
+		"                              --max-clients)\n"
+		"      --hello-timeout-ms MS   close a connection that has not "
+		"completed\n"
+		"                              hello in MS (default 5000)\n"
+		"      --max-gids N            GIDs per client (default 64)\n"
+		"      --max-comm-ids N        connections per client: those "
+		"it started or\n"
+		"                              answered, until they end "
+		"(default 4096)\n"
+		"      --max-peer-records N    peers' REQs no client has "
+		"answered yet, per\n"
+		"                              port (default 65536; charged to "
+		"no client)\n"
+		"      --max-peer-records-per-source N  the same per source "
+		"GID (default 4096)\n"
+		"      --max-timewait N        ended connections draining, in "
+		"all; above it\n"
+		"                              the oldest leave early (default "
+		"65536)\n"
+		"      --max-frame BYTES       largest frame a client may send "
+		"(default 65536)\n"
+		"      --client-queue BYTES    output queued to one client "
+		"before its inbound\n"
+		"                              MADs are dropped (default "
+		"1048576)\n"
+		"      --handshake-timeout-ms MS  how long a handshake or "
+		"teardown without\n"
+		"                              progress keeps its comm-ID "
+		"mapping (default\n"
+		"                              60000; an MRA adds its Service "
+		"Timeout)\n"
+		"      --timewait-ms MS        how long an ended connection's "
+		"mapping drains\n"
+		"                              after DREP or REJ (default "
+		"10000)\n"
+		"      --log-level LEVEL       err, warning, info (default) or "
+		"debug\n"
+		"      --log-target TARGET     auto (default: the journal when "
+		"stderr is\n"
+		"                              connected to it, else stderr), "
+		"stderr, syslog,\n"
+		"                              journal or journal:PATH\n"
+		"      --syslog                the same as --log-target "
+		"syslog\n"
+		"  -v, --verbose               --log-level debug\n"
+		"  -V, --version               print the version and exit\n"
+		"  -h, --help                  this text\n"
+		"SIGHUP reloads the policy and the options marked as such in "
+		"rdmacm-muxd(8).\n");
 }
 
 /* --check-config takes its FILE as the next word when that is not an
  * option (getopt's optional arguments only take "=FILE"). */
-static int config_take_check(int argc, char **argv, int *i, struct mux_config *cfg)
+static int config_take_check(int argc, char **argv, int *i,
+			     struct mux_config *cfg)
 {
 	const char *a = argv[*i];
 
@@ -698,13 +803,18 @@ static void config_finish(struct mux_config *cfg, struct config_errors *errs)
 {
 	/* One uid never holds every slot unless told it may. */
 	if (cfg->max_clients_per_uid == 0)
-		cfg->max_clients_per_uid = cfg->max_clients > 1 ? cfg->max_clients / 2 : 1;
+		cfg->max_clients_per_uid = cfg->max_clients > 1
+						   ? cfg->max_clients / 2
+						   : 1;
 	if (cfg->nports == 0 && errs->n == 0)
-		config_error(errs, "no ports: give --port DEV:PORT or --sim-port NAME "
-				   "(\"port\" or \"sim-port\" in the configuration file)");
+		config_error(
+			errs,
+			"no ports: give --port DEV:PORT or --sim-port NAME "
+			"(\"port\" or \"sim-port\" in the configuration file)");
 }
 
-int config_load(struct mux_config *cfg, int argc, char **argv, struct config_errors *errs)
+int config_load(struct mux_config *cfg, int argc, char **argv,
+		struct config_errors *errs)
 {
 	struct option longopts[NOPTIONS + 8];
 	char shortopts[64] = ":", err[200];
@@ -723,7 +833,9 @@ int config_load(struct mux_config *cfg, int argc, char **argv, struct config_err
 	for (j = 0; j < argc; j++) {
 		if (j > 0 && config_take_check(argc, argv, &j, cfg))
 			continue;
-		if (j > 0 && (strcmp(argv[j], "--config") == 0 || strcmp(argv[j], "-c") == 0) &&
+		if (j > 0 &&
+		    (strcmp(argv[j], "--config") == 0 ||
+		     strcmp(argv[j], "-c") == 0) &&
 		    j + 1 < argc) {
 			cfg->config_path = argv[j + 1];
 			cfg->config_named = 1;
@@ -736,14 +848,15 @@ int config_load(struct mux_config *cfg, int argc, char **argv, struct config_err
 	for (i = 0; i < NOPTIONS; i++) {
 		const struct config_option *o = &config_options[i];
 
-		longopts[k++] = (struct option){ o->name, required_argument, NULL,
-						 OPT_TABLE + (int)i };
+		longopts[k++] = (struct option){ o->name, required_argument,
+						 NULL, OPT_TABLE + (int)i };
 		if (o->short_opt) {
 			shortopts[so++] = (char)o->short_opt;
 			shortopts[so++] = ':';
 		}
 	}
-	longopts[k++] = (struct option){ "syslog", no_argument, NULL, OPT_SYSLOG };
+	longopts[k++] = (struct option){ "syslog", no_argument, NULL,
+					 OPT_SYSLOG };
 	longopts[k++] = (struct option){ "verbose", no_argument, NULL, 'v' };
 	longopts[k++] = (struct option){ "version", no_argument, NULL, 'V' };
 	longopts[k++] = (struct option){ "help", no_argument, NULL, 'h' };
@@ -752,9 +865,10 @@ int config_load(struct mux_config *cfg, int argc, char **argv, struct config_err
 
 	config_load_file(cfg, cfg->config_named, errs);
 
-	optind = 0;     /* GNU: start afresh (a reload parses again) */
+	optind = 0; /* GNU: start afresh (a reload parses again) */
 	opterr = 0;
-	while ((c = getopt_long(nargs, args, shortopts, longopts, NULL)) != -1) {
+	while ((c = getopt_long(nargs, args, shortopts, longopts, NULL)) !=
+	       -1) {
 		const struct config_option *o = NULL;
 
 		if (c >= OPT_TABLE) {
@@ -780,10 +894,12 @@ int config_load(struct mux_config *cfg, int argc, char **argv, struct config_err
 		case 'V': cfg->show_version = 1; break;
 		case 'h': cfg->show_help = 1; break;
 		case ':':
-			config_error(errs, "%s: needs a value", args[optind - 1]);
+			config_error(errs, "%s: needs a value",
+				     args[optind - 1]);
 			break;
 		default:
-			config_error(errs, "%s: no such option", args[optind - 1]);
+			config_error(errs, "%s: no such option",
+				     args[optind - 1]);
 			break;
 		}
 	}
@@ -805,7 +921,8 @@ static void config_format(struct mux_config *cfg, const struct config_option *o,
 			  char *buf, size_t len)
 {
 	void *field = config_field(cfg, o);
-	static const char *const levels[] = { "err", "warning", "info", "debug" };
+	static const char *const levels[] = { "err", "warning", "info",
+					      "debug" };
 	size_t used = 0;
 	int i;
 
@@ -813,14 +930,18 @@ static void config_format(struct mux_config *cfg, const struct config_option *o,
 	switch (o->kind) {
 	case CK_UINT: snprintf(buf, len, "%u", *(unsigned *)field); break;
 	case CK_LIVE_UINT:
-		snprintf(buf, len, "%u", atomic_load((_Atomic unsigned *)field));
+		snprintf(buf, len, "%u",
+			 atomic_load((_Atomic unsigned *)field));
 		break;
 	case CK_INT: snprintf(buf, len, "%d", *(int *)field); break;
-	case CK_MODE: snprintf(buf, len, "%04o", (unsigned)*(mode_t *)field); break;
+	case CK_MODE:
+		snprintf(buf, len, "%04o", (unsigned)*(mode_t *)field);
+		break;
 	case CK_PATH:
 	case CK_TARGET:
-		snprintf(buf, len, "%s", *(const char **)field ? *(const char **)field
-								: "(none)");
+		snprintf(buf, len, "%s",
+			 *(const char **)field ? *(const char **)field
+					       : "(none)");
 		break;
 	case CK_USER: snprintf(buf, len, "%d", (int)*(uid_t *)field); break;
 	case CK_GROUP: snprintf(buf, len, "%d", (int)*(gid_t *)field); break;
@@ -828,7 +949,8 @@ static void config_format(struct mux_config *cfg, const struct config_option *o,
 		snprintf(buf, len, "%s", levels[*(int *)field & 3]);
 		break;
 	case CK_LIST:
-		if (o->add == config_add_umad_port || o->add == config_add_sim_port) {
+		if (o->add == config_add_umad_port ||
+		    o->add == config_add_sim_port) {
 			int sim = o->add == config_add_sim_port;
 
 			for (i = 0; i < cfg->nports && used < len; i++) {
@@ -836,15 +958,19 @@ static void config_format(struct mux_config *cfg, const struct config_option *o,
 
 				if ((ps->kind == PORT_SPEC_SIM) != sim)
 					continue;
-				used += (size_t)snprintf(buf + used, len - used, "%s%s:%d/%d/%d",
-							 used ? "," : "", ps->name,
-							 ps->port_num, ps->roce_version,
+				used += (size_t)snprintf(buf + used, len - used,
+							 "%s%s:%d/%d/%d",
+							 used ? "," : "",
+							 ps->name, ps->port_num,
+							 ps->roce_version,
 							 ps->ngids);
 			}
 		} else if (o->add == config_add_qemu_socket) {
 			for (i = 0; i < cfg->nqemu && used < len; i++)
-				used += (size_t)snprintf(buf + used, len - used, "%s%s=%s",
-							 used ? "," : "", cfg->qemu[i].port,
+				used += (size_t)snprintf(buf + used, len - used,
+							 "%s%s=%s",
+							 used ? "," : "",
+							 cfg->qemu[i].port,
 							 cfg->qemu[i].path);
 		}
 		break;
@@ -876,7 +1002,8 @@ int config_reload(struct mux_config *live, struct mux_config *fresh,
 			src = config_field(fresh, o);
 			if (o->kind == CK_LIVE_UINT)
 				atomic_store((_Atomic unsigned *)dst,
-					     atomic_load((_Atomic unsigned *)src));
+					     atomic_load(
+						     (_Atomic unsigned *)src));
 			else if (o->kind == CK_LEVEL)
 				*(int *)dst = *(int *)src;
 		}

@@ -24,7 +24,7 @@
 
 #include "conn_store.h"
 
-#define STORE_MAGIC 0x45544154534d4352ull      /* "RCMSTATE" */
+#define STORE_MAGIC 0x45544154534d4352ull /* "RCMSTATE" */
 #define STORE_VERSION 1
 #define STORE_HEADER_SIZE 4096
 
@@ -34,12 +34,12 @@ struct store_header {
 	uint32_t slot_size;
 	uint32_t slot_cap;
 	uint32_t owner_cap;
-	uint32_t hwm;                   /* slots ever used: the scan's end */
+	uint32_t hwm; /* slots ever used: the scan's end */
 	uint32_t random_operand;
 	uint32_t next_host;
 	uint32_t tid_seq;
-	char boot_id[40];               /* deadlines are this boot's clock */
-	uint64_t ports_hash;            /* port indexes mean the same ports */
+	char boot_id[40];    /* deadlines are this boot's clock */
+	uint64_t ports_hash; /* port indexes mean the same ports */
 };
 
 struct conn_store {
@@ -50,9 +50,9 @@ struct conn_store {
 	struct conn_owner *owners;
 	uint8_t *live;
 	uint8_t *slots;
-	uint32_t *free_slots;           /* a stack of free slot indexes */
+	uint32_t *free_slots; /* a stack of free slot indexes */
 	uint32_t nfree;
-	uint32_t reserved;              /* slots whose pages the file has */
+	uint32_t reserved; /* slots whose pages the file has */
 };
 
 /* Pages are reserved this many slots at a time. */
@@ -76,8 +76,10 @@ static int store_reserve(struct conn_store *s, uint32_t slots)
 		return 0;
 	live_off = (off_t)(s->live - (uint8_t *)s->map);
 	slot_off = (off_t)(s->slots - (uint8_t *)s->map);
-	if ((fallocate(s->fd, 0, live_off + s->reserved, want - s->reserved) < 0 ||
-	     fallocate(s->fd, 0, slot_off + (off_t)s->reserved * s->hdr->slot_size,
+	if ((fallocate(s->fd, 0, live_off + s->reserved, want - s->reserved) <
+		     0 ||
+	     fallocate(s->fd, 0,
+		       slot_off + (off_t)s->reserved * s->hdr->slot_size,
 		       (off_t)(want - s->reserved) * s->hdr->slot_size) < 0) &&
 	    errno != EOPNOTSUPP)
 		return -errno;
@@ -97,9 +99,11 @@ static void store_boot_id(char *out, size_t len)
 	}
 }
 
-static size_t store_size(uint32_t slot_size, uint32_t slot_cap, uint32_t owner_cap)
+static size_t store_size(uint32_t slot_size, uint32_t slot_cap,
+			 uint32_t owner_cap)
 {
-	return STORE_HEADER_SIZE + (size_t)owner_cap * sizeof(struct conn_owner) +
+	return STORE_HEADER_SIZE +
+	       (size_t)owner_cap * sizeof(struct conn_owner) +
 	       (size_t)slot_cap + (size_t)slot_cap * slot_size;
 }
 
@@ -118,8 +122,8 @@ static void store_layout(struct conn_store *s)
 
 struct conn_store *conn_store_open(const char *path, uint32_t slot_size,
 				   uint32_t slot_cap, uint32_t owner_cap,
-				   uint64_t ports_hash, int *restored, char *err,
-				   size_t errlen)
+				   uint64_t ports_hash, int *restored,
+				   char *err, size_t errlen)
 {
 	struct conn_store *s = calloc(1, sizeof(*s));
 	struct store_header h;
@@ -140,16 +144,20 @@ struct conn_store *conn_store_open(const char *path, uint32_t slot_size,
 		goto fail;
 	}
 	/* One daemon's: nothing below may touch another's live state. */
-	if (fcntl(s->fd, F_SETLK, &(struct flock){ .l_type = F_WRLCK,
-						   .l_whence = SEEK_SET }) < 0) {
+	if (fcntl(s->fd, F_SETLK,
+		  &(struct flock){ .l_type = F_WRLCK, .l_whence = SEEK_SET }) <
+	    0) {
 		struct flock q = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
 
 		if ((errno == EAGAIN || errno == EACCES) &&
 		    fcntl(s->fd, F_GETLK, &q) == 0 && q.l_type != F_UNLCK)
-			snprintf(err, errlen, "is in use by another rdmacm-muxd "
-				 "(pid %d; one daemon per state file)", (int)q.l_pid);
+			snprintf(err, errlen,
+				 "is in use by another rdmacm-muxd "
+				 "(pid %d; one daemon per state file)",
+				 (int)q.l_pid);
 		else
-			snprintf(err, errlen, "cannot lock: %s", strerror(errno));
+			snprintf(err, errlen, "cannot lock: %s",
+				 strerror(errno));
 		goto fail;
 	}
 	store_boot_id(boot, sizeof(boot));
@@ -162,7 +170,8 @@ struct conn_store *conn_store_open(const char *path, uint32_t slot_size,
 	    h.owner_cap == owner_cap && h.hwm <= slot_cap &&
 	    h.ports_hash == ports_hash && strcmp(h.boot_id, boot) == 0) {
 		*restored = 1;
-	} else if (ftruncate(s->fd, 0) < 0 || ftruncate(s->fd, (off_t)size) < 0) {
+	} else if (ftruncate(s->fd, 0) < 0 ||
+		   ftruncate(s->fd, (off_t)size) < 0) {
 		snprintf(err, errlen, "%s", strerror(errno));
 		goto fail;
 	}
@@ -186,13 +195,16 @@ struct conn_store *conn_store_open(const char *path, uint32_t slot_size,
 		__atomic_store_n(&s->hdr->magic, STORE_MAGIC, __ATOMIC_RELEASE);
 	}
 	store_layout(s);
-	if (fallocate(s->fd, 0, 0, (off_t)((uint8_t *)s->live - (uint8_t *)s->map)) < 0 &&
+	if (fallocate(s->fd, 0, 0,
+		      (off_t)((uint8_t *)s->live - (uint8_t *)s->map)) < 0 &&
 	    errno != EOPNOTSUPP) {
-		snprintf(err, errlen, "cannot allocate its header: %s", strerror(errno));
+		snprintf(err, errlen, "cannot allocate its header: %s",
+			 strerror(errno));
 		goto fail;
 	}
 	if (store_reserve(s, s->hdr->hwm) < 0) {
-		snprintf(err, errlen, "cannot allocate room for its %u entries: %s",
+		snprintf(err, errlen,
+			 "cannot allocate room for its %u entries: %s",
 			 s->hdr->hwm, strerror(errno));
 		goto fail;
 	}
@@ -238,7 +250,8 @@ void *conn_store_alloc(struct conn_store *s)
 
 static uint32_t store_index(struct conn_store *s, const void *slot)
 {
-	return (uint32_t)(((const uint8_t *)slot - s->slots) / s->hdr->slot_size);
+	return (uint32_t)(((const uint8_t *)slot - s->slots) /
+			  s->hdr->slot_size);
 }
 
 void conn_store_commit(struct conn_store *s, void *slot)
@@ -264,7 +277,8 @@ void conn_store_foreach(struct conn_store *s, void (*fn)(void *arg, void *slot),
 			fn(arg, s->slots + (size_t)i * s->hdr->slot_size);
 }
 
-uint32_t *conn_store_counter(struct conn_store *s, enum conn_store_counter which)
+uint32_t *conn_store_counter(struct conn_store *s,
+			     enum conn_store_counter which)
 {
 	switch (which) {
 	case CONN_STORE_RANDOM_OPERAND: return &s->hdr->random_operand;

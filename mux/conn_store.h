@@ -17,7 +17,7 @@ struct conn_owner {
 	uint64_t client;
 	uint32_t uid;
 	uint8_t live;
-	uint8_t claimed;                /* by a client of this daemon's life */
+	uint8_t claimed; /* by a client of this daemon's life */
 	uint8_t pad[2];
 	uint8_t token[16];
 };
@@ -28,8 +28,8 @@ struct conn_owner {
  * empty.  NULL and a message in err on failure. */
 struct conn_store *conn_store_open(const char *path, uint32_t slot_size,
 				   uint32_t slot_cap, uint32_t owner_cap,
-				   uint64_t ports_hash, int *restored, char *err,
-				   size_t errlen);
+				   uint64_t ports_hash, int *restored,
+				   char *err, size_t errlen);
 void conn_store_close(struct conn_store *s);
 
 /* A zeroed slot, or NULL when all are in use. */
@@ -48,7 +48,8 @@ enum conn_store_counter {
 	CONN_STORE_NEXT_HOST,
 	CONN_STORE_TID_SEQ,
 };
-uint32_t *conn_store_counter(struct conn_store *s, enum conn_store_counter which);
+uint32_t *conn_store_counter(struct conn_store *s,
+			     enum conn_store_counter which);
 struct conn_owner *conn_store_owners(struct conn_store *s, uint32_t *n);
 
 #endif

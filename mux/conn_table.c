@@ -19,25 +19,25 @@ enum conn_kind { CK_COMM, CK_SIDR };
 enum { TC_NONE, TC_HANDSHAKE, TC_TIMEWAIT, TC_MRA0, TC_MAX = TC_MRA0 + 32 };
 
 struct conn {
-	RB_ENTRY(conn) host_link;       /* by (kind, port, host_id) */
-	RB_ENTRY(conn) guest_link;      /* by (kind, client, port, guest_id) */
-	RB_ENTRY(conn) peer_link;       /* by (port, peer_id, peer_gid) */
+	RB_ENTRY(conn) host_link;  /* by (kind, port, host_id) */
+	RB_ENTRY(conn) guest_link; /* by (kind, client, port, guest_id) */
+	RB_ENTRY(conn) peer_link;  /* by (port, peer_id, peer_gid) */
 	TAILQ_ENTRY(conn) timer_link;
 	LIST_ENTRY(conn) client_link;
 	uint8_t kind, state, timer;
 	uint8_t in_host, in_guest, in_peer;
-	uint8_t orphan;                 /* the client has abandoned it */
-	uint8_t charged;                /* counts against the client's quota */
-	uint8_t peer_rec;               /* a peer's REQ the client has not answered */
-	uint16_t tid_attr;              /* attribute of the last send */
+	uint8_t orphan;    /* the client has abandoned it */
+	uint8_t charged;   /* counts against the client's quota */
+	uint8_t peer_rec;  /* a peer's REQ the client has not answered */
+	uint16_t tid_attr; /* attribute of the last send */
 	unsigned port;
 	uint64_t client;
 	uint32_t host_id, guest_id;
-	uint32_t peer_id;               /* 0: not known yet */
+	uint32_t peer_id; /* 0: not known yet */
 	uint32_t peer_qpn;
-	uint32_t wire_tid;              /* low TID half of the last send */
+	uint32_t wire_tid; /* low TID half of the last send */
 	uint64_t guest_tid;
-	uint64_t ca_guid;               /* our REQ's Local CA GUID */
+	uint64_t ca_guid; /* our REQ's Local CA GUID */
 	uint64_t deadline_ms;
 	struct conn_path path;
 };
@@ -45,8 +45,8 @@ struct conn {
 struct conn_client {
 	RB_ENTRY(conn_client) link;
 	uint64_t id;
-	unsigned n;                     /* entries listed */
-	unsigned charged;               /* of them, what its quota counts */
+	unsigned n;       /* entries listed */
+	unsigned charged; /* of them, what its quota counts */
 	LIST_HEAD(, conn) conns;
 };
 
@@ -128,20 +128,16 @@ struct conn_table {
 	unsigned timer_len[TC_MAX];
 	uint64_t timer_ms[TC_MAX];
 	struct conn_counts counts;
-	unsigned call_max;              /* the current call's client limit */
-	struct conn_store *store;       /* NULL: entries on the heap */
-	int detached;                   /* the daemon is going; entries stay */
+	unsigned call_max;        /* the current call's client limit */
+	struct conn_store *store; /* NULL: entries on the heap */
+	int detached;             /* the daemon is going; entries stay */
 };
 
 static const char *const conn_state_names[CONN_STATE_MAX] = {
-	[CONN_REQ_SENT] = "req_sent",
-	[CONN_REQ_RCVD] = "req_rcvd",
-	[CONN_REP_SENT] = "rep_sent",
-	[CONN_REP_RCVD] = "rep_rcvd",
-	[CONN_ESTABLISHED] = "established",
-	[CONN_DREQ_SENT] = "dreq_sent",
-	[CONN_DREQ_RCVD] = "dreq_rcvd",
-	[CONN_TIMEWAIT] = "timewait",
+	[CONN_REQ_SENT] = "req_sent",           [CONN_REQ_RCVD] = "req_rcvd",
+	[CONN_REP_SENT] = "rep_sent",           [CONN_REP_RCVD] = "rep_rcvd",
+	[CONN_ESTABLISHED] = "established",     [CONN_DREQ_SENT] = "dreq_sent",
+	[CONN_DREQ_RCVD] = "dreq_rcvd",         [CONN_TIMEWAIT] = "timewait",
 	[CONN_SIDR_REQ_SENT] = "sidr_req_sent",
 };
 
@@ -208,7 +204,8 @@ uint32_t conn_next_tid(struct conn_table *ct)
 	if (++ct->tid_seq == 0)
 		ct->tid_seq = 1;
 	if (ct->store)
-		*conn_store_counter(ct->store, CONN_STORE_TID_SEQ) = ct->tid_seq;
+		*conn_store_counter(ct->store,
+				    CONN_STORE_TID_SEQ) = ct->tid_seq;
 	return ct->tid_seq;
 }
 
@@ -456,8 +453,8 @@ static int quota_full(struct conn_table *ct, const struct conn_client *cc)
 /* A new entry of client's; charged to it unless it is a peer's record. */
 static struct conn *conn_new(struct conn_table *ct, enum conn_kind kind,
 			     uint64_t client, unsigned port,
-			     enum conn_state state, const struct conn_path *path,
-			     int charge, int *err)
+			     enum conn_state state,
+			     const struct conn_path *path, int charge, int *err)
 {
 	struct conn_client *cc = cclient_get(ct, client, 1);
 	struct conn *c;
@@ -492,15 +489,20 @@ static struct conn *conn_new(struct conn_table *ct, enum conn_kind kind,
 static struct conn *host_find(struct conn_table *ct, enum conn_kind kind,
 			      unsigned port, uint32_t host_id)
 {
-	struct conn key = { .kind = (uint8_t)kind, .port = port, .host_id = host_id };
+	struct conn key = { .kind = (uint8_t)kind,
+			    .port = port,
+			    .host_id = host_id };
 
 	return RB_FIND(host_tree, &ct->hosts, &key);
 }
 
 static struct conn *guest_find(struct conn_table *ct, enum conn_kind kind,
-			       uint64_t client, unsigned port, uint32_t guest_id)
+			       uint64_t client, unsigned port,
+			       uint32_t guest_id)
 {
-	struct conn key = { .kind = (uint8_t)kind, .client = client, .port = port,
+	struct conn key = { .kind = (uint8_t)kind,
+			    .client = client,
+			    .port = port,
 			    .guest_id = guest_id };
 
 	return RB_FIND(guest_tree, &ct->guests, &key);
@@ -510,7 +512,9 @@ static struct conn *peer_find_kind(struct conn_table *ct, enum conn_kind kind,
 				   unsigned port, uint32_t peer_id,
 				   const struct gid *gid)
 {
-	struct conn key = { .kind = (uint8_t)kind, .port = port, .peer_id = peer_id };
+	struct conn key = { .kind = (uint8_t)kind,
+			    .port = port,
+			    .peer_id = peer_id };
 
 	key.path.peer_gid = *gid;
 	return RB_FIND(peer_tree, &ct->peers, &key);
@@ -528,7 +532,10 @@ static struct conn *peer_record_of(struct conn_table *ct, enum conn_kind kind,
 				   uint64_t client, unsigned port,
 				   uint32_t peer_id)
 {
-	struct conn key = { .kind = (uint8_t)kind, .port = port, .peer_id = peer_id }, *c;
+	struct conn key = { .kind = (uint8_t)kind,
+			    .port = port,
+			    .peer_id = peer_id },
+		    *c;
 
 	for (c = RB_NFIND(peer_tree, &ct->peers, &key);
 	     c && c->kind == kind && c->port == port && c->peer_id == peer_id;
@@ -561,7 +568,8 @@ static uint32_t alloc_host_id(struct conn_table *ct, enum conn_kind kind,
 	for (tries = 0; tries < (1u << 22); tries++) {
 		id = ct->next++ ^ ct->random_operand;
 		if (ct->store)
-			*conn_store_counter(ct->store, CONN_STORE_NEXT_HOST) = ct->next;
+			*conn_store_counter(ct->store,
+					    CONN_STORE_NEXT_HOST) = ct->next;
 		if (id != 0 && host_find(ct, kind, port, id) == NULL)
 			return id;
 	}
@@ -581,9 +589,10 @@ static int conn_bind(struct conn_table *ct, struct conn *c, uint32_t guest_id)
 	return 0;
 }
 
-static struct conn *conn_create_bound(struct conn_table *ct, enum conn_kind kind,
-				      uint64_t client, unsigned port,
-				      uint32_t guest_id, enum conn_state state,
+static struct conn *conn_create_bound(struct conn_table *ct,
+				      enum conn_kind kind, uint64_t client,
+				      unsigned port, uint32_t guest_id,
+				      enum conn_state state,
 				      const struct conn_path *path, int *err)
 {
 	struct conn *c = conn_new(ct, kind, client, port, state, path, 1, err);
@@ -626,8 +635,8 @@ static void tid_in(struct conn *c, uint8_t *mad)
 
 static void tid_fresh(struct conn_table *ct, uint8_t *mad)
 {
-	wire_put64(mad + MAD_OFF_TID, (cm_mad_tid(mad) & TID_HIGH) |
-		   conn_next_tid(ct));
+	wire_put64(mad + MAD_OFF_TID,
+		   (cm_mad_tid(mad) & TID_HIGH) | conn_next_tid(ct));
 }
 
 /* ---- speaking for a client (cm.c's cm_destroy_id) ------------------------ */
@@ -673,15 +682,18 @@ static void conn_abandon(struct conn_table *ct, struct conn *c, uint64_t now_ms)
 			 CONN_ANS_REJ_ABANDONED);
 		break;
 	case CONN_REQ_RCVD:
-		emit_rej(ct, c, CM_MSG_RESPONSE_REQ, CM_REJ_REASON_CONSUMER_DEFINED,
+		emit_rej(ct, c, CM_MSG_RESPONSE_REQ,
+			 CM_REJ_REASON_CONSUMER_DEFINED,
 			 CONN_ANS_REJ_ABANDONED);
 		break;
 	case CONN_REP_SENT:
 		emit_rej(ct, c, CM_MSG_RESPONSE_OTHER,
-			 CM_REJ_REASON_CONSUMER_DEFINED, CONN_ANS_REJ_ABANDONED);
+			 CM_REJ_REASON_CONSUMER_DEFINED,
+			 CONN_ANS_REJ_ABANDONED);
 		break;
 	case CONN_REP_RCVD:
-		emit_rej(ct, c, CM_MSG_RESPONSE_REP, CM_REJ_REASON_CONSUMER_DEFINED,
+		emit_rej(ct, c, CM_MSG_RESPONSE_REP,
+			 CM_REJ_REASON_CONSUMER_DEFINED,
 			 CONN_ANS_REJ_ABANDONED);
 		break;
 	case CONN_ESTABLISHED:
@@ -695,8 +707,7 @@ static void conn_abandon(struct conn_table *ct, struct conn *c, uint64_t now_ms)
 		cm_build_drep(mad, conn_next_tid(ct), c->host_id, c->peer_id);
 		emit(ct, CONN_ANS_DREP_ABANDONED, c->port, &c->path, mad);
 		break;
-	default:
-		return;
+	default: return;
 	}
 	set_state(ct, c, CONN_TIMEWAIT);
 	timer_arm(ct, c, TC_TIMEWAIT, now_ms);
@@ -726,7 +737,8 @@ static int same_peer(const struct conn *c, uint32_t peer_id,
  * it has one with that peer, else the peer record the REQ left. */
 static struct conn *conn_for_reply(struct conn_table *ct, uint64_t client,
 				   unsigned port, uint32_t guest_id,
-				   uint32_t peer_id, const struct conn_path *path,
+				   uint32_t peer_id,
+				   const struct conn_path *path,
 				   uint64_t now_ms, int *err)
 {
 	struct conn *c = guest_find(ct, CK_COMM, client, port, guest_id), *r;
@@ -750,7 +762,7 @@ static struct conn *conn_for_reply(struct conn_table *ct, uint64_t client,
 		return NULL;
 	}
 	if (c)
-		conn_retire(ct, c, now_ms);     /* the guest reused the ID */
+		conn_retire(ct, c, now_ms); /* the guest reused the ID */
 	*err = conn_bind(ct, r, guest_id);
 	if (*err)
 		return NULL;
@@ -789,8 +801,8 @@ static int out_req(struct conn_table *ct, uint64_t client, unsigned port,
 }
 
 static int out_reply(struct conn_table *ct, uint64_t client, unsigned port,
-		     uint8_t *mad, const struct conn_path *path, uint64_t now_ms,
-		     struct conn **out)
+		     uint8_t *mad, const struct conn_path *path,
+		     uint64_t now_ms, struct conn **out)
 {
 	uint16_t attr = cm_mad_attr_id(mad);
 	uint32_t guest_id = cm_mad_sender_id(mad);
@@ -805,8 +817,8 @@ static int out_reply(struct conn_table *ct, uint64_t client, unsigned port,
 		 * must be a REQ this client received; the record goes, as
 		 * cm.c resets to idle. */
 		c = peer_find(ct, port, peer_id, &path->peer_gid);
-		if (c == NULL || c->client != client || c->state != CONN_REQ_RCVD ||
-		    c->in_guest)
+		if (c == NULL || c->client != client ||
+		    c->state != CONN_REQ_RCVD || c->in_guest)
 			return -ENOENT;
 		conn_remove(ct, c);
 		tid_fresh(ct, mad);
@@ -829,22 +841,26 @@ static int out_reply(struct conn_table *ct, uint64_t client, unsigned port,
 		break;
 	case CM_ATTR_MRA:
 		if (c->state == CONN_REQ_RCVD || c->state == CONN_REP_RCVD)
-			timer_arm(ct, c, TC_MRA0 + (int)cm_field_get(mad,
-				  CM_MRA_SERVICE_TIMEOUT), now_ms);
+			timer_arm(ct, c,
+				  TC_MRA0 +
+					  (int)cm_field_get(
+						  mad, CM_MRA_SERVICE_TIMEOUT),
+				  now_ms);
 		else if (c->state != CONN_ESTABLISHED)
 			return -EPROTO;
 		break;
-	default:        /* REJ */
+	default: /* REJ */
 		switch (c->state) {
-		case CONN_REQ_SENT: case CONN_REQ_RCVD:
-		case CONN_REP_SENT: case CONN_REP_RCVD:
+		case CONN_REQ_SENT:
+		case CONN_REQ_RCVD:
+		case CONN_REP_SENT:
+		case CONN_REP_RCVD:
 			set_state(ct, c, CONN_TIMEWAIT);
 			/* fall through */
-		case CONN_TIMEWAIT:     /* cm.c's REJ to a stale REQ */
+		case CONN_TIMEWAIT: /* cm.c's REJ to a stale REQ */
 			timer_arm(ct, c, TC_TIMEWAIT, now_ms);
 			break;
-		default:
-			return -EPROTO;
+		default: return -EPROTO;
 		}
 		break;
 	}
@@ -862,7 +878,8 @@ static int out_conn(struct conn_table *ct, uint64_t client, unsigned port,
 	struct conn *c;
 
 	c = guest_id ? guest_find(ct, CK_COMM, client, port, guest_id) : NULL;
-	if (c == NULL || c->peer_id == 0 || cm_mad_receiver_id(mad) != c->peer_id)
+	if (c == NULL || c->peer_id == 0 ||
+	    cm_mad_receiver_id(mad) != c->peer_id)
 		return -ENOENT;
 	switch (attr) {
 	case CM_ATTR_RTU:
@@ -890,7 +907,7 @@ static int out_conn(struct conn_table *ct, uint64_t client, unsigned port,
 		set_state(ct, c, CONN_TIMEWAIT);
 		timer_arm(ct, c, TC_TIMEWAIT, now_ms);
 		break;
-	default:        /* LAP, APR */
+	default: /* LAP, APR */
 		if (c->state != CONN_ESTABLISHED)
 			return -EPROTO;
 		break;
@@ -952,7 +969,7 @@ int conn_outbound(struct conn_table *ct, uint64_t client, unsigned port,
 	case CM_ATTR_SIDR_REQ:
 		rc = out_sidr_req(ct, client, port, mad, path, now_ms, &c);
 		break;
-	default:        /* SIDR_REP: it must answer a SIDR_REQ received */
+	default: /* SIDR_REP: it must answer a SIDR_REQ received */
 		c = peer_find_kind(ct, CK_SIDR, port, cm_mad_receiver_id(mad),
 				   &path->peer_gid);
 		if (c == NULL || c->client != client) {
@@ -1004,19 +1021,26 @@ static int in_transition(struct conn_table *ct, struct conn *c,
 	case CM_ATTR_REP:
 		if (c->state == CONN_REQ_SENT) {
 			peer_set(ct, c, cm_mad_sender_id(mad));
-			c->peer_qpn = (uint32_t)cm_field_get(mad, CM_REP_LOCAL_QPN);
+			c->peer_qpn = (uint32_t)cm_field_get(mad,
+							     CM_REP_LOCAL_QPN);
 			set_state(ct, c, CONN_REP_RCVD);
 			timer_arm(ct, c, TC_HANDSHAKE, now_ms);
 			return 0;
 		}
 		/* A duplicate: the guest's CM answers it again (RTU). */
-		return c->state == CONN_REP_RCVD || c->state == CONN_ESTABLISHED ?
-		       0 : -EPROTO;
+		return c->state == CONN_REP_RCVD || c->state == CONN_ESTABLISHED
+			       ? 0
+			       : -EPROTO;
 	case CM_ATTR_MRA:
 		if (c->state == CONN_REQ_SENT || c->state == CONN_REP_SENT) {
 			if (c->state == CONN_REQ_SENT)
-				timer_arm(ct, c, TC_MRA0 + (int)cm_field_get(mad,
-					  CM_MRA_SERVICE_TIMEOUT), now_ms);
+				timer_arm(
+					ct, c,
+					TC_MRA0 +
+						(int)cm_field_get(
+							mad,
+							CM_MRA_SERVICE_TIMEOUT),
+					now_ms);
 			return 0;
 		}
 		return c->state == CONN_ESTABLISHED ? 0 : -EPROTO;
@@ -1028,17 +1052,17 @@ static int in_transition(struct conn_table *ct, struct conn *c,
 		return 0;
 	case CM_ATTR_DREQ:
 		switch (c->state) {
-		case CONN_ESTABLISHED: case CONN_REP_SENT: case CONN_DREQ_SENT:
+		case CONN_ESTABLISHED:
+		case CONN_REP_SENT:
+		case CONN_DREQ_SENT:
 			set_state(ct, c, CONN_DREQ_RCVD);
 			timer_arm(ct, c, TC_HANDSHAKE, now_ms);
 			return 0;
-		case CONN_DREQ_RCVD:
-			return 0;
-		case CONN_TIMEWAIT:     /* our DREP was lost: the guest answers */
+		case CONN_DREQ_RCVD: return 0;
+		case CONN_TIMEWAIT: /* our DREP was lost: the guest answers */
 			timer_arm(ct, c, TC_TIMEWAIT, now_ms);
 			return 0;
-		default:
-			return -EPROTO;
+		default: return -EPROTO;
 		}
 	case CM_ATTR_DREP:
 		/* DREQ_RCVD too: both sides sent a DREQ at once. */
@@ -1049,15 +1073,18 @@ static int in_transition(struct conn_table *ct, struct conn *c,
 		return 0;
 	case CM_ATTR_REJ:
 		switch (c->state) {
-		case CONN_REQ_SENT: case CONN_REQ_RCVD: case CONN_REP_SENT:
-		case CONN_REP_RCVD: case CONN_ESTABLISHED: case CONN_DREQ_SENT:
+		case CONN_REQ_SENT:
+		case CONN_REQ_RCVD:
+		case CONN_REP_SENT:
+		case CONN_REP_RCVD:
+		case CONN_ESTABLISHED:
+		case CONN_DREQ_SENT:
 			set_state(ct, c, CONN_TIMEWAIT);
 			timer_arm(ct, c, TC_TIMEWAIT, now_ms);
 			return 0;
-		default:
-			return -EPROTO;
+		default: return -EPROTO;
 		}
-	default:        /* LAP, APR */
+	default: /* LAP, APR */
 		return c->state == CONN_ESTABLISHED ? 0 : -EPROTO;
 	}
 }
@@ -1113,7 +1140,7 @@ static int in_rej_unnamed(struct conn_table *ct, unsigned port, uint8_t *mad,
 		return -EPROTO;
 	*client = c->client;
 	if (!c->in_guest) {
-		conn_remove(ct, c);             /* cm.c: reset to idle */
+		conn_remove(ct, c); /* cm.c: reset to idle */
 		return 0;
 	}
 	cm_mad_set_receiver_id(mad, c->guest_id);
@@ -1150,7 +1177,8 @@ int conn_inbound(struct conn_table *ct, unsigned port, uint8_t *mad,
 		return -EPERM;
 	if (c->orphan) {
 		if (attr == CM_ATTR_DREQ) {
-			answer_drep(ct, CONN_ANS_DREP_ABANDONED, port, mad, &c->path);
+			answer_drep(ct, CONN_ANS_DREP_ABANDONED, port, mad,
+				    &c->path);
 			if (c->state != CONN_TIMEWAIT)
 				set_state(ct, c, CONN_TIMEWAIT);
 			timer_arm(ct, c, TC_TIMEWAIT, now_ms);
@@ -1182,7 +1210,7 @@ int conn_note_req(struct conn_table *ct, uint64_t client, unsigned port,
 
 	timewait_trim(ct);
 	if (peer_id == 0)
-		return 0;       /* nothing to key a record by; the guest decides */
+		return 0; /* nothing to key a record by; the guest decides */
 	c = peer_find(ct, port, peer_id, &path->peer_gid);
 	if (c && c->state == CONN_TIMEWAIT) {
 		/* The peer reuses the comm ID of a connection still in
@@ -1237,7 +1265,7 @@ int conn_note_sidr_req(struct conn_table *ct, uint64_t client, unsigned port,
 		return 0;
 	}
 	if (peer_rec_take(ct, port, &path->peer_gid) < 0)
-		return 0;       /* a full table loses the record, not the REQ */
+		return 0; /* a full table loses the record, not the REQ */
 	c = conn_new(ct, CK_SIDR, client, port, CONN_REQ_RCVD, path, 0, &err);
 	if (c == NULL) {
 		peer_rec_undo(ct, port, &path->peer_gid);
@@ -1269,12 +1297,14 @@ int conn_destination(struct conn_table *ct, uint64_t client, unsigned port,
 		r = peer_record_of(ct, CK_SIDR, client, port, receiver);
 		break;
 	default:
-		c = sender ? guest_find(ct, CK_COMM, client, port, sender) : NULL;
+		c = sender ? guest_find(ct, CK_COMM, client, port, sender)
+			   : NULL;
 		if (c && c->peer_id == receiver) {
 			r = c;
 			break;
 		}
-		if (attr == CM_ATTR_REP || attr == CM_ATTR_MRA || attr == CM_ATTR_REJ)
+		if (attr == CM_ATTR_REP || attr == CM_ATTR_MRA ||
+		    attr == CM_ATTR_REJ)
 			r = peer_record_of(ct, CK_COMM, client, port, receiver);
 		if (r == NULL)
 			r = c;
@@ -1353,7 +1383,7 @@ void conn_table_free(struct conn_table *ct)
 
 	if (ct == NULL)
 		return;
-	ct->emit = NULL;        /* shutting down: no one to tell */
+	ct->emit = NULL; /* shutting down: no one to tell */
 	if (ct->detached) {
 		/* The entries stay where they are; only the indexes go. */
 		RB_FOREACH_SAFE(cc, cclient_tree, &ct->clients, next) {
@@ -1388,9 +1418,12 @@ struct restore {
 
 static int restore_by_deadline(const void *a, const void *b)
 {
-	const struct conn *x = *(struct conn *const *)a, *y = *(struct conn *const *)b;
+	const struct conn *x = *(struct conn *const *)a,
+			  *y = *(struct conn *const *)b;
 
-	return x->deadline_ms < y->deadline_ms ? -1 : x->deadline_ms > y->deadline_ms;
+	return x->deadline_ms < y->deadline_ms
+		       ? -1
+		       : x->deadline_ms > y->deadline_ms;
 }
 
 /* One entry back into the indexes it was in; dropped if it is not
@@ -1403,8 +1436,8 @@ static void restore_one(void *arg, void *slot)
 	struct conn_client *cc;
 	int host = 0, guest = 0, peer = 0;
 
-	if (c->kind > CK_SIDR || c->state >= CONN_STATE_MAX || c->timer >= TC_MAX ||
-	    (!c->in_host && !c->in_guest && !c->in_peer))
+	if (c->kind > CK_SIDR || c->state >= CONN_STATE_MAX ||
+	    c->timer >= TC_MAX || (!c->in_host && !c->in_guest && !c->in_peer))
 		goto drop;
 	if (c->in_host && RB_INSERT(host_tree, &ct->hosts, c) != NULL)
 		goto unindex;
@@ -1424,11 +1457,13 @@ static void restore_one(void *arg, void *slot)
 			       src_get(ct, c->port, &c->path.peer_gid, 1));
 	if (c->timer != TC_NONE) {
 		if (r->ntimed[c->timer] == r->cap[c->timer]) {
-			unsigned ncap = r->cap[c->timer] ? 2 * r->cap[c->timer] : 64;
-			struct conn **n = realloc(r->timed[c->timer], ncap * sizeof(*n));
+			unsigned ncap = r->cap[c->timer] ? 2 * r->cap[c->timer]
+							 : 64;
+			struct conn **n = realloc(r->timed[c->timer],
+						  ncap * sizeof(*n));
 
 			if (n == NULL) {
-				c->timer = TC_NONE;     /* lives until torn down */
+				c->timer = TC_NONE; /* lives until torn down */
 				return;
 			}
 			r->timed[c->timer] = n;
@@ -1456,7 +1491,8 @@ static unsigned conn_table_restore(struct conn_table *ct)
 	struct restore r = { .ct = ct };
 	unsigned tc, i;
 
-	ct->random_operand = *conn_store_counter(ct->store, CONN_STORE_RANDOM_OPERAND);
+	ct->random_operand = *conn_store_counter(ct->store,
+						 CONN_STORE_RANDOM_OPERAND);
 	ct->next = *conn_store_counter(ct->store, CONN_STORE_NEXT_HOST);
 	ct->tid_seq = *conn_store_counter(ct->store, CONN_STORE_TID_SEQ);
 	conn_store_foreach(ct->store, restore_one, &r);
@@ -1467,7 +1503,8 @@ static unsigned conn_table_restore(struct conn_table *ct)
 		qsort(r.timed[tc], r.ntimed[tc], sizeof(r.timed[tc][0]),
 		      restore_by_deadline);
 		for (i = 0; i < r.ntimed[tc]; i++) {
-			TAILQ_INSERT_TAIL(&ct->timers[tc], r.timed[tc][i], timer_link);
+			TAILQ_INSERT_TAIL(&ct->timers[tc], r.timed[tc][i],
+					  timer_link);
 			ct->timer_len[tc]++;
 		}
 		free(r.timed[tc]);
@@ -1476,13 +1513,14 @@ static unsigned conn_table_restore(struct conn_table *ct)
 }
 
 struct conn_table *conn_table_open(const struct conn_limits *lim,
-				   uint32_t random_operand, conn_emit_fn emit_fn,
-				   void *emit_arg, const char *path,
-				   uint32_t max_entries, uint32_t max_owners,
-				   uint64_t ports_hash, int *restored, char *err,
-				   size_t errlen)
+				   uint32_t random_operand,
+				   conn_emit_fn emit_fn, void *emit_arg,
+				   const char *path, uint32_t max_entries,
+				   uint32_t max_owners, uint64_t ports_hash,
+				   int *restored, char *err, size_t errlen)
 {
-	struct conn_table *ct = conn_table_new(lim, random_operand, emit_fn, emit_arg);
+	struct conn_table *ct = conn_table_new(lim, random_operand, emit_fn,
+					       emit_arg);
 	unsigned dropped;
 
 	*restored = 0;
@@ -1491,7 +1529,8 @@ struct conn_table *conn_table_open(const struct conn_limits *lim,
 		return NULL;
 	}
 	ct->store = conn_store_open(path, sizeof(struct conn), max_entries,
-				    max_owners, ports_hash, restored, err, errlen);
+				    max_owners, ports_hash, restored, err,
+				    errlen);
 	if (ct->store == NULL) {
 		free(ct);
 		return NULL;
@@ -1501,12 +1540,16 @@ struct conn_table *conn_table_open(const struct conn_limits *lim,
 		conn_owners_reset_claims(ct);
 		dropped = conn_table_restore(ct);
 		if (dropped)
-			snprintf(err, errlen, "%u entries were being changed when the "
-				 "previous daemon ended and are lost", dropped);
+			snprintf(err, errlen,
+				 "%u entries were being changed when the "
+				 "previous daemon ended and are lost",
+				 dropped);
 	} else {
-		*conn_store_counter(ct->store, CONN_STORE_RANDOM_OPERAND) = ct->random_operand;
+		*conn_store_counter(ct->store, CONN_STORE_RANDOM_OPERAND) =
+			ct->random_operand;
 		*conn_store_counter(ct->store, CONN_STORE_NEXT_HOST) = ct->next;
-		*conn_store_counter(ct->store, CONN_STORE_TID_SEQ) = ct->tid_seq;
+		*conn_store_counter(ct->store,
+				    CONN_STORE_TID_SEQ) = ct->tid_seq;
 	}
 	return ct;
 }
@@ -1569,7 +1612,7 @@ int conn_owner_claim(struct conn_table *ct, uint64_t old_client, uint32_t uid,
 
 	if (o == NULL || o->claimed)
 		return -ENOENT;
-	for (i = 0; i < 16; i++)        /* in constant time */
+	for (i = 0; i < 16; i++) /* in constant time */
 		diff |= o->token[i] ^ token[i];
 	if (diff || o->uid != uid)
 		return -EPERM;
@@ -1612,7 +1655,7 @@ unsigned conn_purge_unclaimed(struct conn_table *ct)
 	for (i = 0; i < n; i++) {
 		if (!o[i].live || o[i].claimed)
 			continue;
-		conn_purge_client(ct, o[i].client);     /* forgets o[i] too */
+		conn_purge_client(ct, o[i].client); /* forgets o[i] too */
 		purged++;
 	}
 	return purged;
@@ -1673,8 +1716,8 @@ void conn_client_counts(struct conn_table *ct, uint64_t client,
 	}
 }
 
-void conn_client_foreach(struct conn_table *ct, uint64_t client,
-			 unsigned skip, unsigned max, uint64_t now_ms,
+void conn_client_foreach(struct conn_table *ct, uint64_t client, unsigned skip,
+			 unsigned max, uint64_t now_ms,
 			 void (*fn)(void *arg, const struct conn_view *v),
 			 void *arg)
 {
@@ -1699,8 +1742,12 @@ void conn_client_foreach(struct conn_table *ct, uint64_t client,
 		v.peer_id = c->peer_id;
 		v.has_peer = c->peer_id != 0;
 		v.peer_gid = c->path.peer_gid;
-		v.expires_in_ms = c->timer == TC_NONE ? -1 :
-			(c->deadline_ms > now_ms ? (int64_t)(c->deadline_ms - now_ms) : 0);
+		v.expires_in_ms =
+			c->timer == TC_NONE
+				? -1
+				: (c->deadline_ms > now_ms
+					   ? (int64_t)(c->deadline_ms - now_ms)
+					   : 0);
 		fn(arg, &v);
 	}
 }

@@ -50,8 +50,8 @@ struct conn_limits {
 	/* A client's connections: those it started or answered, until
 	 * they end.  Peer records and draining entries are not counted. */
 	unsigned max_per_client;
-	unsigned handshake_ms;          /* abandon a handshake without progress */
-	unsigned timewait_ms;           /* drain after DREP/REJ/SIDR_REP */
+	unsigned handshake_ms; /* abandon a handshake without progress */
+	unsigned timewait_ms;  /* drain after DREP/REJ/SIDR_REP */
 	/* Records of peers' REQs and SIDR_REQs nobody has answered yet,
 	 * per port and per source GID on a port. */
 	unsigned max_peer_records_per_port;
@@ -62,10 +62,10 @@ struct conn_limits {
 
 /* cm.c's states, seen from the client's side of the connection. */
 enum conn_state {
-	CONN_REQ_SENT,          /* IB_CM_REQ_SENT, MRA_REQ_RCVD */
-	CONN_REQ_RCVD,          /* IB_CM_REQ_RCVD, MRA_REQ_SENT */
-	CONN_REP_SENT,          /* IB_CM_REP_SENT, MRA_REP_RCVD */
-	CONN_REP_RCVD,          /* IB_CM_REP_RCVD, MRA_REP_SENT */
+	CONN_REQ_SENT, /* IB_CM_REQ_SENT, MRA_REQ_RCVD */
+	CONN_REQ_RCVD, /* IB_CM_REQ_RCVD, MRA_REQ_SENT */
+	CONN_REP_SENT, /* IB_CM_REP_SENT, MRA_REP_RCVD */
+	CONN_REP_RCVD, /* IB_CM_REP_RCVD, MRA_REP_SENT */
 	CONN_ESTABLISHED,
 	CONN_DREQ_SENT,
 	CONN_DREQ_RCVD,
@@ -78,7 +78,7 @@ const char *conn_state_name(enum conn_state s);
 
 /* How to reach the peer of a connection, to speak for the client. */
 struct conn_path {
-	struct gid local_gid;           /* the client's (our) GID */
+	struct gid local_gid; /* the client's (our) GID */
 	struct gid peer_gid;
 	uint16_t pkey_index;
 	uint8_t grh, sl, hop_limit, traffic_class;
@@ -87,13 +87,13 @@ struct conn_path {
 
 /* What the table (or the router) sent on its own, for the counters. */
 enum conn_answer {
-	CONN_ANS_REJ_NO_LISTENER,       /* REQ for a GID no client owns */
-	CONN_ANS_SIDR_NO_LISTENER,      /* SIDR_REQ for a GID no client owns */
-	CONN_ANS_DREP_UNKNOWN,          /* DREQ for no connection (cm_issue_drep) */
-	CONN_ANS_REJ_STALE,             /* REQ matching a connection in TimeWait */
-	CONN_ANS_DREQ_ABANDONED,        /* client gone or ID reused: established */
-	CONN_ANS_REJ_ABANDONED,         /* ... a handshake */
-	CONN_ANS_DREP_ABANDONED,        /* ... a DREQ it had been given */
+	CONN_ANS_REJ_NO_LISTENER,  /* REQ for a GID no client owns */
+	CONN_ANS_SIDR_NO_LISTENER, /* SIDR_REQ for a GID no client owns */
+	CONN_ANS_DREP_UNKNOWN,     /* DREQ for no connection (cm_issue_drep) */
+	CONN_ANS_REJ_STALE,        /* REQ matching a connection in TimeWait */
+	CONN_ANS_DREQ_ABANDONED,   /* client gone or ID reused: established */
+	CONN_ANS_REJ_ABANDONED,    /* ... a handshake */
+	CONN_ANS_DREP_ABANDONED,   /* ... a DREQ it had been given */
 	CONN_ANS_MAX
 };
 
@@ -102,8 +102,8 @@ const char *conn_answer_name(enum conn_answer a);
 struct conn_emit {
 	enum conn_answer why;
 	unsigned port;
-	const struct conn_path *path;   /* from local_gid to peer_gid */
-	const uint8_t *mad;             /* MAD_SIZE bytes */
+	const struct conn_path *path; /* from local_gid to peer_gid */
+	const uint8_t *mad;           /* MAD_SIZE bytes */
 };
 
 typedef void (*conn_emit_fn)(void *arg, const struct conn_emit *e);
@@ -116,7 +116,8 @@ struct conn_table *conn_table_new(const struct conn_limits *lim,
 				  void *emit_arg);
 void conn_table_free(struct conn_table *ct);
 /* New counting limits (a reload); the timers keep theirs. */
-void conn_table_set_limits(struct conn_table *ct, const struct conn_limits *lim);
+void conn_table_set_limits(struct conn_table *ct,
+			   const struct conn_limits *lim);
 
 /* A fresh low TID half for a MAD the caller sends on its own. */
 uint32_t conn_next_tid(struct conn_table *ct);
@@ -189,8 +190,8 @@ struct conn_table *conn_table_open(const struct conn_limits *lim,
 				   uint32_t random_operand, conn_emit_fn emit,
 				   void *emit_arg, const char *path,
 				   uint32_t max_entries, uint32_t max_owners,
-				   uint64_t ports_hash, int *restored, char *err,
-				   size_t errlen);
+				   uint64_t ports_hash, int *restored,
+				   char *err, size_t errlen);
 /* The daemon is going and its clients are not: purging a client keeps
  * its entries and owner record from now on, for the next daemon. */
 void conn_table_detach(struct conn_table *ct);
@@ -219,9 +220,9 @@ struct conn_counts {
 	unsigned total;
 	unsigned comm, sidr;
 	unsigned by_state[CONN_STATE_MAX];
-	unsigned peer_records;          /* unanswered peers' REQs, now */
-	uint64_t peer_records_refused;  /* over a port's or a source's bound */
-	uint64_t timewait_evicted;      /* left TimeWait early (max_timewait) */
+	unsigned peer_records;         /* unanswered peers' REQs, now */
+	uint64_t peer_records_refused; /* over a port's or a source's bound */
+	uint64_t timewait_evicted;     /* left TimeWait early (max_timewait) */
 };
 void conn_counts(struct conn_table *ct, struct conn_counts *out);
 void conn_client_counts(struct conn_table *ct, uint64_t client,
@@ -235,12 +236,12 @@ struct conn_view {
 	uint32_t guest_id, host_id, peer_id;
 	int has_peer;
 	struct gid peer_gid;
-	int64_t expires_in_ms;          /* -1: no timer */
+	int64_t expires_in_ms; /* -1: no timer */
 };
 /* Calls fn for a client's entries after the first skip, at most max of
  * them (newest first). */
-void conn_client_foreach(struct conn_table *ct, uint64_t client,
-			 unsigned skip, unsigned max, uint64_t now_ms,
+void conn_client_foreach(struct conn_table *ct, uint64_t client, unsigned skip,
+			 unsigned max, uint64_t now_ms,
 			 void (*fn)(void *arg, const struct conn_view *v),
 			 void *arg);
 /* The time until the next timer, or UINT64_MAX. */

@@ -40,7 +40,8 @@ int mux_policy_reload(struct mux *mux, char *err, size_t errlen)
 	struct policy *p, *old;
 
 	if (mux->cfg.policy_path == NULL) {
-		snprintf(err, errlen, "no policy file (the default policy is in force)");
+		snprintf(err, errlen,
+			 "no policy file (the default policy is in force)");
 		return -ENOENT;
 	}
 	p = policy_load(mux->cfg.policy_path, err, errlen);
@@ -72,7 +73,8 @@ static void mux_reload_say(void *arg, const char *name, const char *was,
 	if (applied)
 		log_info("SIGHUP: %s: %s -> %s", name, was, now);
 	else
-		log_warnx("SIGHUP: %s: %s -> %s needs a restart; %s stays in force",
+		log_warnx("SIGHUP: %s: %s -> %s needs a restart; %s stays in "
+			  "force",
 			  name, was, now, was);
 }
 
@@ -89,7 +91,8 @@ void mux_reload(struct mux *mux)
 		for (i = 0; i < errs.n && i < CONFIG_MAX_ERRORS; i++)
 			log_warnx("SIGHUP: %s", errs.msg[i]);
 		log_warnx("SIGHUP: %d error(s): nothing reloaded, the running "
-			  "configuration stays in force", errs.n);
+			  "configuration stays in force",
+			  errs.n);
 		config_free(&fresh);
 		return;
 	}
@@ -104,5 +107,8 @@ void mux_reload(struct mux *mux)
 	router_set_limits(mux->router, &lim);
 	rc = mux_policy_reload(mux, msg, sizeof(msg));
 	log_info("SIGHUP: %d option(s) changed; policy %s: %s", n,
-		 rc == 0 ? "reloaded" : rc == -ENOENT ? "unchanged" : "NOT reloaded", msg);
+		 rc == 0         ? "reloaded"
+		 : rc == -ENOENT ? "unchanged"
+				 : "NOT reloaded",
+		 msg);
 }

@@ -30,7 +30,8 @@ static void refuse_client(int fd, int err, const char *message)
 				    (uint32_t)strlen(text));
 		if (send(fd, hdr, sizeof(hdr), MSG_NOSIGNAL | MSG_DONTWAIT) ==
 		    (ssize_t)sizeof(hdr))
-			send(fd, text, strlen(text), MSG_NOSIGNAL | MSG_DONTWAIT);
+			send(fd, text, strlen(text),
+			     MSG_NOSIGNAL | MSG_DONTWAIT);
 	}
 	free(text);
 	json_decref(ev);
@@ -79,11 +80,14 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd,
 
 		atomic_fetch_add(&mux->stats.clients_refused_policy, 1);
 		atomic_fetch_add(&mux->stats.clients_refused, 1);
-		snprintf(why, sizeof(why), "uid %d gid %d is not allowed by policy",
+		snprintf(why, sizeof(why),
+			 "uid %d gid %d is not allowed by policy",
 			 (int)cred.uid, (int)cred.gid);
 		if (log_ratelimit_allow(&mux->accept_rl, &suppressed))
-			log_warnx("refusing client pid %d: %s (%llu similar suppressed)",
-				  (int)cred.pid, why, (unsigned long long)suppressed);
+			log_warnx("refusing client pid %d: %s (%llu similar "
+				  "suppressed)",
+				  (int)cred.pid, why,
+				  (unsigned long long)suppressed);
 		refuse(cl, fd, EACCES, why);
 		return;
 	}
@@ -96,10 +100,12 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd,
 
 		atomic_fetch_add(&mux->stats.clients_refused, 1);
 		if (rc == -EUSERS) {
-			atomic_fetch_add(&mux->stats.clients_refused_uid_limit, 1);
-			snprintf(why, sizeof(why), "uid %d already has %u clients "
-				 "(--max-clients-per-uid)", (int)cred.uid,
-				 mux->cfg.max_clients_per_uid);
+			atomic_fetch_add(&mux->stats.clients_refused_uid_limit,
+					 1);
+			snprintf(why, sizeof(why),
+				 "uid %d already has %u clients "
+				 "(--max-clients-per-uid)",
+				 (int)cred.uid, mux->cfg.max_clients_per_uid);
 		} else if (rc == -EBUSY) {
 			snprintf(why, sizeof(why), "too many clients (%u)",
 				 mux->cfg.max_clients);
@@ -107,8 +113,10 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd,
 			snprintf(why, sizeof(why), "out of memory");
 		}
 		if (log_ratelimit_allow(&mux->accept_rl, &suppressed))
-			log_warnx("refusing client pid %d uid %d: %s (%llu similar "
-				  "suppressed)", (int)cred.pid, (int)cred.uid, why,
+			log_warnx("refusing client pid %d uid %d: %s (%llu "
+				  "similar "
+				  "suppressed)",
+				  (int)cred.pid, (int)cred.uid, why,
 				  (unsigned long long)suppressed);
 		refuse(cl, fd, -rc, why);
 		return;
@@ -146,14 +154,16 @@ int listener_start(struct mux *mux, struct event_base *base)
 	for (i = 0; i < mux->cfg.nqemu; i++) {
 		p = mux_port_by_name(mux, mux->cfg.qemu[i].port);
 		if (p == NULL) {
-			log_warnx("--qemu-socket %s: no such port", mux->cfg.qemu[i].port);
+			log_warnx("--qemu-socket %s: no such port",
+				  mux->cfg.qemu[i].port);
 			return -ENODEV;
 		}
 		cl = &mux->qemu_listeners[mux->nqemu_listeners];
 		cl->mux = mux;
 		cl->qemu_port = (int)p->index;
 		rc = unix_listener_open(&cl->ul, base, mux->cfg.qemu[i].path,
-					mux->cfg.socket_mode, mux->cfg.socket_owner,
+					mux->cfg.socket_mode,
+					mux->cfg.socket_owner,
 					mux->cfg.socket_group,
 					listen_fds_claim(&mux->listen_fds, NULL,
 							 mux->cfg.qemu[i].path),

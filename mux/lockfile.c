@@ -32,7 +32,8 @@ int lockfile_take(struct lockfile *lf, const char *path, pid_t *holder)
 	    sizeof(lf->path))
 		return -ENAMETOOLONG;
 	for (tries = 0; tries < LOCKFILE_TRIES; tries++) {
-		fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+		fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
+			  0644);
 		if (fd < 0)
 			return -errno;
 		if (fcntl(fd, F_SETLK, &fl) < 0) {
@@ -41,7 +42,8 @@ int lockfile_take(struct lockfile *lf, const char *path, pid_t *holder)
 				struct flock q = { .l_type = F_WRLCK,
 						   .l_whence = SEEK_SET };
 
-				if (fcntl(fd, F_GETLK, &q) == 0 && q.l_type != F_UNLCK)
+				if (fcntl(fd, F_GETLK, &q) == 0 &&
+				    q.l_type != F_UNLCK)
 					*holder = q.l_pid;
 				err = EADDRINUSE;
 			}
@@ -51,7 +53,7 @@ int lockfile_take(struct lockfile *lf, const char *path, pid_t *holder)
 		if (fstat(fd, &held) == 0 && stat(path, &now) == 0 &&
 		    held.st_dev == now.st_dev && held.st_ino == now.st_ino)
 			break;
-		close(fd);      /* removed by its last holder: again */
+		close(fd); /* removed by its last holder: again */
 		fd = -1;
 	}
 	if (fd < 0)
@@ -70,12 +72,15 @@ int lockfile_take_or_say(struct lockfile *lf, const char *path,
 	int rc = lockfile_take(lf, path, &holder);
 
 	if (rc == -EADDRINUSE && holder > 0)
-		log_warnx("%s is in use by another rdmacm-muxd (pid %d; lock %s)",
+		log_warnx("%s is in use by another rdmacm-muxd (pid %d; lock "
+			  "%s)",
 			  what, (int)holder, path);
 	else if (rc == -EADDRINUSE)
-		log_warnx("%s is in use by another rdmacm-muxd (lock %s)", what, path);
+		log_warnx("%s is in use by another rdmacm-muxd (lock %s)", what,
+			  path);
 	else if (rc < 0)
-		log_warnx("%s: cannot take the lock %s: %s", what, path, strerror(-rc));
+		log_warnx("%s: cannot take the lock %s: %s", what, path,
+			  strerror(-rc));
 	return rc;
 }
 

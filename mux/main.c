@@ -19,7 +19,6 @@
 #include "mux.h"
 #include "../common/log.h"
 
-
 static int setup_sim_fabric(struct mux *mux)
 {
 	char tmpl[] = "/tmp/rdmacm-mux-sim.XXXXXX";
@@ -87,13 +86,15 @@ static int name_ports(struct mux *mux)
 
 /* One daemon per port: a sim port's lock is in its fabric, a real
  * port's in the run directory, where every daemon on the host looks. */
-static int lock_port(struct mux *mux, struct port *p, const struct port_spec *ps)
+static int lock_port(struct mux *mux, struct port *p,
+		     const struct port_spec *ps)
 {
 	char path[sizeof(p->lock.path)], what[96];
 	int n;
 
 	if (ps->kind == PORT_SPEC_SIM) {
-		n = snprintf(path, sizeof(path), "%s/%s.lock", mux->sim_fabric, ps->name);
+		n = snprintf(path, sizeof(path), "%s/%s.lock", mux->sim_fabric,
+			     ps->name);
 	} else {
 		if (mkdir(mux->cfg.run_dir, 0755) < 0 && errno != EEXIST) {
 			log_warn("--run-dir %s", mux->cfg.run_dir);
@@ -124,7 +125,8 @@ static int open_ports(struct mux *mux)
 			return rc;
 		rc = p->ops->open(p, ps);
 		if (rc < 0) {
-			log_warnx("port %s: cannot open (%s)", p->name, strerror(-rc));
+			log_warnx("port %s: cannot open (%s)", p->name,
+				  strerror(-rc));
 			return rc;
 		}
 		log_info("port %d: %s (%s) %s", i, p->name, p->ops->kind,
@@ -164,7 +166,8 @@ static void on_service_tick(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	router_counts(mux->router, &rc);
 	sdnotify("%sSTATUS=%u client(s), %u connection(s) established, %u in "
-		 "handshake", sdnotify_watchdog_usec() ? "WATCHDOG=1\n" : "",
+		 "handshake",
+		 sdnotify_watchdog_usec() ? "WATCHDOG=1\n" : "",
 		 clients_count(&mux->clients), rc.established, rc.handshake);
 }
 
@@ -190,25 +193,31 @@ static int main_config_only(struct mux *mux, struct config_errors *errs)
 	} else {
 		if (errs->n == 0 && cfg->check_config && cfg->policy_path) {
 			char perr[512];
-			struct policy *pol = policy_load(cfg->policy_path, perr, sizeof(perr));
+			struct policy *pol = policy_load(cfg->policy_path, perr,
+							 sizeof(perr));
 
 			if (pol == NULL)
-				snprintf(errs->msg[errs->n++], sizeof(errs->msg[0]),
-					 "policy: %.200s", perr);
+				snprintf(errs->msg[errs->n++],
+					 sizeof(errs->msg[0]), "policy: %.200s",
+					 perr);
 			policy_unref(pol);
 		}
 		for (i = 0; i < errs->n && i < CONFIG_MAX_ERRORS; i++)
 			fprintf(stderr, "rdmacm-muxd: %s\n", errs->msg[i]);
 		if (errs->n > CONFIG_MAX_ERRORS)
-			fprintf(stderr, "rdmacm-muxd: ... and %d more error(s)\n",
+			fprintf(stderr,
+				"rdmacm-muxd: ... and %d more error(s)\n",
 				errs->n - CONFIG_MAX_ERRORS);
 		if (cfg->check_config)
-			printf("%s: %s\n", cfg->file_read ? cfg->config_path : "command line",
+			printf("%s: %s\n",
+			       cfg->file_read ? cfg->config_path
+					      : "command line",
 			       errs->n ? "errors" : "ok");
 		if (errs->n)
 			code = cfg->check_config ? 1 : 2;
 		if (errs->n && !cfg->check_config)
-			fprintf(stderr, "usage: rdmacm-muxd [options]; --help lists them\n");
+			fprintf(stderr, "usage: rdmacm-muxd [options]; --help "
+					"lists them\n");
 	}
 	config_free(cfg);
 	free(mux);
@@ -234,11 +243,12 @@ int main(int argc, char **argv)
 	config_defaults(&mux->cfg);
 	mux->argc = argc;
 	mux->argv = argv;
-	if (config_load(&mux->cfg, argc, argv, &errs) < 0 || mux->cfg.show_help ||
-	    mux->cfg.show_version || mux->cfg.check_config)
+	if (config_load(&mux->cfg, argc, argv, &errs) < 0 ||
+	    mux->cfg.show_help || mux->cfg.show_version ||
+	    mux->cfg.check_config)
 		return main_config_only(mux, &errs);
-	if (log_open("rdmacm-muxd", mux->cfg.log_target, mux->cfg.log_level, logerr,
-		     sizeof(logerr)) < 0)
+	if (log_open("rdmacm-muxd", mux->cfg.log_target, mux->cfg.log_level,
+		     logerr, sizeof(logerr)) < 0)
 		log_warnx("logging on stderr: %s", logerr);
 	/* Sockets systemd may have handed over (descriptors 3 and up). */
 	listen_fds_take(&mux->listen_fds);
@@ -266,30 +276,36 @@ int main(int argc, char **argv)
 	lim.max_timewait = mux->cfg.max_timewait;
 	lim.state_path = NULL;
 	if (mux->cfg.state_path == NULL) {
-		snprintf(state_path, sizeof(state_path), "%s.state", mux->cfg.socket_path);
+		snprintf(state_path, sizeof(state_path), "%s.state",
+			 mux->cfg.socket_path);
 		lim.state_path = state_path;
 	} else if (strcmp(mux->cfg.state_path, "none") != 0) {
 		lim.state_path = mux->cfg.state_path;
 	}
 	/* Every entry the limits allow, and every owner of this life and
 	 * the last one. */
-	max_entries = (uint64_t)mux->cfg.max_clients * mux->cfg.max_comm_ids_per_client +
-		      (uint64_t)mux->cfg.max_peer_records * (unsigned)mux->cfg.nports +
+	max_entries = (uint64_t)mux->cfg.max_clients *
+			      mux->cfg.max_comm_ids_per_client +
+		      (uint64_t)mux->cfg.max_peer_records *
+			      (unsigned)mux->cfg.nports +
 		      mux->cfg.max_timewait;
-	lim.max_entries = max_entries > MUX_STATE_MAX_ENTRIES ? MUX_STATE_MAX_ENTRIES
-							      : (unsigned)max_entries;
+	lim.max_entries = max_entries > MUX_STATE_MAX_ENTRIES
+				  ? MUX_STATE_MAX_ENTRIES
+				  : (unsigned)max_entries;
 	lim.max_owners = 2 * mux->cfg.max_clients;
 	/* Entries name ports by index: kept only for the same ports. */
-	lim.ports_hash = 1469598103934665603ull;        /* FNV-1a */
+	lim.ports_hash = 1469598103934665603ull; /* FNV-1a */
 	for (i = 0; i < mux->cfg.nports; i++) {
 		char pn[64];
 		const char *c;
 
 		snprintf(pn, sizeof(pn), "%s:%d;", mux->cfg.ports[i].name,
-			 mux->cfg.ports[i].kind == PORT_SPEC_SIM ? -1
-								  : mux->cfg.ports[i].port_num);
+			 mux->cfg.ports[i].kind == PORT_SPEC_SIM
+				 ? -1
+				 : mux->cfg.ports[i].port_num);
 		for (c = pn; *c; c++)
-			lim.ports_hash = (lim.ports_hash ^ (uint8_t)*c) * 1099511628211ull;
+			lim.ports_hash = (lim.ports_hash ^ (uint8_t)*c) *
+					 1099511628211ull;
 	}
 	/* Host comm IDs are XORed with this, as the kernel CM does, so that
 	 * they are not predictable from outside. */
@@ -305,11 +321,15 @@ int main(int argc, char **argv)
 
 		if (router_restored(mux->router, &was)) {
 			/* New clients never take a previous client's id. */
-			mux->clients.next_id = router_max_client_id(mux->router) + 1;
+			mux->clients.next_id = router_max_client_id(
+						       mux->router) +
+					       1;
 			log_info("connection state %s: %u comm-ID and %u SIDR "
-				 "mapping(s) of the previous daemon, kept for its "
-				 "clients for %u ms", lim.state_path, was.comm_ids,
-				 was.sidr_ids, mux->cfg.resume_grace_ms);
+				 "mapping(s) of the previous daemon, kept for "
+				 "its "
+				 "clients for %u ms",
+				 lim.state_path, was.comm_ids, was.sidr_ids,
+				 mux->cfg.resume_grace_ms);
 		}
 	}
 	pthread_mutex_init(&mux->policy_lock, NULL);
@@ -319,7 +339,8 @@ int main(int argc, char **argv)
 	if (mux->cfg.policy_path) {
 		char err[512];
 
-		mux->policy = policy_load(mux->cfg.policy_path, err, sizeof(err));
+		mux->policy = policy_load(mux->cfg.policy_path, err,
+					  sizeof(err));
 		if (mux->policy == NULL)
 			fatalx("policy: %s", err);
 	} else {
@@ -331,7 +352,8 @@ int main(int argc, char **argv)
 	 * another daemon holds, a socket path, a port) comes before the
 	 * threads, and every failure leaves as a clean shutdown would,
 	 * removing what the daemon made. */
-	if (name_ports(mux) < 0 || setup_sim_fabric(mux) < 0 || open_ports(mux) < 0)
+	if (name_ports(mux) < 0 || setup_sim_fabric(mux) < 0 ||
+	    open_ports(mux) < 0)
 		goto fail;
 	/* The sockets last: once they exist, the daemon is ready (its sim
 	 * fabric and ports are there).  Each says why it failed. */
@@ -347,11 +369,14 @@ int main(int argc, char **argv)
 		fatal("status thread");
 	sighup = evsignal_new(base, SIGHUP, on_sighup, mux);
 	event_add(sighup, NULL);
-	router_resume_grace(mux->router, mux_now_ms() + mux->cfg.resume_grace_ms);
+	router_resume_grace(mux->router,
+			    mux_now_ms() + mux->cfg.resume_grace_ms);
 
-	log_info("rdmacm-muxd %s ready: %d port(s), %d worker(s), clients on %s, "
-		 "status on %s", MUX_VERSION, mux->nports, mux->nworkers,
-		 mux->cfg.socket_path, mux->cfg.status_path);
+	log_info("rdmacm-muxd %s ready: %d port(s), %d worker(s), clients on "
+		 "%s, "
+		 "status on %s",
+		 MUX_VERSION, mux->nports, mux->nworkers, mux->cfg.socket_path,
+		 mux->cfg.status_path);
 	/* Every port's agent is registered and the sockets listen. */
 	sdnotify("READY=1\nMAINPID=%d\nSTATUS=%d port(s), clients on %s",
 		 (int)getpid(), mux->nports, mux->cfg.socket_path);
@@ -363,7 +388,8 @@ int main(int argc, char **argv)
 
 		if (wd && wd / 2 < 10000000u)
 			tv = (struct timeval){ (time_t)(wd / 2000000u),
-					       (suseconds_t)(wd / 2 % 1000000u) };
+					       (suseconds_t)(wd / 2 %
+							     1000000u) };
 		event_add(service, &tv);
 	}
 

@@ -47,7 +47,7 @@ struct router;
 /* ---- lockfile.c: one daemon per socket and per port ------------------ */
 
 struct lockfile {
-	int fd;                         /* -1: not held */
+	int fd; /* -1: not held */
 	char path[256];
 };
 
@@ -63,16 +63,16 @@ void lockfile_release(struct lockfile *lf);
 
 struct port_spec {
 	enum { PORT_SPEC_UMAD, PORT_SPEC_SIM } kind;
-	char name[32];          /* sim name, or device */
-	int port_num;           /* umad */
-	int roce_version;       /* umad: 1 or 2, preferred where a GID has both */
+	char name[32];    /* sim name, or device */
+	int port_num;     /* umad */
+	int roce_version; /* umad: 1 or 2, preferred where a GID has both */
 	int ngids;
-	struct gid *gids;       /* sim GID table (allocated) */
+	struct gid *gids; /* sim GID table (allocated) */
 };
 
 /* A QEMU (rdmacm-mux protocol) socket for one port. */
 struct qemu_socket_spec {
-	char port[64];                  /* port name, as --port/--sim-port made it */
+	char port[64]; /* port name, as --port/--sim-port made it */
 	char path[108];
 };
 
@@ -82,41 +82,42 @@ struct qemu_socket_spec {
  * them; everything else is fixed once the daemon runs.
  */
 struct mux_config {
-	const char *config_path;        /* "none": no file */
-	int config_named;               /* given, so it must exist */
-	int file_read;                  /* config_path was read (or tried) */
+	const char *config_path; /* "none": no file */
+	int config_named;        /* given, so it must exist */
+	int file_read;           /* config_path was read (or tried) */
 	int check_config, show_help, show_version;
 	json_t *file;
 	const char *socket_path;
 	const char *status_path;
-	const char *sim_fabric;         /* NULL: a private directory */
-	const char *run_dir;            /* real ports' locks */
-	const char *state_path;         /* connection state; NULL: none */
-	unsigned resume_grace_ms;       /* for clients of a previous daemon */
-	const char *policy_path;        /* NULL: the default policy */
-	const char *admin_path;         /* NULL: no admin socket */
+	const char *sim_fabric;   /* NULL: a private directory */
+	const char *run_dir;      /* real ports' locks */
+	const char *state_path;   /* connection state; NULL: none */
+	unsigned resume_grace_ms; /* for clients of a previous daemon */
+	const char *policy_path;  /* NULL: the default policy */
+	const char *admin_path;   /* NULL: no admin socket */
 	mode_t socket_mode;
 	mode_t status_mode;
-	uid_t socket_owner;             /* (uid_t)-1: the daemon's */
-	gid_t socket_group;             /* (gid_t)-1: the daemon's */
+	uid_t socket_owner; /* (uid_t)-1: the daemon's */
+	gid_t socket_group; /* (gid_t)-1: the daemon's */
 	gid_t status_group;
 	int workers;
 	_Atomic unsigned max_clients;
 	_Atomic unsigned max_clients_per_uid;
 	_Atomic unsigned hello_timeout_ms;
-	_Atomic unsigned status_timeout_ms;     /* a status reader's time to read */
+	_Atomic unsigned status_timeout_ms; /* a status reader's time to read */
 	_Atomic unsigned max_gids_per_client;
 	_Atomic unsigned max_comm_ids_per_client;
-	_Atomic unsigned client_outq_max;       /* bytes queued to one client */
-	unsigned inbox_max;             /* messages queued to one worker */
+	_Atomic unsigned client_outq_max; /* bytes queued to one client */
+	unsigned inbox_max;               /* messages queued to one worker */
 	uint32_t max_payload;
 	unsigned handshake_ms;
 	unsigned timewait_ms;
-	_Atomic unsigned max_peer_records;      /* unanswered peers' REQs, per port */
+	_Atomic unsigned
+		max_peer_records; /* unanswered peers' REQs, per port */
 	_Atomic unsigned max_peer_records_per_source;
-	_Atomic unsigned max_timewait;          /* draining entries in all */
-	int log_level;                  /* enum log_level */
-	const char *log_target;         /* auto, stderr, syslog, journal[:PATH] */
+	_Atomic unsigned max_timewait; /* draining entries in all */
+	int log_level;                 /* enum log_level */
+	const char *log_target; /* auto, stderr, syslog, journal[:PATH] */
 	int nports;
 	struct port_spec ports[MUX_MAX_PORTS];
 	int nqemu;
@@ -125,7 +126,7 @@ struct mux_config {
 
 #define CONFIG_MAX_ERRORS 32
 struct config_errors {
-	int n;                          /* may exceed CONFIG_MAX_ERRORS */
+	int n; /* may exceed CONFIG_MAX_ERRORS */
 	char msg[CONFIG_MAX_ERRORS][256];
 };
 
@@ -152,17 +153,17 @@ int config_reload(struct mux_config *live, struct mux_config *fresh,
 /* ---- stats.c: daemon-wide counters ---------------------------------- */
 
 enum drop_reason {
-	DROP_NOT_CM,            /* class/version/method not CM Send */
+	DROP_NOT_CM, /* class/version/method not CM Send */
 	DROP_BAD_SIZE,
-	DROP_UNKNOWN_GID,       /* REQ/SIDR_REQ for a GID not in the port's table */
-	DROP_NO_LISTENER,       /* ... for a GID of the port nobody owns (answered) */
-	DROP_NO_CMA_HDR,        /* SIDR_REQ without rdma_cm's header */
+	DROP_UNKNOWN_GID, /* REQ/SIDR_REQ for a GID not in the port's table */
+	DROP_NO_LISTENER, /* ... for a GID of the port nobody owns (answered) */
+	DROP_NO_CMA_HDR,  /* SIDR_REQ without rdma_cm's header */
 	DROP_UNKNOWN_COMM_ID,
-	DROP_ZERO_COMM_ID,      /* e.g. timeout REJ: no Remote Comm ID */
+	DROP_ZERO_COMM_ID, /* e.g. timeout REJ: no Remote Comm ID */
 	DROP_UNKNOWN_REQUEST_ID,
-	DROP_PEER_MISMATCH,     /* right host ID, wrong peer comm ID or GID */
-	DROP_WRONG_STATE,       /* not valid in the connection's state */
-	DROP_STALE_CONN,        /* for a connection its client abandoned */
+	DROP_PEER_MISMATCH, /* right host ID, wrong peer comm ID or GID */
+	DROP_WRONG_STATE,   /* not valid in the connection's state */
+	DROP_STALE_CONN,    /* for a connection its client abandoned */
 	DROP_UNSUPPORTED_ATTR,
 	DROP_CLIENT_GONE,       /* owner disconnected while in flight */
 	DROP_CLIENT_QUEUE_FULL, /* owner's output queue above its limit */
@@ -175,25 +176,25 @@ const char *drop_reason_name(enum drop_reason r);
 /* Why an outbound MAD was refused (each has its own errno, see
  * rdmacm-mux-protocol(7)). */
 enum refusal {
-	REFUSE_NOT_CM,          /* EBADMSG: class or class version */
-	REFUSE_METHOD,          /* EOPNOTSUPP: not Send */
-	REFUSE_ATTRIBUTE,       /* ENOMSG: not a CM message attribute */
-	REFUSE_SIZE,            /* EMSGSIZE */
-	REFUSE_PORT,            /* ENODEV or EACCES (policy) */
-	REFUSE_PORT_DOWN,       /* ENETDOWN */
-	REFUSE_SOURCE_GID,      /* EADDRNOTAVAIL */
-	REFUSE_INNER_GID,       /* EPERM: a GID or address inside the MAD */
-	REFUSE_STATE,           /* EPROTO: not valid in the connection's state */
-	REFUSE_DESTINATION,     /* EDESTADDRREQ: QEMU client, no peer known */
-	REFUSE_COMM_ID,         /* ENOENT / EINVAL */
-	REFUSE_PKEY_INDEX,      /* ERANGE */
-	REFUSE_RATE,            /* EAGAIN */
-	REFUSE_QUOTA,           /* ENOSPC */
+	REFUSE_NOT_CM,      /* EBADMSG: class or class version */
+	REFUSE_METHOD,      /* EOPNOTSUPP: not Send */
+	REFUSE_ATTRIBUTE,   /* ENOMSG: not a CM message attribute */
+	REFUSE_SIZE,        /* EMSGSIZE */
+	REFUSE_PORT,        /* ENODEV or EACCES (policy) */
+	REFUSE_PORT_DOWN,   /* ENETDOWN */
+	REFUSE_SOURCE_GID,  /* EADDRNOTAVAIL */
+	REFUSE_INNER_GID,   /* EPERM: a GID or address inside the MAD */
+	REFUSE_STATE,       /* EPROTO: not valid in the connection's state */
+	REFUSE_DESTINATION, /* EDESTADDRREQ: QEMU client, no peer known */
+	REFUSE_COMM_ID,     /* ENOENT / EINVAL */
+	REFUSE_PKEY_INDEX,  /* ERANGE */
+	REFUSE_RATE,        /* EAGAIN */
+	REFUSE_QUOTA,       /* ENOSPC */
 	/* The address block is QP1 CM traffic's, nothing else: */
-	REFUSE_REMOTE_QPN,      /* EPROTOTYPE: not QP1 */
-	REFUSE_QKEY,            /* EKEYREJECTED: not the GSI Q_Key */
-	REFUSE_DEST_GID,        /* EDESTADDRREQ zero, ENETUNREACH multicast */
-	REFUSE_SL_HOP,          /* EDOM: SL above 15, or hop limit 0 */
+	REFUSE_REMOTE_QPN, /* EPROTOTYPE: not QP1 */
+	REFUSE_QKEY,       /* EKEYREJECTED: not the GSI Q_Key */
+	REFUSE_DEST_GID,   /* EDESTADDRREQ zero, ENETUNREACH multicast */
+	REFUSE_SL_HOP,     /* EDOM: SL above 15, or hop limit 0 */
 	REFUSE_MAX
 };
 
@@ -211,18 +212,18 @@ struct mux_stats {
 	_Atomic uint64_t clients_accepted;
 	_Atomic uint64_t clients_refused;
 	_Atomic uint64_t protocol_errors;
-	_Atomic uint64_t class_requests_answered;       /* CM Get/Set */
-	_Atomic uint64_t answers[CONN_ANS_MAX];         /* sent on our own */
+	_Atomic uint64_t class_requests_answered; /* CM Get/Set */
+	_Atomic uint64_t answers[CONN_ANS_MAX];   /* sent on our own */
 	_Atomic uint64_t answers_failed;
-	_Atomic uint64_t losses_reported;       /* mad_lost events */
-	_Atomic uint64_t clients_refused_uid_limit;     /* --max-clients-per-uid */
-	_Atomic uint64_t clients_refused_rule_limit;    /* a rule's max_clients */
-	_Atomic uint64_t hello_timeouts;        /* closed without hello in time */
-	_Atomic uint64_t resumes;               /* sessions taken over */
-	_Atomic uint64_t resumes_refused;       /* wrong token, uid, unknown */
-	_Atomic uint64_t status_queries;        /* answers sent */
-	_Atomic uint64_t status_refused;        /* over the connection limits */
-	_Atomic uint64_t status_dropped_slow;   /* did not read in time */
+	_Atomic uint64_t losses_reported;            /* mad_lost events */
+	_Atomic uint64_t clients_refused_uid_limit;  /* --max-clients-per-uid */
+	_Atomic uint64_t clients_refused_rule_limit; /* a rule's max_clients */
+	_Atomic uint64_t hello_timeouts;      /* closed without hello in time */
+	_Atomic uint64_t resumes;             /* sessions taken over */
+	_Atomic uint64_t resumes_refused;     /* wrong token, uid, unknown */
+	_Atomic uint64_t status_queries;      /* answers sent */
+	_Atomic uint64_t status_refused;      /* over the connection limits */
+	_Atomic uint64_t status_dropped_slow; /* did not read in time */
 };
 
 json_t *stats_to_json(struct mux_stats *st);
@@ -231,26 +232,26 @@ json_t *stats_to_json(struct mux_stats *st);
 
 struct client_counters {
 	_Atomic uint64_t requests;
-	_Atomic uint64_t errors;        /* error replies sent */
-	_Atomic uint64_t mads_sent;     /* accepted for the wire */
+	_Atomic uint64_t errors;    /* error replies sent */
+	_Atomic uint64_t mads_sent; /* accepted for the wire */
 	_Atomic uint64_t mads_delivered;
-	_Atomic uint64_t mads_dropped;  /* to this client, queue full */
-	_Atomic uint64_t mads_lost;     /* from it, dropped at a receiver here */
+	_Atomic uint64_t mads_dropped; /* to this client, queue full */
+	_Atomic uint64_t mads_lost;    /* from it, dropped at a receiver here */
 	_Atomic uint64_t malformed;
-	_Atomic uint64_t qemu_pending_bytes;    /* MADs waiting for QEMU */
+	_Atomic uint64_t qemu_pending_bytes; /* MADs waiting for QEMU */
 };
 
 /* ---- outlet.c: a client's socket output, shared between threads ------- */
 
 struct outlet {
 	pthread_mutex_t lock;
-	int fd;                         /* -1 until the session starts */
-	int open;                       /* taking output */
-	size_t max_msg_write;           /* QEMU: one message per write; else 0 */
+	int fd;               /* -1 until the session starts */
+	int open;             /* taking output */
+	size_t max_msg_write; /* QEMU: one message per write; else 0 */
 	struct evbuffer *buf;
-	int owner_asked;                /* its worker was asked to flush */
-	_Atomic size_t queued;          /* bytes in buf, for the status */
-	_Atomic uint64_t flushers;      /* workers that will flush it (bit each) */
+	int owner_asked;           /* its worker was asked to flush */
+	_Atomic size_t queued;     /* bytes in buf, for the status */
+	_Atomic uint64_t flushers; /* workers that will flush it (bit each) */
 };
 
 void outlet_init(struct outlet *o);
@@ -286,10 +287,10 @@ struct client_info {
 	gid_t gid;
 	time_t connected;
 	char name[MUX_NAME_MAX + 1];
-	int qemu_port;                  /* QEMU's protocol on this port, or -1 */
+	int qemu_port; /* QEMU's protocol on this port, or -1 */
 	struct client_counters ctr;
-	_Atomic unsigned refs;          /* the table's, and each borrower's */
-	_Atomic int loss_note_posted;   /* a mad_lost report is on its way */
+	_Atomic unsigned refs;        /* the table's, and each borrower's */
+	_Atomic int loss_note_posted; /* a mad_lost report is on its way */
 	struct outlet out;
 	/* Set at hello and used only on the client's worker thread. */
 	struct policy *pol;
@@ -353,7 +354,7 @@ struct router_limits {
 	 * daemon). */
 	const char *state_path;
 	unsigned max_entries, max_owners;
-	uint64_t ports_hash;            /* the ports, in order, by name */
+	uint64_t ports_hash; /* the ports, in order, by name */
 };
 
 /* What the router needs from the daemon: a way to send the MADs it
@@ -366,8 +367,8 @@ struct router_ops {
 };
 
 struct router *router_new(const struct router_limits *lim,
-			  uint32_t random_operand,
-			  const struct router_ops *ops, void *ops_arg);
+			  uint32_t random_operand, const struct router_ops *ops,
+			  void *ops_arg);
 void router_free(struct router *r);
 /* A reload: the counting limits (not the timers, not the state file). */
 void router_set_limits(struct router *r, const struct router_limits *lim);
@@ -388,8 +389,8 @@ int router_owner_claim(struct router *r, uint64_t old_client, uint32_t uid,
 		       const uint8_t token[16], uint64_t new_client,
 		       const uint8_t new_token[16]);
 
-int router_register_gid(struct router *r, unsigned port,
-			const struct gid *gid, uint64_t client);
+int router_register_gid(struct router *r, unsigned port, const struct gid *gid,
+			uint64_t client);
 int router_unregister_gid(struct router *r, unsigned port,
 			  const struct gid *gid, uint64_t client);
 int router_owns_gid(struct router *r, unsigned port, const struct gid *gid,
@@ -410,8 +411,8 @@ int router_inbound(struct router *r, unsigned port, uint8_t *mad, size_t len,
  * inbound (remote is the sender's). */
 void router_path_from_addr(const struct proto_mad_addr *a, int inbound,
 			   struct conn_path *out);
-#define ROUTER_DROP(reason) (-(int)(reason) - 1)
-#define ROUTER_DROP_REASON(rc) ((enum drop_reason)(-(rc) - 1))
+#define ROUTER_DROP(reason) (-(int)(reason)-1)
+#define ROUTER_DROP_REASON(rc) ((enum drop_reason)(-(rc)-1))
 /* Forget everything a client owned, telling its peers first. */
 void router_purge_client(struct router *r, uint64_t client);
 /* Remove entries whose drain time has passed; returns how many. */
@@ -435,8 +436,8 @@ json_t *router_gids_json(struct router *r, uint64_t client);
 /* fn for each GID a client owns (every GID when client == 0), under the
  * router's lock: fn must not call the router. */
 void router_gids_foreach(struct router *r, uint64_t client,
-			 void (*fn)(void *arg, unsigned port, const struct gid *gid,
-				    uint64_t owner),
+			 void (*fn)(void *arg, unsigned port,
+				    const struct gid *gid, uint64_t owner),
 			 void *arg);
 /* Owner of a GID, or 0. */
 uint64_t router_gid_owner(struct router *r, unsigned port,
@@ -488,13 +489,13 @@ struct port {
 	unsigned index;
 	char name[64];
 	_Atomic int state;
-	int roce;               /* Ethernet link layer: rdma_cm addresses are GIDs */
+	int roce; /* Ethernet link layer: rdma_cm addresses are GIDs */
 	void *priv;
-	struct lockfile lock;   /* one daemon per port */
+	struct lockfile lock; /* one daemon per port */
 	_Atomic uint64_t rx, tx, tx_errors, rx_errors;
-	_Atomic uint64_t wire_dropped;  /* sim: a receiver's queue was full */
+	_Atomic uint64_t wire_dropped; /* sim: a receiver's queue was full */
 	_Atomic uint64_t gid_table_changes;
-	struct port_senders *senders;   /* when its send blocks */
+	struct port_senders *senders; /* when its send blocks */
 };
 
 json_t *port_json(struct port *p, int with_gids);
@@ -504,10 +505,10 @@ json_t *port_json(struct port *p, int with_gids);
 /* A client's MAD on its way out through a sender thread. */
 struct port_send {
 	TAILQ_ENTRY(port_send) link;
-	struct proto_mad m;             /* as it goes on the wire */
+	struct proto_mad m; /* as it goes on the wire */
 	int gid_index;
-	struct client_info *ci;         /* held until the verdict is posted */
-	uint32_t rid;                   /* the request to answer */
+	struct client_info *ci; /* held until the verdict is posted */
+	uint32_t rid;           /* the request to answer */
 };
 
 struct port_senders;
@@ -560,11 +561,11 @@ void portio_free(struct portio *pio);
 enum worker_msg_type {
 	WMSG_NEW_CLIENT,
 	WMSG_MAD_IN,
-	WMSG_EVENT,             /* JSON event text to every ready session */
-	WMSG_KICK,              /* admin: disconnect client_id */
-	WMSG_FLUSH,             /* client_id's socket has output left */
-	WMSG_NOTE,              /* JSON event text for client_id */
-	WMSG_SEND_DONE,         /* verdict (rc) on client_id's MAD request rid */
+	WMSG_EVENT,     /* JSON event text to every ready session */
+	WMSG_KICK,      /* admin: disconnect client_id */
+	WMSG_FLUSH,     /* client_id's socket has output left */
+	WMSG_NOTE,      /* JSON event text for client_id */
+	WMSG_SEND_DONE, /* verdict (rc) on client_id's MAD request rid */
 	WMSG_STOP,
 };
 
@@ -588,7 +589,8 @@ void worker_pool_stop(struct mux *mux);
  * inbox is full (never for NEW_CLIENT and STOP). */
 int worker_post(struct worker *w, struct worker_msg *msg);
 /* A zeroed message of type for client_id (NULL without memory). */
-struct worker_msg *worker_msg_new(enum worker_msg_type type, uint64_t client_id);
+struct worker_msg *worker_msg_new(enum worker_msg_type type,
+				  uint64_t client_id);
 struct event_base *worker_base(struct worker *w);
 unsigned worker_index(struct worker *w);
 struct mux *worker_mux(struct worker *w);
@@ -622,7 +624,8 @@ void session_note(struct worker *w, uint64_t client_id, const char *last);
  * over writing it. */
 void session_flush_client(struct worker *w, uint64_t client_id);
 /* The verdict on a MAD request whose send was deferred. */
-void session_send_done(struct worker *w, uint64_t client_id, uint32_t rid, int rc);
+void session_send_done(struct worker *w, uint64_t client_id, uint32_t rid,
+		       int rc);
 void session_broadcast_event(struct worker *w, const char *text);
 void session_close_all(struct worker *w);
 void session_kick(struct worker *w, uint64_t client_id, const char *why);
@@ -648,7 +651,8 @@ int requests_send_mad(struct mux *mux, struct client_info *ci,
 int requests_qemu_hello(struct mux *mux, struct client_info *ci);
 /* One request in QEMU's protocol; fills the response. */
 void requests_qemu_handle(struct mux *mux, struct client_info *ci,
-			  const struct legacy_msg *req, struct legacy_msg *resp);
+			  const struct legacy_msg *req,
+			  struct legacy_msg *resp);
 
 /* ---- status.c: the read-only status socket ----------------------------- */
 
@@ -669,7 +673,7 @@ void status_close(struct mux *mux);
 /* Sockets systemd handed over (socket activation). */
 struct listen_fds {
 	int n;
-	int fd[LISTEN_FDS_MAX];         /* -1 once claimed */
+	int fd[LISTEN_FDS_MAX]; /* -1 once claimed */
 	char name[LISTEN_FDS_MAX][32];
 };
 
@@ -691,9 +695,9 @@ void listen_fds_close_unclaimed(struct listen_fds *lf);
 struct unix_listener {
 	struct evconnlistener *lev;
 	struct event *resume;
-	const char *path;               /* unlinked on close */
-	struct lockfile lock;           /* PATH.lock */
-	int given;                      /* systemd's: the path is not ours */
+	const char *path;     /* unlinked on close */
+	struct lockfile lock; /* PATH.lock */
+	int given;            /* systemd's: the path is not ours */
 	evconnlistener_cb accept;
 	void *arg;
 };
@@ -712,7 +716,7 @@ void unix_listener_close(struct unix_listener *ul);
 /* The v1 client socket and each port's QEMU socket. */
 struct client_listener {
 	struct mux *mux;
-	int qemu_port;                  /* -1: the v1 socket */
+	int qemu_port; /* -1: the v1 socket */
 	struct unix_listener ul;
 };
 
@@ -723,7 +727,7 @@ void listener_stop(struct mux *mux);
 
 struct mux {
 	struct mux_config cfg;
-	int argc;                       /* kept to read the options again */
+	int argc; /* kept to read the options again */
 	char **argv;
 	struct timespec started;
 	struct mux_stats stats;
@@ -739,12 +743,12 @@ struct mux {
 	int nqemu_listeners;
 	struct client_listener qemu_listeners[MUX_MAX_PORTS];
 	struct status_server *status;
-	struct listen_fds listen_fds;   /* socket activation */
+	struct listen_fds listen_fds; /* socket activation */
 	char sim_fabric[256];
 	int sim_fabric_owned;
 	pthread_mutex_t policy_lock;
 	struct policy *policy;
-	struct log_ratelimit accept_rl;  /* main thread only */
+	struct log_ratelimit accept_rl; /* main thread only */
 	/* Refusals of admission logged by other threads (hello timeouts,
 	 * QEMU clients outside the policy): one budget for all. */
 	pthread_mutex_t refusal_lock;

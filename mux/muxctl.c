@@ -25,22 +25,33 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-"usage: rdmacm-muxctl [-S PATH] [-j] [-t MS] [-w SECONDS] [VIEW]\n"
-"       VIEW: status (default), clients, ports, gids, counters, metrics,\n"
-"             connections [CLIENT-ID [OFFSET [LIMIT]]]\n"
-"       rdmacm-muxctl [-A PATH] disconnect CLIENT-ID | reload\n"
-"  -S, --status-socket PATH  daemon status socket (default $RDMACM_MUX_STATUS\n"
-"                            or " DEFAULT_STATUS ")\n"
-"  -j, --json                print the status as JSON\n"
-"  -t, --timeout MS          give up after MS milliseconds (default 5000)\n"
-"  -w, --watch SECONDS       show the view again every SECONDS\n"
-"  -A, --admin-socket PATH   the daemon's admin socket (default\n"
-"                            $RDMACM_MUX_ADMIN or " DEFAULT_ADMIN "); root only\n"
-"  connections ID [OFF [N]]  a client's connections, N (default 256) from OFF\n"
-"  metrics                   the counters in Prometheus' text format\n"
-"  disconnect ID             close a client's connection (audited)\n"
-"  reload                    read the policy file again (audited)\n"
-"  -h, --help                this text\n");
+		"usage: rdmacm-muxctl [-S PATH] [-j] [-t MS] [-w SECONDS] "
+		"[VIEW]\n"
+		"       VIEW: status (default), clients, ports, gids, "
+		"counters, metrics,\n"
+		"             connections [CLIENT-ID [OFFSET [LIMIT]]]\n"
+		"       rdmacm-muxctl [-A PATH] disconnect CLIENT-ID | reload\n"
+		"  -S, --status-socket PATH  daemon status socket (default "
+		"$RDMACM_MUX_STATUS\n"
+		"                            or " DEFAULT_STATUS ")\n"
+		"  -j, --json                print the status as JSON\n"
+		"  -t, --timeout MS          give up after MS milliseconds "
+		"(default 5000)\n"
+		"  -w, --watch SECONDS       show the view again every "
+		"SECONDS\n"
+		"  -A, --admin-socket PATH   the daemon's admin socket "
+		"(default\n"
+		"                            $RDMACM_MUX_ADMIN "
+		"or " DEFAULT_ADMIN "); root only\n"
+		"  connections ID [OFF [N]]  a client's connections, N "
+		"(default 256) from OFF\n"
+		"  metrics                   the counters in Prometheus' text "
+		"format\n"
+		"  disconnect ID             close a client's connection "
+		"(audited)\n"
+		"  reload                    read the policy file again "
+		"(audited)\n"
+		"  -h, --help                this text\n");
 }
 
 /* A connected unix stream socket, or -1 after saying why (with hint). */
@@ -60,8 +71,8 @@ static int connect_unix(const char *path, const char *hint)
 	err = errno;
 	if (fd >= 0)
 		close(fd);
-	fprintf(stderr, "rdmacm-muxctl: cannot connect to %s: %s\n  (%s)\n", path,
-		strerror(err), hint);
+	fprintf(stderr, "rdmacm-muxctl: cannot connect to %s: %s\n  (%s)\n",
+		path, strerror(err), hint);
 	return -1;
 }
 
@@ -75,10 +86,11 @@ static char *fetch_status(const char *path, const char *query, int timeout_ms)
 	int fd;
 
 	fd = connect_unix(path, "is rdmacm-muxd running, and may you open its "
-			  "status socket?");
+				"status socket?");
 	if (fd < 0)
 		return NULL;
-	if (send(fd, query, strlen(query), MSG_NOSIGNAL) != (ssize_t)strlen(query) ||
+	if (send(fd, query, strlen(query), MSG_NOSIGNAL) !=
+		    (ssize_t)strlen(query) ||
 	    send(fd, "\n", 1, MSG_NOSIGNAL) != 1) {
 		fprintf(stderr, "rdmacm-muxctl: write: %s\n", strerror(errno));
 		close(fd);
@@ -89,7 +101,9 @@ static char *fetch_status(const char *path, const char *query, int timeout_ms)
 	pfd.events = POLLIN;
 	while (buf) {
 		if (poll(&pfd, 1, timeout_ms) <= 0) {
-			fprintf(stderr, "rdmacm-muxctl: no status from %s within %d ms\n",
+			fprintf(stderr,
+				"rdmacm-muxctl: no status from %s within %d "
+				"ms\n",
 				path, timeout_ms);
 			goto fail;
 		}
@@ -106,7 +120,8 @@ static char *fetch_status(const char *path, const char *query, int timeout_ms)
 		}
 		n = read(fd, buf + len, cap - len - 1);
 		if (n < 0) {
-			fprintf(stderr, "rdmacm-muxctl: read: %s\n", strerror(errno));
+			fprintf(stderr, "rdmacm-muxctl: read: %s\n",
+				strerror(errno));
 			goto fail;
 		}
 		if (n == 0)
@@ -181,8 +196,8 @@ static void print_counter_row(const char *label, json_t *obj)
 
 static void print_connection_header(void)
 {
-	printf("  %-4s %-5s %-13s %-10s %-10s %-10s %s\n", "CLI", "KIND", "STATE",
-	       "GUEST ID", "HOST ID", "PEER ID", "EXPIRES IN");
+	printf("  %-4s %-5s %-13s %-10s %-10s %-10s %s\n", "CLI", "KIND",
+	       "STATE", "GUEST ID", "HOST ID", "PEER ID", "EXPIRES IN");
 }
 
 static void print_connection_rows(json_int_t client, json_t *conns)
@@ -192,15 +207,17 @@ static void print_connection_rows(json_int_t client, json_t *conns)
 
 	json_array_foreach(conns, j, e) {
 		left = json_object_get(e, "expires_in_ms");
-		printf("  %-4lld %-5s %-13s 0x%08llx 0x%08llx ", (long long)client,
-		       jstr(e, "kind"), jstr(e, "state"),
-		       (long long)jint(e, "guest_id"), (long long)jint(e, "host_id"));
+		printf("  %-4lld %-5s %-13s 0x%08llx 0x%08llx ",
+		       (long long)client, jstr(e, "kind"), jstr(e, "state"),
+		       (long long)jint(e, "guest_id"),
+		       (long long)jint(e, "host_id"));
 		if (json_is_integer(json_object_get(e, "peer_id")))
 			printf("0x%08llx ", (long long)jint(e, "peer_id"));
 		else
 			printf("%-10s ", "-");
 		if (json_is_integer(left))
-			printf("%.1f s\n", (double)json_integer_value(left) / 1000);
+			printf("%.1f s\n",
+			       (double)json_integer_value(left) / 1000);
 		else
 			printf("-\n");
 	}
@@ -220,14 +237,18 @@ static void print_connections(json_t *clients)
 		return;
 	print_connection_header();
 	json_array_foreach(clients, i, c)
-		print_connection_rows(jint(c, "id"), json_object_get(c, "connections"));
+		print_connection_rows(jint(c, "id"),
+				      json_object_get(c, "connections"));
 	json_array_foreach(clients, i, c) {
-		size_t shown = json_array_size(json_object_get(c, "connections"));
+		size_t shown = json_array_size(
+			json_object_get(c, "connections"));
 
 		if ((size_t)jint(c, "connections_total") > shown)
-			printf("  client %lld: %lld more (rdmacm-muxctl connections %lld %zu)\n",
+			printf("  client %lld: %lld more (rdmacm-muxctl "
+			       "connections %lld %zu)\n",
 			       (long long)jint(c, "id"),
-			       (long long)jint(c, "connections_total") - (long long)shown,
+			       (long long)jint(c, "connections_total") -
+				       (long long)shown,
 			       (long long)jint(c, "id"), shown);
 	}
 }
@@ -244,7 +265,8 @@ static void print_connection_page(json_t *page)
 	if (shown == 0)
 		return;
 	print_connection_header();
-	print_connection_rows(jint(page, "client"), json_object_get(page, "connections"));
+	print_connection_rows(jint(page, "client"),
+			      json_object_get(page, "connections"));
 }
 
 static void print_header(json_t *st)
@@ -253,7 +275,8 @@ static void print_header(json_t *st)
 
 	printf("rdmacm-muxd %s  pid %lld  up %llds  protocol v%lld\n",
 	       jstr(d, "version"), (long long)jint(d, "pid"),
-	       (long long)jint(d, "uptime_s"), (long long)jint(d, "protocol_major"));
+	       (long long)jint(d, "uptime_s"),
+	       (long long)jint(d, "protocol_major"));
 	printf("clients: %s\n", jstr(d, "socket"));
 	printf("policy: %s (%lld rules)\n",
 	       jstr(json_object_get(st, "policy"), "source"),
@@ -266,15 +289,17 @@ static void print_ports(json_t *st)
 	size_t i;
 
 	printf("\nPORTS (%zu)\n  %-3s %-16s %-5s %-8s %10s %10s %6s %5s\n",
-	       json_array_size(ports), "IDX", "NAME", "KIND", "STATE", "RX", "TX",
-	       "ERRORS", "GIDS");
+	       json_array_size(ports), "IDX", "NAME", "KIND", "STATE", "RX",
+	       "TX", "ERRORS", "GIDS");
 	json_array_foreach(ports, i, p) {
 		json_t *pc = json_object_get(p, "counters");
 
 		printf("  %-3lld %-16.16s %-5s %-8s %10lld %10lld %6lld %5zu\n",
-		       (long long)jint(p, "index"), jstr(p, "name"), jstr(p, "kind"),
-		       jstr(p, "state"), (long long)jint(pc, "rx"), (long long)jint(pc, "tx"),
-		       (long long)(jint(pc, "rx_errors") + jint(pc, "tx_errors")),
+		       (long long)jint(p, "index"), jstr(p, "name"),
+		       jstr(p, "kind"), jstr(p, "state"),
+		       (long long)jint(pc, "rx"), (long long)jint(pc, "tx"),
+		       (long long)(jint(pc, "rx_errors") +
+				   jint(pc, "tx_errors")),
 		       json_array_size(json_object_get(p, "gid_table")));
 	}
 }
@@ -284,15 +309,19 @@ static void print_clients(json_t *st)
 	json_t *clients = json_object_get(st, "clients"), *c;
 	size_t i;
 
-	printf("\nCLIENTS (%zu)\n  %-4s %-14s %-4s %-7s %-6s %6s %7s %7s %5s %5s\n",
-	       json_array_size(clients), "ID", "NAME", "PROT", "PID", "UID", "CONNS",
-	       "MAD>", "MAD<", "DROP", "GIDS");
+	printf("\nCLIENTS (%zu)\n  %-4s %-14s %-4s %-7s %-6s %6s %7s %7s %5s "
+	       "%5s\n",
+	       json_array_size(clients), "ID", "NAME", "PROT", "PID", "UID",
+	       "CONNS", "MAD>", "MAD<", "DROP", "GIDS");
 	json_array_foreach(clients, i, c) {
 		json_t *cc = json_object_get(c, "counters");
 
-		printf("  %-4lld %-14.14s %-4s %-7lld %-6lld %6lld %7lld %7lld %5lld %5zu\n",
-		       (long long)jint(c, "id"), json_string_length(json_object_get(c, "name")) ?
-		       jstr(c, "name") : "-",
+		printf("  %-4lld %-14.14s %-4s %-7lld %-6lld %6lld %7lld %7lld "
+		       "%5lld %5zu\n",
+		       (long long)jint(c, "id"),
+		       json_string_length(json_object_get(c, "name"))
+			       ? jstr(c, "name")
+			       : "-",
 		       strcmp(jstr(c, "protocol"), "v1") == 0 ? "v1" : "qemu",
 		       (long long)jint(c, "pid"), (long long)jint(c, "uid"),
 		       (long long)jint(c, "connections_total"),
@@ -309,14 +338,16 @@ static void print_gids(json_t *st)
 	json_t *ports = json_object_get(st, "ports"), *p, *g, *owner;
 	size_t i, j;
 
-	printf("\nGIDS\n  %-16s %-5s %-39s %s\n", "PORT", "INDEX", "GID", "OWNER");
+	printf("\nGIDS\n  %-16s %-5s %-39s %s\n", "PORT", "INDEX", "GID",
+	       "OWNER");
 	json_array_foreach(ports, i, p) {
 		json_array_foreach(json_object_get(p, "gid_table"), j, g) {
 			owner = json_object_get(g, "owner");
 			printf("  %-16.16s %-5lld %-39s ", jstr(p, "name"),
 			       (long long)jint(g, "index"), jstr(g, "gid"));
 			if (json_is_integer(owner))
-				printf("client %lld\n", (long long)json_integer_value(owner));
+				printf("client %lld\n",
+				       (long long)json_integer_value(owner));
 			else
 				printf("-\n");
 		}
@@ -329,9 +360,12 @@ static void print_counters(json_t *st)
 	json_t *ctr = json_object_get(st, "counters");
 
 	printf("\nROUTING  gids=%lld comm_ids=%lld sidr_ids=%lld\n"
-	       "  handshake=%lld established=%lld disconnecting=%lld draining=%lld\n",
-	       (long long)jint(routing, "gids"), (long long)jint(routing, "comm_ids"),
-	       (long long)jint(routing, "sidr_ids"), (long long)jint(routing, "handshake"),
+	       "  handshake=%lld established=%lld disconnecting=%lld "
+	       "draining=%lld\n",
+	       (long long)jint(routing, "gids"),
+	       (long long)jint(routing, "comm_ids"),
+	       (long long)jint(routing, "sidr_ids"),
+	       (long long)jint(routing, "handshake"),
 	       (long long)jint(routing, "established"),
 	       (long long)jint(routing, "disconnecting"),
 	       (long long)jint(routing, "draining"));
@@ -342,13 +376,16 @@ static void print_counters(json_t *st)
 	print_counter_row("refusals", json_object_get(ctr, "refusals"));
 	print_counter_row("answers", json_object_get(ctr, "answers"));
 	printf("  %-10s refused=%lld errors=%lld\n", "tx",
-	       (long long)jint(ctr, "tx_refused"), (long long)jint(ctr, "tx_errors"));
-	printf("  %-10s accepted=%lld refused=%lld hello timeouts=%lld resumed=%lld\n",
+	       (long long)jint(ctr, "tx_refused"),
+	       (long long)jint(ctr, "tx_errors"));
+	printf("  %-10s accepted=%lld refused=%lld hello timeouts=%lld "
+	       "resumed=%lld\n",
 	       "clients", (long long)jint(ctr, "clients_accepted"),
 	       (long long)jint(ctr, "clients_refused"),
-	       (long long)jint(ctr, "hello_timeouts"), (long long)jint(ctr, "resumes"));
-	printf("  %-10s protocol errors=%lld class requests answered=%lld\n", "other",
-	       (long long)jint(ctr, "protocol_errors"),
+	       (long long)jint(ctr, "hello_timeouts"),
+	       (long long)jint(ctr, "resumes"));
+	printf("  %-10s protocol errors=%lld class requests answered=%lld\n",
+	       "other", (long long)jint(ctr, "protocol_errors"),
 	       (long long)jint(ctr, "class_requests_answered"));
 }
 
@@ -372,7 +409,7 @@ static int admin_request(const char *path, const char *request, int timeout_ms)
 	int fd, ok;
 
 	fd = connect_unix(path, "admin commands need root and the daemon's "
-			  "--admin-socket");
+				"--admin-socket");
 	if (fd < 0)
 		return 1;
 	if (write(fd, request, strlen(request)) < 0 || write(fd, "\n", 1) < 0) {
@@ -402,22 +439,41 @@ static int admin_request(const char *path, const char *request, int timeout_ms)
 		       json_string_value(json_object_get(j, "message")) ?: "");
 	else
 		fprintf(stderr, "rdmacm-muxctl: %s: %s\n",
-			json_string_value(json_object_get(json_object_get(j, "error"), "code")) ?: "?",
-			json_string_value(json_object_get(json_object_get(j, "error"), "message")) ?: "");
+			json_string_value(
+				json_object_get(json_object_get(j, "error"),
+						"code"))
+				?: "?",
+			json_string_value(
+				json_object_get(json_object_get(j, "error"),
+						"message"))
+				?: "");
 	json_decref(j);
 	return ok ? 0 : 1;
 }
 
-enum view { V_NONE, V_STATUS, V_CLIENTS, V_PORTS, V_GIDS, V_CONNECTIONS, V_PAGE,
-	     V_COUNTERS, V_METRICS };
+enum view {
+	V_NONE,
+	V_STATUS,
+	V_CLIENTS,
+	V_PORTS,
+	V_GIDS,
+	V_CONNECTIONS,
+	V_PAGE,
+	V_COUNTERS,
+	V_METRICS
+};
 
 static const struct {
 	const char *name;
 	enum view view;
 } views[] = {
-	{ "status", V_STATUS }, { "clients", V_CLIENTS }, { "ports", V_PORTS },
-	{ "gids", V_GIDS }, { "connections", V_CONNECTIONS },
-	{ "counters", V_COUNTERS }, { "metrics", V_METRICS },
+	{ "status", V_STATUS },
+	{ "clients", V_CLIENTS },
+	{ "ports", V_PORTS },
+	{ "gids", V_GIDS },
+	{ "connections", V_CONNECTIONS },
+	{ "counters", V_COUNTERS },
+	{ "metrics", V_METRICS },
 };
 
 /* What -j prints for a view: the part of the status it shows. */
@@ -427,26 +483,27 @@ static json_t *view_json(json_t *st, enum view view)
 	size_t i;
 
 	switch (view) {
-	case V_CLIENTS:
-		return json_incref(json_object_get(st, "clients"));
+	case V_CLIENTS: return json_incref(json_object_get(st, "clients"));
 	case V_PORTS:
-	case V_GIDS:
-		return json_incref(json_object_get(st, "ports"));
+	case V_GIDS: return json_incref(json_object_get(st, "ports"));
 	case V_CONNECTIONS:
 		out = json_array();
 		json_array_foreach(json_object_get(st, "clients"), i, c) {
-			o = json_pack("{s:O*, s:O*, s:O*, s:O*}", "id", json_object_get(c, "id"),
-				      "name", json_object_get(c, "name"),
-				      "connections_total", json_object_get(c, "connections_total"),
-				      "connections", json_object_get(c, "connections"));
+			o = json_pack("{s:O*, s:O*, s:O*, s:O*}", "id",
+				      json_object_get(c, "id"), "name",
+				      json_object_get(c, "name"),
+				      "connections_total",
+				      json_object_get(c, "connections_total"),
+				      "connections",
+				      json_object_get(c, "connections"));
 			json_array_append_new(out, o);
 		}
 		return out;
 	case V_COUNTERS:
-		return json_pack("{s:O*, s:O*}", "routing", json_object_get(st, "routing"),
-				 "counters", json_object_get(st, "counters"));
-	default:
-		return json_incref(st);
+		return json_pack("{s:O*, s:O*}", "routing",
+				 json_object_get(st, "routing"), "counters",
+				 json_object_get(st, "counters"));
+	default: return json_incref(st);
 	}
 }
 
@@ -454,7 +511,8 @@ static int print_json(json_t *v)
 {
 	/* JSON escapes C0 itself; ASCII-only escapes the rest. */
 	char *pretty = v ? json_dumps(v, JSON_INDENT(2) | JSON_ENSURE_ASCII |
-				      JSON_ENCODE_ANY) : NULL;
+						 JSON_ENCODE_ANY)
+			 : NULL;
 
 	if (pretty == NULL) {
 		fprintf(stderr, "rdmacm-muxctl: out of memory\n");
@@ -490,7 +548,13 @@ int main(int argc, char **argv)
 		path = DEFAULT_STATUS;
 	while ((c = getopt_long(argc, argv, "S:jt:A:w:h", opts, NULL)) != -1) {
 		switch (c) {
-		case 'w': watch_s = atoi(optarg); if (watch_s <= 0) { usage(stderr); return 2; } break;
+		case 'w':
+			watch_s = atoi(optarg);
+			if (watch_s <= 0) {
+				usage(stderr);
+				return 2;
+			}
+			break;
 		case 'A': admin = optarg; break;
 		case 'S': path = optarg; break;
 		case 'j': json_out = 1; break;
@@ -502,19 +566,23 @@ int main(int argc, char **argv)
 	if (admin == NULL)
 		admin = DEFAULT_ADMIN;
 	if (optind < argc && strcmp(argv[optind], "reload") == 0)
-		return admin_request(admin, "{\"op\":\"reload_policy\"}", timeout_ms);
+		return admin_request(admin, "{\"op\":\"reload_policy\"}",
+				     timeout_ms);
 	if (optind < argc && strcmp(argv[optind], "disconnect") == 0) {
 		char req[128];
 		char *end;
 		unsigned long long id;
 
-		if (optind + 1 >= argc || (id = strtoull(argv[optind + 1], &end, 10)) == 0 ||
-		    *end) {
-			fprintf(stderr, "rdmacm-muxctl: disconnect needs a client id "
+		if (optind + 1 >= argc ||
+		    (id = strtoull(argv[optind + 1], &end, 10)) == 0 || *end) {
+			fprintf(stderr,
+				"rdmacm-muxctl: disconnect needs a client id "
 				"(see rdmacm-muxctl status)\n");
 			return 2;
 		}
-		snprintf(req, sizeof(req), "{\"op\":\"disconnect_client\",\"client_id\":%llu}", id);
+		snprintf(req, sizeof(req),
+			 "{\"op\":\"disconnect_client\",\"client_id\":%llu}",
+			 id);
 		return admin_request(admin, req, timeout_ms);
 	}
 	if (optind < argc && strcmp(argv[optind], "connections") == 0 &&
@@ -524,23 +592,28 @@ int main(int argc, char **argv)
 
 		id = strtoull(argv[optind + 1], &end, 10);
 		if (id == 0 || *end ||
-		    (optind + 2 < argc && ((offset = strtoull(argv[optind + 2], &end, 10)),
-					   *end)) ||
-		    (optind + 3 < argc && ((limit = strtoull(argv[optind + 3], &end, 10)),
-					   *end || limit == 0 || limit > 4096))) {
-			fprintf(stderr, "rdmacm-muxctl: connections [CLIENT-ID [OFFSET "
+		    (optind + 2 < argc &&
+		     ((offset = strtoull(argv[optind + 2], &end, 10)), *end)) ||
+		    (optind + 3 < argc &&
+		     ((limit = strtoull(argv[optind + 3], &end, 10)),
+		      *end || limit == 0 || limit > 4096))) {
+			fprintf(stderr,
+				"rdmacm-muxctl: connections [CLIENT-ID [OFFSET "
 				"[LIMIT]]] (LIMIT 1..4096)\n");
 			return 2;
 		}
-		snprintf(query, sizeof(query), "{\"op\":\"connections\",\"client\":%llu,"
-			 "\"offset\":%llu,\"limit\":%llu}", id, offset, limit);
+		snprintf(query, sizeof(query),
+			 "{\"op\":\"connections\",\"client\":%llu,"
+			 "\"offset\":%llu,\"limit\":%llu}",
+			 id, offset, limit);
 		view = V_PAGE;
 	} else if (optind < argc) {
 		for (i = 0; i < sizeof(views) / sizeof(views[0]); i++)
 			if (strcmp(argv[optind], views[i].name) == 0)
 				view = views[i].view;
 		if (view == V_NONE) {
-			fprintf(stderr, "rdmacm-muxctl: unknown command '%s'\n", argv[optind]);
+			fprintf(stderr, "rdmacm-muxctl: unknown command '%s'\n",
+				argv[optind]);
 			usage(stderr);
 			return 2;
 		}
@@ -548,13 +621,15 @@ int main(int argc, char **argv)
 		view = V_STATUS;
 	}
 	if (watch_s <= 0)
-		return show(path, query, timeout_ms > 0 ? timeout_ms : 5000, view, json_out);
+		return show(path, query, timeout_ms > 0 ? timeout_ms : 5000,
+			    view, json_out);
 	/* --watch: again every N seconds, until interrupted; a daemon that
 	 * does not answer is said and tried again. */
 	for (;;) {
 		if (isatty(STDOUT_FILENO))
 			printf("\033[H\033[2J");
-		show(path, query, timeout_ms > 0 ? timeout_ms : 5000, view, json_out);
+		show(path, query, timeout_ms > 0 ? timeout_ms : 5000, view,
+		     json_out);
 		fflush(stdout);
 		sleep((unsigned)watch_s);
 	}
@@ -574,10 +649,12 @@ static int show(const char *path, const char *query, int timeout_ms,
 	st = json_loads(text, 0, &jerr);
 	free(text);
 	if (st == NULL) {
-		fprintf(stderr, "rdmacm-muxctl: daemon sent invalid JSON: %s\n", jerr.text);
+		fprintf(stderr, "rdmacm-muxctl: daemon sent invalid JSON: %s\n",
+			jerr.text);
 		return 1;
 	}
-	if (json_object_get(st, "error") && !json_is_true(json_object_get(st, "ok"))) {
+	if (json_object_get(st, "error") &&
+	    !json_is_true(json_object_get(st, "ok"))) {
 		make_printable(st);
 		fprintf(stderr, "rdmacm-muxctl: %s: %s\n",
 			jstr(json_object_get(st, "error"), "code"),

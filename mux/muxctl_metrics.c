@@ -14,9 +14,11 @@
 
 #define NS "rdmacm_mux_"
 
-static void family(FILE *f, const char *name, const char *type, const char *help)
+static void family(FILE *f, const char *name, const char *type,
+		   const char *help)
 {
-	fprintf(f, "# HELP " NS "%s %s\n# TYPE " NS "%s %s\n", name, help, name, type);
+	fprintf(f, "# HELP " NS "%s %s\n# TYPE " NS "%s %s\n", name, help, name,
+		type);
 }
 
 /* A label value: backslash, double quote and newline escaped. */
@@ -52,8 +54,8 @@ static void sample(FILE *f, const char *name, const char *lk, const char *lv,
 }
 
 /* One family from an object of counters: {"REQ": 3, ...} -> {lk="REQ"}. */
-static void by_label(FILE *f, const char *name, const char *type, const char *help,
-		     const char *lk, json_t *obj)
+static void by_label(FILE *f, const char *name, const char *type,
+		     const char *help, const char *lk, json_t *obj)
 {
 	const char *key;
 	json_t *v;
@@ -74,10 +76,14 @@ static void per_port(FILE *f, json_t *ports, const char *name, const char *type,
 	json_array_foreach(ports, i, p) {
 		json_t *c = json_object_get(p, "counters");
 
-		sample(f, name, "port", json_string_value(json_object_get(p, "name")),
-		       strcmp(key, "up") == 0 ?
-		       strcmp(json_string_value(json_object_get(p, "state")) ?: "",
-			      "active") == 0 : ival(c, key));
+		sample(f, name, "port",
+		       json_string_value(json_object_get(p, "name")),
+		       strcmp(key, "up") == 0
+			       ? strcmp(json_string_value(
+						json_object_get(p, "state"))
+						?: "",
+					"active") == 0
+			       : ival(c, key));
 	}
 }
 
@@ -90,9 +96,11 @@ static void per_client(FILE *f, json_t *clients, const char *name,
 
 	family(f, name, "counter", help);
 	json_array_foreach(clients, i, c) {
-		fprintf(f, NS "%s{client=\"%lld\",vm=\"", name, (long long)ival(c, "id"));
+		fprintf(f, NS "%s{client=\"%lld\",vm=\"", name,
+			(long long)ival(c, "id"));
 		label_value(f, json_string_value(json_object_get(c, "name")));
-		fprintf(f, "\"} %lld\n", (long long)ival(json_object_get(c, "counters"), key));
+		fprintf(f, "\"} %lld\n",
+			(long long)ival(json_object_get(c, "counters"), key));
 	}
 }
 
@@ -100,89 +108,121 @@ static void per_client(FILE *f, json_t *clients, const char *name,
 static const struct {
 	const char *name, *help, *label, *key;
 } labelled[] = {
-	{ "mads_received_total", "CM MADs received from the wire, by attribute.",
-	  "attribute", "mads_in" },
+	{ "mads_received_total",
+	  "CM MADs received from the wire, by attribute.", "attribute",
+	  "mads_in" },
 	{ "mads_sent_total", "CM MADs sent to the wire, by attribute.",
 	  "attribute", "mads_out" },
-	{ "mads_dropped_total", "Inbound MADs dropped, by reason.", "reason", "drops" },
-	{ "mads_refused_total", "Clients' MADs refused, by reason.", "reason", "refusals" },
-	{ "answers_total", "MADs the daemon sent on a client's or nobody's behalf, "
-	  "by kind.", "kind", "answers" },
+	{ "mads_dropped_total", "Inbound MADs dropped, by reason.", "reason",
+	  "drops" },
+	{ "mads_refused_total", "Clients' MADs refused, by reason.", "reason",
+	  "refusals" },
+	{ "answers_total",
+	  "MADs the daemon sent on a client's or nobody's behalf, "
+	  "by kind.",
+	  "kind", "answers" },
 };
 
 void muxctl_metrics_print(FILE *f, json_t *st)
 {
-	json_t *d = json_object_get(st, "daemon"), *r = json_object_get(st, "routing");
-	json_t *ctr = json_object_get(st, "counters"), *ports = json_object_get(st, "ports");
+	json_t *d = json_object_get(st, "daemon"),
+	       *r = json_object_get(st, "routing");
+	json_t *ctr = json_object_get(st, "counters"),
+	       *ports = json_object_get(st, "ports");
 	json_t *clients = json_object_get(st, "clients");
 	json_t *status = json_object_get(ctr, "status");
 	static const char *const states[] = { "handshake", "established",
 					      "disconnecting", "draining" };
 	size_t i;
 
-	family(f, "up", "gauge", "1 while the daemon answers its status socket.");
+	family(f, "up", "gauge",
+	       "1 while the daemon answers its status socket.");
 	sample(f, "up", NULL, NULL, 1);
-	family(f, "uptime_seconds", "gauge", "Seconds since the daemon started.");
+	family(f, "uptime_seconds", "gauge",
+	       "Seconds since the daemon started.");
 	sample(f, "uptime_seconds", NULL, NULL, ival(d, "uptime_s"));
 	family(f, "clients", "gauge", "Clients connected now.");
 	sample(f, "clients", NULL, NULL, (json_int_t)json_array_size(clients));
-	family(f, "clients_accepted_total", "counter", "Client connections accepted.");
-	sample(f, "clients_accepted_total", NULL, NULL, ival(ctr, "clients_accepted"));
+	family(f, "clients_accepted_total", "counter",
+	       "Client connections accepted.");
+	sample(f, "clients_accepted_total", NULL, NULL,
+	       ival(ctr, "clients_accepted"));
 	family(f, "clients_refused_total", "counter",
 	       "Client connections refused, by reason.");
-	sample(f, "clients_refused_total", "reason", "policy", ival(ctr, "clients_refused_policy"));
+	sample(f, "clients_refused_total", "reason", "policy",
+	       ival(ctr, "clients_refused_policy"));
 	sample(f, "clients_refused_total", "reason", "uid_limit",
 	       ival(ctr, "clients_refused_uid_limit"));
 	sample(f, "clients_refused_total", "reason", "rule_limit",
 	       ival(ctr, "clients_refused_rule_limit"));
-	sample(f, "clients_refused_total", "reason", "hello_timeout", ival(ctr, "hello_timeouts"));
+	sample(f, "clients_refused_total", "reason", "hello_timeout",
+	       ival(ctr, "hello_timeouts"));
 	sample(f, "clients_refused_total", "reason", "other",
-	       ival(ctr, "clients_refused") - ival(ctr, "clients_refused_policy") -
-	       ival(ctr, "clients_refused_uid_limit") - ival(ctr, "clients_refused_rule_limit"));
+	       ival(ctr, "clients_refused") -
+		       ival(ctr, "clients_refused_policy") -
+		       ival(ctr, "clients_refused_uid_limit") -
+		       ival(ctr, "clients_refused_rule_limit"));
 	family(f, "resumes_total", "counter",
-	       "Sessions of a previous daemon's clients taken over, by result.");
+	       "Sessions of a previous daemon's clients taken over, by "
+	       "result.");
 	sample(f, "resumes_total", "result", "resumed", ival(ctr, "resumes"));
-	sample(f, "resumes_total", "result", "refused", ival(ctr, "resumes_refused"));
-	family(f, "protocol_errors_total", "counter", "Malformed requests and frames.");
-	sample(f, "protocol_errors_total", NULL, NULL, ival(ctr, "protocol_errors"));
+	sample(f, "resumes_total", "result", "refused",
+	       ival(ctr, "resumes_refused"));
+	family(f, "protocol_errors_total", "counter",
+	       "Malformed requests and frames.");
+	sample(f, "protocol_errors_total", NULL, NULL,
+	       ival(ctr, "protocol_errors"));
 
 	for (i = 0; i < sizeof(labelled) / sizeof(labelled[0]); i++)
 		by_label(f, labelled[i].name, "counter", labelled[i].help,
-			 labelled[i].label, json_object_get(ctr, labelled[i].key));
+			 labelled[i].label,
+			 json_object_get(ctr, labelled[i].key));
 	family(f, "mads_lost_reported_total", "counter",
 	       "Loss reports (mad_lost events) sent to senders.");
-	sample(f, "mads_lost_reported_total", NULL, NULL, ival(ctr, "losses_reported"));
+	sample(f, "mads_lost_reported_total", NULL, NULL,
+	       ival(ctr, "losses_reported"));
 
 	family(f, "gids", "gauge", "GIDs registered by clients.");
 	sample(f, "gids", NULL, NULL, ival(r, "gids"));
-	family(f, "mappings", "gauge", "Live comm-ID and SIDR mappings, by kind.");
+	family(f, "mappings", "gauge",
+	       "Live comm-ID and SIDR mappings, by kind.");
 	sample(f, "mappings", "kind", "comm", ival(r, "comm_ids"));
 	sample(f, "mappings", "kind", "sidr", ival(r, "sidr_ids"));
 	family(f, "connections", "gauge", "Comm-ID mappings, by state.");
 	for (i = 0; i < sizeof(states) / sizeof(states[0]); i++)
-		sample(f, "connections", "state", states[i], ival(r, states[i]));
-	family(f, "peer_records", "gauge", "Peers' REQs no client has answered yet.");
+		sample(f, "connections", "state", states[i],
+		       ival(r, states[i]));
+	family(f, "peer_records", "gauge",
+	       "Peers' REQs no client has answered yet.");
 	sample(f, "peer_records", NULL, NULL, ival(r, "peer_records"));
 
-	per_port(f, ports, "port_up", "gauge", "1 while the port is active.", "up");
+	per_port(f, ports, "port_up", "gauge", "1 while the port is active.",
+		 "up");
 	per_port(f, ports, "port_received_mads_total", "counter",
 		 "MADs received on the port.", "rx");
-	per_port(f, ports, "port_sent_mads_total", "counter", "MADs sent on the port.", "tx");
+	per_port(f, ports, "port_sent_mads_total", "counter",
+		 "MADs sent on the port.", "tx");
 	per_port(f, ports, "port_receive_errors_total", "counter",
 		 "Receive errors on the port.", "rx_errors");
 	per_port(f, ports, "port_send_errors_total", "counter",
 		 "Send errors on the port.", "tx_errors");
 
-	per_client(f, clients, "client_mads_sent_total", "MADs a client sent.", "mads_sent");
+	per_client(f, clients, "client_mads_sent_total", "MADs a client sent.",
+		   "mads_sent");
 	per_client(f, clients, "client_mads_delivered_total",
 		   "MADs delivered to a client.", "mads_delivered");
 	per_client(f, clients, "client_mads_dropped_total",
-		   "MADs for a client dropped (its queue was full).", "mads_dropped");
+		   "MADs for a client dropped (its queue was full).",
+		   "mads_dropped");
 
-	family(f, "status_queries_total", "counter", "Status queries answered.");
+	family(f, "status_queries_total", "counter",
+	       "Status queries answered.");
 	sample(f, "status_queries_total", NULL, NULL, ival(status, "queries"));
 	family(f, "status_dropped_total", "counter",
-	       "Status connections refused (limits) or dropped (did not read), by reason.");
-	sample(f, "status_dropped_total", "reason", "refused", ival(status, "refused"));
-	sample(f, "status_dropped_total", "reason", "slow_reader", ival(status, "dropped_slow"));
+	       "Status connections refused (limits) or dropped (did not read), "
+	       "by reason.");
+	sample(f, "status_dropped_total", "reason", "refused",
+	       ival(status, "refused"));
+	sample(f, "status_dropped_total", "reason", "slow_reader",
+	       ival(status, "dropped_slow"));
 }

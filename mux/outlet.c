@@ -77,11 +77,12 @@ int outlet_write_or_queue(struct outlet *o, const void *msg, size_t len)
 		if (evbuffer_get_length(o->buf) == 0) {
 			n = send(o->fd, msg, len, MSG_DONTWAIT | MSG_NOSIGNAL);
 			if (n < 0)
-				n = 0;  /* full, or an error the next write reports */
+				n = 0; /* full, or an error the next write reports */
 		}
 		if ((size_t)n == len)
 			rc = 1;
-		else if (evbuffer_add(o->buf, (const uint8_t *)msg + n, len - (size_t)n))
+		else if (evbuffer_add(o->buf, (const uint8_t *)msg + n,
+				      len - (size_t)n))
 			rc = -ENOMEM;
 		outlet_account(o);
 	}
@@ -102,16 +103,18 @@ int outlet_flush(struct outlet *o, int owner, size_t *left, int *ask_owner)
 		return 0;
 	}
 	while ((len = evbuffer_get_length(o->buf)) > 0) {
-		n = o->max_msg_write ?
-			evbuffer_write_atmost(o->buf, o->fd, (ev_ssize_t)o->max_msg_write) :
-			evbuffer_write(o->buf, o->fd);
+		n = o->max_msg_write
+			    ? evbuffer_write_atmost(o->buf, o->fd,
+						    (ev_ssize_t)
+							    o->max_msg_write)
+			    : evbuffer_write(o->buf, o->fd);
 		if (n < 0) {
 			if (errno != EAGAIN && errno != EINTR)
 				rc = -errno;
 			break;
 		}
 		if (!o->max_msg_write && (size_t)n < len)
-			break;          /* the socket is full */
+			break; /* the socket is full */
 	}
 	*left = evbuffer_get_length(o->buf);
 	if (owner) {

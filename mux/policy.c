@@ -14,7 +14,8 @@
 
 static struct policy *policy_alloc(int nrules, const char *source)
 {
-	struct policy *p = calloc(1, sizeof(*p) + (size_t)nrules * sizeof(p->rules[0]));
+	struct policy *p = calloc(1, sizeof(*p) + (size_t)nrules *
+							  sizeof(p->rules[0]));
 
 	if (p == NULL)
 		return NULL;
@@ -73,7 +74,8 @@ int gid_prefix_parse(const char *text, struct gid_prefix *out)
 	}
 	errno = 0;
 	len = strtol(slash + 1, &end, 10);
-	if (errno || *end || slash[1] == '\0' || len < 0 || len > (v4 ? 32 : 128))
+	if (errno || *end || slash[1] == '\0' || len < 0 ||
+	    len > (v4 ? 32 : 128))
 		return -EINVAL;
 	/* An IPv4 prefix covers the IPv4-mapped GIDs (::ffff:0:0/96). */
 	out->len = (unsigned)(v4 ? 96 + len : len);
@@ -130,11 +132,15 @@ static int uint_field(json_t *rule, const char *key, unsigned *out)
 	return 0;
 }
 
-#define BAD(...) do { snprintf(err, errlen, __VA_ARGS__); goto fail; } while (0)
+#define BAD(...)                                    \
+	do {                                        \
+		snprintf(err, errlen, __VA_ARGS__); \
+		goto fail;                          \
+	} while (0)
 
 static const char *const rule_keys[] = {
-	"match", "vm", "ports", "gids", "max_gids", "max_connections",
-	"max_clients", "mad_rate", "mad_burst", NULL,
+	"match",           "vm",          "ports",    "gids",      "max_gids",
+	"max_connections", "max_clients", "mad_rate", "mad_burst", NULL,
 };
 
 /* A policy from its JSON (taken over); path names it in messages. */
@@ -169,52 +175,66 @@ static struct policy *policy_from_json(json_t *root, const char *path,
 			for (k = 0; rule_keys[k]; k++)
 				known |= strcmp(rule_keys[k], key) == 0;
 			if (!known)
-				BAD("%s: rule %zu: unknown key \"%s\"", path, i + 1, key);
+				BAD("%s: rule %zu: unknown key \"%s\"", path,
+				    i + 1, key);
 		}
 		match = json_object_get(rule, "match");
 		if (!json_is_object(match))
-			BAD("%s: rule %zu: needs \"match\": {\"uid\": ...} or {\"gid\": ...}",
+			BAD("%s: rule %zu: needs \"match\": {\"uid\": ...} or "
+			    "{\"gid\": ...}",
 			    path, i + 1);
 		if ((v = json_object_get(match, "uid")) != NULL) {
 			if (id_from_json(v, 0, &id))
-				BAD("%s: rule %zu: unknown user in match.uid", path, i + 1);
+				BAD("%s: rule %zu: unknown user in match.uid",
+				    path, i + 1);
 			r->has_uid = 1;
 			r->uid = (uid_t)id;
 		}
 		if ((v = json_object_get(match, "gid")) != NULL) {
 			if (id_from_json(v, 1, &id))
-				BAD("%s: rule %zu: unknown group in match.gid", path, i + 1);
+				BAD("%s: rule %zu: unknown group in match.gid",
+				    path, i + 1);
 			r->has_gid = 1;
 			r->gid = (gid_t)id;
 		}
 		if (!r->has_uid && !r->has_gid)
-			BAD("%s: rule %zu: match needs \"uid\" or \"gid\"", path, i + 1);
+			BAD("%s: rule %zu: match needs \"uid\" or \"gid\"",
+			    path, i + 1);
 		if ((v = json_object_get(rule, "vm")) != NULL) {
 			if (!json_is_string(v) || json_string_length(v) == 0 ||
 			    json_string_length(v) >= sizeof(r->vm))
-				BAD("%s: rule %zu: \"vm\" must be a name of 1-63 characters",
+				BAD("%s: rule %zu: \"vm\" must be a name of "
+				    "1-63 characters",
 				    path, i + 1);
 			strcpy(r->vm, json_string_value(v));
 		}
 		if ((v = json_object_get(rule, "ports")) != NULL) {
 			if (!json_is_array(v) || json_array_size(v) > 16)
-				BAD("%s: rule %zu: \"ports\" must be a list of at most 16 names",
+				BAD("%s: rule %zu: \"ports\" must be a list of "
+				    "at most 16 names",
 				    path, i + 1);
 			json_array_foreach(v, j, match) {
-				if (!json_is_string(match) || json_string_length(match) >= 64)
-					BAD("%s: rule %zu: bad port name", path, i + 1);
-				strcpy(r->ports[r->nports++], json_string_value(match));
+				if (!json_is_string(match) ||
+				    json_string_length(match) >= 64)
+					BAD("%s: rule %zu: bad port name", path,
+					    i + 1);
+				strcpy(r->ports[r->nports++],
+				       json_string_value(match));
 			}
 		}
 		if ((v = json_object_get(rule, "gids")) != NULL) {
 			if (!json_is_array(v) || json_array_size(v) > 32)
-				BAD("%s: rule %zu: \"gids\" must be a list of at most 32 prefixes",
+				BAD("%s: rule %zu: \"gids\" must be a list of "
+				    "at most 32 prefixes",
 				    path, i + 1);
 			json_array_foreach(v, j, match) {
 				if (gid_prefix_parse(json_string_value(match),
-						     &r->prefixes[r->nprefixes++]))
-					BAD("%s: rule %zu: \"%s\" is not a GID or IP prefix",
-					    path, i + 1, json_string_value(match) ?: "?");
+						     &r->prefixes
+							      [r->nprefixes++]))
+					BAD("%s: rule %zu: \"%s\" is not a GID "
+					    "or IP prefix",
+					    path, i + 1,
+					    json_string_value(match) ?: "?");
 			}
 		}
 		if (uint_field(rule, "max_gids", &r->max_gids) ||
@@ -222,7 +242,8 @@ static struct policy *policy_from_json(json_t *root, const char *path,
 		    uint_field(rule, "max_clients", &r->max_clients) ||
 		    uint_field(rule, "mad_rate", &r->mad_rate) ||
 		    uint_field(rule, "mad_burst", &r->mad_burst))
-			BAD("%s: rule %zu: limits must be whole numbers", path, i + 1);
+			BAD("%s: rule %zu: limits must be whole numbers", path,
+			    i + 1);
 		if (r->mad_rate && r->mad_burst == 0)
 			r->mad_burst = r->mad_rate;
 	}
@@ -241,8 +262,8 @@ struct policy *policy_load(const char *path, char *err, size_t errlen)
 
 	root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
 	if (root == NULL) {
-		snprintf(err, errlen, "%s:%d:%d: %s", path, jerr.line, jerr.column,
-			 jerr.text);
+		snprintf(err, errlen, "%s:%d:%d: %s", path, jerr.line,
+			 jerr.column, jerr.text);
 		return NULL;
 	}
 	return policy_from_json(root, path, err, errlen);
@@ -256,8 +277,8 @@ struct policy *policy_parse(const char *text, size_t len, const char *source,
 
 	root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
 	if (root == NULL) {
-		snprintf(err, errlen, "%s:%d:%d: %s", source, jerr.line, jerr.column,
-			 jerr.text);
+		snprintf(err, errlen, "%s:%d:%d: %s", source, jerr.line,
+			 jerr.column, jerr.text);
 		return NULL;
 	}
 	return policy_from_json(root, source, err, errlen);
@@ -333,7 +354,8 @@ int token_bucket_take(struct token_bucket *tb, uint64_t now_ms)
 	if (tb->rate == 0)
 		return 1;
 	if (now_ms > tb->last_ms) {
-		tb->tokens += (double)(now_ms - tb->last_ms) * tb->rate / 1000.0;
+		tb->tokens += (double)(now_ms - tb->last_ms) * tb->rate /
+			      1000.0;
 		if (tb->tokens > tb->burst)
 			tb->tokens = tb->burst;
 		tb->last_ms = now_ms;

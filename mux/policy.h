@@ -21,28 +21,28 @@
 
 struct gid_prefix {
 	struct gid gid;
-	unsigned len;                   /* bits */
+	unsigned len; /* bits */
 };
 
 struct policy_rule {
 	int has_uid, has_gid;
 	uid_t uid;
 	gid_t gid;
-	char vm[64];                    /* "" when the rule names no VM */
-	int nports;                     /* 0: every port */
+	char vm[64]; /* "" when the rule names no VM */
+	int nports;  /* 0: every port */
 	char ports[16][64];
-	int nprefixes;                  /* 0: any GID in the port's table */
+	int nprefixes; /* 0: any GID in the port's table */
 	struct gid_prefix prefixes[32];
-	unsigned max_gids;              /* 0: the daemon's limit */
-	unsigned max_connections;       /* 0: the daemon's limit */
-	unsigned max_clients;           /* clients under this rule; 0: no limit */
-	unsigned mad_rate;              /* MADs per second; 0: unlimited */
+	unsigned max_gids;        /* 0: the daemon's limit */
+	unsigned max_connections; /* 0: the daemon's limit */
+	unsigned max_clients;     /* clients under this rule; 0: no limit */
+	unsigned mad_rate;        /* MADs per second; 0: unlimited */
 	unsigned mad_burst;
 };
 
 struct policy {
 	_Atomic int refs;
-	char source[256];               /* file, or "default" */
+	char source[256]; /* file, or "default" */
 	int nrules;
 	struct policy_rule rules[];
 };

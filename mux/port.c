@@ -36,7 +36,8 @@ json_t *port_json(struct port *p, int with_gids)
 static struct log_ratelimit *port_drop_rl(void)
 {
 	/* Only the port thread logs drops, so one limiter serves all. */
-	static _Thread_local struct log_ratelimit rl = LOG_RATELIMIT_INIT(10, 1);
+	static _Thread_local struct log_ratelimit rl = LOG_RATELIMIT_INIT(10,
+									  1);
 
 	return &rl;
 }
@@ -95,7 +96,8 @@ void port_input(struct port *p, struct proto_mad *m)
 	m->addr.port = (uint16_t)p->index;
 	if (m->mad_len >= MAD_HDR_SIZE)
 		atomic_fetch_add(&mux->stats.mads_in[cm_attr_index(
-			cm_mad_attr_id(m->mad))], 1);
+					 cm_mad_attr_id(m->mad))],
+				 1);
 	if (port_answer_class_request(p, m))
 		return;
 	router_path_from_addr(&m->addr, 1, &path);
@@ -105,9 +107,12 @@ void port_input(struct port *p, struct proto_mad *m)
 		enum drop_reason why = ROUTER_DROP_REASON(rc);
 
 		atomic_fetch_add(&mux->stats.drops[why], 1);
-		if (log_get_verbose() && log_ratelimit_allow(port_drop_rl(), &suppressed))
+		if (log_get_verbose() &&
+		    log_ratelimit_allow(port_drop_rl(), &suppressed))
 			log_debug("%s: dropped inbound %s: %s", p->name,
-				  m->mad_len >= MAD_HDR_SIZE ? cm_attr_name(cm_mad_attr_id(m->mad)) : "runt",
+				  m->mad_len >= MAD_HDR_SIZE
+					  ? cm_attr_name(cm_mad_attr_id(m->mad))
+					  : "runt",
 				  drop_reason_name(why));
 		return;
 	}
@@ -161,7 +166,7 @@ void port_report_loss(struct mux *mux, const struct proto_mad *m)
 	sender = router_gid_owner(mux->router, m->addr.port, &sgid);
 	ci = sender ? clients_get(&mux->clients, sender) : NULL;
 	if (ci == NULL)
-		return;         /* from the fabric: its host's CM retransmits */
+		return; /* from the fabric: its host's CM retransmits */
 	atomic_fetch_add(&ci->ctr.mads_lost, 1);
 	atomic_fetch_add(&mux->stats.losses_reported, 1);
 	/* One report in flight per client: it carries the running total,
@@ -171,10 +176,12 @@ void port_report_loss(struct mux *mux, const struct proto_mad *m)
 		return;
 	}
 	ev = json_pack("{s:i, s:s, s:s, s:s}", "port", (int)m->addr.port,
-		       "attr", m->mad_len >= MAD_HDR_SIZE ?
-			       cm_attr_name(cm_mad_attr_id(m->mad)) : "runt",
-		       "src_gid", gid_format(&sgid, src),
-		       "dst_gid", gid_format(&dgid, dst));
+		       "attr",
+		       m->mad_len >= MAD_HDR_SIZE
+			       ? cm_attr_name(cm_mad_attr_id(m->mad))
+			       : "runt",
+		       "src_gid", gid_format(&sgid, src), "dst_gid",
+		       gid_format(&dgid, dst));
 	text = ev ? json_dumps(ev, JSON_COMPACT) : NULL;
 	json_decref(ev);
 	msg = text ? worker_msg_new(WMSG_NOTE, sender) : NULL;
@@ -200,7 +207,9 @@ static void port_count_client_send(struct port *p, struct client_info *ci,
 		return;
 	}
 	atomic_fetch_add(&p->tx, 1);
-	atomic_fetch_add(&mux->stats.mads_out[cm_attr_index(cm_mad_attr_id(m->mad))], 1);
+	atomic_fetch_add(&mux->stats.mads_out[cm_attr_index(
+				 cm_mad_attr_id(m->mad))],
+			 1);
 	atomic_fetch_add(&ci->ctr.mads_sent, 1);
 }
 
@@ -220,7 +229,7 @@ int port_send_client_mad(struct port *p, struct client_info *ci,
 		 * order. */
 		if (port_senders_queue(p, ps, cm_mad_sender_id(m->mad)) == 0)
 			return -EINPROGRESS;
-		port_send_drop(ps);     /* that thread is busy: send from here */
+		port_send_drop(ps); /* that thread is busy: send from here */
 	}
 	rc = p->ops->send(p, m, gid_index);
 	port_count_client_send(p, ci, m, rc);
@@ -282,7 +291,9 @@ static void port_send_answer(void *arg, enum conn_answer why, unsigned port,
 	memcpy(m.mad, mad, MAD_SIZE);
 	/* Counted before it leaves, so the count is never behind the wire. */
 	atomic_fetch_add(&mux->stats.answers[why], 1);
-	atomic_fetch_add(&mux->stats.mads_out[cm_attr_index(cm_mad_attr_id(mad))], 1);
+	atomic_fetch_add(&mux->stats
+				  .mads_out[cm_attr_index(cm_mad_attr_id(mad))],
+			 1);
 	if (p->ops->send(p, &m, idx) == 0) {
 		atomic_fetch_add(&p->tx, 1);
 	} else {
@@ -330,10 +341,12 @@ void port_set_state(struct port *p, enum port_state st)
 {
 	if (atomic_exchange(&p->state, st) == (int)st)
 		return;
-	log_finfo(&(struct log_fields){ .port = p->name }, "port %s: %s", p->name, port_state_name(st));
-	port_broadcast(p, json_pack("{s:s, s:i, s:s, s:s}", "event", "port_state",
-				    "port", (int)p->index, "port_name", p->name,
-				    "state", port_state_name(st)));
+	log_finfo(&(struct log_fields){ .port = p->name }, "port %s: %s",
+		  p->name, port_state_name(st));
+	port_broadcast(p,
+		       json_pack("{s:s, s:i, s:s, s:s}", "event", "port_state",
+				 "port", (int)p->index, "port_name", p->name,
+				 "state", port_state_name(st)));
 }
 
 struct missing_gids {
@@ -360,8 +373,9 @@ void port_gids_changed(struct port *p)
 	 * that left the table are refused until it does, since every send
 	 * looks its index up in the table as it is now. */
 	router_gids_foreach(p->mux->router, 0, count_missing, &m);
-	log_finfo(&(struct log_fields){ .port = p->name }, "port %s: GID table changed; %u registered GID(s) not in it",
-		 p->name, m.n);
+	log_finfo(&(struct log_fields){ .port = p->name },
+		  "port %s: GID table changed; %u registered GID(s) not in it",
+		  p->name, m.n);
 	/* Every client hears of it; which of its GIDs are in the table it
 	 * asks with list_gids (nobody learns another tenant's GIDs). */
 	port_broadcast(p, json_pack("{s:s, s:i, s:s}", "event",
@@ -423,7 +437,8 @@ struct portio *portio_start(struct mux *mux)
 		if (mux->ports[i].ops->send_blocks &&
 		    port_senders_start(&mux->ports[i], PORT_SENDERS,
 				       PORT_SENDER_QUEUE) < 0)
-			fatalx("port %s: cannot start its senders", mux->ports[i].name);
+			fatalx("port %s: cannot start its senders",
+			       mux->ports[i].name);
 	}
 	pio->tick = event_new(pio->base, -1, EV_PERSIST, portio_tick, pio);
 	event_add(pio->tick, &tv);

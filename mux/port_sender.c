@@ -70,7 +70,8 @@ int port_senders_start(struct port *p, unsigned nthreads, unsigned queue_max)
 		pthread_mutex_init(&ss->s[i].lock, NULL);
 		pthread_cond_init(&ss->s[i].cond, NULL);
 		TAILQ_INIT(&ss->s[i].queue);
-		rc = pthread_create(&ss->s[i].thread, NULL, port_sender_main, &ss->s[i]);
+		rc = pthread_create(&ss->s[i].thread, NULL, port_sender_main,
+				    &ss->s[i]);
 		if (rc) {
 			errno = rc;
 			fatal("port %s: sender thread", p->name);

@@ -24,7 +24,7 @@
 #include "sim_fabric.h"
 #include "../common/log.h"
 
-#define SIM_RX_BUDGET 256       /* datagrams per wake-up */
+#define SIM_RX_BUDGET 256 /* datagrams per wake-up */
 
 struct sim_port {
 	char fabric[256];
@@ -36,7 +36,10 @@ struct sim_port {
 	struct gid gids[MUX_SIM_MAX_GIDS];
 	/* The table sorted, for lookups in O(log n): a benchmark's port
 	 * has thousands of GIDs. */
-	struct sim_gid_ref { struct gid gid; int index; } sorted[MUX_SIM_MAX_GIDS];
+	struct sim_gid_ref {
+		struct gid gid;
+		int index;
+	} sorted[MUX_SIM_MAX_GIDS];
 };
 
 static int sim_gid_ref_cmp(const void *a, const void *b)
@@ -54,7 +57,7 @@ static int sim_open(struct port *p, const struct port_spec *spec)
 	if (sp == NULL)
 		return -ENOMEM;
 	p->priv = sp;
-	p->roce = 1;            /* the sim wire carries RoCE-style GIDs */
+	p->roce = 1; /* the sim wire carries RoCE-style GIDs */
 	sp->fd = -1;
 	snprintf(sp->fabric, sizeof(sp->fabric), "%s", p->mux->sim_fabric);
 	if ((size_t)snprintf(sp->sock_path, sizeof(sp->sock_path), "%s/%s.sock",
@@ -70,7 +73,8 @@ static int sim_open(struct port *p, const struct port_spec *spec)
 		sp->sorted[i].gid = sp->gids[i];
 		sp->sorted[i].index = i;
 	}
-	qsort(sp->sorted, (size_t)sp->ngids, sizeof(sp->sorted[0]), sim_gid_ref_cmp);
+	qsort(sp->sorted, (size_t)sp->ngids, sizeof(sp->sorted[0]),
+	      sim_gid_ref_cmp);
 	sp->fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (sp->fd < 0)
 		return -errno;
@@ -81,8 +85,9 @@ static int sim_open(struct port *p, const struct port_spec *spec)
 		log_warn("sim port %s: bind %s", spec->name, sp->sock_path);
 		return -errno;
 	}
-	atomic_store(&p->state, access(sp->down_path, F_OK) == 0 ?
-		     PORT_STATE_DOWN : PORT_STATE_ACTIVE);
+	atomic_store(&p->state, access(sp->down_path, F_OK) == 0
+					? PORT_STATE_DOWN
+					: PORT_STATE_ACTIVE);
 	return 0;
 }
 
@@ -180,8 +185,9 @@ static int sim_send(struct port *p, const struct proto_mad *m, int gid_index)
 		nlen = strlen(de->d_name);
 		if (nlen < 6 || strcmp(de->d_name + nlen - 5, ".sock") != 0)
 			continue;
-		if ((size_t)snprintf(sun.sun_path, sizeof(sun.sun_path), "%s/%s",
-				     sp->fabric, de->d_name) >= sizeof(sun.sun_path))
+		if ((size_t)snprintf(sun.sun_path, sizeof(sun.sun_path),
+				     "%s/%s", sp->fabric,
+				     de->d_name) >= sizeof(sun.sun_path))
 			continue;
 		/* A full peer loses the datagram, as a congested wire
 		 * would (the guest CM retransmits); counted, not silent.
@@ -203,8 +209,9 @@ static json_t *sim_gid_table(struct port *p)
 	int i;
 
 	for (i = 0; i < sp->ngids; i++)
-		json_array_append_new(arr, json_pack("{s:i, s:s}", "index", i,
-			"gid", gid_format(&sp->gids[i], buf)));
+		json_array_append_new(arr,
+				      json_pack("{s:i, s:s}", "index", i, "gid",
+						gid_format(&sp->gids[i], buf)));
 	return arr;
 }
 

@@ -42,7 +42,7 @@
 struct umad_agent_port {
 	char dev[32];
 	int port_num;
-	int roce_version;               /* preferred where a GID is there twice */
+	int roce_version; /* preferred where a GID is there twice */
 	int fd;
 	int agent;
 	struct event_base *base;
@@ -53,11 +53,11 @@ struct umad_agent_port {
 	pthread_mutex_t gid_lock;
 	int ngids;
 	struct gid gids[UMAD_GID_MAX];
-	uint8_t types[UMAD_GID_MAX];    /* enum ibv_gid_type */
+	uint8_t types[UMAD_GID_MAX]; /* enum ibv_gid_type */
 	uint8_t valid[UMAD_GID_MAX];
 	int pkeys;
 	int tick;
-	int lost;                       /* the device went away */
+	int lost; /* the device went away */
 	struct log_ratelimit send_rl;
 };
 
@@ -90,7 +90,8 @@ static int umad_read_gids(struct port *p)
 	for (i = 0; i < n; i++) {
 		unsigned idx = ents[i].gid_index;
 
-		if (ents[i].port_num != (uint32_t)up->port_num || idx >= UMAD_GID_MAX)
+		if (ents[i].port_num != (uint32_t)up->port_num ||
+		    idx >= UMAD_GID_MAX)
 			continue;
 		memcpy(gids[idx].raw, ents[i].gid.raw, 16);
 		types[idx] = (uint8_t)ents[i].gid_type;
@@ -103,7 +104,8 @@ static int umad_read_gids(struct port *p)
 	memcpy(up->gids, gids, sizeof(gids));
 	memcpy(up->types, types, sizeof(types));
 	memcpy(up->valid, valid, sizeof(valid));
-	up->ngids = pa.gid_tbl_len < UMAD_GID_MAX ? pa.gid_tbl_len : UMAD_GID_MAX;
+	up->ngids = pa.gid_tbl_len < UMAD_GID_MAX ? pa.gid_tbl_len
+						  : UMAD_GID_MAX;
 	pthread_mutex_unlock(&up->gid_lock);
 	return changed;
 }
@@ -116,7 +118,8 @@ static void umad_check_gids(struct port *p)
 
 static int umad_want_type(const struct umad_agent_port *up)
 {
-	return up->roce_version == 1 ? IBV_GID_TYPE_ROCE_V1 : IBV_GID_TYPE_ROCE_V2;
+	return up->roce_version == 1 ? IBV_GID_TYPE_ROCE_V1
+				     : IBV_GID_TYPE_ROCE_V2;
 }
 
 static int umad_gid_index(struct port *p, const struct gid *gid)
@@ -160,8 +163,10 @@ static int umad_attach(struct port *p, int reopen)
 		up->fd = -1;
 		if (!reopen) {
 			errno = -err;
-			log_warn("umad port %s: cannot open %s port %d (need ib_umad "
-				 "loaded and read-write access to /dev/infiniband/umad*)",
+			log_warn("umad port %s: cannot open %s port %d (need "
+				 "ib_umad "
+				 "loaded and read-write access to "
+				 "/dev/infiniband/umad*)",
 				 p->name, up->dev, up->port_num);
 		}
 		return err;
@@ -176,25 +181,32 @@ static int umad_attach(struct port *p, int reopen)
 		 * kernel's reason is in errno. */
 		err = errno ? errno : EPERM;
 		if (reopen)
-			;       /* said once, when the port was lost */
+			; /* said once, when the port was lost */
 		else if (err == EINVAL)
-			log_fwarn(&(struct log_fields){ .port = p->name }, 0, "umad port %s: cannot register the CM agent: "
-				  "the kernel CM (ib_cm) already owns class 0x07 "
-				  "method Send on %s port %d. Unload it "
-				  "(modprobe -r rdma_ucm rdma_cm iw_cm ib_cm) or "
-				  "blacklist ib_cm, then restart the daemon",
-				  p->name, up->dev, up->port_num);
+			log_fwarn(
+				&(struct log_fields){ .port = p->name }, 0,
+				"umad port %s: cannot register the CM agent: "
+				"the kernel CM (ib_cm) already owns class 0x07 "
+				"method Send on %s port %d. Unload it "
+				"(modprobe -r rdma_ucm rdma_cm iw_cm ib_cm) or "
+				"blacklist ib_cm, then restart the daemon",
+				p->name, up->dev, up->port_num);
 		else
-			log_fwarn(&(struct log_fields){ .port = p->name }, 0, "umad port %s: cannot register the CM agent: %s",
+			log_fwarn(&(struct log_fields){ .port = p->name }, 0,
+				  "umad port %s: cannot register the CM agent: "
+				  "%s",
 				  p->name, strerror(err));
 		return -err;
 	}
 	umad_read_gids(p);
 	if (up->ngids == 0) {
 		if (!reopen)
-			log_fwarn(&(struct log_fields){ .port = p->name }, 0, "umad port %s: cannot read the GID table of %s "
-				  "(is ib_uverbs loaded, /dev/infiniband/uverbs* "
-				  "readable?)", p->name, up->dev);
+			log_fwarn(
+				&(struct log_fields){ .port = p->name }, 0,
+				"umad port %s: cannot read the GID table of %s "
+				"(is ib_uverbs loaded, /dev/infiniband/uverbs* "
+				"readable?)",
+				p->name, up->dev);
 		return -ENODEV;
 	}
 	if (umad_get_port(up->dev, up->port_num, &info) == 0) {
@@ -208,9 +220,10 @@ static int umad_attach(struct port *p, int reopen)
 		umad_release_port(&info);
 	}
 	up->lost = 0;
-	log_finfo(&(struct log_fields){ .port = p->name }, "umad port %s: agent %d on %s port %d, %d GIDs, %s", p->name,
-		 up->agent, up->dev, up->port_num, up->ngids,
-		 p->roce ? "RoCE" : "InfiniBand");
+	log_finfo(&(struct log_fields){ .port = p->name },
+		  "umad port %s: agent %d on %s port %d, %d GIDs, %s", p->name,
+		  up->agent, up->dev, up->port_num, up->ngids,
+		  p->roce ? "RoCE" : "InfiniBand");
 	return 0;
 }
 
@@ -218,8 +231,8 @@ static int umad_arm(struct port *p)
 {
 	struct umad_agent_port *up = p->priv;
 
-	up->rx_ev = event_new(up->base, umad_get_fd(up->fd), EV_READ | EV_PERSIST,
-			      umad_rx, p);
+	up->rx_ev = event_new(up->base, umad_get_fd(up->fd),
+			      EV_READ | EV_PERSIST, umad_rx, p);
 	if (up->rx_ev == NULL)
 		return -ENOMEM;
 	return event_add(up->rx_ev, NULL);
@@ -253,8 +266,10 @@ static void umad_lost(struct port *p, const char *why)
 
 	if (up->lost)
 		return;
-	log_fwarn(&(struct log_fields){ .port = p->name }, 0, "umad port %s: device %s went away (%s); the port is down "
-		  "until it comes back", p->name, up->dev, why);
+	log_fwarn(&(struct log_fields){ .port = p->name }, 0,
+		  "umad port %s: device %s went away (%s); the port is down "
+		  "until it comes back",
+		  p->name, up->dev, why);
 	up->lost = 1;
 	umad_detach(p);
 	port_set_state(p, PORT_STATE_DOWN);
@@ -277,7 +292,8 @@ static int umad_port_open(struct port *p, const struct port_spec *spec)
 	snprintf(up->dev, sizeof(up->dev), "%s", spec->name);
 	up->port_num = spec->port_num;
 	if (umad_init() < 0) {
-		log_fwarn(&(struct log_fields){ .port = p->name }, 0, "umad port %s: umad_init failed (is ib_umad loaded?)",
+		log_fwarn(&(struct log_fields){ .port = p->name }, 0,
+			  "umad port %s: umad_init failed (is ib_umad loaded?)",
 			  p->name);
 		return -ENODEV;
 	}
@@ -325,7 +341,8 @@ static void umad_rx(evutil_socket_t fd, short what, void *arg)
 		memcpy(in.addr.remote_gid, um->addr.gid, 16);
 		pthread_mutex_lock(&up->gid_lock);
 		if (um->addr.grh_present && um->addr.gid_index < up->ngids)
-			memcpy(in.addr.local_gid, up->gids[um->addr.gid_index].raw, 16);
+			memcpy(in.addr.local_gid,
+			       up->gids[um->addr.gid_index].raw, 16);
 		pthread_mutex_unlock(&up->gid_lock);
 		in.mad_len = (uint16_t)len;
 		memcpy(in.mad, umad_get_mad(buf), (size_t)len);
@@ -365,8 +382,9 @@ static int umad_port_send(struct port *p, const struct proto_mad *m,
 	memcpy(umad_get_mad(buf), m->mad, m->mad_len);
 	pthread_rwlock_rdlock(&up->dev_lock);
 	errno = 0;
-	rc = up->fd < 0 || up->agent < 0 ? -ENETDOWN :
-	     umad_send(up->fd, up->agent, buf, m->mad_len, 0, 0);
+	rc = up->fd < 0 || up->agent < 0
+		     ? -ENETDOWN
+		     : umad_send(up->fd, up->agent, buf, m->mad_len, 0, 0);
 	pthread_rwlock_unlock(&up->dev_lock);
 	/* libibumad says EIO for every failed write; errno has the
 	 * kernel's reason (EINVAL: that TID is still being sent). */
@@ -374,8 +392,11 @@ static int umad_port_send(struct port *p, const struct proto_mad *m,
 		rc = -errno;
 	/* Any sender may get here, so the warning is rate-limited. */
 	if (rc < 0 && log_ratelimit_allow(&up->send_rl, &suppressed))
-		log_fwarn(&(struct log_fields){ .port = p->name }, 0, "umad port %s: umad_send: %s (%llu similar suppressed)",
-			  p->name, strerror(-rc), (unsigned long long)suppressed);
+		log_fwarn(&(struct log_fields){ .port = p->name }, 0,
+			  "umad port %s: umad_send: %s (%llu similar "
+			  "suppressed)",
+			  p->name, strerror(-rc),
+			  (unsigned long long)suppressed);
 	return rc < 0 ? rc : 0;
 }
 
@@ -390,9 +411,13 @@ static json_t *umad_gid_table(struct port *p)
 	pthread_mutex_lock(&up->gid_lock);
 	for (i = 0; i < up->ngids; i++)
 		if (up->valid[i] && !gid_is_zero(&up->gids[i]))
-			json_array_append_new(arr, json_pack("{s:i, s:s, s:s}",
-				"index", i, "gid", gid_format(&up->gids[i], buf),
-				"type", up->types[i] < 3 ? type_names[up->types[i]] : "?"));
+			json_array_append_new(
+				arr,
+				json_pack("{s:i, s:s, s:s}", "index", i, "gid",
+					  gid_format(&up->gids[i], buf), "type",
+					  up->types[i] < 3
+						  ? type_names[up->types[i]]
+						  : "?"));
 	pthread_mutex_unlock(&up->gid_lock);
 	return arr;
 }
@@ -414,7 +439,9 @@ static void umad_poll_state(struct port *p)
 		return;
 	if (up->lost) {
 		if (umad_attach(p, 1) == 0 && umad_arm(p) == 0) {
-			log_finfo(&(struct log_fields){ .port = p->name }, "umad port %s: device %s is back", p->name, up->dev);
+			log_finfo(&(struct log_fields){ .port = p->name },
+				  "umad port %s: device %s is back", p->name,
+				  up->dev);
 			port_gids_changed(p);
 		} else {
 			umad_detach(p);

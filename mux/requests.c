@@ -22,9 +22,11 @@ static json_t *features_json(json_t *requested)
 
 	for (i = 0; i < sizeof(mux_features) / sizeof(mux_features[0]); i++) {
 		json_array_foreach(requested, j, v) {
-			if (json_is_string(v) &&
-			    strcmp(json_string_value(v), mux_features[i]) == 0) {
-				json_array_append_new(out, json_string(mux_features[i]));
+			if (json_is_string(v) && strcmp(json_string_value(v),
+							mux_features[i]) == 0) {
+				json_array_append_new(out,
+						      json_string(
+							      mux_features[i]));
 				break;
 			}
 		}
@@ -67,13 +69,17 @@ static void hello_session(struct mux *mux, struct client_info *ci,
 	for (i = 0; i < 16; i++)
 		snprintf(hex + 2 * i, 3, "%02x", token[i]);
 	if (resume) {
-		old_id = json_integer_value(json_object_get(resume, "client_id"));
-		if (old_id <= 0 || hex_token(json_string_value(json_object_get(
-				resume, "token")), old_token) < 0)
+		old_id = json_integer_value(
+			json_object_get(resume, "client_id"));
+		if (old_id <= 0 ||
+		    hex_token(json_string_value(
+				      json_object_get(resume, "token")),
+			      old_token) < 0)
 			rc = -EINVAL;
 		else
-			rc = router_owner_claim(mux->router, (uint64_t)old_id, ci->uid,
-						old_token, ci->id, token);
+			rc = router_owner_claim(mux->router, (uint64_t)old_id,
+						ci->uid, old_token, ci->id,
+						token);
 		json_object_set_new(reply, "resumed", json_boolean(rc == 0));
 		if (rc) {
 			json_object_set_new(reply, "resume_error",
@@ -81,15 +87,19 @@ static void hello_session(struct mux *mux, struct client_info *ci,
 			atomic_fetch_add(&mux->stats.resumes_refused, 1);
 		} else {
 			atomic_fetch_add(&mux->stats.resumes, 1);
-			log_info("client %llu (%s): resumed the session of client %lld",
-				 (unsigned long long)ci->id, ci->name, (long long)old_id);
+			log_info("client %llu (%s): resumed the session of "
+				 "client %lld",
+				 (unsigned long long)ci->id, ci->name,
+				 (long long)old_id);
 		}
 	}
 	if (!resume || rc)
 		rc = router_owner_add(mux->router, ci->id, ci->uid, token);
 	if (rc == 0)
-		json_object_set_new(reply, "session", json_pack("{s:I, s:s}",
-				    "client_id", (json_int_t)ci->id, "token", hex));
+		json_object_set_new(reply, "session",
+				    json_pack("{s:I, s:s}", "client_id",
+					      (json_int_t)ci->id, "token",
+					      hex));
 }
 
 static json_t *op_hello(struct mux *mux, struct client_info *ci,
@@ -110,22 +120,26 @@ static json_t *op_hello(struct mux *mux, struct client_info *ci,
 	    !json_is_integer(json_object_get(proto, "minor"))) {
 		*close_after = 1;
 		return proto_reply_error(EINVAL,
-			"hello needs \"protocol\": {\"major\": N, \"minor\": N}");
+					 "hello needs \"protocol\": "
+					 "{\"major\": N, \"minor\": N}");
 	}
 	major = json_integer_value(json_object_get(proto, "major"));
 	minor = json_integer_value(json_object_get(proto, "minor"));
 	if (major < 0 || major > 65535 || minor < 0 || minor > 65535) {
 		*close_after = 1;
-		return proto_reply_error(EINVAL, "protocol version numbers are "
-					 "0..65535, not %lld.%lld", (long long)major,
-					 (long long)minor);
+		return proto_reply_error(EINVAL,
+					 "protocol version numbers are "
+					 "0..65535, not %lld.%lld",
+					 (long long)major, (long long)minor);
 	}
 	if (major != PROTO_VERSION_MAJOR) {
 		*close_after = 1;
 		return proto_reply_error(EPROTONOSUPPORT,
-			"protocol %lld.%lld not supported; this daemon speaks %d.%d",
-			(long long)major, (long long)minor, PROTO_VERSION_MAJOR,
-			PROTO_VERSION_MINOR);
+					 "protocol %lld.%lld not supported; "
+					 "this daemon speaks %d.%d",
+					 (long long)major, (long long)minor,
+					 PROTO_VERSION_MAJOR,
+					 PROTO_VERSION_MINOR);
 	}
 	if (name != NULL && !json_is_string(name))
 		return proto_reply_error(EINVAL, "\"name\" must be a string");
@@ -134,12 +148,15 @@ static json_t *op_hello(struct mux *mux, struct client_info *ci,
 			     !text_is_clean(json_string_value(name),
 					    json_string_length(name)))) {
 		*close_after = 1;
-		return proto_reply_error(EINVAL, "\"name\" must be UTF-8 of at "
-					 "most %d bytes without control characters",
+		return proto_reply_error(EINVAL,
+					 "\"name\" must be UTF-8 of at "
+					 "most %d bytes without control "
+					 "characters",
 					 MUX_NAME_MAX);
 	}
 	if (features != NULL && !json_is_array(features))
-		return proto_reply_error(EINVAL, "\"features\" must be an array");
+		return proto_reply_error(EINVAL,
+					 "\"features\" must be an array");
 	/* The VM name is the hypervisor's word, but only counts where the
 	 * policy binds it to this (kernel-verified) identity. */
 	pol = mux_policy_get(mux);
@@ -149,32 +166,38 @@ static json_t *op_hello(struct mux *mux, struct client_info *ci,
 		policy_unref(pol);
 		*close_after = 1;
 		return proto_reply_error(EACCES,
-			"no policy rule lets uid %d gid %d run VM \"%s\"",
-			(int)ci->uid, (int)ci->gid,
-			name ? json_string_value(name) : "");
+					 "no policy rule lets uid %d gid %d "
+					 "run VM \"%s\"",
+					 (int)ci->uid, (int)ci->gid,
+					 name ? json_string_value(name) : "");
 	}
 	/* Under the table's lock: the status thread reads these, and the
 	 * rule's client count is checked where it is kept. */
-	rule_max = rule->max_clients;   /* pol may be gone after a refusal */
-	if (clients_set_hello(&mux->clients, ci, name ? json_string_value(name)
-			      : NULL, pol, rule) < 0) {
+	rule_max = rule->max_clients; /* pol may be gone after a refusal */
+	if (clients_set_hello(&mux->clients, ci,
+			      name ? json_string_value(name) : NULL, pol,
+			      rule) < 0) {
 		atomic_fetch_add(&mux->stats.clients_refused_rule_limit, 1);
 		atomic_fetch_add(&mux->stats.clients_refused, 1);
 		*close_after = 1;
-		return proto_reply_error(EUSERS, "the policy rule for uid %d VM "
+		return proto_reply_error(EUSERS,
+					 "the policy rule for uid %d VM "
 					 "\"%s\" allows %u clients at once",
-					 (int)ci->uid, name ? json_string_value(name) : "",
+					 (int)ci->uid,
+					 name ? json_string_value(name) : "",
 					 rule_max);
 	}
-	token_bucket_init(&ci->tb, rule->mad_rate, rule->mad_burst, mux_now_ms());
+	token_bucket_init(&ci->tb, rule->mad_rate, rule->mad_burst,
+			  mux_now_ms());
 	*hello_done = 1;
 	reply = json_pack("{s:b, s:{s:i, s:i}, s:o, s:I, s:s, s:i}", "ok", 1,
 			  "protocol", "major", PROTO_VERSION_MAJOR, "minor",
-			  minor < PROTO_VERSION_MINOR ? (int)minor : PROTO_VERSION_MINOR,
-			  "features", features_json(features),
-			  "client_id", (json_int_t)ci->id,
-			  "daemon", "rdmacm-muxd " MUX_VERSION,
-			  "max_payload", (int)mux->cfg.max_payload);
+			  minor < PROTO_VERSION_MINOR ? (int)minor
+						      : PROTO_VERSION_MINOR,
+			  "features", features_json(features), "client_id",
+			  (json_int_t)ci->id, "daemon",
+			  "rdmacm-muxd " MUX_VERSION, "max_payload",
+			  (int)mux->cfg.max_payload);
 	if (reply)
 		hello_session(mux, ci, json_object_get(req, "resume"), reply);
 	return reply;
@@ -191,8 +214,9 @@ static struct port *request_port(struct mux *mux, json_t *req, json_t **err)
 		if (mux->nports == 1)
 			return &mux->ports[0];
 		*err = proto_reply_error(EINVAL,
-			"\"port\" is required: this daemon has %d ports",
-			mux->nports);
+					 "\"port\" is required: this daemon "
+					 "has %d ports",
+					 mux->nports);
 		return NULL;
 	}
 	if (json_is_integer(p)) {
@@ -226,8 +250,8 @@ static struct port *request_port_gid(struct mux *mux, json_t *req,
 		return NULL;
 	if (proto_gid_from_json(json_object_get(req, "gid"), gid->raw) == 0)
 		return port;
-	*err = proto_reply_error(EINVAL,
-		"\"gid\" must be an IPv6-form GID or an IPv4 address");
+	*err = proto_reply_error(EINVAL, "\"gid\" must be an IPv6-form GID or "
+					 "an IPv4 address");
 	return NULL;
 }
 
@@ -248,16 +272,17 @@ static int gid_register(struct mux *mux, struct client_info *ci,
 	uint64_t suppressed;
 	int rc;
 
-	rc = gid_register_checked(mux, ci, port, gid, in_table_optional, idx, text,
-				  len);
+	rc = gid_register_checked(mux, ci, port, gid, in_table_optional, idx,
+				  text, len);
 	if (rc && log_ratelimit_allow(&ci->rl, &suppressed)) {
 		struct log_fields lf = { ci->id, ci->name, port->name,
 					 gid_format(gid, buf) };
 
-		log_fwarn(&lf, -rc, "client %llu (%s): GID %s on %s refused: %s "
-			  "(%llu similar suppressed)", (unsigned long long)ci->id,
-			  ci->name, buf, port->name, text,
-			  (unsigned long long)suppressed);
+		log_fwarn(&lf, -rc,
+			  "client %llu (%s): GID %s on %s refused: %s "
+			  "(%llu similar suppressed)",
+			  (unsigned long long)ci->id, ci->name, buf, port->name,
+			  text, (unsigned long long)suppressed);
 	}
 	return rc;
 }
@@ -271,17 +296,21 @@ static int gid_register_checked(struct mux *mux, struct client_info *ci,
 	int rc;
 
 	if (!rule_allows_port(ci->rule, port->name)) {
-		snprintf(text, len, "policy does not allow port %s for this "
-			 "client", port->name);
+		snprintf(text, len,
+			 "policy does not allow port %s for this "
+			 "client",
+			 port->name);
 		return -EACCES;
 	}
 	if (!rule_allows_gid(ci->rule, gid)) {
-		snprintf(text, len, "policy does not allow GID %s for this "
-			 "client", gid_format(gid, buf));
+		snprintf(text, len,
+			 "policy does not allow GID %s for this "
+			 "client",
+			 gid_format(gid, buf));
 		return -EACCES;
 	}
-	if (ci->rule->max_gids && router_owns_gid(mux->router, port->index,
-						  gid, ci->id) == 0) {
+	if (ci->rule->max_gids &&
+	    router_owns_gid(mux->router, port->index, gid, ci->id) == 0) {
 		struct router_counts rc2;
 
 		router_client_counts(mux->router, ci->id, &rc2);
@@ -304,18 +333,22 @@ static int gid_register_checked(struct mux *mux, struct client_info *ci,
 	}
 	rc = router_register_gid(mux->router, port->index, gid, ci->id);
 	if (rc == -EEXIST)
-		snprintf(text, len, "GID %s on port %s is registered by another "
-			 "client", gid_format(gid, buf), port->name);
+		snprintf(text, len,
+			 "GID %s on port %s is registered by another "
+			 "client",
+			 gid_format(gid, buf), port->name);
 	else if (rc == -ENOSPC)
 		snprintf(text, len, "client already has the maximum of %u GIDs",
 			 mux->cfg.max_gids_per_client);
 	else if (rc)
 		snprintf(text, len, "cannot register GID");
 	else
-		log_fdebug(&(struct log_fields){ ci->id, ci->name, port->name, buf },
+		log_fdebug(&(struct log_fields){ ci->id, ci->name, port->name,
+						 buf },
 			   "client %llu (%s): registered %s on %s%s",
-			 (unsigned long long)ci->id, ci->name, gid_format(gid, buf),
-			 port->name, *idx < 0 ? " (not in its GID table yet)" : "");
+			   (unsigned long long)ci->id, ci->name,
+			   gid_format(gid, buf), port->name,
+			   *idx < 0 ? " (not in its GID table yet)" : "");
 	return rc;
 }
 
@@ -335,8 +368,8 @@ static json_t *op_register_gid(struct mux *mux, struct client_info *ci,
 	if (rc)
 		return proto_reply_error(rc, "%s", text);
 	return json_pack("{s:b, s:i, s:s, s:i}", "ok", 1, "port",
-			 (int)port->index, "port_name", port->name,
-			 "gid_index", idx);
+			 (int)port->index, "port_name", port->name, "gid_index",
+			 idx);
 }
 
 static json_t *op_unregister_gid(struct mux *mux, struct client_info *ci,
@@ -353,12 +386,14 @@ static json_t *op_unregister_gid(struct mux *mux, struct client_info *ci,
 		return err;
 	rc = router_unregister_gid(mux->router, port->index, &gid, ci->id);
 	if (rc == -ENOENT)
-		return proto_reply_error(ENOENT, "GID %s is not registered on %s",
+		return proto_reply_error(ENOENT,
+					 "GID %s is not registered on %s",
 					 gid_format(&gid, buf), port->name);
 	if (rc == -EACCES)
 		return proto_reply_error(EACCES,
-			"GID %s on %s is registered by another client",
-			gid_format(&gid, buf), port->name);
+					 "GID %s on %s is registered by "
+					 "another client",
+					 gid_format(&gid, buf), port->name);
 	return proto_reply_ok();
 }
 
@@ -375,10 +410,12 @@ static void list_gid(void *arg, unsigned port_index, const struct gid *gid,
 	char buf[GID_STRLEN];
 
 	(void)owner;
-	json_array_append_new(l->gids, json_pack("{s:i, s:s, s:s, s:b}",
-		"port", (int)port_index, "gid", gid_format(gid, buf),
-		"port_name", port->name,
-		"in_table", port->ops->gid_index(port, gid) >= 0));
+	json_array_append_new(l->gids,
+			      json_pack("{s:i, s:s, s:s, s:b}", "port",
+					(int)port_index, "gid",
+					gid_format(gid, buf), "port_name",
+					port->name, "in_table",
+					port->ops->gid_index(port, gid) >= 0));
 }
 
 static json_t *op_list_gids(struct mux *mux, struct client_info *ci)
@@ -409,7 +446,8 @@ json_t *requests_handle(struct mux *mux, struct client_info *ci,
 	if (strcmp(op, "hello") == 0)
 		return op_hello(mux, ci, hello_done, req, close_after);
 	if (!*hello_done)
-		return proto_reply_error(ENOTCONN, "send hello before \"%s\"", op);
+		return proto_reply_error(ENOTCONN, "send hello before \"%s\"",
+					 op);
 	if (strcmp(op, "ping") == 0)
 		return proto_reply_ok();
 	if (strcmp(op, "register_gid") == 0)
@@ -435,9 +473,11 @@ static int refuse(struct mux *mux, struct client_info *ci, enum refusal why,
 	if (log_ratelimit_allow(&ci->rl, &suppressed)) {
 		struct log_fields lf = { .client_id = ci->id, .vm = ci->name };
 
-		log_fwarn(&lf, -err, "client %llu (%s, pid %d): MAD refused: %s "
-			  "(%llu similar suppressed)", (unsigned long long)ci->id,
-			  ci->name, (int)ci->pid, text, (unsigned long long)suppressed);
+		log_fwarn(&lf, -err,
+			  "client %llu (%s, pid %d): MAD refused: %s "
+			  "(%llu similar suppressed)",
+			  (unsigned long long)ci->id, ci->name, (int)ci->pid,
+			  text, (unsigned long long)suppressed);
 	}
 	return err;
 }
@@ -451,8 +491,10 @@ static const char *inner_text(const char *field)
 {
 	static _Thread_local char text[128];
 
-	snprintf(text, sizeof(text), "%s is not a GID this client owns on "
-		 "this port", field);
+	snprintf(text, sizeof(text),
+		 "%s is not a GID this client owns on "
+		 "this port",
+		 field);
 	return text;
 }
 
@@ -551,9 +593,11 @@ int requests_send_mad(struct mux *mux, struct client_info *ci,
 			      "the CM uses method Send only", why);
 	if (!cm_message_attr(cm_mad_attr_id(mad)))
 		return refuse(mux, ci, REFUSE_ATTRIBUTE, -ENOMSG,
-			      "not a CM message attribute (REQ..APR, SIDR)", why);
+			      "not a CM message attribute (REQ..APR, SIDR)",
+			      why);
 	if (m->addr.port >= mux->nports)
-		return refuse(mux, ci, REFUSE_PORT, -ENODEV, "no such port", why);
+		return refuse(mux, ci, REFUSE_PORT, -ENODEV, "no such port",
+			      why);
 	port = &mux->ports[m->addr.port];
 	if (!rule_allows_port(ci->rule, port->name))
 		return refuse(mux, ci, REFUSE_PORT, -EACCES,
@@ -561,12 +605,15 @@ int requests_send_mad(struct mux *mux, struct client_info *ci,
 	memcpy(sgid.raw, m->addr.local_gid, 16);
 	if (!router_owns_gid(mux->router, port->index, &sgid, ci->id))
 		return refuse(mux, ci, REFUSE_SOURCE_GID, -EADDRNOTAVAIL,
-			      "source GID is not registered by this client", why);
+			      "source GID is not registered by this client",
+			      why);
 	if (m->addr.pkey_index >= port->ops->pkey_count(port))
 		return refuse(mux, ci, REFUSE_PKEY_INDEX, -ERANGE,
-			      "P_Key index outside the port's P_Key table", why);
+			      "P_Key index outside the port's P_Key table",
+			      why);
 	if (atomic_load(&port->state) != PORT_STATE_ACTIVE)
-		return refuse(mux, ci, REFUSE_PORT_DOWN, -ENETDOWN, "port is down", why);
+		return refuse(mux, ci, REFUSE_PORT_DOWN, -ENETDOWN,
+			      "port is down", why);
 	idx = port->ops->gid_index(port, &sgid);
 	if (idx < 0)
 		return refuse(mux, ci, REFUSE_SOURCE_GID, -EADDRNOTAVAIL,
@@ -578,10 +625,13 @@ int requests_send_mad(struct mux *mux, struct client_info *ci,
 
 		if (router_destination(mux->router, port->index, ci->id, mad,
 				       &dgid) < 0)
-			return refuse(mux, ci, REFUSE_DESTINATION, -EDESTADDRREQ,
-				      "no destination follows from this MAD (no "
+			return refuse(mux, ci, REFUSE_DESTINATION,
+				      -EDESTADDRREQ,
+				      "no destination follows from this MAD "
+				      "(no "
 				      "connection or REQ of this client names "
-				      "its peer)", why);
+				      "its peer)",
+				      why);
 		memcpy(m->addr.remote_gid, dgid.raw, 16);
 	}
 	rc = address_fault(m, &reason, why);
@@ -589,28 +639,39 @@ int requests_send_mad(struct mux *mux, struct client_info *ci,
 		return refuse(mux, ci, reason, rc, *why, why);
 	inner = foreign_inner_address(mux, ci, port, mad);
 	if (inner)
-		return refuse(mux, ci, REFUSE_INNER_GID, -EPERM, inner_text(inner),
-			      why);
+		return refuse(mux, ci, REFUSE_INNER_GID, -EPERM,
+			      inner_text(inner), why);
 	router_path_from_addr(&m->addr, 0, &path);
 	/* From here on the MAD carries host comm IDs, not the guest's. */
 	rc = router_outbound(mux->router, port->index, ci->id, m->mad, &path,
 			     mux_now_ms(), ci->rule->max_connections);
 	if (rc == -ENOENT)
-		return refuse(mux, ci, REFUSE_COMM_ID, rc, "no connection of this "
-			      "client has that comm ID, or it answers no REQ this "
-			      "client received", why);
+		return refuse(mux, ci, REFUSE_COMM_ID, rc,
+			      "no connection of this "
+			      "client has that comm ID, or it answers no REQ "
+			      "this "
+			      "client received",
+			      why);
 	if (rc == -EPROTO)
-		return refuse(mux, ci, REFUSE_STATE, rc, "the message does not fit "
-			      "the connection's state (cm.c would not send it)", why);
+		return refuse(mux, ci, REFUSE_STATE, rc,
+			      "the message does not fit "
+			      "the connection's state (cm.c would not send it)",
+			      why);
 	if (rc == -ENOSPC)
-		return refuse(mux, ci, REFUSE_QUOTA, rc, "client has the maximum "
-			      "number of live communication IDs", why);
+		return refuse(mux, ci, REFUSE_QUOTA, rc,
+			      "client has the maximum "
+			      "number of live communication IDs",
+			      why);
 	if (rc)
-		return refuse(mux, ci, REFUSE_COMM_ID, rc, "Local Comm ID (or SIDR "
-			      "request ID) 0 is not valid here", why);
-	if (log_get_verbose() && cm_mad_sender_id(in->mad) != cm_mad_sender_id(m->mad))
+		return refuse(mux, ci, REFUSE_COMM_ID, rc,
+			      "Local Comm ID (or SIDR "
+			      "request ID) 0 is not valid here",
+			      why);
+	if (log_get_verbose() &&
+	    cm_mad_sender_id(in->mad) != cm_mad_sender_id(m->mad))
 		log_debug("client %llu: %s local comm id 0x%08x sent as 0x%08x",
-			  (unsigned long long)ci->id, cm_attr_name(cm_mad_attr_id(m->mad)),
+			  (unsigned long long)ci->id,
+			  cm_attr_name(cm_mad_attr_id(m->mad)),
 			  (unsigned)cm_mad_sender_id(in->mad),
 			  (unsigned)cm_mad_sender_id(m->mad));
 	rc = port_send_client_mad(port, ci, m, idx, rid, may_defer);
@@ -631,9 +692,11 @@ static int qemu_refuse(struct mux *mux, struct client_info *ci,
 	atomic_fetch_add(counter, 1);
 	atomic_fetch_add(&mux->stats.clients_refused, 1);
 	if (mux_refusal_log_allowed(mux, &suppressed))
-		log_warnx("client %llu (QEMU, pid %d): %s; closing (%llu similar "
-			  "suppressed)", (unsigned long long)ci->id, (int)ci->pid,
-			  why, (unsigned long long)suppressed);
+		log_warnx("client %llu (QEMU, pid %d): %s; closing (%llu "
+			  "similar "
+			  "suppressed)",
+			  (unsigned long long)ci->id, (int)ci->pid, why,
+			  (unsigned long long)suppressed);
 	return err;
 }
 
@@ -649,20 +712,26 @@ int requests_qemu_hello(struct mux *mux, struct client_info *ci)
 	rule = policy_select(pol, ci->uid, ci->gid, NULL);
 	if (rule == NULL) {
 		policy_unref(pol);
-		snprintf(why, sizeof(why), "no policy rule for uid %d gid %d without "
-			 "a VM name", (int)ci->uid, (int)ci->gid);
+		snprintf(why, sizeof(why),
+			 "no policy rule for uid %d gid %d without "
+			 "a VM name",
+			 (int)ci->uid, (int)ci->gid);
 		return qemu_refuse(mux, ci, &mux->stats.clients_refused_policy,
 				   -EACCES, why);
 	}
 	snprintf(name, sizeof(name), "qemu-%d", (int)ci->pid);
-	rule_max = rule->max_clients;   /* pol may be gone after a refusal */
+	rule_max = rule->max_clients; /* pol may be gone after a refusal */
 	if (clients_set_hello(&mux->clients, ci, name, pol, rule) < 0) {
-		snprintf(why, sizeof(why), "the policy rule for uid %d allows %u "
-			 "clients at once", (int)ci->uid, rule_max);
-		return qemu_refuse(mux, ci, &mux->stats.clients_refused_rule_limit,
+		snprintf(why, sizeof(why),
+			 "the policy rule for uid %d allows %u "
+			 "clients at once",
+			 (int)ci->uid, rule_max);
+		return qemu_refuse(mux, ci,
+				   &mux->stats.clients_refused_rule_limit,
 				   -EUSERS, why);
 	}
-	token_bucket_init(&ci->tb, rule->mad_rate, rule->mad_burst, mux_now_ms());
+	token_bucket_init(&ci->tb, rule->mad_rate, rule->mad_burst,
+			  mux_now_ms());
 	return 0;
 }
 
@@ -672,10 +741,12 @@ static enum legacy_err legacy_code(int err)
 {
 	switch (err) {
 	case 0: return LEGACY_OK;
-	case -EEXIST: case -EACCES: case -EPERM: case -EADDRNOTAVAIL: case -ENOENT:
-		return LEGACY_EACCES;
-	default:
-		return LEGACY_EINVAL;
+	case -EEXIST:
+	case -EACCES:
+	case -EPERM:
+	case -EADDRNOTAVAIL:
+	case -ENOENT: return LEGACY_EACCES;
+	default: return LEGACY_EINVAL;
 	}
 }
 
@@ -695,7 +766,8 @@ static enum legacy_err qemu_register(struct mux *mux, struct client_info *ci,
 }
 
 static enum legacy_err qemu_send(struct mux *mux, struct client_info *ci,
-				 struct port *port, const struct legacy_msg *req)
+				 struct port *port,
+				 const struct legacy_msg *req)
 {
 	struct proto_mad m;
 	const char *why = "";
@@ -729,16 +801,13 @@ void requests_qemu_handle(struct mux *mux, struct client_info *ci,
 
 	memcpy(gid.raw, req->sgid, 16);
 	switch (req->op) {
-	case LEGACY_OP_REG:
-		err = qemu_register(mux, ci, port, &gid);
-		break;
+	case LEGACY_OP_REG: err = qemu_register(mux, ci, port, &gid); break;
 	case LEGACY_OP_UNREG:
-		rc = router_unregister_gid(mux->router, port->index, &gid, ci->id);
+		rc = router_unregister_gid(mux->router, port->index, &gid,
+					   ci->id);
 		err = rc == -ENOENT ? LEGACY_ENOTFOUND : legacy_code(rc);
 		break;
-	default:
-		err = qemu_send(mux, ci, port, req);
-		break;
+	default: err = qemu_send(mux, ci, port, req); break;
 	}
 	legacy_response(req, err, resp);
 }

@@ -66,13 +66,13 @@ struct router {
 	void *ops_arg;
 	struct router_out *out;
 	unsigned nout, out_cap;
-	uint64_t out_lost;              /* queue could not grow */
+	uint64_t out_lost; /* queue could not grow */
 	struct gid_tree gids;
 	struct rclient_tree clients;
 	struct conn_table *conns;
 	unsigned ngids;
-	int restored;                   /* entries came from a previous daemon */
-	uint64_t grace_until_ms;        /* then unclaimed ones end; 0: done */
+	int restored;            /* entries came from a previous daemon */
+	uint64_t grace_until_ms; /* then unclaimed ones end; 0: done */
 };
 
 static void router_queue(void *arg, const struct conn_emit *e)
@@ -184,8 +184,8 @@ int router_owner_claim(struct router *r, uint64_t old_client, uint32_t uid,
 }
 
 struct router *router_new(const struct router_limits *lim,
-			  uint32_t random_operand,
-			  const struct router_ops *ops, void *ops_arg)
+			  uint32_t random_operand, const struct router_ops *ops,
+			  void *ops_arg)
 {
 	struct conn_limits cl = {
 		.max_per_client = lim->max_comm_ids_per_client,
@@ -211,7 +211,8 @@ struct router *router_new(const struct router_limits *lim,
 		if (r->conns == NULL)
 			log_warnx("%s: %s", lim->state_path, err);
 		else if (err[0])
-			log_warnx("connection state %s: %s", lim->state_path, err);
+			log_warnx("connection state %s: %s", lim->state_path,
+				  err);
 	} else {
 		r->conns = conn_table_new(&cl, random_operand, router_queue, r);
 	}
@@ -284,8 +285,8 @@ void router_free(struct router *r)
 	free(r);
 }
 
-int router_register_gid(struct router *r, unsigned port,
-			const struct gid *gid, uint64_t client)
+int router_register_gid(struct router *r, unsigned port, const struct gid *gid,
+			uint64_t client)
 {
 	struct gid_entry probe = { .port = port, .gid = *gid }, *e;
 	struct router_client *c;
@@ -389,7 +390,8 @@ int router_outbound(struct router *r, unsigned port, uint64_t client,
 	int rc;
 
 	pthread_mutex_lock(&r->lock);
-	rc = conn_outbound(r->conns, client, port, mad, path, now_ms, max_conns);
+	rc = conn_outbound(r->conns, client, port, mad, path, now_ms,
+			   max_conns);
 	router_unlock_flush(r);
 	return rc;
 }
@@ -409,8 +411,8 @@ void router_path_from_addr(const struct proto_mad_addr *a, int inbound,
 	out->hop_limit = inbound ? ROUTER_ANSWER_HOP_LIMIT : a->hop_limit;
 }
 
-static int route_by_gid(struct router *r, unsigned port,
-			const struct gid *gid, uint64_t *client)
+static int route_by_gid(struct router *r, unsigned port, const struct gid *gid,
+			uint64_t *client)
 {
 	struct gid_entry probe = { .port = port, .gid = *gid }, *e;
 
@@ -434,7 +436,8 @@ static int answer_no_listener(struct router *r, unsigned port,
 	    !r->ops->gid_in_table(r->ops_arg, port, &path->local_gid))
 		return ROUTER_DROP(DROP_UNKNOWN_GID);
 	if (cm_mad_attr_id(mad) == CM_ATTR_REQ) {
-		cm_build_rej(out, tid, 0, cm_mad_sender_id(mad), CM_MSG_RESPONSE_REQ,
+		cm_build_rej(out, tid, 0, cm_mad_sender_id(mad),
+			     CM_MSG_RESPONSE_REQ,
 			     CM_REJ_REASON_INVALID_SERVICE_ID, NULL, 0);
 		e.why = CONN_ANS_REJ_NO_LISTENER;
 	} else {
@@ -456,8 +459,9 @@ static int drop_for(int rc, uint16_t attr)
 	case -EPROTO: return ROUTER_DROP(DROP_WRONG_STATE);
 	case -ESTALE: return ROUTER_DROP(DROP_STALE_CONN);
 	default:
-		return ROUTER_DROP(attr == CM_ATTR_SIDR_REP ?
-				   DROP_UNKNOWN_REQUEST_ID : DROP_UNKNOWN_COMM_ID);
+		return ROUTER_DROP(attr == CM_ATTR_SIDR_REP
+					   ? DROP_UNKNOWN_REQUEST_ID
+					   : DROP_UNKNOWN_COMM_ID);
 	}
 }
 
@@ -483,7 +487,8 @@ int router_inbound(struct router *r, unsigned port, uint8_t *mad, size_t len,
 		/* The receiver's own GID: the REQ's Primary Remote Port GID,
 		 * or the destination in rdma_cm's header of a SIDR_REQ. */
 		if (attr == CM_ATTR_REQ)
-			cm_get_gid(mad, CM_REQ_OFF_PRIMARY_REMOTE_GID, &path.local_gid);
+			cm_get_gid(mad, CM_REQ_OFF_PRIMARY_REMOTE_GID,
+				   &path.local_gid);
 		else if (cm_sidr_req_dst_gid(mad, &path.local_gid)) {
 			rc = ROUTER_DROP(DROP_NO_CMA_HDR);
 			break;
@@ -499,16 +504,20 @@ int router_inbound(struct router *r, unsigned port, uint8_t *mad, size_t len,
 			conn_note_sidr_req(r->conns, *client, port, mad, &path,
 					   now_ms);
 		break;
-	case CM_ATTR_MRA: case CM_ATTR_REJ: case CM_ATTR_REP: case CM_ATTR_RTU:
-	case CM_ATTR_DREQ: case CM_ATTR_DREP: case CM_ATTR_LAP: case CM_ATTR_APR:
+	case CM_ATTR_MRA:
+	case CM_ATTR_REJ:
+	case CM_ATTR_REP:
+	case CM_ATTR_RTU:
+	case CM_ATTR_DREQ:
+	case CM_ATTR_DREP:
+	case CM_ATTR_LAP:
+	case CM_ATTR_APR:
 	case CM_ATTR_SIDR_REP:
 		rc = conn_inbound(r->conns, port, mad, &path, now_ms, client);
 		if (rc)
 			rc = drop_for(rc, attr);
 		break;
-	default:
-		rc = ROUTER_DROP(DROP_UNSUPPORTED_ATTR);
-		break;
+	default: rc = ROUTER_DROP(DROP_UNSUPPORTED_ATTR); break;
 	}
 	router_unlock_flush(r);
 	return rc;
@@ -552,8 +561,10 @@ unsigned router_expire(struct router *r, uint64_t now_ms)
 		r->grace_until_ms = 0;
 		n = conn_purge_unclaimed(r->conns);
 		if (n)
-			log_info("%u client(s) of the previous daemon did not come "
-				 "back; their connections are ended", n);
+			log_info("%u client(s) of the previous daemon did not "
+				 "come "
+				 "back; their connections are ended",
+				 n);
 		router_unlock_flush(r);
 	} else {
 		pthread_mutex_unlock(&r->lock);
@@ -573,8 +584,10 @@ static void fill_counts(struct router_counts *out, const struct conn_counts *cc)
 	out->comm_ids = cc->comm;
 	out->sidr_ids = cc->sidr;
 	out->draining = cc->by_state[CONN_TIMEWAIT];
-	out->handshake = cc->by_state[CONN_REQ_SENT] + cc->by_state[CONN_REQ_RCVD] +
-			 cc->by_state[CONN_REP_RCVD] + cc->by_state[CONN_SIDR_REQ_SENT];
+	out->handshake = cc->by_state[CONN_REQ_SENT] +
+			 cc->by_state[CONN_REQ_RCVD] +
+			 cc->by_state[CONN_REP_RCVD] +
+			 cc->by_state[CONN_SIDR_REQ_SENT];
 	/* A REP sent is a connection the guest may already use. */
 	out->established = cc->by_state[CONN_ESTABLISHED] +
 			   cc->by_state[CONN_REP_SENT];
@@ -619,18 +632,19 @@ static json_t *conn_view_json(const struct conn_view *v)
 	char buf[GID_STRLEN];
 	json_t *o;
 
-	o = json_pack("{s:s, s:s, s:i, s:I, s:I}",
-		      "kind", v->sidr ? "sidr" : "comm",
-		      "state", conn_state_name(v->state),
-		      "port", (int)v->port,
-		      "guest_id", (json_int_t)v->guest_id,
-		      "host_id", (json_int_t)v->host_id);
+	o = json_pack("{s:s, s:s, s:i, s:I, s:I}", "kind",
+		      v->sidr ? "sidr" : "comm", "state",
+		      conn_state_name(v->state), "port", (int)v->port,
+		      "guest_id", (json_int_t)v->guest_id, "host_id",
+		      (json_int_t)v->host_id);
 	if (v->has_peer)
 		json_object_set_new(o, "peer_id", json_integer(v->peer_id));
 	json_object_set_new(o, "peer_gid",
 			    json_string(gid_format(&v->peer_gid, buf)));
-	json_object_set_new(o, "expires_in_ms", v->expires_in_ms < 0 ?
-			    json_null() : json_integer(v->expires_in_ms));
+	json_object_set_new(o, "expires_in_ms",
+			    v->expires_in_ms < 0
+				    ? json_null()
+				    : json_integer(v->expires_in_ms));
 	return o;
 }
 
@@ -671,8 +685,8 @@ json_t *router_conns_json(struct router *r, uint64_t client, unsigned offset,
 }
 
 void router_gids_foreach(struct router *r, uint64_t client,
-			 void (*fn)(void *arg, unsigned port, const struct gid *gid,
-				    uint64_t owner),
+			 void (*fn)(void *arg, unsigned port,
+				    const struct gid *gid, uint64_t owner),
 			 void *arg)
 {
 	struct gid_entry *e;
@@ -689,9 +703,10 @@ static void gid_json(void *arg, unsigned port, const struct gid *gid,
 {
 	char buf[GID_STRLEN];
 
-	json_array_append_new(arg, json_pack("{s:i, s:s, s:I}", "port", (int)port,
-					     "gid", gid_format(gid, buf),
-					     "client", (json_int_t)owner));
+	json_array_append_new(arg,
+			      json_pack("{s:i, s:s, s:I}", "port", (int)port,
+					"gid", gid_format(gid, buf), "client",
+					(json_int_t)owner));
 }
 
 json_t *router_gids_json(struct router *r, uint64_t client)

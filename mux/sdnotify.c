@@ -36,12 +36,14 @@ int sdnotify(const char *fmt, ...)
 	va_end(ap);
 	memcpy(sun.sun_path, path, strlen(path));
 	if (path[0] == '@')
-		sun.sun_path[0] = '\0';         /* an abstract socket */
-	len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + strlen(path));
+		sun.sun_path[0] = '\0'; /* an abstract socket */
+	len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) +
+			  strlen(path));
 	fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
-	if (sendto(fd, msg, strlen(msg), MSG_NOSIGNAL, (struct sockaddr *)&sun, len) < 0)
+	if (sendto(fd, msg, strlen(msg), MSG_NOSIGNAL, (struct sockaddr *)&sun,
+		   len) < 0)
 		rc = -errno;
 	close(fd);
 	return rc;
@@ -49,7 +51,8 @@ int sdnotify(const char *fmt, ...)
 
 uint64_t sdnotify_watchdog_usec(void)
 {
-	const char *usec = getenv("WATCHDOG_USEC"), *pid = getenv("WATCHDOG_PID");
+	const char *usec = getenv("WATCHDOG_USEC"),
+		   *pid = getenv("WATCHDOG_PID");
 
 	if (usec == NULL || (pid && atol(pid) != (long)getpid()))
 		return 0;
@@ -78,7 +81,8 @@ void listen_fds_take(struct listen_fds *lf)
 		if (names) {
 			end = strchr(names, ':');
 			len = end ? (size_t)(end - names) : strlen(names);
-			snprintf(lf->name[i], sizeof(lf->name[i]), "%.*s", (int)len, names);
+			snprintf(lf->name[i], sizeof(lf->name[i]), "%.*s",
+				 (int)len, names);
 			names = end ? end + 1 : NULL;
 		}
 	}
@@ -104,9 +108,10 @@ int listen_fds_claim(struct listen_fds *lf, const char *name, const char *path)
 			continue;
 		len = sizeof(sun);
 		memset(&sun, 0, sizeof(sun));
-		if (!by_name &&
-		    (getsockname(lf->fd[i], (struct sockaddr *)&sun, &len) < 0 ||
-		     sun.sun_family != AF_UNIX || strcmp(sun.sun_path, path) != 0))
+		if (!by_name && (getsockname(lf->fd[i], (struct sockaddr *)&sun,
+					     &len) < 0 ||
+				 sun.sun_family != AF_UNIX ||
+				 strcmp(sun.sun_path, path) != 0))
 			continue;
 		fd = lf->fd[i];
 		lf->fd[i] = -1;
@@ -122,8 +127,10 @@ void listen_fds_close_unclaimed(struct listen_fds *lf)
 	for (i = 0; i < lf->n; i++) {
 		if (lf->fd[i] < 0)
 			continue;
-		log_warnx("socket activation: descriptor %d (\"%s\") matches no socket "
-			  "of this daemon; closed", lf->fd[i], lf->name[i]);
+		log_warnx("socket activation: descriptor %d (\"%s\") matches "
+			  "no socket "
+			  "of this daemon; closed",
+			  lf->fd[i], lf->name[i]);
 		close(lf->fd[i]);
 		lf->fd[i] = -1;
 	}

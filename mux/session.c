@@ -41,32 +41,33 @@ struct session {
 	uint64_t id;
 	struct worker *w;
 	struct session_set *set;
-	int fd;                         /* the outlet's; this reads it */
+	int fd; /* the outlet's; this reads it */
 	struct event *read_ev;
 	struct event *write_ev;
 	struct evbuffer *in;
 	struct proto_decoder dec;
 	struct client_info *info;
 	int hello_done;
-	int qemu;                       /* QEMU's rdmacm-mux protocol */
-	struct evbuffer *qemu_pending;  /* its inbound MADs not yet handed on */
+	int qemu;                      /* QEMU's rdmacm-mux protocol */
+	struct evbuffer *qemu_pending; /* its inbound MADs not yet handed on */
 	int closing;
 	int read_paused;
-	int dirty;                      /* on the set's dirty list */
+	int dirty; /* on the set's dirty list */
 	int write_armed;
 	unsigned malformed;
-	uint64_t lost_told;             /* mads_lost the client has heard of */
-	char *lost_last;                /* the latest loss, for its report */
+	uint64_t lost_told; /* mads_lost the client has heard of */
+	char *lost_last;    /* the latest loss, for its report */
 	struct log_ratelimit log_rl;
-	struct log_fields log_fields;   /* filled by session_log_fields() */
+	struct log_fields log_fields; /* filled by session_log_fields() */
 	struct event *close_timer;
-	struct event *hello_timer;      /* until hello, then freed */
+	struct event *hello_timer; /* until hello, then freed */
 };
 
 /* Who a log line is about, for the journal's fields. */
 static const struct log_fields *session_log_fields(struct session *s)
 {
-	s->log_fields = (struct log_fields){ .client_id = s->id, .vm = s->info->name };
+	s->log_fields = (struct log_fields){ .client_id = s->id,
+					     .vm = s->info->name };
 	return &s->log_fields;
 }
 
@@ -105,12 +106,13 @@ static void session_write_for(struct mux *mux, struct client_info *ci)
 	if (!ask)
 		return;
 	msg = worker_msg_new(WMSG_FLUSH, ci->id);
-	if (msg != NULL)        /* else its next own flush writes it */
+	if (msg != NULL) /* else its next own flush writes it */
 		worker_post(mux->workers[ci->worker], msg);
 }
 
 /* Another worker's client: write what this pass queued for it. */
-static void session_flush_foreign(struct session_set *set, struct client_info *ci)
+static void session_flush_foreign(struct session_set *set,
+				  struct client_info *ci)
 {
 	outlet_release_flush(&ci->out, set->worker);
 	session_write_for(set->mux, ci);
@@ -236,8 +238,9 @@ static void session_close_timeout(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	log_info("client %llu: did not read its last %zu bytes in %d ms; "
-		 "closing anyway", (unsigned long long)s->id,
-		 outlet_len(&s->info->out), SESSION_CLOSE_GRACE_MS);
+		 "closing anyway",
+		 (unsigned long long)s->id, outlet_len(&s->info->out),
+		 SESSION_CLOSE_GRACE_MS);
 	session_destroy(s);
 }
 
@@ -266,7 +269,8 @@ static void session_qemu_pump(struct session *s)
 		/* Queued when the socket is full (a message this small goes
 		 * whole or not at all), or on an error the next write
 		 * reports. */
-		if (outlet_write_or_queue(&s->info->out, msg, sizeof(msg)) != 1) {
+		if (outlet_write_or_queue(&s->info->out, msg, sizeof(msg)) !=
+		    1) {
 			session_touch(s);
 			break;
 		}
@@ -451,22 +455,25 @@ static void session_handle_mad(struct session *s, const struct proto_frame *f)
 
 	if (!s->hello_done) {
 		session_malformed(s, "MAD before hello");
-		session_reply(s, f->request_id, proto_reply_error(ENOTCONN,
-			      "send hello before anything else"));
+		session_reply(s, f->request_id,
+			      proto_reply_error(ENOTCONN, "send hello before "
+							  "anything else"));
 		return;
 	}
 	rc = proto_mad_decode(f->payload, f->length, &m);
 	if (rc < 0) {
 		session_malformed(s, "malformed MAD frame");
-		session_reply(s, f->request_id, proto_reply_error(rc,
-			      "malformed MAD frame (%s)", proto_errno_name(rc)));
+		session_reply(s, f->request_id,
+			      proto_reply_error(rc, "malformed MAD frame (%s)",
+						proto_errno_name(rc)));
 		return;
 	}
 	rc = requests_send_mad(mux, s->info, &m, f->request_id, 1, &why);
 	if (rc == -EINPROGRESS)
-		return;         /* the verdict comes with session_send_done */
+		return; /* the verdict comes with session_send_done */
 	if (rc)
-		session_reply(s, f->request_id, proto_reply_error(rc, "%s", why));
+		session_reply(s, f->request_id,
+			      proto_reply_error(rc, "%s", why));
 	else
 		session_reply_ok(s, f->request_id);
 }
@@ -522,8 +529,9 @@ static int session_finish_or_wait(struct session *s)
 	if (!s->closing)
 		return 0;
 	event_del(s->read_ev);
-	if (s->qemu_pending)    /* MADs for a client that is going: dropped */
-		evbuffer_drain(s->qemu_pending, evbuffer_get_length(s->qemu_pending));
+	if (s->qemu_pending) /* MADs for a client that is going: dropped */
+		evbuffer_drain(s->qemu_pending,
+			       evbuffer_get_length(s->qemu_pending));
 	if (session_outq(s) == 0) {
 		session_destroy(s);
 		return -1;
@@ -531,7 +539,8 @@ static int session_finish_or_wait(struct session *s)
 	if (s->close_timer == NULL) {
 		s->close_timer = evtimer_new(worker_base(s->w),
 					     session_close_timeout, s);
-		if (s->close_timer == NULL || evtimer_add(s->close_timer, &tv)) {
+		if (s->close_timer == NULL ||
+		    evtimer_add(s->close_timer, &tv)) {
 			session_destroy(s);
 			return -1;
 		}
@@ -561,13 +570,16 @@ static int session_read_qemu(struct session *s, int budget)
 			atomic_fetch_add(&mux->stats.protocol_errors, 1);
 			if (mux_refusal_log_allowed(mux, &suppressed))
 				log_fwarn(session_log_fields(s), -rc,
-				  "client %llu (QEMU, pid %d): %s (type %u, op %u, "
-				  "umad_len %d); closing", (unsigned long long)s->id,
-				  (int)s->info->pid,
-				  rc == -EBADMSG ? "not a request" :
-				  rc == -EOPNOTSUPP ? "unknown op code" :
-				  "MAD length outside 1..256", req.type, req.op,
-				  req.umad_len);
+					  "client %llu (QEMU, pid %d): %s "
+					  "(type %u, op %u, "
+					  "umad_len %d); closing",
+					  (unsigned long long)s->id,
+					  (int)s->info->pid,
+					  rc == -EBADMSG ? "not a request"
+					  : rc == -EOPNOTSUPP
+						  ? "unknown op code"
+						  : "MAD length outside 1..256",
+					  req.type, req.op, req.umad_len);
 			s->closing = 1;
 			break;
 		}
@@ -575,7 +587,8 @@ static int session_read_qemu(struct session *s, int budget)
 		if (resp.err != LEGACY_OK)
 			atomic_fetch_add(&s->info->ctr.errors, 1);
 		legacy_encode(&resp, buf);
-		if (outlet_append(&s->info->out, 0, buf, sizeof(buf), NULL, 0) < 0)
+		if (outlet_append(&s->info->out, 0, buf, sizeof(buf), NULL, 0) <
+		    0)
 			s->closing = 1;
 		session_touch(s);
 		session_pause_if_full(s);
@@ -595,7 +608,8 @@ static int session_read_frames(struct session *s, int budget)
 	       evbuffer_get_length(s->in) > 0) {
 		if (evbuffer_peek(s->in, -1, NULL, &v, 1) < 1)
 			break;
-		rc = proto_decoder_feed(&s->dec, v.iov_base, v.iov_len, &used, &f);
+		rc = proto_decoder_feed(&s->dec, v.iov_base, v.iov_len, &used,
+					&f);
 		evbuffer_drain(s->in, used);
 		if (rc < 0) {
 			session_framing_error(s, rc);
@@ -670,9 +684,11 @@ static void session_read_cb(evutil_socket_t fd, short what, void *arg)
 				session_read_frames(s, INT_MAX);
 			left = evbuffer_get_length(s->in);
 			if (s->qemu && left % LEGACY_MSG_SIZE &&
-			    mux_refusal_log_allowed(worker_mux(s->w), &suppressed))
+			    mux_refusal_log_allowed(worker_mux(s->w),
+						    &suppressed))
 				log_fwarn(session_log_fields(s), 0,
-					  "client %llu (QEMU): closed with %zu bytes "
+					  "client %llu (QEMU): closed with %zu "
+					  "bytes "
 					  "of a message unsent",
 					  (unsigned long long)s->id,
 					  left % LEGACY_MSG_SIZE);
@@ -713,7 +729,8 @@ static void session_hello_timeout(evutil_socket_t fd, short what, void *arg)
 			  (unsigned long long)s->id, (int)s->info->pid,
 			  (int)s->info->uid, mux->cfg.hello_timeout_ms,
 			  (unsigned long long)suppressed);
-	snprintf(msg, sizeof(msg), "no hello within %u ms", mux->cfg.hello_timeout_ms);
+	snprintf(msg, sizeof(msg), "no hello within %u ms",
+		 mux->cfg.hello_timeout_ms);
 	ev = json_pack("{s:s, s:s, s:i, s:s}", "event", "refused", "code",
 		       "ETIMEDOUT", "errno", ETIMEDOUT, "message", msg);
 	if (ev)
@@ -730,7 +747,8 @@ void session_start(struct worker *w, int fd, struct client_info *info)
 	struct session *s = calloc(1, sizeof(*s));
 
 	if (s == NULL) {
-		log_warnx("client %llu: out of memory", (unsigned long long)info->id);
+		log_warnx("client %llu: out of memory",
+			  (unsigned long long)info->id);
 		close(fd);
 		clients_remove(&mux->clients, info->id);
 		return;
@@ -744,11 +762,15 @@ void session_start(struct worker *w, int fd, struct client_info *info)
 	s->log_rl = (struct log_ratelimit)LOG_RATELIMIT_INIT(5, 1);
 	proto_decoder_init(&s->dec, mux->cfg.max_payload);
 	s->in = evbuffer_new();
-	s->read_ev = event_new(base, fd, EV_READ | EV_PERSIST, session_read_cb, s);
-	s->write_ev = event_new(base, fd, EV_WRITE | EV_PERSIST, session_write_cb, s);
+	s->read_ev = event_new(base, fd, EV_READ | EV_PERSIST, session_read_cb,
+			       s);
+	s->write_ev = event_new(base, fd, EV_WRITE | EV_PERSIST,
+				session_write_cb, s);
 	if (s->in == NULL || s->read_ev == NULL || s->write_ev == NULL ||
-	    outlet_open(&info->out, fd, info->qemu_port >= 0 ? LEGACY_MSG_SIZE : 0)) {
-		log_warnx("client %llu: out of memory", (unsigned long long)info->id);
+	    outlet_open(&info->out, fd,
+			info->qemu_port >= 0 ? LEGACY_MSG_SIZE : 0)) {
+		log_warnx("client %llu: out of memory",
+			  (unsigned long long)info->id);
 		if (s->in)
 			evbuffer_free(s->in);
 		if (s->read_ev)
@@ -764,17 +786,20 @@ void session_start(struct worker *w, int fd, struct client_info *info)
 	if (info->qemu_port >= 0) {
 		s->qemu = 1;
 		s->qemu_pending = evbuffer_new();
-		if (s->qemu_pending == NULL || requests_qemu_hello(mux, info) < 0) {
+		if (s->qemu_pending == NULL ||
+		    requests_qemu_hello(mux, info) < 0) {
 			session_destroy(s);
 			return;
 		}
 		s->hello_done = 1;
 	} else {
 		struct timeval tv = { mux->cfg.hello_timeout_ms / 1000,
-				      (mux->cfg.hello_timeout_ms % 1000) * 1000 };
+				      (mux->cfg.hello_timeout_ms % 1000) *
+					      1000 };
 
 		s->hello_timer = evtimer_new(base, session_hello_timeout, s);
-		if (s->hello_timer == NULL || evtimer_add(s->hello_timer, &tv)) {
+		if (s->hello_timer == NULL ||
+		    evtimer_add(s->hello_timer, &tv)) {
 			session_destroy(s);
 			return;
 		}
@@ -838,7 +863,8 @@ static int session_queue_mad(struct mux *mux, struct client_info *ci,
 	len = proto_mad_encode(m, buf, sizeof(buf));
 	if (len < 0)
 		return len;
-	proto_header_encode(hdr, PROTO_KIND_MAD, PROTO_FLAG_EVENT, 0, (uint32_t)len);
+	proto_header_encode(hdr, PROTO_KIND_MAD, PROTO_FLAG_EVENT, 0,
+			    (uint32_t)len);
 	rc = outlet_append(&ci->out, mux->cfg.client_outq_max, hdr, sizeof(hdr),
 			   buf, (size_t)len);
 	if (rc == -ENOBUFS) {
@@ -883,9 +909,10 @@ int session_deliver_from(struct worker *self, struct client_info *ci,
 	if (rc < 0)
 		return rc;
 	if (!outlet_claim_flush(&ci->out, set->worker))
-		return 0;       /* listed already: goes out with the rest */
+		return 0; /* listed already: goes out with the rest */
 	if (set->nforeign == set->foreign_cap) {
-		grown = realloc(set->foreign, (set->foreign_cap * 2 + 16) * sizeof(*grown));
+		grown = realloc(set->foreign,
+				(set->foreign_cap * 2 + 16) * sizeof(*grown));
 		if (grown == NULL) {
 			/* Written now instead of at the end of the pass. */
 			outlet_release_flush(&ci->out, set->worker);
@@ -926,7 +953,8 @@ static void session_report_losses(struct session *s)
 		ev = json_object();
 	json_object_set_new(ev, "event", json_string("mad_lost"));
 	json_object_set_new(ev, "reason", json_string("receiver_queue_full"));
-	json_object_set_new(ev, "count", json_integer((json_int_t)(total - s->lost_told)));
+	json_object_set_new(ev, "count",
+			    json_integer((json_int_t)(total - s->lost_told)));
 	json_object_set_new(ev, "total", json_integer((json_int_t)total));
 	text = json_dumps(ev, JSON_COMPACT);
 	json_decref(ev);
@@ -952,14 +980,16 @@ void session_note(struct worker *w, uint64_t client_id, const char *last)
 	session_report_losses(s);
 }
 
-void session_send_done(struct worker *w, uint64_t client_id, uint32_t rid, int rc)
+void session_send_done(struct worker *w, uint64_t client_id, uint32_t rid,
+		       int rc)
 {
 	struct session *s = session_find(w, client_id);
 
 	if (s == NULL || s->closing)
 		return;
 	if (rc)
-		session_reply(s, rid, proto_reply_error(rc, "port send failed"));
+		session_reply(s, rid,
+			      proto_reply_error(rc, "port send failed"));
 	else
 		session_reply_ok(s, rid);
 }
@@ -981,7 +1011,8 @@ void session_broadcast_event(struct worker *w, const char *text)
 		if (!s->hello_done || s->closing || s->qemu ||
 		    !session_room_for(s, PROTO_HDR_SIZE + len))
 			continue;
-		session_send(s, PROTO_KIND_JSON, PROTO_FLAG_EVENT, 0, text, len);
+		session_send(s, PROTO_KIND_JSON, PROTO_FLAG_EVENT, 0, text,
+			     len);
 	}
 }
 
@@ -992,7 +1023,7 @@ void session_kick(struct worker *w, uint64_t client_id, const char *why)
 
 	if (s == NULL || s->closing)
 		return;
-	if (!s->qemu) {         /* QEMU's protocol has no word for it */
+	if (!s->qemu) { /* QEMU's protocol has no word for it */
 		ev = json_pack("{s:s, s:s}", "event", "disconnected", "message",
 			       why ? why : "disconnected by the administrator");
 		session_send_json(s, PROTO_FLAG_EVENT, 0, ev);

@@ -14,7 +14,7 @@
 
 #include "../protocol/rdmacm_mux_proto.h"
 
-#define SIM_MAGIC "RCMSIM1"             /* 8 bytes with its NUL */
+#define SIM_MAGIC "RCMSIM1" /* 8 bytes with its NUL */
 #define SIM_MAGIC_LEN 8
 #define SIM_DGRAM_MAX (SIM_MAGIC_LEN + PROTO_MAD_ADDR_SIZE + PROTO_MAD_MAX)
 

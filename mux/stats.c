@@ -61,7 +61,8 @@ static json_t *attr_counters(_Atomic uint64_t *v)
 
 	for (i = 0; i < CM_IDX_MAX; i++)
 		json_object_set_new(o, cm_attr_index_name(i),
-				    json_integer((json_int_t)atomic_load(&v[i])));
+				    json_integer(
+					    (json_int_t)atomic_load(&v[i])));
 	return o;
 }
 
@@ -73,46 +74,67 @@ json_t *stats_to_json(struct mux_stats *st)
 
 	for (i = 0; i < CONN_ANS_MAX; i++)
 		json_object_set_new(answers, conn_answer_name(i),
-				    json_integer((json_int_t)atomic_load(&st->answers[i])));
+				    json_integer((json_int_t)atomic_load(
+					    &st->answers[i])));
 	json_object_set_new(answers, "failed",
-			    json_integer((json_int_t)atomic_load(&st->answers_failed)));
+			    json_integer((json_int_t)atomic_load(
+				    &st->answers_failed)));
 	for (i = 0; i < REFUSE_MAX; i++)
 		json_object_set_new(refusals, refusal_name(i),
-				    json_integer((json_int_t)atomic_load(&st->refusals[i])));
+				    json_integer((json_int_t)atomic_load(
+					    &st->refusals[i])));
 	for (i = 0; i < DROP_MAX; i++)
 		json_object_set_new(drops, drop_reason_name(i),
-				    json_integer((json_int_t)atomic_load(&st->drops[i])));
-	json_t *o = json_pack("{s:o, s:o, s:o, s:o, s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
-		"mads_in", attr_counters(st->mads_in),
-		"mads_out", attr_counters(st->mads_out),
-		"drops", drops,
-		"refusals", refusals,
-		"answers", answers,
-		"tx_refused", (json_int_t)atomic_load(&st->tx_refused),
-		"tx_errors", (json_int_t)atomic_load(&st->tx_errors),
-		"clients_accepted", (json_int_t)atomic_load(&st->clients_accepted),
-		"clients_refused", (json_int_t)atomic_load(&st->clients_refused),
-		"clients_refused_policy",
-		(json_int_t)atomic_load(&st->clients_refused_policy),
-		"admin_actions", (json_int_t)atomic_load(&st->admin_actions),
-		"protocol_errors", (json_int_t)atomic_load(&st->protocol_errors),
-		"class_requests_answered",
-		(json_int_t)atomic_load(&st->class_requests_answered),
-		"losses_reported", (json_int_t)atomic_load(&st->losses_reported));
+				    json_integer((json_int_t)atomic_load(
+					    &st->drops[i])));
+	json_t *o =
+		json_pack("{s:o, s:o, s:o, s:o, s:o, s:I, s:I, s:I, s:I, s:I, "
+			  "s:I, s:I, s:I, s:I}",
+			  "mads_in", attr_counters(st->mads_in), "mads_out",
+			  attr_counters(st->mads_out), "drops", drops,
+			  "refusals", refusals, "answers", answers,
+			  "tx_refused",
+			  (json_int_t)atomic_load(&st->tx_refused), "tx_errors",
+			  (json_int_t)atomic_load(&st->tx_errors),
+			  "clients_accepted",
+			  (json_int_t)atomic_load(&st->clients_accepted),
+			  "clients_refused",
+			  (json_int_t)atomic_load(&st->clients_refused),
+			  "clients_refused_policy",
+			  (json_int_t)atomic_load(&st->clients_refused_policy),
+			  "admin_actions",
+			  (json_int_t)atomic_load(&st->admin_actions),
+			  "protocol_errors",
+			  (json_int_t)atomic_load(&st->protocol_errors),
+			  "class_requests_answered",
+			  (json_int_t)atomic_load(&st->class_requests_answered),
+			  "losses_reported",
+			  (json_int_t)atomic_load(&st->losses_reported));
 
-	json_object_set_new(o, "clients_refused_uid_limit", json_integer(
-		(json_int_t)atomic_load(&st->clients_refused_uid_limit)));
-	json_object_set_new(o, "clients_refused_rule_limit", json_integer(
-		(json_int_t)atomic_load(&st->clients_refused_rule_limit)));
-	json_object_set_new(o, "hello_timeouts", json_integer(
-		(json_int_t)atomic_load(&st->hello_timeouts)));
-	json_object_set_new(o, "resumes", json_integer(
-		(json_int_t)atomic_load(&st->resumes)));
-	json_object_set_new(o, "resumes_refused", json_integer(
-		(json_int_t)atomic_load(&st->resumes_refused)));
-	json_object_set_new(o, "status", json_pack("{s:I, s:I, s:I}",
-		"queries", (json_int_t)atomic_load(&st->status_queries),
-		"refused", (json_int_t)atomic_load(&st->status_refused),
-		"dropped_slow", (json_int_t)atomic_load(&st->status_dropped_slow)));
+	json_object_set_new(o, "clients_refused_uid_limit",
+			    json_integer((json_int_t)atomic_load(
+				    &st->clients_refused_uid_limit)));
+	json_object_set_new(o, "clients_refused_rule_limit",
+			    json_integer((json_int_t)atomic_load(
+				    &st->clients_refused_rule_limit)));
+	json_object_set_new(o, "hello_timeouts",
+			    json_integer((json_int_t)atomic_load(
+				    &st->hello_timeouts)));
+	json_object_set_new(o, "resumes",
+			    json_integer(
+				    (json_int_t)atomic_load(&st->resumes)));
+	json_object_set_new(o, "resumes_refused",
+			    json_integer((json_int_t)atomic_load(
+				    &st->resumes_refused)));
+	json_object_set_new(o, "status",
+			    json_pack("{s:I, s:I, s:I}", "queries",
+				      (json_int_t)atomic_load(
+					      &st->status_queries),
+				      "refused",
+				      (json_int_t)atomic_load(
+					      &st->status_refused),
+				      "dropped_slow",
+				      (json_int_t)atomic_load(
+					      &st->status_dropped_slow)));
 	return o;
 }

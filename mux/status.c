@@ -40,8 +40,8 @@ struct status_conn {
 	struct event *query_timer;
 	uid_t uid;
 	int answered;
-	size_t answer_len;              /* bytes of the answer, all told */
-	size_t consumed;                /* of those, read by the peer */
+	size_t answer_len; /* bytes of the answer, all told */
+	size_t consumed;   /* of those, read by the peer */
 };
 
 struct status_server {
@@ -69,20 +69,32 @@ static json_t *status_ports(struct mux *mux)
 		pj = port_json(p, 1);
 		table = json_object_get(pj, "gid_table");
 		json_array_foreach(table, j, g) {
-			gid_parse(json_string_value(json_object_get(g, "gid")), &gid);
+			gid_parse(json_string_value(json_object_get(g, "gid")),
+				  &gid);
 			owner = router_gid_owner(mux->router, p->index, &gid);
-			json_object_set_new(g, "owner", owner ?
-					    json_integer((json_int_t)owner) : json_null());
+			json_object_set_new(g, "owner",
+					    owner ? json_integer(
+							    (json_int_t)owner)
+						  : json_null());
 		}
-		json_object_set_new(pj, "counters", json_pack(
-			"{s:I, s:I, s:I, s:I, s:I, s:I}",
-			"rx", (json_int_t)atomic_load(&p->rx),
-			"tx", (json_int_t)atomic_load(&p->tx),
-			"rx_errors", (json_int_t)atomic_load(&p->rx_errors),
-			"tx_errors", (json_int_t)atomic_load(&p->tx_errors),
-			"wire_dropped", (json_int_t)atomic_load(&p->wire_dropped),
-			"gid_table_changes",
-			(json_int_t)atomic_load(&p->gid_table_changes)));
+		json_object_set_new(pj, "counters",
+				    json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}",
+					      "rx",
+					      (json_int_t)atomic_load(&p->rx),
+					      "tx",
+					      (json_int_t)atomic_load(&p->tx),
+					      "rx_errors",
+					      (json_int_t)atomic_load(
+						      &p->rx_errors),
+					      "tx_errors",
+					      (json_int_t)atomic_load(
+						      &p->tx_errors),
+					      "wire_dropped",
+					      (json_int_t)atomic_load(
+						      &p->wire_dropped),
+					      "gid_table_changes",
+					      (json_int_t)atomic_load(
+						      &p->gid_table_changes)));
 		json_array_append_new(arr, pj);
 	}
 	return arr;
@@ -100,50 +112,65 @@ json_t *status_snapshot(struct mux *mux)
 	router_counts(mux->router, &rc);
 	pol = mux_policy_get(mux);
 	for (i = 0; i < mux->nworkers; i++)
-		json_array_append_new(workers, json_pack("{s:i, s:I}", "index", i,
-			"inbox_dropped",
-			(json_int_t)worker_inbox_dropped(mux->workers[i])));
-	snap = json_pack(
-		"{s:{s:s, s:i, s:I, s:s, s:s, s:i, s:{s:i, s:i, s:i, s:i, s:I, s:i, s:i,"
-		" s:i, s:i, s:i, s:i}},"
-		" s:o, s:o*, s:{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:I, s:I}, s:o, s:o}",
-		"daemon", "version", MUX_VERSION, "pid", (int)getpid(),
-		"uptime_s", (json_int_t)(now.tv_sec - mux->started.tv_sec),
-		"socket", mux->cfg.socket_path,
-		"status_socket", mux->cfg.status_path,
-		"protocol_major", PROTO_VERSION_MAJOR,
-		"limits", "max_clients", (int)mux->cfg.max_clients,
-		"max_clients_per_uid", (int)mux->cfg.max_clients_per_uid,
-		"max_gids_per_client", (int)mux->cfg.max_gids_per_client,
-		"max_comm_ids_per_client", (int)mux->cfg.max_comm_ids_per_client,
-		"client_queue_bytes", (json_int_t)mux->cfg.client_outq_max,
-		"timewait_ms", (int)mux->cfg.timewait_ms,
-		"handshake_timeout_ms", (int)mux->cfg.handshake_ms,
-		"hello_timeout_ms", (int)mux->cfg.hello_timeout_ms,
-		"max_peer_records", (int)mux->cfg.max_peer_records,
-		"max_peer_records_per_source", (int)mux->cfg.max_peer_records_per_source,
-		"max_timewait", (int)mux->cfg.max_timewait,
-		"ports", status_ports(mux),
-		"clients", clients_json(&mux->clients, mux->router,
-					STATUS_CONNS_PER_CLIENT),
-		"routing", "gids", (int)rc.gids, "comm_ids", (int)rc.comm_ids,
-		"sidr_ids", (int)rc.sidr_ids, "handshake", (int)rc.handshake,
-		"established", (int)rc.established,
-		"disconnecting", (int)rc.disconnecting, "draining", (int)rc.draining,
-		"peer_records", (int)rc.peer_records,
-		"peer_records_refused", (json_int_t)rc.peer_records_refused,
-		"timewait_evicted", (json_int_t)rc.timewait_evicted,
-		"counters", stats_to_json(&mux->stats),
-		"workers", workers);
+		json_array_append_new(workers,
+				      json_pack("{s:i, s:I}", "index", i,
+						"inbox_dropped",
+						(json_int_t)
+							worker_inbox_dropped(
+								mux->workers
+									[i])));
+	snap = json_pack("{s:{s:s, s:i, s:I, s:s, s:s, s:i, s:{s:i, s:i, s:i, "
+			 "s:i, s:I, s:i, s:i,"
+			 " s:i, s:i, s:i, s:i}},"
+			 " s:o, s:o*, s:{s:i, s:i, s:i, s:i, s:i, s:i, s:i, "
+			 "s:i, s:I, s:I}, s:o, s:o}",
+			 "daemon", "version", MUX_VERSION, "pid", (int)getpid(),
+			 "uptime_s",
+			 (json_int_t)(now.tv_sec - mux->started.tv_sec),
+			 "socket", mux->cfg.socket_path, "status_socket",
+			 mux->cfg.status_path, "protocol_major",
+			 PROTO_VERSION_MAJOR, "limits", "max_clients",
+			 (int)mux->cfg.max_clients, "max_clients_per_uid",
+			 (int)mux->cfg.max_clients_per_uid,
+			 "max_gids_per_client",
+			 (int)mux->cfg.max_gids_per_client,
+			 "max_comm_ids_per_client",
+			 (int)mux->cfg.max_comm_ids_per_client,
+			 "client_queue_bytes",
+			 (json_int_t)mux->cfg.client_outq_max, "timewait_ms",
+			 (int)mux->cfg.timewait_ms, "handshake_timeout_ms",
+			 (int)mux->cfg.handshake_ms, "hello_timeout_ms",
+			 (int)mux->cfg.hello_timeout_ms, "max_peer_records",
+			 (int)mux->cfg.max_peer_records,
+			 "max_peer_records_per_source",
+			 (int)mux->cfg.max_peer_records_per_source,
+			 "max_timewait", (int)mux->cfg.max_timewait, "ports",
+			 status_ports(mux), "clients",
+			 clients_json(&mux->clients, mux->router,
+				      STATUS_CONNS_PER_CLIENT),
+			 "routing", "gids", (int)rc.gids, "comm_ids",
+			 (int)rc.comm_ids, "sidr_ids", (int)rc.sidr_ids,
+			 "handshake", (int)rc.handshake, "established",
+			 (int)rc.established, "disconnecting",
+			 (int)rc.disconnecting, "draining", (int)rc.draining,
+			 "peer_records", (int)rc.peer_records,
+			 "peer_records_refused",
+			 (json_int_t)rc.peer_records_refused,
+			 "timewait_evicted", (json_int_t)rc.timewait_evicted,
+			 "counters", stats_to_json(&mux->stats), "workers",
+			 workers);
 	if (snap)
-		json_object_set_new(snap, "policy", json_pack("{s:s, s:i}", "source",
-				    pol->source, "rules", pol->nrules));
+		json_object_set_new(snap, "policy",
+				    json_pack("{s:s, s:i}", "source",
+					      pol->source, "rules",
+					      pol->nrules));
 	policy_unref(pol);
 	return snap;
 }
 
 /* One page of a client's connections. */
-static json_t *status_connections(struct mux *mux, const struct proto_status_query *q)
+static json_t *status_connections(struct mux *mux,
+				  const struct proto_status_query *q)
 {
 	struct router_counts rc;
 	json_t *list;
@@ -153,13 +180,14 @@ static json_t *status_connections(struct mux *mux, const struct proto_status_que
 				 mux_now_ms());
 	if (list == NULL)
 		return proto_reply_error(ENOMEM, "out of memory");
-	return json_pack("{s:b, s:I, s:I, s:i, s:o}", "ok", 1,
-			 "client", (json_int_t)q->client, "offset", (json_int_t)q->offset,
+	return json_pack("{s:b, s:I, s:I, s:i, s:o}", "ok", 1, "client",
+			 (json_int_t)q->client, "offset", (json_int_t)q->offset,
 			 "total", (int)(rc.comm_ids + rc.sidr_ids),
 			 "connections", list);
 }
 
-static json_t *status_answer_query(struct mux *mux, const char *line, size_t len)
+static json_t *status_answer_query(struct mux *mux, const char *line,
+				   size_t len)
 {
 	struct proto_status_query q;
 	char err[160];
@@ -237,8 +265,10 @@ static void status_read(struct bufferevent *bev, void *arg)
 	line = evbuffer_readln(in, &len, EVBUFFER_EOL_LF);
 	if (line == NULL) {
 		if (evbuffer_get_length(in) > STATUS_QUERY_MAX)
-			status_send(sc, proto_reply_error(EMSGSIZE, "a status query "
-					"is at most %d bytes", STATUS_QUERY_MAX));
+			status_send(sc, proto_reply_error(EMSGSIZE,
+							  "a status query "
+							  "is at most %d bytes",
+							  STATUS_QUERY_MAX));
 		return;
 	}
 	/* The parser refuses an oversize line as it does a missing end. */
@@ -250,7 +280,8 @@ static void status_written(struct bufferevent *bev, void *arg)
 {
 	struct status_conn *sc = arg;
 
-	if (sc->answered && evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+	if (sc->answered &&
+	    evbuffer_get_length(bufferevent_get_output(bev)) == 0)
 		status_conn_free(sc);
 }
 
@@ -281,7 +312,8 @@ static void status_event(struct bufferevent *bev, short what, void *arg)
 	struct status_conn *sc = arg;
 
 	(void)bev;
-	if ((what & BEV_EVENT_EOF) && (what & BEV_EVENT_READING) && !sc->answered) {
+	if ((what & BEV_EVENT_EOF) && (what & BEV_EVENT_READING) &&
+	    !sc->answered) {
 		/* Nothing asked, the sending side closed: the default. */
 		status_send(sc, status_snapshot(sc->srv->mux));
 		return;
@@ -313,7 +345,8 @@ static void status_accept(struct evconnlistener *l, evutil_socket_t fd,
 	}
 	TAILQ_FOREACH(o, &srv->conns, link)
 		same_uid += o->uid == cred.uid;
-	if (srv->nconns >= STATUS_MAX_CONNS || same_uid >= STATUS_MAX_CONNS_PER_UID ||
+	if (srv->nconns >= STATUS_MAX_CONNS ||
+	    same_uid >= STATUS_MAX_CONNS_PER_UID ||
 	    (sc = calloc(1, sizeof(*sc))) == NULL) {
 		atomic_fetch_add(&srv->mux->stats.status_refused, 1);
 		close(fd);
@@ -336,7 +369,8 @@ static void status_accept(struct evconnlistener *l, evutil_socket_t fd,
 	}
 	TAILQ_INSERT_TAIL(&srv->conns, sc, link);
 	srv->nconns++;
-	bufferevent_setcb(sc->bev, status_read, status_written, status_event, sc);
+	bufferevent_setcb(sc->bev, status_read, status_written, status_event,
+			  sc);
 	bufferevent_setwatermark(sc->bev, EV_READ, 0, STATUS_QUERY_MAX + 2);
 	bufferevent_enable(sc->bev, EV_READ);
 	evtimer_add(sc->query_timer, &qt);
@@ -372,12 +406,13 @@ int status_listen(struct mux *mux)
 		return -ENOMEM;
 	}
 	srv->stop_ev = event_new(srv->base, -1, 0, status_stop_cb, srv->base);
-	rc = srv->stop_ev ? unix_listener_open(&srv->ul, srv->base, mux->cfg.status_path,
-					       mux->cfg.status_mode, (uid_t)-1,
-					       mux->cfg.status_group,
-					       listen_fds_claim(&mux->listen_fds, "status",
-								mux->cfg.status_path),
-					       status_accept, srv)
+	rc = srv->stop_ev ? unix_listener_open(
+				    &srv->ul, srv->base, mux->cfg.status_path,
+				    mux->cfg.status_mode, (uid_t)-1,
+				    mux->cfg.status_group,
+				    listen_fds_claim(&mux->listen_fds, "status",
+						     mux->cfg.status_path),
+				    status_accept, srv)
 			  : -ENOMEM;
 	if (rc < 0) {
 		if (srv->stop_ev)

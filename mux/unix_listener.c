@@ -24,7 +24,8 @@
 /* How long accepting pauses when the process is out of descriptors. */
 #define LISTENER_PAUSE_MS 500
 
-static int unix_listen_socket(const char *path, mode_t mode, uid_t owner, gid_t group)
+static int unix_listen_socket(const char *path, mode_t mode, uid_t owner,
+			      gid_t group)
 {
 	struct sockaddr_un sun = { .sun_family = AF_UNIX };
 	mode_t old_umask;
@@ -40,7 +41,8 @@ static int unix_listen_socket(const char *path, mode_t mode, uid_t owner, gid_t 
 	/* The lock says no daemon uses the path; a socket there is a
 	 * crashed one's.  Anything else there is somebody's file. */
 	if (lstat(path, &st) == 0 && !S_ISSOCK(st.st_mode)) {
-		log_warnx("%s: exists and is not a socket; not removing it", path);
+		log_warnx("%s: exists and is not a socket; not removing it",
+			  path);
 		return -EEXIST;
 	}
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -125,7 +127,8 @@ int unix_listener_open(struct unix_listener *ul, struct event_base *base,
 
 	memset(ul, 0, sizeof(*ul));
 	ul->lock.fd = -1;
-	if ((size_t)snprintf(lock, sizeof(lock), "%s.lock", path) >= sizeof(lock)) {
+	if ((size_t)snprintf(lock, sizeof(lock), "%s.lock", path) >=
+	    sizeof(lock)) {
 		log_warnx("%s: socket path too long", path);
 		if (given >= 0)
 			close(given);
@@ -177,14 +180,14 @@ void unix_listener_close(struct unix_listener *ul)
 	if (ul->lev) {
 		evconnlistener_free(ul->lev);
 		ul->lev = NULL;
-		if (!ul->given)         /* systemd's path stays for the next start */
+		if (!ul->given) /* systemd's path stays for the next start */
 			unlink(ul->path);
 	}
 	if (ul->resume) {
 		event_free(ul->resume);
 		ul->resume = NULL;
 	}
-	if (ul->path) {         /* opened: the lock is held */
+	if (ul->path) { /* opened: the lock is held */
 		lockfile_release(&ul->lock);
 		ul->path = NULL;
 	}

@@ -30,9 +30,18 @@ struct worker {
 	struct session_set *sessions;
 };
 
-struct event_base *worker_base(struct worker *w) { return w->base; }
-unsigned worker_index(struct worker *w) { return w->index; }
-struct mux *worker_mux(struct worker *w) { return w->mux; }
+struct event_base *worker_base(struct worker *w)
+{
+	return w->base;
+}
+unsigned worker_index(struct worker *w)
+{
+	return w->index;
+}
+struct mux *worker_mux(struct worker *w)
+{
+	return w->mux;
+}
 uint64_t worker_inbox_dropped(struct worker *w)
 {
 	return atomic_load(&w->inbox_dropped);
@@ -74,7 +83,8 @@ int worker_post(struct worker *w, struct worker_msg *msg)
 	 * so only the message that finds it empty has to wake it. */
 	wake = w->inbox_len++ == 0;
 	pthread_mutex_unlock(&w->lock);
-	if (wake && write(w->notify_fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+	if (wake && write(w->notify_fd, &one, sizeof(one)) < 0 &&
+	    errno != EAGAIN)
 		log_warn("worker %u: eventfd write", w->index);
 	return 0;
 }
@@ -98,25 +108,16 @@ static void worker_process_inbox(evutil_socket_t fd, short what, void *arg)
 	while ((m = TAILQ_FIRST(&batch)) != NULL) {
 		TAILQ_REMOVE(&batch, m, link);
 		switch (m->type) {
-		case WMSG_NEW_CLIENT:
-			session_start(w, m->fd, m->info);
-			break;
+		case WMSG_NEW_CLIENT: session_start(w, m->fd, m->info); break;
 		case WMSG_MAD_IN:
-			if (session_deliver_mad(w, m->client_id, &m->mad) == -ENOBUFS)
+			if (session_deliver_mad(w, m->client_id, &m->mad) ==
+			    -ENOBUFS)
 				port_report_loss(w->mux, &m->mad);
 			break;
-		case WMSG_EVENT:
-			session_broadcast_event(w, m->text);
-			break;
-		case WMSG_KICK:
-			session_kick(w, m->client_id, m->text);
-			break;
-		case WMSG_FLUSH:
-			session_flush_client(w, m->client_id);
-			break;
-		case WMSG_NOTE:
-			session_note(w, m->client_id, m->text);
-			break;
+		case WMSG_EVENT: session_broadcast_event(w, m->text); break;
+		case WMSG_KICK: session_kick(w, m->client_id, m->text); break;
+		case WMSG_FLUSH: session_flush_client(w, m->client_id); break;
+		case WMSG_NOTE: session_note(w, m->client_id, m->text); break;
 		case WMSG_SEND_DONE:
 			session_send_done(w, m->client_id, m->rid, m->rc);
 			break;

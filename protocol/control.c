@@ -99,8 +99,8 @@ int proto_json_parse(const uint8_t *payload, size_t len, json_t **out,
 
 	*out = NULL;
 	/* JSON_REJECT_DUPLICATES: an object with two "op" keys is ambiguous. */
-	v = json_loadb((const char *)payload, len,
-		       JSON_REJECT_DUPLICATES, &jerr);
+	v = json_loadb((const char *)payload, len, JSON_REJECT_DUPLICATES,
+		       &jerr);
 	if (v == NULL) {
 		*err = "payload is not valid JSON";
 		return -EBADMSG;

@@ -18,8 +18,17 @@ enum {
 
 /* ib_mad_addr, relative to OFF_ADDR. */
 enum {
-	A_QPN = 0, A_QKEY = 4, A_LID = 8, A_SL = 10, A_GRH = 12, A_GID_INDEX = 13,
-	A_HOP = 14, A_TCLASS = 15, A_GID = 16, A_FLOW = 32, A_PKEY_INDEX = 36,
+	A_QPN = 0,
+	A_QKEY = 4,
+	A_LID = 8,
+	A_SL = 10,
+	A_GRH = 12,
+	A_GID_INDEX = 13,
+	A_HOP = 14,
+	A_TCLASS = 15,
+	A_GID = 16,
+	A_FLOW = 32,
+	A_PKEY_INDEX = 36,
 };
 
 static uint32_t host32(const uint8_t *p)
@@ -37,7 +46,8 @@ static void put_host32(uint8_t *p, uint32_t v)
 
 static uint32_t be32(const uint8_t *p)
 {
-	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
+	       (uint32_t)p[2] << 8 | p[3];
 }
 
 static void put_be32(uint8_t *p, uint32_t v)
@@ -88,7 +98,7 @@ int legacy_decode(const uint8_t *buf, struct legacy_msg *out)
 	out->addr.traffic_class = a[A_TCLASS];
 	memcpy(out->addr.gid, a + A_GID, 16);
 	out->addr.flow_label = be32(a + A_FLOW) & 0xfffff;
-	memcpy(&pkey, a + A_PKEY_INDEX, sizeof(pkey));  /* host order */
+	memcpy(&pkey, a + A_PKEY_INDEX, sizeof(pkey)); /* host order */
 	out->addr.pkey_index = pkey;
 	memcpy(out->mad, buf + OFF_MAD, (size_t)out->umad_len);
 	return 0;
@@ -97,8 +107,9 @@ int legacy_decode(const uint8_t *buf, struct legacy_msg *out)
 void legacy_encode(const struct legacy_msg *m, uint8_t *buf)
 {
 	uint8_t *a = buf + OFF_ADDR;
-	size_t len = m->umad_len > 0 && m->umad_len <= LEGACY_MAD_MAX ?
-		     (size_t)m->umad_len : 0;
+	size_t len = m->umad_len > 0 && m->umad_len <= LEGACY_MAD_MAX
+			     ? (size_t)m->umad_len
+			     : 0;
 
 	memset(buf, 0, LEGACY_MSG_SIZE);
 	put_host32(buf + OFF_TYPE, m->type);
@@ -106,7 +117,7 @@ void legacy_encode(const struct legacy_msg *m, uint8_t *buf)
 	memcpy(buf + OFF_SGID, m->sgid, 16);
 	put_host32(buf + OFF_ERR, m->err);
 	put_host32(buf + OFF_UMAD_LEN, (uint32_t)m->umad_len);
-	put_host32(buf + OFF_UMAD + 16, (uint32_t)len);         /* length */
+	put_host32(buf + OFF_UMAD + 16, (uint32_t)len); /* length */
 	put_be32(a + A_QPN, m->addr.qpn);
 	put_be32(a + A_QKEY, m->addr.qkey);
 	put_be16(a + A_LID, m->addr.lid);
@@ -117,7 +128,8 @@ void legacy_encode(const struct legacy_msg *m, uint8_t *buf)
 	a[A_TCLASS] = m->addr.traffic_class;
 	memcpy(a + A_GID, m->addr.gid, 16);
 	put_be32(a + A_FLOW, m->addr.flow_label);
-	memcpy(a + A_PKEY_INDEX, &m->addr.pkey_index, sizeof(m->addr.pkey_index));
+	memcpy(a + A_PKEY_INDEX, &m->addr.pkey_index,
+	       sizeof(m->addr.pkey_index));
 	memcpy(buf + OFF_MAD, m->mad, len);
 }
 

@@ -58,7 +58,7 @@ struct proto_decoder {
 	uint8_t *buf;
 	size_t buf_cap;
 	size_t payload_have;
-	int error;              /* sticky: once malformed, always malformed */
+	int error; /* sticky: once malformed, always malformed */
 };
 
 void proto_decoder_init(struct proto_decoder *dec, uint32_t max_payload);
@@ -177,13 +177,14 @@ enum proto_status_op { PROTO_STATUS_SNAPSHOT, PROTO_STATUS_CONNECTIONS };
 
 struct proto_status_query {
 	enum proto_status_op op;
-	uint64_t client;                /* CONNECTIONS */
+	uint64_t client; /* CONNECTIONS */
 	uint32_t offset, limit;
 };
 
 /* 0 and *q, or -EMSGSIZE, -EBADMSG, -EOPNOTSUPP, -EINVAL with err set. */
 int proto_status_query_parse(const char *line, size_t len,
-			     struct proto_status_query *q, char *err, size_t errlen);
+			     struct proto_status_query *q, char *err,
+			     size_t errlen);
 
 #ifdef __cplusplus
 }

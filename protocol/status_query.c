@@ -10,7 +10,8 @@
 #include "rdmacm_mux_proto.h"
 
 int proto_status_query_parse(const char *line, size_t len,
-			     struct proto_status_query *q, char *err, size_t errlen)
+			     struct proto_status_query *q, char *err,
+			     size_t errlen)
 {
 	json_t *j, *id, *off, *lim;
 	json_error_t jerr;
@@ -27,7 +28,8 @@ int proto_status_query_parse(const char *line, size_t len,
 	j = json_loadb(line, len, JSON_REJECT_DUPLICATES, &jerr);
 	if (!json_is_object(j)) {
 		json_decref(j);
-		snprintf(err, errlen, "a status query is one JSON object on one line");
+		snprintf(err, errlen,
+			 "a status query is one JSON object on one line");
 		return -EBADMSG;
 	}
 	op = json_string_value(json_object_get(j, "op"));
@@ -36,7 +38,8 @@ int proto_status_query_parse(const char *line, size_t len,
 		goto out;
 	}
 	if (strcmp(op, "connections") != 0) {
-		snprintf(err, errlen, "status queries are \"status\" and \"connections\"");
+		snprintf(err, errlen,
+			 "status queries are \"status\" and \"connections\"");
 		rc = -EOPNOTSUPP;
 		goto out;
 	}
@@ -47,18 +50,22 @@ int proto_status_query_parse(const char *line, size_t len,
 	if (!json_is_integer(id) || json_integer_value(id) <= 0) {
 		snprintf(err, errlen, "\"client\" must be a client id");
 		rc = -EINVAL;
-	} else if (off && (!json_is_integer(off) || json_integer_value(off) < 0 ||
-			   json_integer_value(off) > UINT32_MAX)) {
+	} else if (off &&
+		   (!json_is_integer(off) || json_integer_value(off) < 0 ||
+		    json_integer_value(off) > UINT32_MAX)) {
 		snprintf(err, errlen, "\"offset\" must be 0 or more");
 		rc = -EINVAL;
-	} else if (lim && (!json_is_integer(lim) || json_integer_value(lim) < 1 ||
-			   json_integer_value(lim) > PROTO_STATUS_PAGE_MAX)) {
-		snprintf(err, errlen, "\"limit\" must be 1..%d", PROTO_STATUS_PAGE_MAX);
+	} else if (lim &&
+		   (!json_is_integer(lim) || json_integer_value(lim) < 1 ||
+		    json_integer_value(lim) > PROTO_STATUS_PAGE_MAX)) {
+		snprintf(err, errlen, "\"limit\" must be 1..%d",
+			 PROTO_STATUS_PAGE_MAX);
 		rc = -EINVAL;
 	} else {
 		q->client = (uint64_t)json_integer_value(id);
 		q->offset = off ? (uint32_t)json_integer_value(off) : 0;
-		q->limit = lim ? (uint32_t)json_integer_value(lim) : PROTO_STATUS_PAGE_DEFAULT;
+		q->limit = lim ? (uint32_t)json_integer_value(lim)
+			       : PROTO_STATUS_PAGE_DEFAULT;
 	}
 out:
 	json_decref(j);

@@ -65,6 +65,7 @@ suites() {
 	run_suite "$tag demo" scripts/demo.sh --build-dir "$b" --check
 }
 
+run_suite "style (clang-format)" make -s check-format
 build
 suites build normal
 # The relay benchmark, briefly, so that it cannot rot (no timing asserted).

@@ -54,17 +54,18 @@ static void qp1_recv(void *user, void *buf_ctx, void *buf, size_t mad_len,
 
 	(void)buf_ctx;
 	if (addr == NULL)
-		return;                 /* flushed by muxbe_flush_recv() */
+		return; /* flushed by muxbe_flush_recv() */
 	q->received++;
 	printf("qp1: received a %zu-byte MAD (attribute 0x%04x)\n", mad_len,
 	       ((uint8_t *)buf)[MUXBE_GRH_SIZE + 16] << 8 |
-	       ((uint8_t *)buf)[MUXBE_GRH_SIZE + 17]);
+		       ((uint8_t *)buf)[MUXBE_GRH_SIZE + 17]);
 	/* The guest reposts its buffer. */
 	muxbe_post_recv(q->mb, buf, MUXBE_RECV_BUF_MIN, NULL);
 }
 
 /* The verdict on a send: the send completion the guest sees. */
-static void qp1_send_done(void *user, void *send_ctx, int status, const char *msg)
+static void qp1_send_done(void *user, void *send_ctx, int status,
+			  const char *msg)
 {
 	struct qp1 *q = user;
 
@@ -98,7 +99,7 @@ static int parse_gid(const char *text, uint8_t gid[16])
 		return 0;
 	if (inet_pton(AF_INET, text, &v4) != 1)
 		return -EINVAL;
-	memset(gid, 0, 10);             /* IPv4-mapped, as RoCE GIDs are */
+	memset(gid, 0, 10); /* IPv4-mapped, as RoCE GIDs are */
 	gid[10] = gid[11] = 0xff;
 	memcpy(gid + 12, &v4, 4);
 	return 0;
@@ -107,7 +108,9 @@ static int parse_gid(const char *text, uint8_t gid[16])
 int main(int argc, char **argv)
 {
 	static const struct muxbe_callbacks cb = {
-		.recv = qp1_recv, .send_done = qp1_send_done, .link = qp1_link,
+		.recv = qp1_recv,
+		.send_done = qp1_send_done,
+		.link = qp1_link,
 	};
 	struct qp1 q = { .link_up = 1 };
 	struct muxbe_options o = { .name = "example", .cb = &cb, .user = &q };
@@ -145,16 +148,19 @@ int main(int argc, char **argv)
 
 	/* The guest posts a send on QP1: a CM MAD to a peer's GSI QP. */
 	if (argc > 2) {
-		struct muxbe_addr a = { .port = q.port, .grh = 1, .hop_limit = 64,
-					.remote_qpn = 1, .qkey = 0x80010000 };
+		struct muxbe_addr a = { .port = q.port,
+					.grh = 1,
+					.hop_limit = 64,
+					.remote_qpn = 1,
+					.qkey = 0x80010000 };
 		uint8_t mad[MUXBE_MAD_SIZE] = { 0x01, 0x07, 0x02, 0x03 };
 
 		if (parse_gid(argv[2], a.remote_gid) < 0)
 			return 2;
 		memcpy(a.local_gid, q.gid, 16);
 		mad[16] = 0x00;
-		mad[17] = 0x15;                 /* DREQ */
-		mad[24 + 3] = 0x42;             /* for a connection it has not */
+		mad[17] = 0x15;     /* DREQ */
+		mad[24 + 3] = 0x42; /* for a connection it has not */
 		muxbe_send_mad(q.mb, &a, mad, sizeof(mad), NULL);
 	}
 
@@ -165,7 +171,7 @@ int main(int argc, char **argv)
 		if (poll(&pfd, 1, 200) > 0 && muxbe_process(q.mb) < 0)
 			break;
 		if (argc > 2 && q.sent_ok + q.sent_failed == 1)
-			break;          /* the example's send has its verdict */
+			break; /* the example's send has its verdict */
 	}
 	printf("qp1: %u received, %u sent, %u refused\n", q.received, q.sent_ok,
 	       q.sent_failed);

@@ -95,7 +95,8 @@ int gcm_connect(struct gcm *g, uint64_t now_ms)
 	g->tid = new_tid(g);
 	cm_mad_init(m, CM_ATTR_REQ, g->tid);
 	cm_field_set(m, CM_REQ_LOCAL_COMM_ID, g->p.local_comm_id);
-	cm_field_set(m, CM_REQ_SERVICE_ID, rdma_service_id(RDMA_PS_TCP, g->p.port));
+	cm_field_set(m, CM_REQ_SERVICE_ID,
+		     rdma_service_id(RDMA_PS_TCP, g->p.port));
 	cm_field_set(m, CM_REQ_LOCAL_CA_GUID, g->p.ca_guid);
 	cm_field_set(m, CM_REQ_LOCAL_QPN, g->p.qpn);
 	cm_field_set(m, CM_REQ_RESPONDER_RESOURCES, 1);
@@ -117,10 +118,13 @@ int gcm_connect(struct gcm *g, uint64_t now_ms)
 	/* rdma_cm's header carries the active side's own port; the
 	 * destination port is in the service ID. */
 	cma_hdr_build(m + CM_REQ_OFF_PRIVATE_DATA, &g->p.local_gid,
-		      &g->p.remote_gid, g->p.src_port ? g->p.src_port : g->p.port);
+		      &g->p.remote_gid,
+		      g->p.src_port ? g->p.src_port : g->p.port);
 	memcpy(m + CM_REQ_OFF_PRIVATE_DATA + CMA_HDR_SIZE, g->p.private_data,
-	       sizeof(g->p.private_data) < CM_REQ_PRIVATE_DATA_SIZE - CMA_HDR_SIZE ?
-	       sizeof(g->p.private_data) : CM_REQ_PRIVATE_DATA_SIZE - CMA_HDR_SIZE);
+	       sizeof(g->p.private_data) <
+			       CM_REQ_PRIVATE_DATA_SIZE - CMA_HDR_SIZE
+		       ? sizeof(g->p.private_data)
+		       : CM_REQ_PRIVATE_DATA_SIZE - CMA_HDR_SIZE);
 	set_state(g, GCM_REQ_SENT);
 	send_tracked(g, now_ms, 1);
 	return 0;
@@ -144,7 +148,8 @@ int gcm_disconnect(struct gcm *g, uint64_t now_ms)
 
 static void copy_peer_data(struct gcm *g, const uint8_t *pd, size_t max)
 {
-	size_t n = max < sizeof(g->peer_data) - 1 ? max : sizeof(g->peer_data) - 1;
+	size_t n = max < sizeof(g->peer_data) - 1 ? max
+						  : sizeof(g->peer_data) - 1;
 
 	memcpy(g->peer_data, pd, n);
 	g->peer_data[n] = '\0';
@@ -161,13 +166,13 @@ static void on_req(struct gcm *g, const uint8_t *mad, const struct gid *src,
 
 	if (g->state == GCM_REP_SENT && remote == g->remote_comm_id) {
 		g->duplicates++;
-		resend_last(g);         /* our REP was lost */
+		resend_last(g); /* our REP was lost */
 		return;
 	}
 	if (g->state != GCM_LISTEN)
 		return;
 	if (cm_field_get(mad, CM_REQ_SERVICE_ID) !=
-	    rdma_service_id(RDMA_PS_TCP, g->p.port) ||
+		    rdma_service_id(RDMA_PS_TCP, g->p.port) ||
 	    cm_req_cma_addrs(mad, NULL, &dst, &port) < 0 ||
 	    gid_cmp(&dst, &g->p.local_gid) != 0) {
 		build_rej(g, rej, 0, remote, CM_MSG_RESPONSE_REQ,
@@ -181,8 +186,9 @@ static void on_req(struct gcm *g, const uint8_t *mad, const struct gid *src,
 	g->remote_psn = (uint32_t)cm_field_get(mad, CM_REQ_STARTING_PSN);
 	if (g->ops->qp_rtr &&
 	    g->ops->qp_rtr(g->ctx, g->remote_qpn, g->remote_psn, src) < 0) {
-		build_rej(g, rej, g->p.local_comm_id, remote, CM_MSG_RESPONSE_REQ,
-			  CM_REJ_REASON_NO_RESOURCES, cm_mad_tid(mad));
+		build_rej(g, rej, g->p.local_comm_id, remote,
+			  CM_MSG_RESPONSE_REQ, CM_REJ_REASON_NO_RESOURCES,
+			  cm_mad_tid(mad));
 		g->ops->send(g->ctx, rej, src);
 		g->remote_comm_id = 0;
 		return;
@@ -215,7 +221,7 @@ static void on_rep(struct gcm *g, const uint8_t *mad, uint64_t now_ms)
 		return;
 	if (g->state == GCM_ESTABLISHED && remote == g->remote_comm_id) {
 		g->duplicates++;
-		resend_last(g);         /* our RTU was lost */
+		resend_last(g); /* our RTU was lost */
 		return;
 	}
 	if (g->state != GCM_REQ_SENT)
@@ -224,14 +230,16 @@ static void on_rep(struct gcm *g, const uint8_t *mad, uint64_t now_ms)
 	g->remote_qpn = (uint32_t)cm_field_get(mad, CM_REP_LOCAL_QPN);
 	g->remote_psn = (uint32_t)cm_field_get(mad, CM_REP_STARTING_PSN);
 	copy_peer_data(g, mad + CM_REP_OFF_PRIVATE_DATA, 64);
-	if ((g->ops->qp_rtr && g->ops->qp_rtr(g->ctx, g->remote_qpn,
-					      g->remote_psn, &g->p.remote_gid) < 0) ||
+	if ((g->ops->qp_rtr &&
+	     g->ops->qp_rtr(g->ctx, g->remote_qpn, g->remote_psn,
+			    &g->p.remote_gid) < 0) ||
 	    (g->ops->qp_rts && g->ops->qp_rts(g->ctx) < 0)) {
 		build_rej(g, m, g->p.local_comm_id, remote, CM_MSG_RESPONSE_REP,
 			  CM_REJ_REASON_NO_RESOURCES, cm_mad_tid(mad));
 		send_untracked(g, m);
 		enter_timewait(g, now_ms);
-		g->ops->event(g->ctx, GCM_EV_REJECTED, CM_REJ_REASON_NO_RESOURCES);
+		g->ops->event(g->ctx, GCM_EV_REJECTED,
+			      CM_REJ_REASON_NO_RESOURCES);
 		return;
 	}
 	cm_mad_init(m, CM_ATTR_RTU, cm_mad_tid(mad));
@@ -249,7 +257,8 @@ static int ids_match(struct gcm *g, const uint8_t *mad)
 	cm_mad_local_comm_id(mad, &local);
 	cm_mad_remote_comm_id(mad, &remote);
 	return remote == g->p.local_comm_id &&
-	       (g->remote_comm_id == 0 || local == 0 || local == g->remote_comm_id);
+	       (g->remote_comm_id == 0 || local == 0 ||
+		local == g->remote_comm_id);
 }
 
 static void on_dreq(struct gcm *g, const uint8_t *mad, uint64_t now_ms)
@@ -260,7 +269,7 @@ static void on_dreq(struct gcm *g, const uint8_t *mad, uint64_t now_ms)
 		return;
 	if (g->state == GCM_TIMEWAIT) {
 		g->duplicates++;
-		resend_last(g);         /* our DREP was lost */
+		resend_last(g); /* our DREP was lost */
 		return;
 	}
 	if (g->state != GCM_ESTABLISHED && g->state != GCM_DREQ_SENT)
@@ -279,12 +288,8 @@ void gcm_input(struct gcm *g, const uint8_t *mad, size_t len,
 	if (cm_mad_validate(mad, len) < 0)
 		return;
 	switch (cm_mad_attr_id(mad)) {
-	case CM_ATTR_REQ:
-		on_req(g, mad, src, now_ms);
-		break;
-	case CM_ATTR_REP:
-		on_rep(g, mad, now_ms);
-		break;
+	case CM_ATTR_REQ: on_req(g, mad, src, now_ms); break;
+	case CM_ATTR_REP: on_rep(g, mad, now_ms); break;
 	case CM_ATTR_RTU:
 		/* Without RTS the REP's retries run out. */
 		if (g->state == GCM_REP_SENT && ids_match(g, mad))
@@ -292,7 +297,8 @@ void gcm_input(struct gcm *g, const uint8_t *mad, size_t len,
 		break;
 	case CM_ATTR_REJ:
 		if ((g->state == GCM_REQ_SENT || g->state == GCM_REP_SENT) &&
-		    cm_field_get(mad, CM_REJ_REMOTE_COMM_ID) == g->p.local_comm_id) {
+		    cm_field_get(mad, CM_REJ_REMOTE_COMM_ID) ==
+			    g->p.local_comm_id) {
 			enter_timewait(g, now_ms);
 			g->ops->event(g->ctx, GCM_EV_REJECTED,
 				      (int)cm_field_get(mad, CM_REJ_REASON));
@@ -301,20 +307,18 @@ void gcm_input(struct gcm *g, const uint8_t *mad, size_t len,
 	case CM_ATTR_MRA:
 		/* The peer needs more time: wait, do not retransmit. */
 		if (g->state == GCM_REQ_SENT && ids_match(g, mad))
-			g->deadline_ms = now_ms + 4 * g->p.timeout_ms *
-					 (g->p.max_retries + 1);
+			g->deadline_ms = now_ms +
+					 4 * g->p.timeout_ms *
+						 (g->p.max_retries + 1);
 		break;
-	case CM_ATTR_DREQ:
-		on_dreq(g, mad, now_ms);
-		break;
+	case CM_ATTR_DREQ: on_dreq(g, mad, now_ms); break;
 	case CM_ATTR_DREP:
 		if (g->state == GCM_DREQ_SENT && ids_match(g, mad)) {
 			enter_timewait(g, now_ms);
 			g->ops->event(g->ctx, GCM_EV_DISCONNECTED, 0);
 		}
 		break;
-	default:
-		break;
+	default: break;
 	}
 }
 
@@ -368,8 +372,6 @@ void gcm_tick(struct gcm *g, uint64_t now_ms)
 		set_state(g, g->listening ? GCM_LISTEN : GCM_CLOSED);
 		g->ops->event(g->ctx, GCM_EV_CLOSED, 0);
 		return;
-	default:
-		g->deadline_ms = 0;
-		return;
+	default: g->deadline_ms = 0; return;
 	}
 }

@@ -31,10 +31,10 @@ enum gcm_state {
 
 enum gcm_event {
 	GCM_EV_CONNECTED,
-	GCM_EV_REJECTED,        /* detail: REJ reason */
-	GCM_EV_TIMEOUT,         /* no answer after all retries */
+	GCM_EV_REJECTED, /* detail: REJ reason */
+	GCM_EV_TIMEOUT,  /* no answer after all retries */
 	GCM_EV_DISCONNECTED,
-	GCM_EV_CLOSED,          /* timewait over */
+	GCM_EV_CLOSED, /* timewait over */
 };
 
 struct gcm_ops {
@@ -51,18 +51,18 @@ struct gcm_ops {
 
 struct gcm_params {
 	struct gid local_gid;
-	struct gid remote_gid;          /* active side */
-	uint16_t port;                  /* rdma_cm TCP port space port */
-	uint16_t src_port;              /* active: our port in rdma_cm's header */
-	uint32_t local_comm_id;         /* non-zero */
+	struct gid remote_gid;  /* active side */
+	uint16_t port;          /* rdma_cm TCP port space port */
+	uint16_t src_port;      /* active: our port in rdma_cm's header */
+	uint32_t local_comm_id; /* non-zero */
 	uint32_t qpn;
-	uint32_t psn;                   /* the PSN our receive queue expects,
+	uint32_t psn; /* the PSN our receive queue expects,
 					 * announced in REQ or REP */
 	uint64_t ca_guid;
-	unsigned timeout_ms;            /* per try */
+	unsigned timeout_ms; /* per try */
 	unsigned max_retries;
 	unsigned timewait_ms;
-	char private_data[64];          /* carried in REQ (after rdma_cm's
+	char private_data[64]; /* carried in REQ (after rdma_cm's
 					 * header) or REP */
 };
 
@@ -71,16 +71,16 @@ struct gcm {
 	const struct gcm_ops *ops;
 	void *ctx;
 	enum gcm_state state;
-	int listening;                  /* go back to LISTEN after CLOSED */
+	int listening; /* go back to LISTEN after CLOSED */
 	uint32_t remote_comm_id;
 	uint32_t remote_qpn;
 	uint32_t remote_psn;
 	uint64_t tid;
 	uint32_t tid_seq;
 	unsigned retries;
-	uint64_t deadline_ms;           /* 0: no timer */
-	uint8_t last_sent[MAD_SIZE];    /* for retransmission and duplicates */
-	char peer_data[64];             /* private data the peer sent */
+	uint64_t deadline_ms;        /* 0: no timer */
+	uint8_t last_sent[MAD_SIZE]; /* for retransmission and duplicates */
+	char peer_data[64];          /* private data the peer sent */
 	uint64_t retransmissions;
 	uint64_t duplicates;
 };

@@ -41,13 +41,13 @@ struct vm {
 	int exit_code;
 	uint64_t disconnect_at;
 	int send_errors;
-	struct vm_data *data;           /* --device: the RC data path */
+	struct vm_data *data; /* --device: the RC data path */
 	int messages;
 	int data_sent_posted;
 	int connected;
-	int send_delay_ms;              /* passive: hold before sending */
+	int send_delay_ms; /* passive: hold before sending */
 	uint64_t send_at;
-	uint64_t connect_started;       /* active: when the REQ went out */
+	uint64_t connect_started; /* active: when the REQ went out */
 };
 
 static uint64_t now_ms(void)
@@ -82,47 +82,59 @@ static void vm_event(void *ctx, enum gcm_event ev, int detail)
 	gid_format(&vm->cm.p.remote_gid, peer);
 	switch (ev) {
 	case GCM_EV_CONNECTED:
-		printf("%s: connected to %s (local comm id 0x%08x, remote 0x%08x); "
-		       "peer says \"%s\"\n", vm->name, peer, vm->cm.p.local_comm_id,
+		printf("%s: connected to %s (local comm id 0x%08x, remote "
+		       "0x%08x); "
+		       "peer says \"%s\"\n",
+		       vm->name, peer, vm->cm.p.local_comm_id,
 		       vm->cm.remote_comm_id, vm->cm.peer_data);
 		vm->connected = 1;
 		if (vm->active)
-			printf("%s: connected in %llu ms (REQ to RTU)\n", vm->name,
-			       (unsigned long long)(now_ms() - vm->connect_started));
+			printf("%s: connected in %llu ms (REQ to RTU)\n",
+			       vm->name,
+			       (unsigned long long)(now_ms() -
+						    vm->connect_started));
 		if (vm->data) {
-			printf("%s: RC QP 0x%06x (PSN 0x%06x) <-> peer QP 0x%06x "
-			       "(PSN 0x%06x)\n", vm->name, vm_data_qpn(vm->data),
+			printf("%s: RC QP 0x%06x (PSN 0x%06x) <-> peer QP "
+			       "0x%06x "
+			       "(PSN 0x%06x)\n",
+			       vm->name, vm_data_qpn(vm->data),
 			       vm_data_psn(vm->data), vm->cm.remote_qpn,
 			       vm->cm.remote_psn);
 			/* cmatose's order: the passive side sends first
 			 * (after --send-delay-ms, to hold the connection). */
 			if (!vm->active)
-				vm->send_at = now_ms() + (uint64_t)vm->send_delay_ms;
+				vm->send_at = now_ms() +
+					      (uint64_t)vm->send_delay_ms;
 		} else if (vm->active) {
 			vm->disconnect_at = now_ms() + (uint64_t)vm->hold_ms;
 		}
 		break;
 	case GCM_EV_REJECTED:
-		printf("%s: rejected by %s, reason %d%s\n", vm->name, peer, detail,
-		       detail == CM_REJ_REASON_INVALID_SERVICE_ID ?
-		       " (invalid service ID: nobody listens)" : "");
+		printf("%s: rejected by %s, reason %d%s\n", vm->name, peer,
+		       detail,
+		       detail == CM_REJ_REASON_INVALID_SERVICE_ID
+			       ? " (invalid service ID: nobody listens)"
+			       : "");
 		vm->exit_code = 3;
 		break;
 	case GCM_EV_TIMEOUT:
-		printf("%s: no answer from %s after %u retries\n", vm->name, peer,
-		       vm->cm.p.max_retries);
+		printf("%s: no answer from %s after %u retries\n", vm->name,
+		       peer, vm->cm.p.max_retries);
 		vm->exit_code = 4;
 		break;
 	case GCM_EV_DISCONNECTED:
 		if (vm->data)
-			printf("%s: data: received %d, sent %d of %d messages; first "
-			       "received: \"%.40s\"\n", vm->name,
-			       vm_data_received(vm->data), vm_data_sent(vm->data),
-			       vm->messages, vm_data_first(vm->data));
+			printf("%s: data: received %d, sent %d of %d messages; "
+			       "first "
+			       "received: \"%.40s\"\n",
+			       vm->name, vm_data_received(vm->data),
+			       vm_data_sent(vm->data), vm->messages,
+			       vm_data_first(vm->data));
 		printf("%s: disconnected from %s\n", vm->name, peer);
 		break;
 	case GCM_EV_CLOSED:
-		printf("%s: closed (retransmissions %llu, duplicates answered %llu)\n",
+		printf("%s: closed (retransmissions %llu, duplicates answered "
+		       "%llu)\n",
 		       vm->name, (unsigned long long)vm->cm.retransmissions,
 		       (unsigned long long)vm->cm.duplicates);
 		vm->done = 1;
@@ -131,7 +143,8 @@ static void vm_event(void *ctx, enum gcm_event ev, int detail)
 	fflush(stdout);
 }
 
-static int vm_qp_rtr(void *ctx, uint32_t qpn, uint32_t psn, const struct gid *remote)
+static int vm_qp_rtr(void *ctx, uint32_t qpn, uint32_t psn,
+		     const struct gid *remote)
 {
 	struct vm *vm = ctx;
 
@@ -147,7 +160,10 @@ static int vm_qp_rts(void *ctx)
 
 static const struct gcm_ops vm_cm_ops = { .send = vm_send, .event = vm_event };
 static const struct gcm_ops vm_cm_data_ops = {
-	.send = vm_send, .event = vm_event, .qp_rtr = vm_qp_rtr, .qp_rts = vm_qp_rts,
+	.send = vm_send,
+	.event = vm_event,
+	.qp_rtr = vm_qp_rtr,
+	.qp_rts = vm_qp_rts,
 };
 
 /* The data exchange after CONNECTED, in cmatose's order. */
@@ -159,7 +175,8 @@ static void vm_data_step(struct vm *vm, uint64_t now)
 		return;
 	/* Data before any RTU: established all the same (COMM_EST). */
 	if (vm->cm.state == GCM_REP_SENT && vm_data_received(vm->data) > 0) {
-		printf("%s: first data before the RTU: established\n", vm->name);
+		printf("%s: first data before the RTU: established\n",
+		       vm->name);
 		gcm_established(&vm->cm);
 	}
 	if (!vm->connected || vm->cm.state != GCM_ESTABLISHED)
@@ -174,7 +191,8 @@ static void vm_data_step(struct vm *vm, uint64_t now)
 			vm->data_sent_posted = 1;
 		}
 		/* ...then wait for the passive side's DREQ. */
-	} else if (vm_data_sent(vm->data) >= n && vm_data_received(vm->data) >= n) {
+	} else if (vm_data_sent(vm->data) >= n &&
+		   vm_data_received(vm->data) >= n) {
 		gcm_disconnect(&vm->cm, now);
 	}
 }
@@ -187,9 +205,10 @@ static void on_recv(void *user, void *buf_ctx, void *buf, size_t mad_len,
 
 	(void)buf_ctx;
 	if (addr == NULL)
-		return;         /* flushed, not received */
+		return; /* flushed, not received */
 	memcpy(src.raw, addr->remote_gid, 16);
-	gcm_input(&vm->cm, (uint8_t *)buf + MUXBE_GRH_SIZE, mad_len, &src, now_ms());
+	gcm_input(&vm->cm, (uint8_t *)buf + MUXBE_GRH_SIZE, mad_len, &src,
+		  now_ms());
 	muxbe_post_recv(vm->mb, buf, MUXBE_RECV_BUF_MIN, NULL);
 }
 
@@ -231,13 +250,18 @@ static void on_link(void *user, int up, int status, const char *message)
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-"usage: rdmacm-mux-vm --gid GID (--listen PORT | --connect GID --rdma-port PORT)\n"
-"                     [--socket PATH] [--name NAME] [--port DAEMON-PORT]\n"
-"                     [--comm-id N] [--data TEXT] [--hold-ms MS]\n"
-"                     [--timeout-ms MS] [--retries N] [--timewait-ms MS]\n"
-"                     [--run-ms MS] [--device DEV [--messages N]\n"
-"                     [--message-size BYTES] [--send-delay-ms MS]]\n");
+	fprintf(f, "usage: rdmacm-mux-vm --gid GID (--listen PORT | --connect "
+		   "GID --rdma-port PORT)\n"
+		   "                     [--socket PATH] [--name NAME] [--port "
+		   "DAEMON-PORT]\n"
+		   "                     [--comm-id N] [--data TEXT] "
+		   "[--hold-ms MS]\n"
+		   "                     [--timeout-ms MS] [--retries N] "
+		   "[--timewait-ms MS]\n"
+		   "                     [--run-ms MS] [--device DEV "
+		   "[--messages N]\n"
+		   "                     [--message-size BYTES] "
+		   "[--send-delay-ms MS]]\n");
 }
 
 int main(int argc, char **argv)
@@ -265,13 +289,18 @@ int main(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	struct muxbe_callbacks cb = {
-		.recv = on_recv, .send_done = on_send_done,
-		.disconnected = on_disconnected, .link = on_link,
+		.recv = on_recv,
+		.send_done = on_send_done,
+		.disconnected = on_disconnected,
+		.link = on_link,
 	};
 	struct muxbe_options mo = { .cb = &cb };
 	struct gcm_params gp = {
-		.timeout_ms = 500, .max_retries = 5, .timewait_ms = 200,
-		.qpn = 0x123, .psn = 0x4242,
+		.timeout_ms = 500,
+		.max_retries = 5,
+		.timewait_ms = 200,
+		.qpn = 0x123,
+		.psn = 0x4242,
 	};
 	static struct vm vm;
 	const char *daemon_port = NULL, *listen = NULL, *connect_to = NULL;
@@ -287,7 +316,8 @@ int main(int argc, char **argv)
 	vm.hold_ms = 300;
 	vm.messages = 10;
 	gp.local_comm_id = (uint32_t)getpid() * 2654435761u;
-	while ((c = getopt_long(argc, argv, "s:n:g:p:l:c:r:i:d:H:T:R:W:X:D:M:S:Y:h", opts,
+	while ((c = getopt_long(argc, argv,
+				"s:n:g:p:l:c:r:i:d:H:T:R:W:X:D:M:S:Y:h", opts,
 				NULL)) != -1) {
 		switch (c) {
 		case 's': mo.socket_path = optarg; break;
@@ -302,8 +332,13 @@ int main(int argc, char **argv)
 		case 'l': listen = optarg; break;
 		case 'c': connect_to = optarg; break;
 		case 'r': rdma_port = atoi(optarg); break;
-		case 'i': gp.local_comm_id = (uint32_t)strtoul(optarg, NULL, 0); break;
-		case 'd': snprintf(gp.private_data, sizeof(gp.private_data), "%s", optarg); break;
+		case 'i':
+			gp.local_comm_id = (uint32_t)strtoul(optarg, NULL, 0);
+			break;
+		case 'd':
+			snprintf(gp.private_data, sizeof(gp.private_data), "%s",
+				 optarg);
+			break;
 		case 'H': vm.hold_ms = atoi(optarg); break;
 		case 'T': gp.timeout_ms = (unsigned)atoi(optarg); break;
 		case 'R': gp.max_retries = (unsigned)atoi(optarg); break;
@@ -323,8 +358,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	if (gp.private_data[0] == '\0')
-		snprintf(gp.private_data, sizeof(gp.private_data), "hello from %s",
-			 vm.name);
+		snprintf(gp.private_data, sizeof(gp.private_data),
+			 "hello from %s", vm.name);
 	gp.local_gid = vm.gid;
 	if (connect_to) {
 		if (gid_parse(connect_to, &gp.remote_gid)) {
@@ -341,7 +376,8 @@ int main(int argc, char **argv)
 	mo.errbuf_len = sizeof(err);
 	rc = muxbe_connect(&mo, &vm.mb);
 	if (rc < 0) {
-		fprintf(stderr, "%s: cannot connect to the daemon: %s\n", vm.name, err);
+		fprintf(stderr, "%s: cannot connect to the daemon: %s\n",
+			vm.name, err);
 		return 1;
 	}
 	rc = muxbe_register_gid(vm.mb, daemon_port, vm.gid.raw, &vm.port_index);
@@ -357,14 +393,17 @@ int main(int argc, char **argv)
 	if (device) {
 		/* 16 bytes: rdma_client's and rdma_server's messages. */
 		if (vm.messages < 1 || message_size < 16) {
-			fprintf(stderr, "%s: --messages must be at least 1 and "
-				"--message-size at least 16\n", vm.name);
+			fprintf(stderr,
+				"%s: --messages must be at least 1 and "
+				"--message-size at least 16\n",
+				vm.name);
 			muxbe_close(vm.mb);
 			return 2;
 		}
-		if (vm_data_open(&vm.data, device, &vm.gid, vm.messages, message_size,
-				 vm.name) < 0) {
-			fprintf(stderr, "%s: cannot set up the data path on %s\n",
+		if (vm_data_open(&vm.data, device, &vm.gid, vm.messages,
+				 message_size, vm.name) < 0) {
+			fprintf(stderr,
+				"%s: cannot set up the data path on %s\n",
 				vm.name, device);
 			muxbe_close(vm.mb);
 			return 1;
@@ -376,13 +415,14 @@ int main(int argc, char **argv)
 	gcm_init(&vm.cm, &gp, device ? &vm_cm_data_ops : &vm_cm_ops, &vm);
 	if (connect_to) {
 		vm.active = 1;
-		printf("%s: connecting to %s port %d\n", vm.name, connect_to, rdma_port);
+		printf("%s: connecting to %s port %d\n", vm.name, connect_to,
+		       rdma_port);
 		vm.connect_started = now_ms();
 		gcm_connect(&vm.cm, vm.connect_started);
 	} else {
 		printf("%s: listening on port %s\n", vm.name, listen);
 		gcm_listen(&vm.cm);
-		vm.cm.listening = 0;    /* one connection, then exit */
+		vm.cm.listening = 0; /* one connection, then exit */
 	}
 	fflush(stdout);
 	run_deadline = now_ms() + (uint64_t)run_ms;
@@ -394,8 +434,8 @@ int main(int argc, char **argv)
 		uint64_t now = now_ms();
 
 		if (now >= run_deadline) {
-			fprintf(stderr, "%s: gave up after %d ms in state %s\n", vm.name,
-				run_ms, gcm_state_name(vm.cm.state));
+			fprintf(stderr, "%s: gave up after %d ms in state %s\n",
+				vm.name, run_ms, gcm_state_name(vm.cm.state));
 			vm.exit_code = vm.exit_code ? vm.exit_code : 4;
 			break;
 		}

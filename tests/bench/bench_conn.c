@@ -30,7 +30,8 @@ static double now_s(void)
 
 int main(void)
 {
-	struct conn_limits lim = { .max_per_client = PER_CLIENT, .handshake_ms = 60000,
+	struct conn_limits lim = { .max_per_client = PER_CLIENT,
+				   .handshake_ms = 60000,
 				   .timewait_ms = 10000 };
 	struct conn_table *ct;
 	struct mallinfo2 m0, m1;
@@ -100,15 +101,20 @@ int main(void)
 	conn_table_free(ct);
 	free(host);
 
-	printf("connection table: %u live mappings (%u clients x %u, same guest IDs)\n",
+	printf("connection table: %u live mappings (%u clients x %u, same "
+	       "guest IDs)\n",
 	       N, CLIENTS, PER_CLIENT);
-	printf("  insert (outbound REQ, new mapping): %8.1f ns/op  %10.0f ops/s\n",
+	printf("  insert (outbound REQ, new mapping): %8.1f ns/op  %10.0f "
+	       "ops/s\n",
 	       t_ins * 1e9 / N, N / t_ins);
-	printf("  lookup by host ID (inbound):        %8.1f ns/op  %10.0f ops/s\n",
+	printf("  lookup by host ID (inbound):        %8.1f ns/op  %10.0f "
+	       "ops/s\n",
 	       t_look * 1e9 / N, N / t_look);
-	printf("  lookup by guest ID (outbound):      %8.1f ns/op  %10.0f ops/s\n",
+	printf("  lookup by guest ID (outbound):      %8.1f ns/op  %10.0f "
+	       "ops/s\n",
 	       t_guest * 1e9 / N, N / t_guest);
-	printf("  expire (all at once):               %8.1f ns/entry\n", t_exp * 1e9 / N);
+	printf("  expire (all at once):               %8.1f ns/entry\n",
+	       t_exp * 1e9 / N);
 	printf("  memory: %.1f bytes per mapping (%.1f MiB in all)\n",
 	       (double)bytes / N, (double)bytes / (1 << 20));
 	printf("  ratios: insert/lookup %.2f, guest/host lookup %.2f\n",

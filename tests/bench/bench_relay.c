@@ -61,7 +61,7 @@
 
 #define MAX_PAIRS 1024
 #define FRAME_MAD (PROTO_HDR_SIZE + PROTO_MAD_ADDR_SIZE + MAD_SIZE)
-#define TS_OFF 200              /* a send timestamp inside the MAD */
+#define TS_OFF 200 /* a send timestamp inside the MAD */
 #define RBUF 65536
 
 static double now_s(void)
@@ -90,26 +90,26 @@ static void die(const char *what)
 
 struct client {
 	int fd;
-	int pair, side;                 /* side 0: A, 1: B */
+	int pair, side; /* side 0: A, 1: B */
 	struct gid gid;
 	uint8_t rbuf[RBUF];
 	size_t have;
 	uint32_t rid;
-	unsigned inflight;              /* requests without a reply */
-	uint64_t received;              /* MADs delivered to it */
-	uint32_t host_id;               /* what its partner's MADs must name */
-	uint32_t peer_local;            /* the partner's comm ID, as seen */
-	uint32_t hs_id;                 /* handshake: current guest comm ID */
-	uint16_t last_attr;             /* for a refusal's message */
-	uint32_t tid;                   /* each MAD its own TID: a real port's
+	unsigned inflight;   /* requests without a reply */
+	uint64_t received;   /* MADs delivered to it */
+	uint32_t host_id;    /* what its partner's MADs must name */
+	uint32_t peer_local; /* the partner's comm ID, as seen */
+	uint32_t hs_id;      /* handshake: current guest comm ID */
+	uint16_t last_attr;  /* for a refusal's message */
+	uint32_t tid;        /* each MAD its own TID: a real port's
 					 * ib_umad refuses a send whose TID is
 					 * still outstanding */
 };
 
 static struct client clients[2 * MAX_PAIRS];
 static int npairs;
-static int use_daemon;          /* 1: the daemon's protocol, 0: the relay */
-static const char *gid_base = "fd00::";        /* client i: + i + 1 */
+static int use_daemon; /* 1: the daemon's protocol, 0: the relay */
+static const char *gid_base = "fd00::"; /* client i: + i + 1 */
 
 static int unix_connect(const char *path)
 {
@@ -154,13 +154,16 @@ static json_t *control(struct client *c, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(text, sizeof(text), fmt, ap);
 	va_end(ap);
-	proto_header_encode(hdr, PROTO_KIND_JSON, 0, ++c->rid, (uint32_t)strlen(text));
+	proto_header_encode(hdr, PROTO_KIND_JSON, 0, ++c->rid,
+			    (uint32_t)strlen(text));
 	write_all(c->fd, hdr, sizeof(hdr));
 	write_all(c->fd, text, strlen(text));
 	for (;;) {
-		if (recv(c->fd, hdr, sizeof(hdr), MSG_WAITALL) != (ssize_t)sizeof(hdr) ||
+		if (recv(c->fd, hdr, sizeof(hdr), MSG_WAITALL) !=
+			    (ssize_t)sizeof(hdr) ||
 		    proto_header_decode(hdr, sizeof(buf) - 1, &f) < 0 ||
-		    recv(c->fd, buf, f.length, MSG_WAITALL) != (ssize_t)f.length)
+		    recv(c->fd, buf, f.length, MSG_WAITALL) !=
+			    (ssize_t)f.length)
 			die("control reply");
 		if (f.kind == PROTO_KIND_JSON && (f.flags & PROTO_FLAG_REPLY))
 			break;
@@ -184,11 +187,16 @@ static void client_open(struct client *c, const char *path, int pair, int side)
 	c->side = side;
 	c->fd = unix_connect(path);
 	gid_parse(gid_base, &c->gid);
-	wire_put32(c->gid.raw + 12, wire_get32(c->gid.raw + 12) + (uint32_t)id + 1);
+	wire_put32(c->gid.raw + 12,
+		   wire_get32(c->gid.raw + 12) + (uint32_t)id + 1);
 	if (use_daemon) {
-		json_decref(control(c, "{\"op\":\"hello\",\"protocol\":{\"major\":1,"
-				    "\"minor\":0},\"name\":\"bench-%d\"}", id));
-		json_decref(control(c, "{\"op\":\"register_gid\",\"gid\":\"%s\"}",
+		json_decref(
+			control(c,
+				"{\"op\":\"hello\",\"protocol\":{\"major\":1,"
+				"\"minor\":0},\"name\":\"bench-%d\"}",
+				id));
+		json_decref(control(c,
+				    "{\"op\":\"register_gid\",\"gid\":\"%s\"}",
 				    gid_format(&c->gid, g)));
 	} else {
 		uint32_t be = htonl((uint32_t)id);
@@ -240,7 +248,8 @@ static void send_mad(struct client *c, const uint8_t *mad)
 	memcpy(m.addr.remote_gid, partner(c)->gid.raw, 16);
 	m.mad_len = MAD_SIZE;
 	memcpy(m.mad, mad, MAD_SIZE);
-	len = proto_mad_encode(&m, frame + PROTO_HDR_SIZE, sizeof(frame) - PROTO_HDR_SIZE);
+	len = proto_mad_encode(&m, frame + PROTO_HDR_SIZE,
+			       sizeof(frame) - PROTO_HDR_SIZE);
 	proto_header_encode(frame, PROTO_KIND_MAD, 0, ++c->rid, (uint32_t)len);
 	send_frame(c->fd, frame, PROTO_HDR_SIZE + (size_t)len);
 	c->inflight++;
@@ -253,7 +262,7 @@ enum workload { WL_REQ, WL_REPLY, WL_HANDSHAKE };
 
 static enum workload wl;
 static unsigned want_inflight;
-static uint64_t *lat;           /* latency samples, ns */
+static uint64_t *lat; /* latency samples, ns */
 static size_t nlat, cap_lat;
 static uint64_t handshakes;
 static int measuring;
@@ -263,13 +272,16 @@ static void workload_mad(struct client *c, uint8_t *mad)
 {
 	if (wl == WL_REQ) {
 		cm_mad_init(mad, CM_ATTR_REQ, ++c->tid);
-		cm_field_set(mad, CM_REQ_LOCAL_COMM_ID, 0x100 + (uint32_t)c->pair);
+		cm_field_set(mad, CM_REQ_LOCAL_COMM_ID,
+			     0x100 + (uint32_t)c->pair);
 		cm_set_gid(mad, CM_REQ_OFF_PRIMARY_LOCAL_GID, &c->gid);
-		cm_set_gid(mad, CM_REQ_OFF_PRIMARY_REMOTE_GID, &partner(c)->gid);
+		cm_set_gid(mad, CM_REQ_OFF_PRIMARY_REMOTE_GID,
+			   &partner(c)->gid);
 	} else {
 		/* B's MRA of A's REQ: routed to A by A's host comm ID. */
 		cm_mad_init(mad, CM_ATTR_MRA, ++c->tid);
-		cm_field_set(mad, CM_MRA_LOCAL_COMM_ID, 0x200 + (uint32_t)c->pair);
+		cm_field_set(mad, CM_MRA_LOCAL_COMM_ID,
+			     0x200 + (uint32_t)c->pair);
 		cm_field_set(mad, CM_MRA_REMOTE_COMM_ID, c->peer_local);
 	}
 	wire_put64(mad + TS_OFF, now_ns());
@@ -298,7 +310,7 @@ static void on_mad(struct client *c, const uint8_t *mad)
 
 	c->received++;
 	if (attr == CM_ATTR_REQ)
-		c->peer_local = local;  /* the sender's comm ID as seen here */
+		c->peer_local = local; /* the sender's comm ID as seen here */
 	if (wl != WL_HANDSHAKE) {
 		if (measuring && lat && nlat < cap_lat)
 			lat[nlat++] = now_ns() - wire_get64(mad + TS_OFF);
@@ -308,14 +320,14 @@ static void on_mad(struct client *c, const uint8_t *mad)
 	 * it back; the relay never changed it), so any number of
 	 * handshakes can be in flight per pair. */
 	switch (attr) {
-	case CM_ATTR_REQ:       /* at B: a fresh ID of its own */
+	case CM_ATTR_REQ: /* at B: a fresh ID of its own */
 		c->hs_id = (c->hs_id + 1) | 0x40000000u;
 		cm_mad_init(out, CM_ATTR_REP, 1);
 		wire_put32(out + 24, c->hs_id);
 		wire_put32(out + 28, local);
 		send_mad(c, out);
 		break;
-	case CM_ATTR_REP:       /* at A: RTU then DREQ */
+	case CM_ATTR_REP: /* at A: RTU then DREQ */
 		cm_mad_init(out, CM_ATTR_RTU, 1);
 		wire_put32(out + 24, remote);
 		wire_put32(out + 28, local);
@@ -325,19 +337,18 @@ static void on_mad(struct client *c, const uint8_t *mad)
 		wire_put32(out + 28, local);
 		send_mad(c, out);
 		break;
-	case CM_ATTR_DREQ:      /* at B */
+	case CM_ATTR_DREQ: /* at B */
 		cm_mad_init(out, CM_ATTR_DREP, 2);
 		wire_put32(out + 24, remote);
 		wire_put32(out + 28, local);
 		send_mad(c, out);
 		break;
-	case CM_ATTR_DREP:      /* at A: one handshake done */
+	case CM_ATTR_DREP: /* at A: one handshake done */
 		if (measuring)
 			handshakes++;
 		hs_start(c);
 		break;
-	default:
-		break;
+	default: break;
 	}
 }
 
@@ -363,16 +374,24 @@ static void client_input(struct client *c)
 		if (f.flags & PROTO_FLAG_REPLY) {
 			if (c->inflight)
 				c->inflight--;
-			if (strstr((const char *)c->rbuf + off + PROTO_HDR_SIZE, "\"ok\":false") &&
+			if (strstr((const char *)c->rbuf + off + PROTO_HDR_SIZE,
+				   "\"ok\":false") &&
 			    f.length < 400) {
-				fprintf(stderr, "bench: %s from client %d (workload %d) "
-					"refused: %.*s\n", cm_attr_name(c->last_attr),
-					c->pair * 2 + c->side, (int)wl, (int)f.length,
+				fprintf(stderr,
+					"bench: %s from client %d (workload "
+					"%d) "
+					"refused: %.*s\n",
+					cm_attr_name(c->last_attr),
+					c->pair * 2 + c->side, (int)wl,
+					(int)f.length,
 					c->rbuf + off + PROTO_HDR_SIZE);
 				exit(2);
 			}
 		} else if (f.kind == PROTO_KIND_MAD) {
-			memcpy(mad, c->rbuf + off + PROTO_HDR_SIZE + PROTO_MAD_ADDR_SIZE, MAD_SIZE);
+			memcpy(mad,
+			       c->rbuf + off + PROTO_HDR_SIZE +
+				       PROTO_MAD_ADDR_SIZE,
+			       MAD_SIZE);
 			on_mad(c, mad);
 		}
 		off += PROTO_HDR_SIZE + f.length;
@@ -492,7 +511,7 @@ static void run_open(double rate, double seconds)
 			send_mad(c, mad);
 			sent++;
 		}
-		pump(1);        /* wakes at once for input: no added latency */
+		pump(1); /* wakes at once for input: no added latency */
 	}
 	measuring = 0;
 	drain();
@@ -598,19 +617,23 @@ static void *relay_main(void *arg)
 			int fd;
 
 			if (rc == NULL) {
-				fd = accept4(relay.lfd, NULL, NULL, SOCK_CLOEXEC);
-				if (fd < 0 || recv(fd, &be, 4, MSG_WAITALL) != 4)
+				fd = accept4(relay.lfd, NULL, NULL,
+					     SOCK_CLOEXEC);
+				if (fd < 0 ||
+				    recv(fd, &be, 4, MSG_WAITALL) != 4)
 					continue;
 				rc = &conns[ntohl(be)];
 				rc->fd = fd;
 				rc->id = (int)ntohl(be);
 				relay.fds[rc->id] = fd;
-				fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+				fcntl(fd, F_SETFL,
+				      fcntl(fd, F_GETFL) | O_NONBLOCK);
 				ev.data.ptr = rc;
 				epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
 				continue;
 			}
-			r = read(rc->fd, rc->buf + rc->have, sizeof(rc->buf) - rc->have);
+			r = read(rc->fd, rc->buf + rc->have,
+				 sizeof(rc->buf) - rc->have);
 			if (r == 0 || (r < 0 && errno != EAGAIN)) {
 				epoll_ctl(ep, EPOLL_CTL_DEL, rc->fd, NULL);
 				close(rc->fd);
@@ -623,18 +646,23 @@ static void *relay_main(void *arg)
 			/* Each frame: a reply to its sender, the frame (as
 			 * an event) to the partner; one write each per read. */
 			while (rc->have - off >= PROTO_HDR_SIZE) {
-				if (proto_header_decode(rc->buf + off, RBUF, &f) < 0 ||
+				if (proto_header_decode(rc->buf + off, RBUF,
+							&f) < 0 ||
 				    rc->have - off < PROTO_HDR_SIZE + f.length)
 					break;
 				proto_header_encode(out + olen, PROTO_KIND_JSON,
-						    PROTO_FLAG_REPLY, f.request_id,
+						    PROTO_FLAG_REPLY,
+						    f.request_id,
 						    sizeof(ok) - 1);
-				memcpy(out + olen + PROTO_HDR_SIZE, ok, sizeof(ok) - 1);
+				memcpy(out + olen + PROTO_HDR_SIZE, ok,
+				       sizeof(ok) - 1);
 				olen += PROTO_HDR_SIZE + sizeof(ok) - 1;
-				proto_header_encode(fwd + flen, f.kind, PROTO_FLAG_EVENT,
-						    0, f.length);
+				proto_header_encode(fwd + flen, f.kind,
+						    PROTO_FLAG_EVENT, 0,
+						    f.length);
 				memcpy(fwd + flen + PROTO_HDR_SIZE,
-				       rc->buf + off + PROTO_HDR_SIZE, f.length);
+				       rc->buf + off + PROTO_HDR_SIZE,
+				       f.length);
 				flen += PROTO_HDR_SIZE + f.length;
 				off += PROTO_HDR_SIZE + f.length;
 			}
@@ -657,7 +685,8 @@ static void relay_start(const char *dir)
 	snprintf(relay.path, sizeof(relay.path), "%s/relay.sock", dir);
 	snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", relay.path);
 	relay.lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (relay.lfd < 0 || bind(relay.lfd, (struct sockaddr *)&sun, sizeof(sun)) < 0 ||
+	if (relay.lfd < 0 ||
+	    bind(relay.lfd, (struct sockaddr *)&sun, sizeof(sun)) < 0 ||
 	    listen(relay.lfd, 4096) < 0)
 		die("relay socket");
 	pthread_create(&relay.thread, NULL, relay_main, NULL);
@@ -666,8 +695,8 @@ static void relay_start(const char *dir)
 /* ---- the daemon ------------------------------------------------------------- */
 
 static pid_t daemon_pid;
-static const char *umad_port;   /* --port: a real port instead of a sim one */
-static char daemon_state[200];  /* its connection-state file, removed after */
+static const char *umad_port;  /* --port: a real port instead of a sim one */
+static char daemon_state[200]; /* its connection-state file, removed after */
 
 /* However the bench ends, the daemon goes with it. */
 static void daemon_kill(void)
@@ -678,7 +707,8 @@ static void daemon_kill(void)
 
 static void daemon_start(const char *bin, const char *dir, int pairs)
 {
-	char sock[160], status[160], fabric[160], simport[96], log[160], state[200];
+	char sock[160], status[160], fabric[160], simport[96], log[160],
+		state[200];
 	uint64_t t0 = now_ns();
 	int fd;
 
@@ -686,15 +716,19 @@ static void daemon_start(const char *bin, const char *dir, int pairs)
 	snprintf(status, sizeof(status), "%s/status.sock", dir);
 	snprintf(fabric, sizeof(fabric), "%s/fabric", dir);
 	snprintf(log, sizeof(log), "%s/daemon.log", dir);
-	snprintf(simport, sizeof(simport), "--sim-port=sim0=fd00::1*%d", 2 * pairs);
+	snprintf(simport, sizeof(simport), "--sim-port=sim0=fd00::1*%d",
+		 2 * pairs);
 	/* The connection state where a deployment keeps it: on a tmpfs
 	 * (/run), not on a disk whose writeback would fault its pages. */
 	if (access("/dev/shm", W_OK) == 0)
-		snprintf(state, sizeof(state), "--state-file=/dev/shm/rcm-bench.%d.state",
+		snprintf(state, sizeof(state),
+			 "--state-file=/dev/shm/rcm-bench.%d.state",
 			 (int)getpid());
 	else
-		snprintf(state, sizeof(state), "--state-file=%s/mux.state", dir);
-	snprintf(daemon_state, sizeof(daemon_state), "%s", state + strlen("--state-file="));
+		snprintf(state, sizeof(state), "--state-file=%s/mux.state",
+			 dir);
+	snprintf(daemon_state, sizeof(daemon_state), "%s",
+		 state + strlen("--state-file="));
 	unlink(daemon_state);
 	daemon_pid = fork();
 	if (daemon_pid == 0) {
@@ -702,16 +736,20 @@ static void daemon_start(const char *bin, const char *dir, int pairs)
 		dup2(fd, 1);
 		dup2(fd, 2);
 		if (umad_port)
-			execl(bin, bin, "-s", sock, "-S", status, "--port", umad_port,
-			      "--max-clients", "4096", state, (char *)NULL);
+			execl(bin, bin, "-s", sock, "-S", status, "--port",
+			      umad_port, "--max-clients", "4096", state,
+			      (char *)NULL);
 		else
-			execl(bin, bin, "-s", sock, "-S", status, "--sim-fabric", fabric,
-			      simport, "--max-clients", "4096", state, (char *)NULL);
+			execl(bin, bin, "-s", sock, "-S", status,
+			      "--sim-fabric", fabric, simport, "--max-clients",
+			      "4096", state, (char *)NULL);
 		_exit(127);
 	}
 	while (access(status, F_OK) != 0) {
 		if (now_ns() - t0 > 10000000000ull) {
-			fprintf(stderr, "bench: the daemon did not start (see %s)\n", log);
+			fprintf(stderr,
+				"bench: the daemon did not start (see %s)\n",
+				log);
 			exit(2);
 		}
 		usleep(10000);
@@ -740,7 +778,8 @@ static uint64_t cpu_ns(pid_t pid, pid_t tid)
 	DIR *d;
 
 	if (tid) {
-		snprintf(path, sizeof(path), "/proc/%d/task/%d/schedstat", (int)pid, (int)tid);
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/schedstat",
+			 (int)pid, (int)tid);
 		return schedstat_ns(path);
 	}
 	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
@@ -748,8 +787,8 @@ static uint64_t cpu_ns(pid_t pid, pid_t tid)
 	while (d && (de = readdir(d)) != NULL) {
 		if (de->d_name[0] == '.')
 			continue;
-		snprintf(path, sizeof(path), "/proc/%d/task/%s/schedstat", (int)pid,
-			 de->d_name);
+		snprintf(path, sizeof(path), "/proc/%d/task/%s/schedstat",
+			 (int)pid, de->d_name);
 		total += schedstat_ns(path);
 	}
 	if (d)
@@ -775,7 +814,6 @@ static long peak_rss_kb(pid_t pid)
 
 /* ---- main ------------------------------------------------------------------- */
 
-
 static json_t *results;
 static int as_json;
 
@@ -790,7 +828,8 @@ static void figure(const char *key, double value)
 
 /* A throughput figure of the daemon's, the relay's, and their ratio:
  * "pairs=N WHAT_UNIT", "pairs=N WHAT_relay_UNIT", "pairs=N WHAT_ratio". */
-static void compare(const char *what, const char *unit, double mine, double base)
+static void compare(const char *what, const char *unit, double mine,
+		    double base)
 {
 	char key[128];
 
@@ -832,12 +871,14 @@ static void setup_replies(void)
 
 	for (i = 0; i < npairs; i++)
 		clients[2 * i + 1].received = 0;
-	wl = WL_REQ;            /* B only counts (and learns A's comm ID) */
+	wl = WL_REQ; /* B only counts (and learns A's comm ID) */
 	for (i = 0; i < npairs; i++) {
 		cm_mad_init(mad, CM_ATTR_REQ, 1);
 		cm_field_set(mad, CM_REQ_LOCAL_COMM_ID, 0x100 + (uint32_t)i);
-		cm_set_gid(mad, CM_REQ_OFF_PRIMARY_LOCAL_GID, &clients[2 * i].gid);
-		cm_set_gid(mad, CM_REQ_OFF_PRIMARY_REMOTE_GID, &clients[2 * i + 1].gid);
+		cm_set_gid(mad, CM_REQ_OFF_PRIMARY_LOCAL_GID,
+			   &clients[2 * i].gid);
+		cm_set_gid(mad, CM_REQ_OFF_PRIMARY_REMOTE_GID,
+			   &clients[2 * i + 1].gid);
 		send_mad(&clients[2 * i], mad);
 	}
 	do {
@@ -866,7 +907,8 @@ static int dbl_cmp(const void *a, const void *b)
 }
 
 /* Each figure's median over the rounds. */
-static void median_of(const struct run_figures *runs, int n, struct run_figures *out)
+static void median_of(const struct run_figures *runs, int n,
+		      struct run_figures *out)
 {
 	double v[MAX_ROUNDS];
 	size_t f, nf = sizeof(*out) / sizeof(double);
@@ -898,7 +940,9 @@ static void measure(const char *path, pid_t cpu_pid, pid_t cpu_tid, double secs,
 	for (i = 0; i < 2 * npairs; i++)
 		mads1 += clients[i].received;
 	c1 = cpu_ns(cpu_pid, cpu_tid);
-	r->cpu_us = mads1 > mads0 ? (double)(c1 - c0) / 1000.0 / (double)(mads1 - mads0) : 0;
+	r->cpu_us = mads1 > mads0 ? (double)(c1 - c0) / 1000.0 /
+					    (double)(mads1 - mads0)
+				  : 0;
 	setup_replies();
 	/* In the daemon the REQ made B's peer record; B's MRAs answer it. */
 	wl = WL_REPLY;
@@ -933,8 +977,10 @@ int main(int argc, char **argv)
 		{ "gid-base", required_argument, NULL, 'G' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *bin = getenv("RDMACM_MUXD") ? getenv("RDMACM_MUXD") : "build/rdmacm-muxd";
-	char pairs_list[128] = "1,8,64,256,1024", dir[] = "/tmp/rcm-bench.XXXXXX";
+	const char *bin = getenv("RDMACM_MUXD") ? getenv("RDMACM_MUXD")
+						: "build/rdmacm-muxd";
+	char pairs_list[128] = "1,8,64,256,1024",
+	     dir[] = "/tmp/rcm-bench.XXXXXX";
 	char sock[160], key[96], *tok, *save = NULL;
 	struct run_figures d, b, dr[MAX_ROUNDS], br[MAX_ROUNDS];
 	struct rlimit rl;
@@ -945,10 +991,15 @@ int main(int argc, char **argv)
 		switch (c) {
 		case 'd': bin = optarg; break;
 		case 's': secs = atof(optarg); break;
-		case 'p': snprintf(pairs_list, sizeof(pairs_list), "%s", optarg); break;
+		case 'p':
+			snprintf(pairs_list, sizeof(pairs_list), "%s", optarg);
+			break;
 		case 'j': as_json = 1; break;
-		case 'q': secs = 0.2; rounds = 1;
-			snprintf(pairs_list, sizeof(pairs_list), "1,8"); break;
+		case 'q':
+			secs = 0.2;
+			rounds = 1;
+			snprintf(pairs_list, sizeof(pairs_list), "1,8");
+			break;
 		case 'r': rounds = atoi(optarg); break;
 		case 'P': umad_port = optarg; break;
 		case 'G': gid_base = optarg; break;
@@ -972,7 +1023,8 @@ int main(int argc, char **argv)
 	cap_lat = 4000000;
 	lat = malloc(cap_lat * sizeof(*lat));
 	relay_start(dir);
-	for (tok = strtok_r(pairs_list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+	for (tok = strtok_r(pairs_list, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save)) {
 		npairs = atoi(tok);
 		if (npairs < 1 || npairs > MAX_PAIRS)
 			return 2;
@@ -985,18 +1037,25 @@ int main(int argc, char **argv)
 		 * (it is shared) hits both alike; the median of each. */
 		for (r = 0; r < rounds; r++) {
 			use_daemon = 0;
-			measure(relay.path, getpid(), relay.tid, secs, &br[r], 1);
+			measure(relay.path, getpid(), relay.tid, secs, &br[r],
+				1);
 			use_daemon = 1;
 			measure(sock, daemon_pid, 0, secs, &dr[r], 1);
 		}
 		median_of(dr, rounds, &d);
 		median_of(br, rounds, &b);
-#define FIG(name, v) do { snprintf(key, sizeof(key), "pairs=%d %s", npairs, name); \
-			  figure(key, v); } while (0)
+#define FIG(name, v)                                                     \
+	do {                                                             \
+		snprintf(key, sizeof(key), "pairs=%d %s", npairs, name); \
+		figure(key, v);                                          \
+	} while (0)
 		compare("req_by_gid_1_inflight", "mads_per_s", d.req1, b.req1);
-		compare("req_by_gid_16_inflight", "mads_per_s", d.req16, b.req16);
-		compare("reply_by_comm_id_1_inflight", "mads_per_s", d.rep1, b.rep1);
-		compare("reply_by_comm_id_16_inflight", "mads_per_s", d.rep16, b.rep16);
+		compare("req_by_gid_16_inflight", "mads_per_s", d.req16,
+			b.req16);
+		compare("reply_by_comm_id_1_inflight", "mads_per_s", d.rep1,
+			b.rep1);
+		compare("reply_by_comm_id_16_inflight", "mads_per_s", d.rep16,
+			b.rep16);
 		compare("handshakes", "per_s", d.hs, b.hs);
 		/* A handshake is five MADs: against the relay's frame rate. */
 		FIG("handshakes_16_inflight_vs_relay_frames", d.hs16 / b.req16);

@@ -35,9 +35,11 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static int get_addr(const char *host, const char *port, struct sockaddr_storage *ss)
+static int get_addr(const char *host, const char *port,
+		    struct sockaddr_storage *ss)
 {
-	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM };
+	struct addrinfo hints = { .ai_family = AF_UNSPEC,
+				  .ai_socktype = SOCK_STREAM };
 	struct addrinfo *res;
 	int rc = getaddrinfo(host, port, &hints, &res);
 
@@ -58,7 +60,9 @@ static int make_qp(struct rdma_cm_id *id)
 {
 	struct ibv_qp_init_attr attr = {
 		.qp_type = IBV_QPT_RC,
-		.cap = { .max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1,
+		.cap = { .max_send_wr = 1,
+			 .max_recv_wr = 1,
+			 .max_send_sge = 1,
 			 .max_recv_sge = 1 },
 	};
 
@@ -85,10 +89,12 @@ static void drop_id(struct rdma_cm_id *id)
 	rdma_destroy_id(id);
 }
 
-static int serve(struct rdma_event_channel *ch, struct sockaddr_storage *bind_ss)
+static int serve(struct rdma_event_channel *ch,
+		 struct sockaddr_storage *bind_ss)
 {
 	struct rdma_conn_param param = { .responder_resources = 1,
-					 .initiator_depth = 1, .rnr_retry_count = 7 };
+					 .initiator_depth = 1,
+					 .rnr_retry_count = 7 };
 	struct rdma_cm_event *ev;
 	struct rdma_cm_id *listen_id, *id;
 	enum rdma_cm_event_type type;
@@ -123,15 +129,24 @@ static int serve(struct rdma_event_channel *ch, struct sockaddr_storage *bind_ss
 			/* Destroying it in DREQ_RCVD sends the DREP. */
 			drop_id(id);
 			continue;
-		default:
-			break;
+		default: break;
 		}
 		rdma_ack_cm_event(ev);
 	}
 	return 0;
 }
 
-enum { C_NEW, C_ADDR, C_ROUTE, C_READY, C_CONNECTING, C_UP, C_CLOSING, C_DOWN, C_FAILED };
+enum {
+	C_NEW,
+	C_ADDR,
+	C_ROUTE,
+	C_READY,
+	C_CONNECTING,
+	C_UP,
+	C_CLOSING,
+	C_DOWN,
+	C_FAILED
+};
 
 struct conn {
 	struct rdma_cm_id *id;
@@ -149,7 +164,8 @@ static struct conn *conn_of(struct rdma_cm_id *id)
 /* Events until every connection has reached at least `want` (or failed);
  * start() moves the next ones in, at most `window` in flight. */
 static int run_phase(struct rdma_event_channel *ch, int want,
-		     int (*start)(struct conn *c), int start_from, int busy_state)
+		     int (*start)(struct conn *c), int start_from,
+		     int busy_state)
 {
 	unsigned next = 0, busy = 0, done = 0, i;
 	struct rdma_cm_event *ev;
@@ -190,15 +206,13 @@ static int run_phase(struct rdma_event_channel *ch, int want,
 		case RDMA_CM_EVENT_ROUTE_RESOLVED:
 			c->state = make_qp(c->id) ? C_FAILED : C_READY;
 			break;
-		case RDMA_CM_EVENT_ESTABLISHED:
-			c->state = C_UP;
-			break;
-		case RDMA_CM_EVENT_DISCONNECTED:
-			c->state = C_DOWN;
-			break;
+		case RDMA_CM_EVENT_ESTABLISHED: c->state = C_UP; break;
+		case RDMA_CM_EVENT_DISCONNECTED: c->state = C_DOWN; break;
 		default:
-			fprintf(stderr, "cm_rate: connection %ld: %s (status %d)\n",
-				(long)(c - conns), rdma_event_str(ev->event), ev->status);
+			fprintf(stderr,
+				"cm_rate: connection %ld: %s (status %d)\n",
+				(long)(c - conns), rdma_event_str(ev->event),
+				ev->status);
 			c->state = C_FAILED;
 			break;
 		}
@@ -216,14 +230,16 @@ static int have_src;
 
 static int start_resolve(struct conn *c)
 {
-	return rdma_resolve_addr(c->id, have_src ? (struct sockaddr *)&src_ss : NULL,
+	return rdma_resolve_addr(c->id,
+				 have_src ? (struct sockaddr *)&src_ss : NULL,
 				 (struct sockaddr *)&dst_ss, 2000);
 }
 
 static int start_connect(struct conn *c)
 {
 	struct rdma_conn_param param = { .responder_resources = 1,
-					 .initiator_depth = 1, .retry_count = 7,
+					 .initiator_depth = 1,
+					 .retry_count = 7,
 					 .rnr_retry_count = 7 };
 
 	return rdma_connect(c->id, &param);
@@ -288,8 +304,10 @@ int main(int argc, char **argv)
 		case 'c': nconns = (unsigned)atoi(optarg); break;
 		case 'w': window = (unsigned)atoi(optarg); break;
 		default:
-			fprintf(stderr, "usage: cm_rate -s [-b ADDR] [-p PORT]\n"
-				"       cm_rate -c N -a SERVER [-b ADDR] [-p PORT] [-w WINDOW]\n");
+			fprintf(stderr,
+				"usage: cm_rate -s [-b ADDR] [-p PORT]\n"
+				"       cm_rate -c N -a SERVER [-b ADDR] [-p "
+				"PORT] [-w WINDOW]\n");
 			return 2;
 		}
 	}
@@ -301,7 +319,8 @@ int main(int argc, char **argv)
 	}
 	if (serving) {
 		memset(&src_ss, 0, sizeof(src_ss));
-		if (bind_addr ? get_addr(bind_addr, port, &src_ss) : get_addr("0.0.0.0", port, &src_ss))
+		if (bind_addr ? get_addr(bind_addr, port, &src_ss)
+			      : get_addr("0.0.0.0", port, &src_ss))
 			return 2;
 		return serve(ch, &src_ss);
 	}

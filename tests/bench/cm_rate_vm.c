@@ -56,8 +56,11 @@ static struct rate R;
 static int send_mad(void *ctx, const uint8_t *mad, const struct gid *dst)
 {
 	struct muxbe_addr a = {
-		.port = R.port_index, .grh = 1, .hop_limit = 64,
-		.remote_qpn = GSI_QPN, .qkey = GSI_QKEY,
+		.port = R.port_index,
+		.grh = 1,
+		.hop_limit = 64,
+		.remote_qpn = GSI_QPN,
+		.qkey = GSI_QKEY,
 	};
 
 	(void)ctx;
@@ -71,22 +74,18 @@ static void on_event(void *ctx, enum gcm_event ev, int detail)
 	struct gcm *g = ctx;
 
 	switch (ev) {
-	case GCM_EV_CONNECTED:
-		R.up++;
-		break;
-	case GCM_EV_DISCONNECTED:
-		R.down++;
-		break;
+	case GCM_EV_CONNECTED: R.up++; break;
+	case GCM_EV_DISCONNECTED: R.down++; break;
 	case GCM_EV_REJECTED:
 	case GCM_EV_TIMEOUT:
 		fprintf(stderr, "cm_rate_vm: connection 0x%08x: %s %d\n",
-			g->p.local_comm_id, ev == GCM_EV_REJECTED ? "rejected" :
-			"timed out in state", ev == GCM_EV_REJECTED ? detail :
-			(int)g->state);
+			g->p.local_comm_id,
+			ev == GCM_EV_REJECTED ? "rejected"
+					      : "timed out in state",
+			ev == GCM_EV_REJECTED ? detail : (int)g->state);
 		R.failed++;
 		break;
-	case GCM_EV_CLOSED:
-		break;
+	case GCM_EV_CLOSED: break;
 	}
 }
 
@@ -114,7 +113,8 @@ static void on_recv(void *user, void *buf_ctx, void *buf, size_t mad_len,
 	muxbe_post_recv(R.mb, buf, MUXBE_RECV_BUF_MIN, NULL);
 }
 
-static void on_send_done(void *user, void *send_ctx, int status, const char *msg)
+static void on_send_done(void *user, void *send_ctx, int status,
+			 const char *msg)
 {
 	(void)user;
 	(void)send_ctx;
@@ -143,7 +143,8 @@ static int run_phase(unsigned *count, int (*start)(struct gcm *g, uint64_t now),
 			next++;
 		}
 		if (now_ms() > deadline) {
-			fprintf(stderr, "cm_rate_vm: phase timed out at %u of %u\n",
+			fprintf(stderr,
+				"cm_rate_vm: phase timed out at %u of %u\n",
 				*count - base, R.n);
 			return -1;
 		}
@@ -166,10 +167,13 @@ int main(int argc, char **argv)
 		{ "rdma-port", required_argument, NULL, 'r' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct muxbe_callbacks cb = { .recv = on_recv, .send_done = on_send_done };
+	struct muxbe_callbacks cb = { .recv = on_recv,
+				      .send_done = on_send_done };
 	struct muxbe_options mo = { .cb = &cb, .name = "cm-rate-vm" };
-	struct gcm_params gp = { .timeout_ms = 1000, .max_retries = 5,
-				 .timewait_ms = 100, .port = 7471 };
+	struct gcm_params gp = { .timeout_ms = 1000,
+				 .max_retries = 5,
+				 .timewait_ms = 100,
+				 .port = 7471 };
 	const char *daemon_port = NULL;
 	double t0, t_conn, t_disc;
 	uint64_t retx;
@@ -178,18 +182,26 @@ int main(int argc, char **argv)
 	int c;
 
 	R.window = 16;
-	while ((c = getopt_long(argc, argv, "s:g:p:a:r:c:w:", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "s:g:p:a:r:c:w:", opts, NULL)) !=
+	       -1) {
 		switch (c) {
 		case 's': mo.socket_path = optarg; break;
-		case 'g': if (gid_parse(optarg, &R.gid)) return 2; break;
+		case 'g':
+			if (gid_parse(optarg, &R.gid))
+				return 2;
+			break;
 		case 'p': daemon_port = optarg; break;
-		case 'a': if (gid_parse(optarg, &gp.remote_gid)) return 2; break;
+		case 'a':
+			if (gid_parse(optarg, &gp.remote_gid))
+				return 2;
+			break;
 		case 'r': gp.port = (uint16_t)atoi(optarg); break;
 		case 'c': R.n = (unsigned)atoi(optarg); break;
 		case 'w': R.window = (unsigned)atoi(optarg); break;
 		default:
-			fprintf(stderr, "usage: cm_rate_vm --gid GID --connect SERVER-GID "
-				"[--rdma-port P] -c N [-w W]\n");
+			fprintf(stderr, "usage: cm_rate_vm --gid GID --connect "
+					"SERVER-GID "
+					"[--rdma-port P] -c N [-w W]\n");
 			return 2;
 		}
 	}
@@ -203,7 +215,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "cm_rate_vm: %s\n", err);
 		return 1;
 	}
-	if (muxbe_register_gid(R.mb, daemon_port, R.gid.raw, &R.port_index) < 0) {
+	if (muxbe_register_gid(R.mb, daemon_port, R.gid.raw, &R.port_index) <
+	    0) {
 		muxbe_last_error(R.mb, err, sizeof(err));
 		fprintf(stderr, "cm_rate_vm: register_gid: %s\n", err);
 		return 1;
@@ -216,7 +229,7 @@ int main(int argc, char **argv)
 	gp.local_gid = R.gid;
 	for (i = 0; i < R.n; i++) {
 		gp.local_comm_id = COMM_BASE + i;
-		gp.qpn = 0x100 + i;     /* announced only: no data flows */
+		gp.qpn = 0x100 + i; /* announced only: no data flows */
 		gp.psn = 0x4242;
 		gp.src_port = (uint16_t)(0x8000 + i);
 		gcm_init(&R.cm[i], &gp, &ops, &R.cm[i]);

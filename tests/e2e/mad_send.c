@@ -37,7 +37,9 @@ int main(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	struct muxbe_options mo = { 0 };
-	struct muxbe_addr a = { .grh = 1, .hop_limit = 64, .remote_qpn = GSI_QPN,
+	struct muxbe_addr a = { .grh = 1,
+				.hop_limit = 64,
+				.remote_qpn = GSI_QPN,
 				.qkey = GSI_QKEY };
 	const char *expect = "ok", *got, *wait_file = NULL;
 	struct gid from, to, g;
@@ -53,9 +55,18 @@ int main(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
 		case 's': mo.socket_path = optarg; break;
-		case 'r': if (nreg < 8) reg[nreg++] = optarg; break;
-		case 'f': if (gid_parse(optarg, &from)) return 2; break;
-		case 't': if (gid_parse(optarg, &to)) return 2; break;
+		case 'r':
+			if (nreg < 8)
+				reg[nreg++] = optarg;
+			break;
+		case 'f':
+			if (gid_parse(optarg, &from))
+				return 2;
+			break;
+		case 't':
+			if (gid_parse(optarg, &to))
+				return 2;
+			break;
 		case 'i': comm_id = (uint32_t)strtoul(optarg, NULL, 0); break;
 		case 'e': expect = optarg; break;
 		case 'w': wait_file = optarg; break;
@@ -74,7 +85,8 @@ int main(int argc, char **argv)
 		rc = muxbe_register_gid(mb, NULL, g.raw, &a.port);
 		if (rc < 0) {
 			muxbe_last_error(mb, err, sizeof(err));
-			fprintf(stderr, "mad_send: register %s: %s\n", reg[c], err);
+			fprintf(stderr, "mad_send: register %s: %s\n", reg[c],
+				err);
 			return 1;
 		}
 	}
@@ -82,14 +94,16 @@ int main(int argc, char **argv)
 	fflush(stdout);
 	for (c = 0; wait_file && access(wait_file, F_OK) != 0; c++) {
 		if (c == 1200) {
-			fprintf(stderr, "mad_send: %s never appeared\n", wait_file);
+			fprintf(stderr, "mad_send: %s never appeared\n",
+				wait_file);
 			return 1;
 		}
 		poll(NULL, 0, 50);
 	}
 	cm_mad_init(mad, CM_ATTR_REQ, comm_id);
 	cm_field_set(mad, CM_REQ_LOCAL_COMM_ID, comm_id);
-	cm_field_set(mad, CM_REQ_SERVICE_ID, rdma_service_id(RDMA_PS_TCP, 7999));
+	cm_field_set(mad, CM_REQ_SERVICE_ID,
+		     rdma_service_id(RDMA_PS_TCP, 7999));
 	cm_set_gid(mad, CM_REQ_OFF_PRIMARY_LOCAL_GID, &from);
 	cm_set_gid(mad, CM_REQ_OFF_PRIMARY_REMOTE_GID, &to);
 	cma_hdr_build(mad + CM_REQ_OFF_PRIVATE_DATA, &from, &to, 7999);
@@ -98,8 +112,7 @@ int main(int argc, char **argv)
 	rc = muxbe_send_mad_sync(mb, &a, mad, MAD_SIZE);
 	got = rc == 0 ? "ok" : proto_errno_name(rc);
 	muxbe_last_error(mb, err, sizeof(err));
-	printf("mad_send: REQ: %s%s%s\n", got,
-	       rc ? " - " : "", rc ? err : "");
+	printf("mad_send: REQ: %s%s%s\n", got, rc ? " - " : "", rc ? err : "");
 	muxbe_close(mb);
 	return strcmp(got, expect) == 0 ? 0 : 3;
 }

@@ -93,8 +93,10 @@ static struct gid lab_gid(void)
 
 static struct muxbe_dev *open_dev(struct sink *s, int thread)
 {
-	struct muxbe_dev_options o = { .dev_name = "rxe0", .comp_thread = thread,
-				       .comp = sink_comp, .user = s };
+	struct muxbe_dev_options o = { .dev_name = "rxe0",
+				       .comp_thread = thread,
+				       .comp = sink_comp,
+				       .user = s };
 	struct muxbe_dev *dev;
 
 	assert_int_equal(muxbe_dev_open(&o, &dev), 0);
@@ -114,9 +116,10 @@ static void test_open_caps_gids(void **state)
 
 	(void)state;
 	assert_int_equal(muxbe_dev_open(&o, &dev), -ENODEV);
-	o.dev_name = NULL;              /* the first device */
+	o.dev_name = NULL; /* the first device */
 	assert_int_equal(muxbe_dev_open(&o, &dev), 0);
-	assert_string_equal(ibv_get_device_name(muxbe_dev_context(dev)->device), "rxe0");
+	assert_string_equal(ibv_get_device_name(muxbe_dev_context(dev)->device),
+			    "rxe0");
 	muxbe_dev_close(dev);
 	o.port_num = 9;
 	assert_int_equal(muxbe_dev_open(&o, &dev), -EINVAL);
@@ -157,7 +160,8 @@ static void rc_connect(struct muxbe_qp *q, struct muxbe_qp *peer, int gidx,
 		       const struct gid *g)
 {
 	struct muxbe_qp_rtr rtr = { .sgid_index = (uint8_t)gidx,
-		.dest_qpn = muxbe_qp_num(peer), .rq_psn = 0x100 };
+				    .dest_qpn = muxbe_qp_num(peer),
+				    .rq_psn = 0x100 };
 	struct muxbe_qp_rts rts = { .sq_psn = 0x100 };
 	enum ibv_qp_state st;
 
@@ -186,13 +190,19 @@ static void rc_setup(struct rc_pair *p, struct sink *s, int thread,
 	assert_int_equal(muxbe_pd_create(p->dev, &p->pd), 0);
 	assert_int_equal(muxbe_cq_create(p->dev, 64, &p->cq), 0);
 	assert_int_equal(muxbe_mr_create(p->pd, p->buf, sizeof(p->buf),
-					 IBV_ACCESS_LOCAL_WRITE, &p->mr), 0);
+					 IBV_ACCESS_LOCAL_WRITE, &p->mr),
+			 0);
 	if (srq_out)
-		assert_int_equal(muxbe_srq_create(p->dev, p->pd, 16, 1, 0, srq_out), 0);
-	assert_int_equal(muxbe_qp_create(p->dev, p->pd, MUXBE_QPT_RC, p->cq, p->cq,
-					 NULL, &caps, &p->a), 0);
-	assert_int_equal(muxbe_qp_create(p->dev, p->pd, MUXBE_QPT_RC, p->cq, p->cq,
-					 srq_out ? *srq_out : NULL, &caps, &p->b), 0);
+		assert_int_equal(muxbe_srq_create(p->dev, p->pd, 16, 1, 0,
+						  srq_out),
+				 0);
+	assert_int_equal(muxbe_qp_create(p->dev, p->pd, MUXBE_QPT_RC, p->cq,
+					 p->cq, NULL, &caps, &p->a),
+			 0);
+	assert_int_equal(muxbe_qp_create(p->dev, p->pd, MUXBE_QPT_RC, p->cq,
+					 p->cq, srq_out ? *srq_out : NULL,
+					 &caps, &p->b),
+			 0);
 	rc_connect(p->a, p->b, p->gidx, &g);
 	rc_connect(p->b, p->a, p->gidx, &g);
 }
@@ -211,7 +221,8 @@ static void rc_teardown(struct rc_pair *p, struct muxbe_srq *srq)
 
 static struct ibv_sge sge_of(struct rc_pair *p, int i, uint32_t len)
 {
-	struct ibv_sge sg = { .addr = (uintptr_t)p->buf[i], .length = len,
+	struct ibv_sge sg = { .addr = (uintptr_t)p->buf[i],
+			      .length = len,
 			      .lkey = p->mr->lkey };
 
 	return sg;
@@ -304,11 +315,14 @@ static void test_ud_and_ah_cache(void **state)
 	assert_int_equal(muxbe_pd_create(p.dev, &p.pd), 0);
 	assert_int_equal(muxbe_cq_create(p.dev, 64, &p.cq), 0);
 	assert_int_equal(muxbe_mr_create(p.pd, p.buf, sizeof(p.buf),
-					 IBV_ACCESS_LOCAL_WRITE, &p.mr), 0);
-	assert_int_equal(muxbe_qp_create(p.dev, p.pd, MUXBE_QPT_UD, p.cq, p.cq, NULL,
-					 &caps, &u1), 0);
-	assert_int_equal(muxbe_qp_create(p.dev, p.pd, MUXBE_QPT_UD, p.cq, p.cq, NULL,
-					 &caps, &u2), 0);
+					 IBV_ACCESS_LOCAL_WRITE, &p.mr),
+			 0);
+	assert_int_equal(muxbe_qp_create(p.dev, p.pd, MUXBE_QPT_UD, p.cq, p.cq,
+					 NULL, &caps, &u1),
+			 0);
+	assert_int_equal(muxbe_qp_create(p.dev, p.pd, MUXBE_QPT_UD, p.cq, p.cq,
+					 NULL, &caps, &u2),
+			 0);
 	for (i = 0; i < 2; i++) {
 		struct muxbe_qp *q = i ? u2 : u1;
 		struct muxbe_qp_rts rts = { .sq_psn = 1 };
@@ -329,11 +343,14 @@ static void test_ud_and_ah_cache(void **state)
 	strcpy(p.buf[0], "ud");
 	sg = sge_of(&p, 0, 3);
 	for (i = 0; i < 3; i++)
-		assert_int_equal(muxbe_qp_post_send(u1, &sg, 1, &d, &sctx[i]), 0);
+		assert_int_equal(muxbe_qp_post_send(u1, &sg, 1, &d, &sctx[i]),
+				 0);
 	assert_true(sink_wait(&s, 6));
 	for (i = 0; i < 3; i++) {
-		assert_int_equal(sink_find(&s, &sctx[i])->status, IBV_WC_SUCCESS);
-		assert_int_equal(sink_find(&s, &rctx[i])->status, IBV_WC_SUCCESS);
+		assert_int_equal(sink_find(&s, &sctx[i])->status,
+				 IBV_WC_SUCCESS);
+		assert_int_equal(sink_find(&s, &rctx[i])->status,
+				 IBV_WC_SUCCESS);
 		assert_true(sink_find(&s, &rctx[i])->wc_flags & IBV_WC_GRH);
 		assert_int_equal(sink_find(&s, &rctx[i])->byte_len, 40 + 3);
 	}
@@ -365,28 +382,35 @@ static void test_vendor_errors_and_flush(void **state)
 	sink_init(&s);
 	rc_setup(&p, &s, 1, NULL);
 	/* QP1 without a daemon handle cannot exist. */
-	assert_int_equal(muxbe_qp_create(p.dev, p.pd, MUXBE_QPT_GSI, NULL, NULL, NULL,
-					 &caps, &gsi), -EOPNOTSUPP);
+	assert_int_equal(muxbe_qp_create(p.dev, p.pd, MUXBE_QPT_GSI, NULL, NULL,
+					 NULL, &caps, &gsi),
+			 -EOPNOTSUPP);
 	sg[0] = sge_of(&p, 0, 8);
 	sg[1] = sge_of(&p, 1, 8);
 	sg[2] = sge_of(&p, 2, 8);
 	assert_int_equal(muxbe_qp_post_send(p.a, sg, 0, NULL, &c_nosge), 0);
 	assert_int_equal(muxbe_qp_post_send(p.a, sg, 3, NULL, &c_many), 0);
-	assert_int_equal(muxbe_qp_create(p.dev, p.pd, MUXBE_QPT_UD, p.cq, p.cq, NULL,
-					 &caps, &ud), 0);
+	assert_int_equal(muxbe_qp_create(p.dev, p.pd, MUXBE_QPT_UD, p.cq, p.cq,
+					 NULL, &caps, &ud),
+			 0);
 	assert_int_equal(muxbe_qp_post_send(ud, sg, 1, NULL, &c_ud), 0);
 	assert_true(sink_wait(&s, 3));
 	assert_int_equal(sink_find(&s, &c_nosge)->status, IBV_WC_GENERAL_ERR);
-	assert_int_equal(sink_find(&s, &c_nosge)->vendor_err, MUXBE_VENDOR_ERR_NO_SGE);
-	assert_int_equal(sink_find(&s, &c_many)->vendor_err, MUXBE_VENDOR_ERR_TOO_MANY_SGES);
-	assert_int_equal(sink_find(&s, &c_ud)->vendor_err, MUXBE_VENDOR_ERR_FAIL_BACKEND);
+	assert_int_equal(sink_find(&s, &c_nosge)->vendor_err,
+			 MUXBE_VENDOR_ERR_NO_SGE);
+	assert_int_equal(sink_find(&s, &c_many)->vendor_err,
+			 MUXBE_VENDOR_ERR_TOO_MANY_SGES);
+	assert_int_equal(sink_find(&s, &c_ud)->vendor_err,
+			 MUXBE_VENDOR_ERR_FAIL_BACKEND);
 	/* Destroying a QP completes what was still posted, flushed. */
 	for (i = 0; i < 4; i++)
-		assert_int_equal(muxbe_qp_post_recv(p.b, &sg[0], 1, &c_recv[i]), 0);
+		assert_int_equal(muxbe_qp_post_recv(p.b, &sg[0], 1, &c_recv[i]),
+				 0);
 	assert_int_equal(muxbe_qp_destroy(p.b), 0);
 	assert_true(sink_wait(&s, 7));
 	for (i = 0; i < 4; i++)
-		assert_int_equal(sink_find(&s, &c_recv[i])->status, IBV_WC_WR_FLUSH_ERR);
+		assert_int_equal(sink_find(&s, &c_recv[i])->status,
+				 IBV_WC_WR_FLUSH_ERR);
 	assert_int_equal(muxbe_qp_destroy(p.a), 0);
 	assert_int_equal(muxbe_qp_destroy(ud), 0);
 	assert_int_equal(muxbe_mr_destroy(p.mr), 0);
@@ -433,8 +457,10 @@ static void test_gsi_through_daemon(void **state)
 	static const char *const no_ports[] = { NULL };
 	struct muxbe_qp_caps caps = { 16, 16, 1, 1 };
 	struct muxbe_options mo = { .timeout_ms = 5000 };
-	struct muxbe_dev_options o = { .dev_name = "rxe0", .comp_thread = 1,
-				       .comp = sink_comp, .user = &s };
+	struct muxbe_dev_options o = { .dev_name = "rxe0",
+				       .comp_thread = 1,
+				       .comp = sink_comp,
+				       .user = &s };
 	const char *ga = getenv("RCM_GSI_GID_A"), *gb = getenv("RCM_GSI_GID_B");
 	struct muxbe_ud_dest d = { .dest_qpn = 1, .qkey = GSI_QKEY };
 	static uint8_t mad[MAD_SIZE], rbuf[2][512];
@@ -460,8 +486,9 @@ static void test_gsi_through_daemon(void **state)
 	gid_parse(gb, &b);
 	assert_int_equal(muxbe_register_gid(mb, NULL, a.raw, NULL), 0);
 	assert_int_equal(muxbe_register_gid(mb, NULL, b.raw, NULL), 0);
-	assert_int_equal(muxbe_qp_create(dev, NULL, MUXBE_QPT_GSI, NULL, NULL, NULL,
-					 &caps, &gsi), 0);
+	assert_int_equal(muxbe_qp_create(dev, NULL, MUXBE_QPT_GSI, NULL, NULL,
+					 NULL, &caps, &gsi),
+			 0);
 	assert_int_equal(muxbe_qp_num(gsi), 1);
 	assert_int_equal(muxbe_qp_state(gsi, &st), 0);
 	assert_int_equal(st, IBV_QPS_RTS);
@@ -491,9 +518,9 @@ static void test_gsi_through_daemon(void **state)
 	assert_true(cm_field_get(rbuf[0] + 40, CM_REQ_LOCAL_COMM_ID) != 0x5151);
 	assert_memory_equal(rbuf[0] + 40 + 16, mad + 16, 8);
 	assert_memory_equal(rbuf[0] + 40 + 28, mad + 28, MAD_SIZE - 28);
-	assert_memory_equal(rbuf[0] + 8, a.raw, 16);    /* GRH SGID */
+	assert_memory_equal(rbuf[0] + 8, a.raw, 16); /* GRH SGID */
 	/* From a GID index that is not ours: the daemon refuses it. */
-	d.sgid_index = 0;               /* the link-local GID: not registered */
+	d.sgid_index = 0; /* the link-local GID: not registered */
 	cm_field_set(mad, CM_REQ_LOCAL_COMM_ID, 0x5152);
 	assert_int_equal(muxbe_qp_post_send(gsi, &sg, 1, &d, &spoof), 0);
 	/* Malformed receives. */
@@ -502,9 +529,12 @@ static void test_gsi_through_daemon(void **state)
 	assert_int_equal(muxbe_qp_post_recv(gsi, &sg, 1, &bad1), 0);
 	assert_int_equal(muxbe_qp_post_recv(gsi, &sg, 2, &bad2), 0);
 	assert_true(sink_wait(&s, 5));
-	assert_int_equal(sink_find(&s, &spoof)->vendor_err, MUXBE_VENDOR_ERR_MAD_SEND);
-	assert_int_equal(sink_find(&s, &bad1)->vendor_err, MUXBE_VENDOR_ERR_INV_MAD_BUFF);
-	assert_int_equal(sink_find(&s, &bad2)->vendor_err, MUXBE_VENDOR_ERR_INV_NUM_SGE);
+	assert_int_equal(sink_find(&s, &spoof)->vendor_err,
+			 MUXBE_VENDOR_ERR_MAD_SEND);
+	assert_int_equal(sink_find(&s, &bad1)->vendor_err,
+			 MUXBE_VENDOR_ERR_INV_MAD_BUFF);
+	assert_int_equal(sink_find(&s, &bad2)->vendor_err,
+			 MUXBE_VENDOR_ERR_INV_NUM_SGE);
 	/* A posted buffer comes back flushed when the QP goes. */
 	sg.length = sizeof(rbuf[1]);
 	assert_int_equal(muxbe_qp_post_recv(gsi, &sg, 1, &r2), 0);

@@ -47,15 +47,19 @@ static int fz_gid_in_table(void *arg, unsigned port, const struct gid *gid)
 	return gid->raw[15] & 1;
 }
 
-static const struct router_ops fz_router_ops = { fz_router_send, fz_gid_in_table };
+static const struct router_ops fz_router_ops = { fz_router_send,
+						 fz_gid_in_table };
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct router_limits lim = { 4, 16, 1000, 100 };
 	struct router *r = router_new(&lim, 0x12345678, &fz_router_ops, NULL);
 	struct conn_path path;
-	struct gcm_params gp = { .port = 7471, .local_comm_id = 0x10,
-		.timeout_ms = 10, .max_retries = 2, .timewait_ms = 10 };
+	struct gcm_params gp = { .port = 7471,
+				 .local_comm_id = 0x10,
+				 .timeout_ms = 10,
+				 .max_retries = 2,
+				 .timewait_ms = 10 };
 	uint8_t mad[MAD_SIZE];
 	struct gcm g;
 	struct gid a, b;
@@ -81,7 +85,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		router_inbound(r, 0, mad, n, &path, off, &client);
 		memset(mad, 0, sizeof(mad));
 		memcpy(mad, data + off, n);
-		router_outbound(r, 0, 1 + (off / MAD_SIZE) % 2, mad, &path, off, 0);
+		router_outbound(r, 0, 1 + (off / MAD_SIZE) % 2, mad, &path, off,
+				0);
 		/* Echo: the host ID it got, as a Remote Comm ID. */
 		memcpy(mad + 28, mad + 24, 4);
 		router_inbound(r, 0, mad, MAD_SIZE, &path, off + 1, &client);

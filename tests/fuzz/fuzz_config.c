@@ -11,8 +11,8 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static void fuzz_say(void *arg, const char *name, const char *was, const char *now,
-		     int applied)
+static void fuzz_say(void *arg, const char *name, const char *was,
+		     const char *now, int applied)
 {
 	(void)arg;
 	(void)applied;
@@ -28,7 +28,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	int i;
 
 	config_defaults(&cfg);
-	cfg.file = json_loadb((const char *)data, size, JSON_REJECT_DUPLICATES, &jerr);
+	cfg.file = json_loadb((const char *)data, size, JSON_REJECT_DUPLICATES,
+			      &jerr);
 	if (cfg.file == NULL)
 		return 0;
 	config_apply_json(&cfg, "fuzz", &errs);

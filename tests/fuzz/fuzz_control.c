@@ -19,8 +19,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	proto_request_op(j, &err);
 	proto_reply_status(j, &msg);
 	proto_gid_from_json(json_object_get(j, "gid"), gid);
-	proto_errno_from_name(json_string_value(json_object_get(
-		json_object_get(j, "error"), "code")));
+	proto_errno_from_name(json_string_value(
+		json_object_get(json_object_get(j, "error"), "code")));
 	json_decref(j);
 	return 0;
 }

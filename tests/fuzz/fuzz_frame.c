@@ -17,8 +17,7 @@ struct summary {
 	uint32_t sum;
 };
 
-static void run(const uint8_t *data, size_t size, size_t cut,
-		struct summary *s)
+static void run(const uint8_t *data, size_t size, size_t cut, struct summary *s)
 {
 	struct proto_decoder dec;
 	struct proto_frame f;
@@ -40,11 +39,14 @@ static void run(const uint8_t *data, size_t size, size_t cut,
 		if (rc == 0)
 			continue;
 		s->frames++;
-		s->sum = s->sum * 31 + f.request_id + f.length + f.kind + f.flags;
-		if (f.kind == PROTO_KIND_MAD && proto_mad_decode(f.payload, f.length, &m) == 0) {
+		s->sum = s->sum * 31 + f.request_id + f.length + f.kind +
+			 f.flags;
+		if (f.kind == PROTO_KIND_MAD &&
+		    proto_mad_decode(f.payload, f.length, &m) == 0) {
 			n = proto_mad_encode(&m, re, sizeof(re));
-			if (n != (int)f.length || memcmp(re, f.payload, f.length) != 0)
-				abort();        /* decode/encode must round-trip */
+			if (n != (int)f.length ||
+			    memcmp(re, f.payload, f.length) != 0)
+				abort(); /* decode/encode must round-trip */
 		}
 	}
 	proto_decoder_fini(&dec);

@@ -18,7 +18,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size_t off;
 
 	for (off = 0; off < size; off += LEGACY_MSG_SIZE) {
-		size_t n = size - off < LEGACY_MSG_SIZE ? size - off : LEGACY_MSG_SIZE;
+		size_t n = size - off < LEGACY_MSG_SIZE ? size - off
+							: LEGACY_MSG_SIZE;
 
 		memset(buf, 0, sizeof(buf));
 		memcpy(buf, data + off, n);
@@ -28,7 +29,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (resp.op == LEGACY_OP_MAD)
 			abort();
 		legacy_encode(&m, again);
-		if (legacy_decode(again, &m2) != 0 || memcmp(&m, &m2, sizeof(m)) != 0)
+		if (legacy_decode(again, &m2) != 0 ||
+		    memcmp(&m, &m2, sizeof(m)) != 0)
 			abort();
 	}
 	return 0;

@@ -14,9 +14,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	char err[160];
 
 	err[0] = '\0';
-	if (proto_status_query_parse((const char *)data, size, &q, err, sizeof(err)) < 0) {
+	if (proto_status_query_parse((const char *)data, size, &q, err,
+				     sizeof(err)) < 0) {
 		if (err[0] == '\0')
-			__builtin_trap();       /* every refusal says why */
+			__builtin_trap(); /* every refusal says why */
 		return 0;
 	}
 	if (q.op == PROTO_STATUS_CONNECTIONS &&

@@ -8,12 +8,15 @@
 
 int main(int argc, char **argv)
 {
-	struct muxbe_options o = { .socket_path = argc > 1 ? argv[1] : "/nonexistent/mux.sock" };
+	struct muxbe_options o = {
+		.socket_path = argc > 1 ? argv[1] : "/nonexistent/mux.sock"
+	};
 	struct muxbe *mb;
 	int rc = muxbe_connect(&o, &mb);
 
 	if (rc != -ENOENT) {
-		fprintf(stderr, "muxbe_connect: expected -ENOENT, got %d\n", rc);
+		fprintf(stderr, "muxbe_connect: expected -ENOENT, got %d\n",
+			rc);
 		return 1;
 	}
 	printf("consumer: muxbe_connect to a missing socket gave -ENOENT\n");

@@ -83,7 +83,8 @@ void hd_start(struct hdaemon *d, const char *fabric, const char *const *ports,
 	snprintf(d->log, sizeof(d->log), "%s/daemon.log", d->dir);
 	snprintf(d->fabric, sizeof(d->fabric), "%s", fabric ? fabric : d->dir);
 	if (fabric == NULL)
-		strncat(d->fabric, "/fabric", sizeof(d->fabric) - strlen(d->fabric) - 1);
+		strncat(d->fabric, "/fabric",
+			sizeof(d->fabric) - strlen(d->fabric) - 1);
 	d->ports = ports;
 	d->extra = extra;
 	hd_spawn(d);
@@ -130,7 +131,8 @@ static void hd_spawn(struct hdaemon *d)
 		argv[argc++] = portargs[0];
 	} else {
 		for (i = 0; ports && ports[i] && i < 8; i++) {
-			snprintf(portargs[i], sizeof(portargs[i]), "--sim-port=%s", ports[i]);
+			snprintf(portargs[i], sizeof(portargs[i]),
+				 "--sim-port=%s", ports[i]);
 			argv[argc++] = portargs[i];
 		}
 	}
@@ -150,7 +152,8 @@ static void hd_spawn(struct hdaemon *d)
 			/* For the descriptor-exhaustion test. */
 			struct rlimit rl;
 
-			rl.rlim_cur = rl.rlim_max = (rlim_t)atoi(getenv("RCM_TEST_NOFILE"));
+			rl.rlim_cur = rl.rlim_max = (rlim_t)atoi(
+				getenv("RCM_TEST_NOFILE"));
 			setrlimit(RLIMIT_NOFILE, &rl);
 		}
 		execvp(argv[0], (char *const *)argv);
@@ -164,7 +167,8 @@ static void hd_spawn(struct hdaemon *d)
 			break;
 		}
 		if (waitpid(d->pid, &status, WNOHANG) == d->pid)
-			fail_msg("daemon exited during start-up (see %s)", d->log);
+			fail_msg("daemon exited during start-up (see %s)",
+				 d->log);
 		if (h_now_ms() > deadline)
 			fail_msg("daemon not ready in %d ms", H_DEADLINE_MS);
 		nap_ms(10);
@@ -220,7 +224,7 @@ int hd_run(const char *const *args, char *out, size_t cap)
 
 	assert_non_null(bin);
 	argv[argc++] = bin;
-	argv[argc++] = "--config";      /* not the host's; a test's own wins */
+	argv[argc++] = "--config"; /* not the host's; a test's own wins */
 	argv[argc++] = "none";
 	while (*args && argc < 39)
 		argv[argc++] = *args++;
@@ -256,7 +260,8 @@ int hd_run(const char *const *args, char *out, size_t cap)
 		if (h_now_ms() > deadline) {
 			kill(pid, SIGKILL);
 			waitpid(pid, &status, 0);
-			fail_msg("daemon (expected to exit) still running after %d ms",
+			fail_msg("daemon (expected to exit) still running "
+				 "after %d ms",
 				 H_DEADLINE_MS);
 		}
 		nap_ms(5);
@@ -281,7 +286,8 @@ json_t *hd_status_query(struct hdaemon *d, const char *query)
 	assert_non_null(buf);
 	assert_true(fd >= 0);
 	if (query) {
-		assert_int_equal(write(fd, query, strlen(query)), (ssize_t)strlen(query));
+		assert_int_equal(write(fd, query, strlen(query)),
+				 (ssize_t)strlen(query));
 		assert_int_equal(write(fd, "\n", 1), 1);
 	}
 	pfd.fd = fd;
@@ -327,7 +333,8 @@ json_t *h_client(json_t *status, const char *name)
 	size_t i;
 
 	json_array_foreach(json_object_get(status, "clients"), i, c)
-		if (strcmp(json_string_value(json_object_get(c, "name")), name) == 0)
+		if (strcmp(json_string_value(json_object_get(c, "name")),
+			   name) == 0)
 			return c;
 	return NULL;
 }
@@ -349,7 +356,7 @@ static void tc_recv(void *user, void *buf_ctx, void *buf, size_t mad_len,
 
 	(void)buf_ctx;
 	if (addr == NULL)
-		return;         /* flushed, not received */
+		return; /* flushed, not received */
 	if (tc->nrx < TC_RX_MAX) {
 		r = &tc->rx[tc->nrx++];
 		r->addr = *addr;
@@ -374,7 +381,8 @@ static void tc_send_done(void *user, void *ctx, int status, const char *msg)
 	}
 }
 
-static void tc_port_event(void *user, uint16_t port, const char *name, int active)
+static void tc_port_event(void *user, uint16_t port, const char *name,
+			  int active)
 {
 	struct tclient *tc = user;
 
@@ -415,9 +423,12 @@ static void tc_link(void *user, int up, int status, const char *message)
 }
 
 static const struct muxbe_callbacks tc_cb = {
-	.recv = tc_recv, .send_done = tc_send_done,
-	.port_event = tc_port_event, .disconnected = tc_disconnected,
-	.mad_lost = tc_mad_lost, .link = tc_link,
+	.recv = tc_recv,
+	.send_done = tc_send_done,
+	.port_event = tc_port_event,
+	.disconnected = tc_disconnected,
+	.mad_lost = tc_mad_lost,
+	.link = tc_link,
 };
 
 int tc_has_link_ups(struct tclient *tc, int n)
@@ -441,12 +452,18 @@ int tc_has_lost(struct tclient *tc, int n)
 }
 
 int tc_connect(struct tclient *tc, struct hdaemon *d, const char *name,
-	       int post_buffers, unsigned rx_queue_max, char *err, size_t errlen)
+	       int post_buffers, unsigned rx_queue_max, char *err,
+	       size_t errlen)
 {
 	struct muxbe_options o = {
-		.socket_path = d->sock, .name = name, .cb = &tc_cb, .user = tc,
-		.rx_queue_max = rx_queue_max, .timeout_ms = H_DEADLINE_MS,
-		.errbuf = err, .errbuf_len = errlen,
+		.socket_path = d->sock,
+		.name = name,
+		.cb = &tc_cb,
+		.user = tc,
+		.rx_queue_max = rx_queue_max,
+		.timeout_ms = H_DEADLINE_MS,
+		.errbuf = err,
+		.errbuf_len = errlen,
 	};
 	int i, rc;
 
@@ -457,7 +474,8 @@ int tc_connect(struct tclient *tc, struct hdaemon *d, const char *name,
 	tc->repost = post_buffers;
 	for (i = 0; post_buffers && i < TC_BUFS; i++)
 		assert_int_equal(muxbe_post_recv(tc->mb, tc->bufs[i],
-						 sizeof(tc->bufs[i]), NULL), 0);
+						 sizeof(tc->bufs[i]), NULL),
+				 0);
 	return 0;
 }
 
@@ -584,8 +602,8 @@ static int read_full(int fd, uint8_t *buf, size_t len, uint64_t deadline)
 	return 0;
 }
 
-int raw_recv(int fd, uint8_t *kind, uint8_t *flags, uint32_t *rid,
-	     uint8_t *buf, size_t cap, int timeout_ms)
+int raw_recv(int fd, uint8_t *kind, uint8_t *flags, uint32_t *rid, uint8_t *buf,
+	     size_t cap, int timeout_ms)
 {
 	uint64_t deadline = h_now_ms() + (uint64_t)timeout_ms;
 	uint8_t hdr[PROTO_HDR_SIZE];
@@ -679,8 +697,9 @@ void simpeer_send(struct simpeer *sp, const char *dst, const uint8_t *mad)
 
 		if (nl < 6 || strcmp(de->d_name + nl - 5, ".sock") != 0)
 			continue;
-		if ((size_t)snprintf(sun.sun_path, sizeof(sun.sun_path), "%s/%s",
-				     sp->fabric, de->d_name) >= sizeof(sun.sun_path) ||
+		if ((size_t)snprintf(sun.sun_path, sizeof(sun.sun_path),
+				     "%s/%s", sp->fabric,
+				     de->d_name) >= sizeof(sun.sun_path) ||
 		    strcmp(sun.sun_path, sp->path) == 0)
 			continue;
 		sendto(sp->fd, buf, (size_t)len, 0, (struct sockaddr *)&sun,
@@ -704,7 +723,7 @@ int simpeer_recv(struct simpeer *sp, uint8_t *mad, uint8_t *src, int timeout_ms)
 		if (n <= 0 || sim_dgram_decode(buf, (size_t)n, &m) < 0)
 			continue;
 		if (memcmp(m.addr.remote_gid, sp->gid, 16) != 0)
-			continue;       /* broadcast to somebody else */
+			continue; /* broadcast to somebody else */
 		memcpy(mad, m.mad, MAD_SIZE);
 		if (src)
 			memcpy(src, m.addr.local_gid, 16);
@@ -729,7 +748,8 @@ void h_req(uint8_t *mad, uint32_t local, const char *src, const char *dst)
 	assert_int_equal(gid_parse(dst, &d), 0);
 	h_mad(mad, CM_ATTR_REQ, local, 0, 0x42000000ull | local);
 	cm_field_set(mad, CM_REQ_STARTING_PSN, local & 0xffffff);
-	cm_field_set(mad, CM_REQ_SERVICE_ID, rdma_service_id(RDMA_PS_TCP, 7471));
+	cm_field_set(mad, CM_REQ_SERVICE_ID,
+		     rdma_service_id(RDMA_PS_TCP, 7471));
 	cm_set_gid(mad, CM_REQ_OFF_PRIMARY_LOCAL_GID, &s);
 	cm_set_gid(mad, CM_REQ_OFF_PRIMARY_REMOTE_GID, &d);
 	cma_hdr_build(mad + CM_REQ_OFF_PRIVATE_DATA, &s, &d, 7471);

@@ -26,7 +26,7 @@ struct hdaemon {
 	char status[192];
 	char fabric[192];
 	char log[192];
-	const char *const *ports, *const *extra;  /* kept for hd_restart() */
+	const char *const *ports, *const *extra; /* kept for hd_restart() */
 };
 
 /* Start a daemon: `ports` are its --sim-port arguments (NULL-terminated),
@@ -74,7 +74,7 @@ struct tclient {
 	int sends_done, sends_failed, last_send_status;
 	int port_events, port_active;
 	int disconnected;
-	int lost;                       /* mad_lost reports */
+	int lost; /* mad_lost reports */
 	char last_lost[160];
 	int link_ups, link_downs, link_status;
 	char link_message[160];
@@ -83,7 +83,8 @@ struct tclient {
 /* Connect (hello included); posts TC_BUFS receive buffers unless
  * post_buffers is 0.  Returns the muxbe_connect() result. */
 int tc_connect(struct tclient *tc, struct hdaemon *d, const char *name,
-	       int post_buffers, unsigned rx_queue_max, char *err, size_t errlen);
+	       int post_buffers, unsigned rx_queue_max, char *err,
+	       size_t errlen);
 void tc_close(struct tclient *tc);
 /* The first port's name: "sim0", or $RCM_TEST_UMAD_PORT when the suite
  * runs against a real port in the lab (then sim-only tests skip). */
@@ -111,8 +112,8 @@ int raw_send(int fd, uint8_t kind, uint8_t flags, uint32_t rid,
 int raw_send_json(int fd, uint32_t rid, const char *json);
 /* Read one frame; returns payload length, -ETIMEDOUT, or -ECONNRESET on
  * EOF.  JSON payloads are NUL-terminated in buf. */
-int raw_recv(int fd, uint8_t *kind, uint8_t *flags, uint32_t *rid,
-	     uint8_t *buf, size_t cap, int timeout_ms);
+int raw_recv(int fd, uint8_t *kind, uint8_t *flags, uint32_t *rid, uint8_t *buf,
+	     size_t cap, int timeout_ms);
 /* Waits for EOF; returns 1 if the peer closed within the deadline. */
 int raw_wait_eof(int fd, int timeout_ms);
 
@@ -145,6 +146,7 @@ void simpeer_close(struct simpeer *sp);
 void simpeer_send(struct simpeer *sp, const char *dst, const uint8_t *mad);
 /* The next MAD addressed to the peer, or 0 by the deadline; *src gets the
  * sender's GID when not NULL. */
-int simpeer_recv(struct simpeer *sp, uint8_t *mad, uint8_t *src, int timeout_ms);
+int simpeer_recv(struct simpeer *sp, uint8_t *mad, uint8_t *src,
+		 int timeout_ms);
 
 #endif

@@ -36,14 +36,20 @@
 #include "../../protocol/rdmacm_mux_proto.h"
 
 #define PEER "fd99::1"
-static const char *const ports[] = { "sim0=fd00::1,fd00::2,fd00::3,fd00::4,fd00::5", NULL };
+static const char *const ports[] = {
+	"sim0=fd00::1,fd00::2,fd00::3,fd00::4,fd00::5", NULL
+};
 
 static const char policy_text[] =
 	"{\"policy\": [\n"
-	" {\"match\": {\"uid\": 0}, \"vm\": \"victim\", \"gids\": [\"fd00::1\", \"fd00::2\"]},\n"
-	" {\"match\": {\"uid\": 0}, \"vm\": \"attacker\", \"gids\": [\"fd00::3\", \"fd00::4\"],\n"
-	"  \"max_gids\": 1, \"max_connections\": 4, \"mad_rate\": 50, \"mad_burst\": 20},\n"
-	" {\"match\": {\"uid\": 0}, \"vm\": \"good\", \"gids\": [\"fd00::5\"]}\n"
+	" {\"match\": {\"uid\": 0}, \"vm\": \"victim\", \"gids\": "
+	"[\"fd00::1\", \"fd00::2\"]},\n"
+	" {\"match\": {\"uid\": 0}, \"vm\": \"attacker\", \"gids\": "
+	"[\"fd00::3\", \"fd00::4\"],\n"
+	"  \"max_gids\": 1, \"max_connections\": 4, \"mad_rate\": 50, "
+	"\"mad_burst\": 20},\n"
+	" {\"match\": {\"uid\": 0}, \"vm\": \"good\", \"gids\": "
+	"[\"fd00::5\"]}\n"
 	"]}\n";
 
 struct fx {
@@ -51,8 +57,8 @@ struct fx {
 	struct simpeer p;
 	struct tclient victim, attacker, good;
 	char policy[256], admin[256];
-	uint32_t victim_host;           /* the victim's established connection */
-	uint32_t peer_pending;          /* the peer's pending REQ to the victim */
+	uint32_t victim_host;  /* the victim's established connection */
+	uint32_t peer_pending; /* the peer's pending REQ to the victim */
 };
 
 static void write_file(const char *path, const char *text)
@@ -73,8 +79,10 @@ static int setup(void **state)
 	char err[256];
 
 	memset(&f, 0, sizeof(f));
-	snprintf(f.policy, sizeof(f.policy), "/tmp/rcm-attack-policy.%d", getpid());
-	snprintf(f.admin, sizeof(f.admin), "/tmp/rcm-attack-admin.%d", getpid());
+	snprintf(f.policy, sizeof(f.policy), "/tmp/rcm-attack-policy.%d",
+		 getpid());
+	snprintf(f.admin, sizeof(f.admin), "/tmp/rcm-attack-admin.%d",
+		 getpid());
 	write_file(f.policy, policy_text);
 	snprintf(pol_arg, sizeof(pol_arg), "--policy=%s", f.policy);
 	snprintf(admin_arg, sizeof(admin_arg), "--admin-socket=%s", f.admin);
@@ -84,11 +92,17 @@ static int setup(void **state)
 	extra[3] = NULL;
 	hd_start(&f.d, NULL, ports, extra);
 	simpeer_open(&f.p, &f.d, "peer", PEER);
-	assert_int_equal(tc_connect(&f.victim, &f.d, "victim", 1, 0, err, sizeof(err)), 0);
+	assert_int_equal(tc_connect(&f.victim, &f.d, "victim", 1, 0, err,
+				    sizeof(err)),
+			 0);
 	assert_int_equal(tc_register(&f.victim, "fd00::1"), 0);
-	assert_int_equal(tc_connect(&f.attacker, &f.d, "attacker", 1, 0, err, sizeof(err)), 0);
+	assert_int_equal(tc_connect(&f.attacker, &f.d, "attacker", 1, 0, err,
+				    sizeof(err)),
+			 0);
 	assert_int_equal(tc_register(&f.attacker, "fd00::3"), 0);
-	assert_int_equal(tc_connect(&f.good, &f.d, "good", 1, 0, err, sizeof(err)), 0);
+	assert_int_equal(tc_connect(&f.good, &f.d, "good", 1, 0, err,
+				    sizeof(err)),
+			 0);
 	assert_int_equal(tc_register(&f.good, "fd00::5"), 0);
 
 	/* The victim's established connection with the peer... */
@@ -144,12 +158,17 @@ static void victim_untouched(struct fx *f, int victim_rx)
 	v = h_client(st, "victim");
 	assert_non_null(v);
 	json_array_foreach(json_object_get(v, "connections"), i, c)
-		if (json_integer_value(json_object_get(c, "host_id")) == f->victim_host &&
-		    strcmp(json_string_value(json_object_get(c, "state")), "established") == 0)
+		if (json_integer_value(json_object_get(c, "host_id")) ==
+			    f->victim_host &&
+		    strcmp(json_string_value(json_object_get(c, "state")),
+			   "established") == 0)
 			established = 1;
 	assert_true(established);
 	assert_string_equal(json_string_value(json_object_get(
-		json_array_get(json_object_get(v, "gids"), 0), "gid")), "fd00::1");
+				    json_array_get(json_object_get(v, "gids"),
+						   0),
+				    "gid")),
+			    "fd00::1");
 	json_decref(st);
 }
 
@@ -170,20 +189,29 @@ static void test_gid_hijacks(void **state)
 	/* The status shows the policy and each client's rule. */
 	st = hd_status(&f->d);
 	assert_int_equal(json_path_int(st, "policy.rules"), 3);
-	assert_string_equal(json_string_value(json_object_get(json_object_get(st, "policy"),
-							      "source")), f->policy);
-	assert_int_equal(json_path_int(h_client(st, "victim"), "policy_rule"), 1);
-	assert_int_equal(json_path_int(h_client(st, "attacker"), "policy_rule"), 2);
+	assert_string_equal(json_string_value(
+				    json_object_get(json_object_get(st,
+								    "policy"),
+						    "source")),
+			    f->policy);
+	assert_int_equal(json_path_int(h_client(st, "victim"), "policy_rule"),
+			 1);
+	assert_int_equal(json_path_int(h_client(st, "attacker"), "policy_rule"),
+			 2);
 	json_decref(st);
 
 	gid_parse("fd00::1", &g);
 	/* Outside the attacker's policy, and owned by the victim. */
-	assert_int_equal(muxbe_register_gid(f->attacker.mb, NULL, g.raw, NULL), -EACCES);
-	assert_int_equal(muxbe_unregister_gid(f->attacker.mb, NULL, g.raw), -EACCES);
-	gid_parse("fd00::2", &g);       /* free, but the victim's by policy */
-	assert_int_equal(muxbe_register_gid(f->attacker.mb, NULL, g.raw, NULL), -EACCES);
-	gid_parse("fd00::4", &g);       /* allowed, but over max_gids (1) */
-	assert_int_equal(muxbe_register_gid(f->attacker.mb, NULL, g.raw, NULL), -ENOSPC);
+	assert_int_equal(muxbe_register_gid(f->attacker.mb, NULL, g.raw, NULL),
+			 -EACCES);
+	assert_int_equal(muxbe_unregister_gid(f->attacker.mb, NULL, g.raw),
+			 -EACCES);
+	gid_parse("fd00::2", &g); /* free, but the victim's by policy */
+	assert_int_equal(muxbe_register_gid(f->attacker.mb, NULL, g.raw, NULL),
+			 -EACCES);
+	gid_parse("fd00::4", &g); /* allowed, but over max_gids (1) */
+	assert_int_equal(muxbe_register_gid(f->attacker.mb, NULL, g.raw, NULL),
+			 -ENOSPC);
 	victim_untouched(f, 2);
 }
 
@@ -200,7 +228,8 @@ static void test_mad_spoofs(void **state)
 	memcpy(a.local_gid, g.raw, 16);
 	gid_parse(PEER, &g);
 	memcpy(a.remote_gid, g.raw, 16);
-	assert_int_equal(muxbe_send_mad_sync(f->attacker.mb, &a, m, MAD_SIZE), -EADDRNOTAVAIL);
+	assert_int_equal(muxbe_send_mad_sync(f->attacker.mb, &a, m, MAD_SIZE),
+			 -EADDRNOTAVAIL);
 	assert_true(refusals(f, "source_gid") == 1);
 
 	/* The victim's connection, by its guest ID and by its host ID. */
@@ -238,7 +267,7 @@ static void test_malformed_mads(void **state)
 	struct gid g;
 
 	h_req(m, 0x70, "fd00::3", PEER);
-	m[MAD_OFF_MGMT_CLASS] = 0x04;           /* SA */
+	m[MAD_OFF_MGMT_CLASS] = 0x04; /* SA */
 	assert_int_equal(tc_send_sync(&f->attacker, PEER, m), -EBADMSG);
 	h_req(m, 0x70, "fd00::3", PEER);
 	m[MAD_OFF_CLASS_VERSION] = 1;
@@ -248,7 +277,7 @@ static void test_malformed_mads(void **state)
 	assert_int_equal(tc_send_sync(&f->attacker, PEER, m), -EOPNOTSUPP);
 	h_mad(m, CM_ATTR_CLASS_PORT_INFO, 0x70, 0, 1);
 	assert_int_equal(tc_send_sync(&f->attacker, PEER, m), -ENOMSG);
-	h_mad(m, 0x001b, 0x70, 0, 1);                 /* SAP */
+	h_mad(m, 0x001b, 0x70, 0, 1); /* SAP */
 	assert_int_equal(tc_send_sync(&f->attacker, PEER, m), -ENOMSG);
 	/* A P_Key index beyond the port's table (the sim port has one). */
 	h_req(m, 0x70, "fd00::3", PEER);
@@ -257,10 +286,12 @@ static void test_malformed_mads(void **state)
 	gid_parse(PEER, &g);
 	memcpy(a.remote_gid, g.raw, 16);
 	a.pkey_index = 1;
-	assert_int_equal(muxbe_send_mad_sync(f->attacker.mb, &a, m, MAD_SIZE), -ERANGE);
+	assert_int_equal(muxbe_send_mad_sync(f->attacker.mb, &a, m, MAD_SIZE),
+			 -ERANGE);
 	a.pkey_index = 0;
 	/* Undersize. */
-	assert_int_equal(muxbe_send_mad_sync(f->attacker.mb, &a, m, 200), -EMSGSIZE);
+	assert_int_equal(muxbe_send_mad_sync(f->attacker.mb, &a, m, 200),
+			 -EMSGSIZE);
 	assert_true(refusals(f, "not_cm") == 2);
 	assert_true(refusals(f, "method") == 1);
 	assert_true(refusals(f, "attribute") == 2);
@@ -272,13 +303,19 @@ static void test_malformed_mads(void **state)
 		uint8_t kind, flags, reply[1024];
 		uint32_t rid;
 
-		raw_send_json(s, 1, "{\"op\":\"hello\",\"name\":\"good\",\"protocol\":{\"major\":1,\"minor\":0}}");
-		assert_true(raw_recv(s, &kind, &flags, &rid, reply, sizeof(reply), H_DEADLINE_MS) > 0);
+		raw_send_json(s, 1,
+			      "{\"op\":\"hello\",\"name\":\"good\","
+			      "\"protocol\":{\"major\":1,\"minor\":0}}");
+		assert_true(raw_recv(s, &kind, &flags, &rid, reply,
+				     sizeof(reply), H_DEADLINE_MS) > 0);
 		memset(buf, 0, sizeof(buf));
 		wire_put16(buf, 0);
 		wire_put16(buf + 2, 300);
-		assert_int_equal(raw_send(s, PROTO_KIND_MAD, 0, 2, buf, 64 + 300), 0);
-		n = raw_recv(s, &kind, &flags, &rid, reply, sizeof(reply), H_DEADLINE_MS);
+		assert_int_equal(raw_send(s, PROTO_KIND_MAD, 0, 2, buf,
+					  64 + 300),
+				 0);
+		n = raw_recv(s, &kind, &flags, &rid, reply, sizeof(reply),
+			     H_DEADLINE_MS);
 		assert_true(n > 0);
 		assert_int_equal(rid, 2);
 		assert_non_null(strstr((char *)reply, "EMSGSIZE"));
@@ -299,7 +336,8 @@ static void hello_refused(struct fx *f, const char *hello, const char *code)
 
 	assert_true(s >= 0);
 	assert_int_equal(raw_send_json(s, 1, hello), 0);
-	assert_true(raw_recv(s, &kind, &flags, &rid, buf, sizeof(buf), H_DEADLINE_MS) > 0);
+	assert_true(raw_recv(s, &kind, &flags, &rid, buf, sizeof(buf),
+			     H_DEADLINE_MS) > 0);
 	assert_non_null(strstr((char *)buf, code));
 	assert_true(raw_wait_eof(s, H_DEADLINE_MS));
 	close(s);
@@ -324,8 +362,11 @@ static void test_protocol_edges(void **state)
 	s = raw_connect(f->d.sock);
 	assert_true(s >= 0);
 	for (i = 1; i <= 64; i++) {
-		assert_int_equal(raw_send_json(s, (uint32_t)i, "{\"op\":\"ping\"}"), 0);
-		n = raw_recv(s, &kind, &flags, &rid, buf, sizeof(buf), H_DEADLINE_MS);
+		assert_int_equal(raw_send_json(s, (uint32_t)i,
+					       "{\"op\":\"ping\"}"),
+				 0);
+		n = raw_recv(s, &kind, &flags, &rid, buf, sizeof(buf),
+			     H_DEADLINE_MS);
 		assert_true(n > 0);
 		assert_int_equal(rid, i);
 		assert_non_null(strstr((char *)buf, "\"ENOTCONN\""));
@@ -333,7 +374,9 @@ static void test_protocol_edges(void **state)
 	/* The 64th was answered; nothing more is read. */
 	assert_true(raw_wait_eof(s, H_DEADLINE_MS));
 	close(s);
-	assert_int_equal(hd_status_int(&f->d, "counters.protocol_errors") - errors0, 64);
+	assert_int_equal(hd_status_int(&f->d, "counters.protocol_errors") -
+				 errors0,
+			 64);
 	victim_untouched(f, 2);
 }
 
@@ -357,14 +400,16 @@ static void test_flood_is_rate_limited(void **state)
 				worst = dt;
 		}
 	}
-	assert_true(tc_pump_until(&f->attacker, tc_has_sends, 600, H_DEADLINE_MS));
+	assert_true(
+		tc_pump_until(&f->attacker, tc_has_sends, 600, H_DEADLINE_MS));
 	refused = f->attacker.sends_failed;
 	assert_int_equal(refused, 600);
 	/* At 50/s with a burst of 20, nearly all of them hit the limit. */
 	/* (With slow builds the flood takes longer and earns more tokens.) */
 	assert_true(refusals(f, "rate") >= 600 - 20 - 100 * h_time_scale());
 	assert_true(refusals(f, "rate") + refusals(f, "comm_id") == 600);
-	print_message("flood: %lld rate-limited, worst ping of a good client %llu ms\n",
+	print_message("flood: %lld rate-limited, worst ping of a good client "
+		      "%llu ms\n",
 		      refusals(f, "rate"), (unsigned long long)worst);
 	assert_true(worst < 100u * (unsigned)h_time_scale());
 	/* 600 refusals, but the log holds a handful of lines for them. */
@@ -375,7 +420,8 @@ static void test_flood_is_rate_limited(void **state)
 
 		assert_non_null(log);
 		while (fgets(line, sizeof(line), log))
-			if (strstr(line, "(attacker,") && strstr(line, "MAD refused"))
+			if (strstr(line, "(attacker,") &&
+			    strstr(line, "MAD refused"))
 				lines++;
 		fclose(log);
 		print_message("flood: %d log lines for 600 refusals\n", lines);
@@ -401,7 +447,8 @@ static void test_identity_outside_policy(void **state)
 	int status;
 
 	/* A VM name the policy does not bind to this uid. */
-	assert_true(tc_connect(&t, &f->d, "mallory", 1, 0, err, sizeof(err)) < 0);
+	assert_true(tc_connect(&t, &f->d, "mallory", 1, 0, err, sizeof(err)) <
+		    0);
 	assert_non_null(strstr(err, "no policy rule"));
 	/* A uid no rule mentions: refused before its hello. */
 	pid = fork();
@@ -419,7 +466,8 @@ static void test_identity_outside_policy(void **state)
 	assert_int_equal(waitpid(pid, &status, 0), pid);
 	assert_true(WIFEXITED(status));
 	assert_int_equal(WEXITSTATUS(status), 0);
-	assert_true(hd_status_int(&f->d, "counters.clients_refused_policy") == 1);
+	assert_true(hd_status_int(&f->d, "counters.clients_refused_policy") ==
+		    1);
 	victim_untouched(f, 2);
 }
 
@@ -444,27 +492,33 @@ static void test_admin_socket(void **state)
 	json_decref(st);
 	/* Root disconnects the attacker; it is told, and it is gone. */
 	snprintf(req_text, sizeof(req_text),
-		 "{\"op\":\"disconnect_client\",\"client_id\":%lld}", attacker_id);
+		 "{\"op\":\"disconnect_client\",\"client_id\":%lld}",
+		 attacker_id);
 	assert_true(h_admin(f->admin, req_text, reply, sizeof(reply)) > 0);
 	assert_non_null(strstr(reply, "\"ok\":true"));
 	assert_true(tc_pump_until(&f->attacker, tc_gone, 0, H_DEADLINE_MS));
 	assert_true(h_admin(f->admin, req_text, reply, sizeof(reply)) > 0);
 	assert_non_null(strstr(reply, "ENOENT"));
-	assert_true(h_admin(f->admin, "{\"op\":\"format_disk\"}", reply, sizeof(reply)) > 0);
+	assert_true(h_admin(f->admin, "{\"op\":\"format_disk\"}", reply,
+			    sizeof(reply)) > 0);
 	assert_non_null(strstr(reply, "EOPNOTSUPP"));
 	/* A reload drops the "good" rule: new "good" clients are refused,
 	 * the connected one keeps working. */
-	write_file(f->policy,
-		   "{\"policy\": [{\"match\": {\"uid\": 0}, \"vm\": \"victim\"}]}");
-	assert_true(h_admin(f->admin, "{\"op\":\"reload_policy\"}", reply, sizeof(reply)) > 0);
+	write_file(f->policy, "{\"policy\": [{\"match\": {\"uid\": 0}, \"vm\": "
+			      "\"victim\"}]}");
+	assert_true(h_admin(f->admin, "{\"op\":\"reload_policy\"}", reply,
+			    sizeof(reply)) > 0);
 	assert_non_null(strstr(reply, "\"ok\":true"));
 	assert_true(tc_connect(&t, &f->d, "good", 1, 0, err, sizeof(err)) < 0);
 	assert_int_equal(muxbe_ping(f->good.mb), 0);
 	/* A broken policy file is refused, and the old one stays. */
 	write_file(f->policy, "{\"policy\": [{\"match\": {}}]}");
-	assert_true(h_admin(f->admin, "{\"op\":\"reload_policy\"}", reply, sizeof(reply)) > 0);
+	assert_true(h_admin(f->admin, "{\"op\":\"reload_policy\"}", reply,
+			    sizeof(reply)) > 0);
 	assert_non_null(strstr(reply, "match needs"));
-	assert_int_equal(tc_connect(&t, &f->d, "victim", 1, 0, err, sizeof(err)), 0);
+	assert_int_equal(tc_connect(&t, &f->d, "victim", 1, 0, err,
+				    sizeof(err)),
+			 0);
 	tc_close(&t);
 	/* Only root may use the admin socket (and the socket is 0600). */
 	pid = fork();
@@ -474,7 +528,10 @@ static void test_admin_socket(void **state)
 
 		if (setgid(65534) || setuid(65534))
 			_exit(3);
-		_exit(h_admin(f->admin, "{\"op\":\"reload_policy\"}", r, sizeof(r)) > 0 ? 1 : 0);
+		_exit(h_admin(f->admin, "{\"op\":\"reload_policy\"}", r,
+			      sizeof(r)) > 0
+			      ? 1
+			      : 0);
 	}
 	assert_int_equal(waitpid(pid, &status, 0), pid);
 	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
@@ -486,9 +543,11 @@ static void test_admin_socket(void **state)
 		FILE *log = fopen(f->d.log, "r");
 
 		assert_non_null(log);
-		snprintf(want, sizeof(want), "disconnected client %lld", attacker_id);
+		snprintf(want, sizeof(want), "disconnected client %lld",
+			 attacker_id);
 		while (fgets(line, sizeof(line), log)) {
-			if (strstr(line, "admin: uid 0 pid ") && strstr(line, want))
+			if (strstr(line, "admin: uid 0 pid ") &&
+			    strstr(line, want))
 				seen_kick = 1;
 			if (strstr(line, "admin: uid 0 pid ") &&
 			    strstr(line, "reloaded the policy"))
@@ -539,7 +598,8 @@ static void test_fd_exhaustion_does_not_spin(void **state)
 	json_t *st;
 
 	(void)state;
-	snprintf(admin_path, sizeof(admin_path), "/tmp/rcm-nofile-admin.%d", getpid());
+	snprintf(admin_path, sizeof(admin_path), "/tmp/rcm-nofile-admin.%d",
+		 getpid());
 	snprintf(admin_arg, sizeof(admin_arg), "--admin-socket=%s", admin_path);
 	setenv("RCM_TEST_NOFILE", "40", 1);
 	hd_start(&d, NULL, one, extra);
@@ -561,21 +621,25 @@ static void test_fd_exhaustion_does_not_spin(void **state)
 	assert_true(fds[n++] >= 0);
 	poll(NULL, 0, 300);
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)d.pid);
-#define READ_TIMES(u, s) do {                                                  \
-		fp = fopen(path, "r");                                          \
-		assert_non_null(fp);                                            \
-		assert_non_null(fgets(stat_line, sizeof(stat_line), fp));       \
-		fclose(fp);                                                     \
-		assert_int_equal(sscanf(strrchr(stat_line, ')') + 2,            \
-			"%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",\
-			&u, &s), 2);                                            \
+#define READ_TIMES(u, s)                                                       \
+	do {                                                                   \
+		fp = fopen(path, "r");                                         \
+		assert_non_null(fp);                                           \
+		assert_non_null(fgets(stat_line, sizeof(stat_line), fp));      \
+		fclose(fp);                                                    \
+		assert_int_equal(sscanf(strrchr(stat_line, ')') + 2,           \
+					"%*c %*d %*d %*d %*d %*d %*u %*u %*u " \
+					"%*u %*u %llu %llu",                   \
+					&u, &s),                               \
+				 2);                                           \
 	} while (0)
 	READ_TIMES(u0, s0);
 	poll(NULL, 0, 1000);
 	READ_TIMES(u1, s1);
-	print_message("daemon CPU while out of descriptors: %llu ticks in 1 s\n",
+	print_message("daemon CPU while out of descriptors: %llu ticks in 1 "
+		      "s\n",
 		      (u1 + s1) - (u0 + s0));
-	assert_true((u1 + s1) - (u0 + s0) < 20);        /* under 20% of a core */
+	assert_true((u1 + s1) - (u0 + s0) < 20); /* under 20% of a core */
 	/* Both were still waiting: the measurement covered their sockets. */
 	queued[0] = (struct pollfd){ .fd = fds[n - 2], .events = POLLIN };
 	queued[1] = (struct pollfd){ .fd = fds[n - 1], .events = POLLIN };
@@ -588,7 +652,7 @@ static void test_fd_exhaustion_does_not_spin(void **state)
 	assert_non_null(st);
 	json_decref(st);
 	assert_true(h_admin(admin_path, "{\"op\":\"reload_policy\"}", reply,
-			  sizeof(reply)) > 0);
+			    sizeof(reply)) > 0);
 	hd_stop(&d);
 }
 
@@ -597,8 +661,11 @@ static void test_fd_exhaustion_does_not_spin(void **state)
 static void test_socket_permissions_and_frame_limit(void **state)
 {
 	static const char *const one[] = { "sim0=fd00::1", NULL };
-	static const char *const extra[] = { "--socket-group=65534", "--socket-mode=0660",
-		"--status-group=65534", "--status-mode=0640", "--max-frame=1024", NULL };
+	static const char *const extra[] = {
+		"--socket-group=65534", "--socket-mode=0660",
+		"--status-group=65534", "--status-mode=0640",
+		"--max-frame=1024",     NULL
+	};
 	struct hdaemon d;
 	struct stat st;
 	uint8_t hdr[PROTO_HDR_SIZE], buf[256], kind, flags;
@@ -615,8 +682,10 @@ static void test_socket_permissions_and_frame_limit(void **state)
 	assert_int_equal(st.st_mode & 0777, 0640);
 	s = raw_connect(d.sock);
 	proto_header_encode(hdr, PROTO_KIND_JSON, 0, 1, 1025);
-	assert_int_equal(send(s, hdr, sizeof(hdr), MSG_NOSIGNAL), (ssize_t)sizeof(hdr));
-	assert_true(raw_recv(s, &kind, &flags, &rid, buf, sizeof(buf), H_DEADLINE_MS) > 0);
+	assert_int_equal(send(s, hdr, sizeof(hdr), MSG_NOSIGNAL),
+			 (ssize_t)sizeof(hdr));
+	assert_true(raw_recv(s, &kind, &flags, &rid, buf, sizeof(buf),
+			     H_DEADLINE_MS) > 0);
 	assert_non_null(strstr((char *)buf, "EMSGSIZE"));
 	assert_true(raw_wait_eof(s, H_DEADLINE_MS));
 	close(s);
@@ -642,9 +711,10 @@ static void test_untrusted_text(void **state)
 	static const char *const bad_names[] = {
 		"victim\\nrdmacm-muxd: forged line",
 		"\\u001b[2Jvictim",
-		"vic\\u0085tim",                        /* C1: NEL */
+		"vic\\u0085tim", /* C1: NEL */
 		"vic\\u007ftim",
-		"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+		"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+		"aa",
 	};
 	struct fx *f = *state;
 	uint8_t gid[16];
@@ -652,21 +722,29 @@ static void test_untrusted_text(void **state)
 	int lines0, i;
 
 	for (i = 0; i < (int)(sizeof(bad_names) / sizeof(bad_names[0])); i++) {
-		snprintf(hello, sizeof(hello), "{\"op\":\"hello\",\"protocol\":"
-			 "{\"major\":1,\"minor\":0},\"name\":\"%s\"}", bad_names[i]);
+		snprintf(hello, sizeof(hello),
+			 "{\"op\":\"hello\",\"protocol\":"
+			 "{\"major\":1,\"minor\":0},\"name\":\"%s\"}",
+			 bad_names[i]);
 		hello_refused(f, hello, "\"EINVAL\"");
 	}
 	/* 63 bytes is a name (no rule matches it: EACCES, not EINVAL). */
-	snprintf(hello, sizeof(hello), "{\"op\":\"hello\",\"protocol\":{\"major\":1,"
-		 "\"minor\":0},\"name\":\"%.63s\"}", bad_names[4]);
+	snprintf(hello, sizeof(hello),
+		 "{\"op\":\"hello\",\"protocol\":{\"major\":1,"
+		 "\"minor\":0},\"name\":\"%.63s\"}",
+		 bad_names[4]);
 	hello_refused(f, hello, "\"EACCES\"");
 
 	/* 10,000 registrations and unregistrations: a bounded log. */
 	lines0 = count_lines(f->d.log);
 	assert_int_equal(gid_parse("fd00::5", (struct gid *)gid), 0);
 	for (i = 0; i < 5000; i++) {
-		assert_int_equal(muxbe_unregister_gid(f->good.mb, h_port0(), gid), 0);
-		assert_int_equal(muxbe_register_gid(f->good.mb, h_port0(), gid, NULL), 0);
+		assert_int_equal(muxbe_unregister_gid(f->good.mb, h_port0(),
+						      gid),
+				 0);
+		assert_int_equal(muxbe_register_gid(f->good.mb, h_port0(), gid,
+						    NULL),
+				 0);
 	}
 	assert_true(count_lines(f->d.log) - lines0 <= 10);
 	victim_untouched(f, 2);
@@ -677,13 +755,17 @@ static void test_untrusted_text(void **state)
 static void test_muxctl_escapes(void **state)
 {
 	static const char doc[] =
-		"{\"daemon\":{\"version\":\"x\\u001b]0;pwned\\u0007\",\"pid\":1,"
+		"{\"daemon\":{\"version\":\"x\\u001b]0;pwned\\u0007\",\"pid\":"
+		"1,"
 		"\"socket\":\"/s\\n FORGED\",\"status_socket\":\"/t\"},"
-		"\"ports\":[{\"index\":0,\"name\":\"p\\u009b1m\",\"kind\":\"sim\","
+		"\"ports\":[{\"index\":0,\"name\":\"p\\u009b1m\",\"kind\":"
+		"\"sim\","
 		"\"state\":\"active\",\"gid_table\":[]}],"
-		"\"clients\":[{\"id\":1,\"name\":\"\\u001b[2Jvm\",\"protocol\":\"v1\","
+		"\"clients\":[{\"id\":1,\"name\":\"\\u001b[2Jvm\",\"protocol\":"
+		"\"v1\","
 		"\"counters\":{},\"gids\":[],\"connections\":[]}],"
-		"\"routing\":{},\"counters\":{},\"policy\":{\"source\":\"\\r\",\"rules\":1}}\n";
+		"\"routing\":{},\"counters\":{},\"policy\":{\"source\":\"\\r\","
+		"\"rules\":1}}\n";
 	struct sockaddr_un sun = { .sun_family = AF_UNIX };
 	char out[8192], path[108];
 	int ls, cs, pfd[2], status, json_mode;
@@ -699,7 +781,8 @@ static void test_muxctl_escapes(void **state)
 		unlink(path);
 		snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", path);
 		ls = socket(AF_UNIX, SOCK_STREAM, 0);
-		assert_int_equal(bind(ls, (struct sockaddr *)&sun, sizeof(sun)), 0);
+		assert_int_equal(bind(ls, (struct sockaddr *)&sun, sizeof(sun)),
+				 0);
 		assert_int_equal(listen(ls, 1), 0);
 		assert_int_equal(pipe(pfd), 0);
 		pid = fork();
@@ -707,8 +790,8 @@ static void test_muxctl_escapes(void **state)
 		if (pid == 0) {
 			dup2(pfd[1], 1);
 			close(pfd[0]);
-			execl(muxctl, muxctl, "-S", path, json_mode ? "-j" : "status",
-			      (char *)NULL);
+			execl(muxctl, muxctl, "-S", path,
+			      json_mode ? "-j" : "status", (char *)NULL);
 			_exit(127);
 		}
 		close(pfd[1]);
@@ -720,13 +803,15 @@ static void test_muxctl_escapes(void **state)
 			char q[256];
 			size_t ql = 0;
 
-			while (ql < sizeof(q) && (r = read(cs, q + ql, sizeof(q) - ql)) > 0) {
+			while (ql < sizeof(q) &&
+			       (r = read(cs, q + ql, sizeof(q) - ql)) > 0) {
 				ql += (size_t)r;
 				if (memchr(q, '\n', ql))
 					break;
 			}
 		}
-		assert_int_equal(write(cs, doc, sizeof(doc) - 1), (ssize_t)sizeof(doc) - 1);
+		assert_int_equal(write(cs, doc, sizeof(doc) - 1),
+				 (ssize_t)sizeof(doc) - 1);
 		close(cs);
 		len = 0;
 		while (len < sizeof(out) - 1 &&
@@ -744,7 +829,8 @@ static void test_muxctl_escapes(void **state)
 			assert_false(c == 0x7f || c >= 0x80);
 		}
 		assert_null(strstr(out, "\n FORGED"));
-		assert_non_null(strcasestr(out, json_mode ? "\\u001b[2Jvm" : "\\x1b[2Jvm"));
+		assert_non_null(strcasestr(out, json_mode ? "\\u001b[2Jvm"
+							  : "\\x1b[2Jvm"));
 	}
 	unlink(path);
 }
@@ -771,7 +857,8 @@ static int fair_attacker(struct hdaemon *d, int ready_fd, int go_fd)
 		s = raw_connect(d->sock);
 		if (s < 0)
 			return 12;
-		n = raw_recv(s, &kind, &flags, &rid, buf, sizeof(buf), H_DEADLINE_MS);
+		n = raw_recv(s, &kind, &flags, &rid, buf, sizeof(buf),
+			     H_DEADLINE_MS);
 		if (n <= 0 || strstr((char *)buf, "\"EUSERS\"") == NULL)
 			return 13;
 		close(s);
@@ -796,12 +883,12 @@ static int fair_attacker(struct hdaemon *d, int ready_fd, int go_fd)
 
 static void test_fair_admission(void **state)
 {
-	static const char pol[] =
-		"{\"policy\": [\n"
-		" {\"match\": {\"uid\": 0}, \"vm\": \"capped\", \"max_clients\": 1},\n"
-		" {\"match\": {\"uid\": 0}},\n"
-		" {\"match\": {\"uid\": 65534}}\n"
-		"]}\n";
+	static const char pol[] = "{\"policy\": [\n"
+				  " {\"match\": {\"uid\": 0}, \"vm\": "
+				  "\"capped\", \"max_clients\": 1},\n"
+				  " {\"match\": {\"uid\": 0}},\n"
+				  " {\"match\": {\"uid\": 65534}}\n"
+				  "]}\n";
 	char policy[128], pol_arg[160], timeout_arg[64], err[256];
 	const char *extra[8];
 	struct hdaemon d;
@@ -834,14 +921,22 @@ static void test_fair_admission(void **state)
 
 	/* The attacker holds its whole share (none of it timed out yet):
 	 * another tenant connects. */
-	assert_int_equal(tc_connect(&good, &d, "good", 1, 0, err, sizeof(err)), 0);
+	assert_int_equal(tc_connect(&good, &d, "good", 1, 0, err, sizeof(err)),
+			 0);
 	assert_int_equal(hd_status_int(&d, "counters.hello_timeouts"), 0);
 	/* A rule's own limit: one "capped" VM at a time. */
-	assert_int_equal(tc_connect(&capped, &d, "capped", 1, 0, err, sizeof(err)), 0);
-	assert_true(tc_connect(&capped2, &d, "capped", 1, 0, err, sizeof(err)) < 0);
+	assert_int_equal(tc_connect(&capped, &d, "capped", 1, 0, err,
+				    sizeof(err)),
+			 0);
+	assert_true(tc_connect(&capped2, &d, "capped", 1, 0, err, sizeof(err)) <
+		    0);
 	assert_non_null(strstr(err, "allows 1 clients at once"));
-	assert_int_equal(hd_status_int(&d, "counters.clients_refused_uid_limit"), 200);
-	assert_int_equal(hd_status_int(&d, "counters.clients_refused_rule_limit"), 1);
+	assert_int_equal(hd_status_int(&d,
+				       "counters.clients_refused_uid_limit"),
+			 200);
+	assert_int_equal(hd_status_int(&d,
+				       "counters.clients_refused_rule_limit"),
+			 1);
 	/* 200 refusals, a bounded log. */
 	assert_true(count_lines(d.log) - lines0 <= 15);
 
@@ -885,7 +980,8 @@ static void *status_reader_loop(void *arg)
 		fd = raw_connect(r->path);
 		if (fd < 0)
 			continue;
-		if (send(fd, q, sizeof(q) - 1, MSG_NOSIGNAL) == (ssize_t)sizeof(q) - 1) {
+		if (send(fd, q, sizeof(q) - 1, MSG_NOSIGNAL) ==
+		    (ssize_t)sizeof(q) - 1) {
 			len = 0;
 			while ((n = read(fd, buf, 1 << 20)) > 0)
 				len += (size_t)n;
@@ -909,9 +1005,13 @@ static uint64_t timed_hello(struct hdaemon *d)
 	clock_gettime(CLOCK_MONOTONIC, &a);
 	s = raw_connect(d->sock);
 	assert_true(s >= 0);
-	assert_int_equal(raw_send_json(s, 1, "{\"op\":\"hello\",\"protocol\":"
-				       "{\"major\":1,\"minor\":0},\"name\":\"timed\"}"), 0);
-	assert_true(raw_recv(s, &kind, &flags, &rid, buf, sizeof(buf), H_DEADLINE_MS) > 0);
+	assert_int_equal(raw_send_json(s, 1,
+				       "{\"op\":\"hello\",\"protocol\":"
+				       "{\"major\":1,\"minor\":0},\"name\":"
+				       "\"timed\"}"),
+			 0);
+	assert_true(raw_recv(s, &kind, &flags, &rid, buf, sizeof(buf),
+			     H_DEADLINE_MS) > 0);
 	clock_gettime(CLOCK_MONOTONIC, &b);
 	assert_non_null(strstr((char *)buf, "\"ok\":true"));
 	close(s);
@@ -926,7 +1026,8 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-static void hello_times(struct hdaemon *d, uint64_t *p50, uint64_t *p95, uint64_t *max)
+static void hello_times(struct hdaemon *d, uint64_t *p50, uint64_t *p95,
+			uint64_t *max)
 {
 	uint64_t t[BLIND_HELLOS];
 	int i;
@@ -963,7 +1064,9 @@ static void test_status_cannot_be_blinded(void **state)
 				"--max-clients=600", NULL };
 	struct status_reader readers[BLIND_READERS];
 	struct muxbe_options o = { .timeout_ms = H_DEADLINE_MS };
-	struct muxbe_addr a = { .grh = 1, .hop_limit = 64, .remote_qpn = GSI_QPN,
+	struct muxbe_addr a = { .grh = 1,
+				.hop_limit = 64,
+				.remote_qpn = GSI_QPN,
 				.qkey = GSI_QKEY };
 	uint64_t b50, b95, bmax, l50, l95, lmax;
 	uint8_t m[MAD_SIZE];
@@ -988,11 +1091,15 @@ static void test_status_cannot_be_blinded(void **state)
 		assert_int_equal(muxbe_connect(&o, &mb[i]), 0);
 		snprintf(gid, sizeof(gid), "fd00::%x", i + 1);
 		assert_int_equal(gid_parse(gid, &g), 0);
-		assert_int_equal(muxbe_register_gid(mb[i], h_port0(), g.raw, &a.port), 0);
+		assert_int_equal(muxbe_register_gid(mb[i], h_port0(), g.raw,
+						    &a.port),
+				 0);
 		memcpy(a.local_gid, g.raw, 16);
 		for (k = 0; k < BLIND_MAPPINGS; k++) {
 			h_req(m, (uint32_t)(i * 1000 + k + 1), gid, PEER);
-			assert_int_equal(muxbe_send_mad(mb[i], &a, m, MAD_SIZE, NULL), 0);
+			assert_int_equal(muxbe_send_mad(mb[i], &a, m, MAD_SIZE,
+							NULL),
+					 0);
 		}
 	}
 	assert_true(status_has_mappings(&d, BLIND_CLIENTS * BLIND_MAPPINGS));
@@ -1001,18 +1108,24 @@ static void test_status_cannot_be_blinded(void **state)
 	st = hd_status(&d);
 	cl = h_client(st, "vm7");
 	assert_non_null(cl);
-	assert_int_equal(json_array_size(json_object_get(cl, "connections")), 64);
-	assert_int_equal(json_path_int(cl, "connections_total"), BLIND_MAPPINGS);
+	assert_int_equal(json_array_size(json_object_get(cl, "connections")),
+			 64);
+	assert_int_equal(json_path_int(cl, "connections_total"),
+			 BLIND_MAPPINGS);
 	{
 		char q[128];
 		json_int_t id = json_integer_value(json_object_get(cl, "id"));
 
-		snprintf(q, sizeof(q), "{\"op\":\"connections\",\"client\":%lld,"
-			 "\"offset\":200,\"limit\":100}", (long long)id);
+		snprintf(q, sizeof(q),
+			 "{\"op\":\"connections\",\"client\":%lld,"
+			 "\"offset\":200,\"limit\":100}",
+			 (long long)id);
 		page = hd_status_query(&d, q);
 		assert_true(json_is_true(json_object_get(page, "ok")));
 		assert_int_equal(json_path_int(page, "total"), BLIND_MAPPINGS);
-		assert_int_equal(json_array_size(json_object_get(page, "connections")), 56);
+		assert_int_equal(json_array_size(
+					 json_object_get(page, "connections")),
+				 56);
 		json_decref(page);
 		/* The same page through rdmacm-muxctl: 56 rows. */
 		{
@@ -1020,8 +1133,10 @@ static void test_status_cannot_be_blinded(void **state)
 			int rows = 0;
 			FILE *p;
 
-			snprintf(cmd, sizeof(cmd), "%s -S %s connections %lld 200 100",
-				 getenv("RDMACM_MUXCTL"), d.status, (long long)id);
+			snprintf(cmd, sizeof(cmd),
+				 "%s -S %s connections %lld 200 100",
+				 getenv("RDMACM_MUXCTL"), d.status,
+				 (long long)id);
 			p = popen(cmd, "r");
 			assert_non_null(p);
 			while (fgets(line, sizeof(line), p))
@@ -1038,9 +1153,12 @@ static void test_status_cannot_be_blinded(void **state)
 	/* Hello with and without ten readers querying all the time. */
 	hello_times(&d, &b50, &b95, &bmax);
 	for (i = 0; i < BLIND_READERS; i++) {
-		readers[i] = (struct status_reader){ .path = d.status, .stop = &stop };
+		readers[i] = (struct status_reader){ .path = d.status,
+						     .stop = &stop };
 		assert_int_equal(pthread_create(&readers[i].thread, NULL,
-						status_reader_loop, &readers[i]), 0);
+						status_reader_loop,
+						&readers[i]),
+				 0);
 	}
 	while (readers[0].queries == 0)
 		usleep(1000);
@@ -1051,10 +1169,10 @@ static void test_status_cannot_be_blinded(void **state)
 	printf("status document: %zu bytes, %ld queries by reader 0\n",
 	       readers[0].last_len, readers[0].queries);
 	printf("hello, us: alone p50 %llu p95 %llu max %llu; with %d readers "
-	       "p50 %llu p95 %llu max %llu\n", (unsigned long long)b50,
-	       (unsigned long long)b95, (unsigned long long)bmax, BLIND_READERS,
-	       (unsigned long long)l50, (unsigned long long)l95,
-	       (unsigned long long)lmax);
+	       "p50 %llu p95 %llu max %llu\n",
+	       (unsigned long long)b50, (unsigned long long)b95,
+	       (unsigned long long)bmax, BLIND_READERS, (unsigned long long)l50,
+	       (unsigned long long)l95, (unsigned long long)lmax);
 	assert_true(readers[0].queries > 0);
 	/* A few ms at most (a scheduler tick on this 2-vCPU machine). */
 	assert_true(l95 <= b95 + 5000u * (unsigned)h_time_scale());
@@ -1071,12 +1189,14 @@ static void test_status_cannot_be_blinded(void **state)
 			_exit(10);
 		for (i = 0; i < 40; i++) {
 			fds[i] = raw_connect(d.status);
-			if (fds[i] < 0 || send(fds[i], q, sizeof(q) - 1, MSG_NOSIGNAL) < 0)
+			if (fds[i] < 0 ||
+			    send(fds[i], q, sizeof(q) - 1, MSG_NOSIGNAL) < 0)
 				_exit(11);
 			/* Small buffers: the answer cannot be taken by the
 			 * kernel on the reader's behalf. */
 			k = 4096;
-			setsockopt(fds[i], SOL_SOCKET, SO_RCVBUF, &k, sizeof(k));
+			setsockopt(fds[i], SOL_SOCKET, SO_RCVBUF, &k,
+				   sizeof(k));
 		}
 		pause();
 		_exit(0);
@@ -1087,11 +1207,14 @@ static void test_status_cannot_be_blinded(void **state)
 		while (hd_status_int(&d, "counters.status.refused") < 24 &&
 		       h_now_ms() < deadline)
 			usleep(10 * 1000);
-		assert_int_equal(hd_status_int(&d, "counters.status.refused"), 24);
+		assert_int_equal(hd_status_int(&d, "counters.status.refused"),
+				 24);
 		while (hd_status_int(&d, "counters.status.dropped_slow") < 16 &&
 		       h_now_ms() < deadline)
 			usleep(10 * 1000);
-		assert_int_equal(hd_status_int(&d, "counters.status.dropped_slow"), 16);
+		assert_int_equal(hd_status_int(&d,
+					       "counters.status.dropped_slow"),
+				 16);
 	}
 	kill(pid, SIGKILL);
 	assert_int_equal(waitpid(pid, &pid_status, 0), pid);
@@ -1104,16 +1227,24 @@ static void test_status_cannot_be_blinded(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_gid_hijacks, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_mad_spoofs, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_malformed_mads, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_protocol_edges, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_flood_is_rate_limited, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_identity_outside_policy, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_admin_socket, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_gid_hijacks, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_mad_spoofs, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_malformed_mads, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_protocol_edges, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_flood_is_rate_limited,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_identity_outside_policy,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_admin_socket, setup,
+						teardown),
 		cmocka_unit_test(test_fd_exhaustion_does_not_spin),
 		cmocka_unit_test(test_socket_permissions_and_frame_limit),
-		cmocka_unit_test_setup_teardown(test_untrusted_text, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_untrusted_text, setup,
+						teardown),
 		cmocka_unit_test(test_muxctl_escapes),
 		cmocka_unit_test(test_fair_admission),
 		cmocka_unit_test(test_status_cannot_be_blinded),
@@ -1124,6 +1255,6 @@ int main(void)
 	if (getenv("RCM_TEST_FILTER"))
 		cmocka_set_test_filter(getenv("RCM_TEST_FILTER"));
 	if (getenv("RCM_TEST_UMAD_PORT"))
-		return 0;       /* the scripted peer lives on the sim fabric */
+		return 0; /* the scripted peer lives on the sim fabric */
 	return cmocka_run_group_tests_name("attacks", tests, NULL, NULL);
 }

@@ -42,9 +42,11 @@ static int setup_with(void **state, const char *const *extra)
 	memset(&f, 0, sizeof(f));
 	hd_start(&f.d, NULL, ports, extra);
 	simpeer_open(&f.p, &f.d, "peer", PEER);
-	assert_int_equal(tc_connect(&f.a, &f.d, "vm-a", 1, 0, err, sizeof(err)), 0);
+	assert_int_equal(tc_connect(&f.a, &f.d, "vm-a", 1, 0, err, sizeof(err)),
+			 0);
 	assert_int_equal(tc_register(&f.a, "fd00::1"), 0);
-	assert_int_equal(tc_connect(&f.b, &f.d, "vm-b", 1, 0, err, sizeof(err)), 0);
+	assert_int_equal(tc_connect(&f.b, &f.d, "vm-b", 1, 0, err, sizeof(err)),
+			 0);
 	assert_int_equal(tc_register(&f.b, "fd00::2"), 0);
 	*state = &f;
 	return 0;
@@ -76,8 +78,14 @@ static int teardown(void **state)
 	return 0;
 }
 
-static uint32_t local_of(const uint8_t *m) { return wire_get32(m + 24); }
-static uint32_t remote_of(const uint8_t *m) { return wire_get32(m + 28); }
+static uint32_t local_of(const uint8_t *m)
+{
+	return wire_get32(m + 24);
+}
+static uint32_t remote_of(const uint8_t *m)
+{
+	return wire_get32(m + 28);
+}
 
 /* The peer expects a MAD of attr; returns it in mad. */
 static void peer_expect(struct fx *f, uint16_t attr, uint8_t *mad)
@@ -139,7 +147,8 @@ static void test_same_comm_id_two_vms(void **state)
 	assert_int_equal(remote_of(f->b.rx[0].mad), 0x1234);
 	assert_int_equal(local_of(f->b.rx[0].mad), 0x900b);
 	/* The guest's TID comes back on the echoed reply. */
-	assert_int_equal(wire_get64(f->a.rx[0].mad + 8), 0x42000000ull | 0x1234);
+	assert_int_equal(wire_get64(f->a.rx[0].mad + 8),
+			 0x42000000ull | 0x1234);
 
 	/* RTU from both; the peer tells them apart by host ID. */
 	h_mad(m, CM_ATTR_RTU, 0x1234, 0x900a, 1);
@@ -198,9 +207,11 @@ static void test_same_sidr_request_id_two_vms(void **state)
 	simpeer_send(&f->p, "fd00::1", m);
 	vm_expect(&f->a, 1, CM_ATTR_SIDR_REP);
 	vm_expect(&f->b, 1, CM_ATTR_SIDR_REP);
-	assert_int_equal(cm_field_get(f->a.rx[0].mad, CM_SIDR_REP_REQUEST_ID), 0x77);
+	assert_int_equal(cm_field_get(f->a.rx[0].mad, CM_SIDR_REP_REQUEST_ID),
+			 0x77);
 	assert_int_equal(cm_field_get(f->a.rx[0].mad, CM_SIDR_REP_QPN), 0xa);
-	assert_int_equal(cm_field_get(f->b.rx[0].mad, CM_SIDR_REP_REQUEST_ID), 0x77);
+	assert_int_equal(cm_field_get(f->b.rx[0].mad, CM_SIDR_REP_REQUEST_ID),
+			 0x77);
 	assert_int_equal(cm_field_get(f->b.rx[0].mad, CM_SIDR_REP_QPN), 0xb);
 }
 
@@ -226,7 +237,7 @@ static void test_peer_retransmits_and_mra(void **state)
 	h_mad(m, CM_ATTR_REP, 0x51, 0xc0ffee, 7);
 	assert_int_equal(tc_send_sync(&f->a, PEER, m), 0);
 	peer_expect(f, CM_ATTR_REP, r);
-	assert_int_equal(local_of(r), h);       /* same connection, same ID */
+	assert_int_equal(local_of(r), h); /* same connection, same ID */
 	h_mad(m, CM_ATTR_RTU, 0xc0ffee, h, 7);
 	simpeer_send(&f->p, "fd00::1", m);
 	vm_expect(&f->a, 3, CM_ATTR_RTU);
@@ -264,7 +275,8 @@ static void test_timeout_rej_after_abandoned_req(void **state)
 	h_mad(m, CM_ATTR_REJ, 0xdead02, 0, 9);
 	simpeer_send(&f->p, "fd00::2", m);
 	assert_true(tc_pump_until(&f->b, tc_has_rx, 3, 300) == 0);
-	assert_true(wait_status(&f->d, "counters.drops.zero_remote_comm_id", 1));
+	assert_true(
+		wait_status(&f->d, "counters.drops.zero_remote_comm_id", 1));
 }
 
 static int wait_comm_ids(struct hdaemon *d, long long want, int timeout_ms)
@@ -308,10 +320,15 @@ static void test_lifetimes(void **state)
 	assert_int_equal(tc_send_sync(&f->b, PEER, m), 0);
 	peer_expect(f, CM_ATTR_REQ, r);
 	st = hd_status(&f->d);
-	c = json_array_get(json_object_get(json_array_get(json_object_get(st, "clients"),
-							  1), "connections"), 0);
-	assert_string_equal(json_string_value(json_object_get(c, "state")), "req_sent");
-	assert_true(json_integer_value(json_object_get(c, "expires_in_ms")) <= 600);
+	c = json_array_get(
+		json_object_get(json_array_get(json_object_get(st, "clients"),
+					       1),
+				"connections"),
+		0);
+	assert_string_equal(json_string_value(json_object_get(c, "state")),
+			    "req_sent");
+	assert_true(json_integer_value(json_object_get(c, "expires_in_ms")) <=
+		    600);
 	json_decref(st);
 	assert_true(hd_status_int(&f->d, "routing.comm_ids") == 2);
 	/* Gone within the handshake time plus one timer tick (250 ms)... */
@@ -387,14 +404,15 @@ static void test_class_port_info(void **state)
 	assert_int_equal(r[MAD_OFF_METHOD], MAD_METHOD_GET_RESP);
 	assert_int_equal(wire_get16(r + MAD_OFF_STATUS), 0);
 	assert_int_equal(wire_get64(r + MAD_OFF_TID), 0x5150);
-	assert_int_equal(r[24], 1);     /* BaseVersion */
-	assert_int_equal(r[25], 2);     /* ClassVersion */
+	assert_int_equal(r[24], 1); /* BaseVersion */
+	assert_int_equal(r[25], 2); /* ClassVersion */
 	assert_int_equal(wire_get32(r + 28) & 0x1f, CM_CLASS_RESP_TIME_VALUE);
 	cm_mad_init(m, CM_ATTR_REQ, 0x5151);
 	m[MAD_OFF_METHOD] = MAD_METHOD_GET;
 	simpeer_send(&f->p, "fd00::3", m);
 	assert_true(simpeer_recv(&f->p, r, NULL, H_DEADLINE_MS));
-	assert_int_equal(wire_get16(r + MAD_OFF_STATUS), MAD_STATUS_UNSUPPORTED_METHOD_ATTR);
+	assert_int_equal(wire_get16(r + MAD_OFF_STATUS),
+			 MAD_STATUS_UNSUPPORTED_METHOD_ATTR);
 	assert_true(wait_status(&f->d, "counters.class_requests_answered", 2));
 }
 
@@ -433,7 +451,7 @@ static void test_inner_addresses_are_the_senders(void **state)
 	uint8_t m[MAD_SIZE], r[MAD_SIZE];
 	struct gid other, zero = { { 0 } }, peer;
 
-	gid_parse("fd00::2", &other);           /* B's */
+	gid_parse("fd00::2", &other); /* B's */
 	gid_parse(PEER, &peer);
 	/* REQ Primary Local Port GID. */
 	h_req(m, 0x11, "fd00::1", PEER);
@@ -501,20 +519,29 @@ static void test_address_block_is_qp1_cm(void **state)
 		gid_parse(PEER, &g);
 		memcpy(a.remote_gid, g.raw, 16);
 		switch (i) {
-		case 0: a.remote_qpn = 0x1234; break;   /* a UD QP, not QP1 */
+		case 0: a.remote_qpn = 0x1234; break; /* a UD QP, not QP1 */
 		case 1: a.qkey = 0x11111111; break;
 		case 2: memset(a.remote_gid, 0, 16); break;
-		case 3: gid_parse("ff02::1", &g); memcpy(a.remote_gid, g.raw, 16); break;
+		case 3:
+			gid_parse("ff02::1", &g);
+			memcpy(a.remote_gid, g.raw, 16);
+			break;
 		case 4: a.sl = 16; break;
 		case 5: a.hop_limit = 0; break;
 		}
 		h_req(m, 0x60 + (uint32_t)i, "fd00::1", PEER);
-		assert_int_equal(muxbe_send_mad_sync(f->a.mb, &a, m, MAD_SIZE), want[i].err);
+		assert_int_equal(muxbe_send_mad_sync(f->a.mb, &a, m, MAD_SIZE),
+				 want[i].err);
 	}
-	assert_int_equal(hd_status_int(&f->d, "counters.refusals.remote_qpn"), 1);
+	assert_int_equal(hd_status_int(&f->d, "counters.refusals.remote_qpn"),
+			 1);
 	assert_int_equal(hd_status_int(&f->d, "counters.refusals.qkey"), 1);
-	assert_int_equal(hd_status_int(&f->d, "counters.refusals.destination_gid"), 2);
-	assert_int_equal(hd_status_int(&f->d, "counters.refusals.sl_or_hop_limit"), 2);
+	assert_int_equal(hd_status_int(&f->d,
+				       "counters.refusals.destination_gid"),
+			 2);
+	assert_int_equal(hd_status_int(&f->d,
+				       "counters.refusals.sl_or_hop_limit"),
+			 2);
 	assert_int_equal(simpeer_recv(&f->p, r, NULL, 100), 0);
 	/* And the same REQ, addressed as QP1 CM traffic is, goes out. */
 	h_req(m, 0x70, "fd00::1", PEER);
@@ -557,9 +584,9 @@ static void test_peer_identity_and_state(void **state)
 	assert_int_equal(tc_send_sync(&f->a, PEER, m), 0);
 	peer_expect(f, CM_ATTR_REQ, m);
 	h_mad(m, CM_ATTR_RTU, 0x22, 0x922, 4);
-	assert_int_equal(send_errno(&f->a, m), -ENOENT);        /* no peer yet */
+	assert_int_equal(send_errno(&f->a, m), -ENOENT); /* no peer yet */
 	h_mad(m, CM_ATTR_DREP, 0x21, 0x921, 4);
-	assert_int_equal(send_errno(&f->a, m), -EPROTO);        /* no DREQ */
+	assert_int_equal(send_errno(&f->a, m), -EPROTO); /* no DREQ */
 	assert_true(wait_status(&f->d, "counters.refusals.state", 1));
 }
 
@@ -579,7 +606,7 @@ static void test_mra_extends_handshake(void **state)
 	t0 = h_now_ms();
 	h_mad(m, CM_ATTR_MRA, 0x931, h, 1);
 	cm_field_set(m, CM_MRA_MESSAGE_MRAED, CM_MSG_RESPONSE_REQ);
-	cm_field_set(m, CM_MRA_SERVICE_TIMEOUT, 20);    /* 4.3 s */
+	cm_field_set(m, CM_MRA_SERVICE_TIMEOUT, 20); /* 4.3 s */
 	simpeer_send(&f->p, "fd00::1", m);
 	vm_expect(&f->a, 1, CM_ATTR_MRA);
 	/* Well past the handshake time and its expiry tick. */
@@ -619,7 +646,8 @@ static void test_comm_id_reuse_new_connection(void **state)
 	vm_expect(&f->a, 2, CM_ATTR_REP);
 	assert_int_equal(local_of(f->a.rx[1].mad), 0x942);
 	assert_int_equal(remote_of(f->a.rx[1].mad), 0x41);
-	assert_true(hd_status_int(&f->d, "counters.answers.dreq_abandoned") == 1);
+	assert_true(hd_status_int(&f->d, "counters.answers.dreq_abandoned") ==
+		    1);
 	/* RTU then DREQ at once with the guest's one TID: two wire TIDs
 	 * (ib_umad refuses a duplicate of an outstanding send). */
 	h_mad(m, CM_ATTR_RTU, 0x41, 0x942, 7);
@@ -645,13 +673,17 @@ static void test_fabric_req_flood_leaves_vm_connecting(void **state)
 		simpeer_send(&f->p, "fd00::1", m);
 	}
 	/* 4,096 recorded (the default bound per source), the rest not. */
-	assert_true(wait_status(&f->d, "routing.peer_records_refused", 5000 - 4096));
+	assert_true(wait_status(&f->d, "routing.peer_records_refused",
+				5000 - 4096));
 	assert_int_equal(hd_status_int(&f->d, "routing.peer_records"), 4096);
-	assert_int_equal(hd_status_int(&f->d, "daemon.limits.max_comm_ids_per_client"), 4096);
+	assert_int_equal(hd_status_int(&f->d,
+				       "daemon.limits.max_comm_ids_per_client"),
+			 4096);
 	h_req(m, 0x77, "fd00::1", PEER);
 	assert_int_equal(tc_send_sync(&f->a, PEER, m), 0);
 	peer_expect(f, CM_ATTR_REQ, r);
-	assert_int_equal(cm_field_get(r, CM_REQ_STARTING_PSN), 0x77);  /* its marker */
+	assert_int_equal(cm_field_get(r, CM_REQ_STARTING_PSN),
+			 0x77); /* its marker */
 }
 
 /* Item 5: the daemon answers as a host's kernel CM for nobody's GID, for
@@ -671,7 +703,8 @@ static void test_daemon_answers(void **state)
 	simpeer_send(&f->p, "fd00::3", m);
 	peer_expect(f, CM_ATTR_REJ, r);
 	assert_true(h_now_ms() - t0 < 1000);
-	assert_int_equal(cm_field_get(r, CM_REJ_REASON), CM_REJ_REASON_INVALID_SERVICE_ID);
+	assert_int_equal(cm_field_get(r, CM_REJ_REASON),
+			 CM_REJ_REASON_INVALID_SERVICE_ID);
 	assert_int_equal(cm_field_get(r, CM_REJ_REMOTE_COMM_ID), 0x51);
 	gid_parse(PEER, &s);
 	gid_parse("fd00::3", &d);
@@ -681,7 +714,8 @@ static void test_daemon_answers(void **state)
 	simpeer_send(&f->p, "fd00::3", m);
 	peer_expect(f, CM_ATTR_SIDR_REP, r);
 	assert_int_equal(cm_field_get(r, CM_SIDR_REP_REQUEST_ID), 0x52);
-	assert_int_equal(cm_field_get(r, CM_SIDR_REP_STATUS), CM_SIDR_STATUS_UNSUPPORTED);
+	assert_int_equal(cm_field_get(r, CM_SIDR_REP_STATUS),
+			 CM_SIDR_STATUS_UNSUPPORTED);
 	/* A DREQ for no connection: DREP, IDs swapped. */
 	h_mad(m, CM_ATTR_DREQ, 0x53, 0x12345, 5);
 	simpeer_send(&f->p, "fd00::1", m);
@@ -708,11 +742,18 @@ static void test_daemon_answers(void **state)
 		}
 	}
 	assert_true(dreq == 1 && rej == 1);
-	assert_true(hd_status_int(&f->d, "counters.answers.rej_no_listener") == 1);
-	assert_true(hd_status_int(&f->d, "counters.answers.sidr_rep_no_listener") == 1);
-	assert_true(hd_status_int(&f->d, "counters.answers.drep_unknown_comm_id") == 1);
-	assert_true(hd_status_int(&f->d, "counters.answers.dreq_abandoned") == 1);
-	assert_true(hd_status_int(&f->d, "counters.answers.rej_abandoned") == 1);
+	assert_true(hd_status_int(&f->d, "counters.answers.rej_no_listener") ==
+		    1);
+	assert_true(
+		hd_status_int(&f->d, "counters.answers.sidr_rep_no_listener") ==
+		1);
+	assert_true(
+		hd_status_int(&f->d, "counters.answers.drep_unknown_comm_id") ==
+		1);
+	assert_true(hd_status_int(&f->d, "counters.answers.dreq_abandoned") ==
+		    1);
+	assert_true(hd_status_int(&f->d, "counters.answers.rej_abandoned") ==
+		    1);
 }
 
 static int wait_client_gone(struct hdaemon *d, const char *name)
@@ -748,10 +789,11 @@ static void test_daemon_stop_tells_no_peer(void **state)
 static int setup_kick(void **state)
 {
 	static char admin_arg[80];
-	static const char *extra[] = { "--client-queue", "16384", admin_arg, NULL };
+	static const char *extra[] = { "--client-queue", "16384", admin_arg,
+				       NULL };
 
-	snprintf(admin_arg, sizeof(admin_arg), "--admin-socket=/tmp/rcm-cm-admin.%d",
-		 getpid());
+	snprintf(admin_arg, sizeof(admin_arg),
+		 "--admin-socket=/tmp/rcm-cm-admin.%d", getpid());
 	return setup_with(state, extra);
 }
 
@@ -770,11 +812,15 @@ static void test_kick_client_that_never_reads(void **state)
 
 	fd = raw_connect(f->d.sock);
 	assert_true(fd >= 0);
-	raw_send_json(fd, 1, "{\"op\":\"hello\",\"protocol\":{\"major\":1,\"minor\":0},"
+	raw_send_json(fd, 1,
+		      "{\"op\":\"hello\",\"protocol\":{\"major\":1,\"minor\":0}"
+		      ","
 		      "\"name\":\"deaf\"}");
-	assert_true(raw_recv(fd, &kind, &flags, &rid, buf, sizeof(buf), H_DEADLINE_MS) > 0);
+	assert_true(raw_recv(fd, &kind, &flags, &rid, buf, sizeof(buf),
+			     H_DEADLINE_MS) > 0);
 	raw_send_json(fd, 2, "{\"op\":\"register_gid\",\"gid\":\"fd00::3\"}");
-	assert_true(raw_recv(fd, &kind, &flags, &rid, buf, sizeof(buf), H_DEADLINE_MS) > 0);
+	assert_true(raw_recv(fd, &kind, &flags, &rid, buf, sizeof(buf),
+			     H_DEADLINE_MS) > 0);
 	assert_non_null(strstr((char *)buf, "\"ok\":true"));
 	/* The peer sends it REQs it never reads, until its queue is full. */
 	for (i = 0; i < 400 && id < 0; i++) {
@@ -782,13 +828,15 @@ static void test_kick_client_that_never_reads(void **state)
 		simpeer_send(&f->p, "fd00::3", m);
 		if (i % 50 == 49) {
 			st = hd_status(&f->d);
-			if (json_path_int(h_client(st, "deaf"), "counters.mads_dropped") > 0)
+			if (json_path_int(h_client(st, "deaf"),
+					  "counters.mads_dropped") > 0)
 				id = json_path_int(h_client(st, "deaf"), "id");
 			json_decref(st);
 		}
 	}
 	assert_true(id > 0);
-	snprintf(req, sizeof(req), "{\"op\":\"disconnect_client\",\"client_id\":%lld}", id);
+	snprintf(req, sizeof(req),
+		 "{\"op\":\"disconnect_client\",\"client_id\":%lld}", id);
 	snprintf(path, sizeof(path), "/tmp/rcm-cm-admin.%d", getpid());
 	t0 = h_now_ms();
 	assert_true(h_admin(path, req, reply, sizeof(reply)) > 0);
@@ -923,14 +971,19 @@ static void test_restart_client_that_does_not_come_back(void **state)
 
 	h = establish(f, 0x4444, 0x9044);
 	hd_kill(&f->d, SIGKILL);
-	tc_close(&f->a);                /* gone while the daemon was */
+	tc_close(&f->a); /* gone while the daemon was */
 	hd_restart(&f->d);
 	assert_true(tc_pump_until(&f->b, tc_has_link_ups, 1, H_DEADLINE_MS));
 	/* A wrong token claims nothing. */
 	s = raw_connect(f->d.sock);
-	assert_int_equal(raw_send_json(s, 1, "{\"op\":\"hello\",\"protocol\":"
-		"{\"major\":1,\"minor\":0},\"name\":\"vm-a\",\"resume\":{"
-		"\"client_id\":1,\"token\":\"00000000000000000000000000000000\"}}"), 0);
+	assert_int_equal(raw_send_json(s, 1,
+				       "{\"op\":\"hello\",\"protocol\":"
+				       "{\"major\":1,\"minor\":0},\"name\":"
+				       "\"vm-a\",\"resume\":{"
+				       "\"client_id\":1,\"token\":"
+				       "\"00000000000000000000000000000000\"}"
+				       "}"),
+			 0);
 	n = raw_recv(s, &kind, &flags, &rid, buf, sizeof(buf), H_DEADLINE_MS);
 	assert_true(n > 0);
 	assert_non_null(strstr((char *)buf, "\"resumed\":false"));
@@ -947,35 +1000,55 @@ static void test_restart_client_that_does_not_come_back(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_same_comm_id_two_vms, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_same_sidr_request_id_two_vms, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_peer_retransmits_and_mra, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_timeout_rej_after_abandoned_req, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_lifetimes, setup_short_timers, teardown),
-		cmocka_unit_test_setup_teardown(test_disconnect_mid_handshake, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_class_port_info, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_inner_addresses_are_the_senders, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_address_block_is_qp1_cm, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_peer_identity_and_state, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_mra_extends_handshake, setup_short_timers, teardown),
-		cmocka_unit_test_setup_teardown(test_comm_id_reuse_new_connection, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_daemon_answers, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_fabric_req_flood_leaves_vm_connecting,
+		cmocka_unit_test_setup_teardown(test_same_comm_id_two_vms,
 						setup, teardown),
-		cmocka_unit_test_setup_teardown(test_kick_client_that_never_reads, setup_kick, teardown),
-		cmocka_unit_test_setup_teardown(test_daemon_stop_tells_no_peer, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_restart_after_kill_keeps_connections,
+		cmocka_unit_test_setup_teardown(
+			test_same_sidr_request_id_two_vms, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_peer_retransmits_and_mra,
 						setup, teardown),
-		cmocka_unit_test_setup_teardown(test_restart_after_sigterm_keeps_connections,
+		cmocka_unit_test_setup_teardown(
+			test_timeout_rej_after_abandoned_req, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lifetimes,
+						setup_short_timers, teardown),
+		cmocka_unit_test_setup_teardown(test_disconnect_mid_handshake,
 						setup, teardown),
-		cmocka_unit_test_setup_teardown(test_restart_client_that_does_not_come_back,
-						setup_grace, teardown),
+		cmocka_unit_test_setup_teardown(test_class_port_info, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(
+			test_inner_addresses_are_the_senders, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_address_block_is_qp1_cm,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_peer_identity_and_state,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_mra_extends_handshake,
+						setup_short_timers, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_comm_id_reuse_new_connection, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_daemon_answers, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(
+			test_fabric_req_flood_leaves_vm_connecting, setup,
+			teardown),
+		cmocka_unit_test_setup_teardown(
+			test_kick_client_that_never_reads, setup_kick,
+			teardown),
+		cmocka_unit_test_setup_teardown(test_daemon_stop_tells_no_peer,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_restart_after_kill_keeps_connections, setup,
+			teardown),
+		cmocka_unit_test_setup_teardown(
+			test_restart_after_sigterm_keeps_connections, setup,
+			teardown),
+		cmocka_unit_test_setup_teardown(
+			test_restart_client_that_does_not_come_back,
+			setup_grace, teardown),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
 	if (getenv("RCM_TEST_FILTER"))
 		cmocka_set_test_filter(getenv("RCM_TEST_FILTER"));
 	if (getenv("RCM_TEST_UMAD_PORT"))
-		return 0;       /* the scripted peer lives on the sim fabric */
+		return 0; /* the scripted peer lives on the sim fabric */
 	return cmocka_run_group_tests_name("cm", tests, NULL, NULL);
 }

@@ -86,7 +86,8 @@ static void test_hello_negotiation(void **state)
 	fd = raw_connect(f->d.sock);
 	assert_true(fd >= 0);
 	raw_send_json(fd, 7, "{\"op\":\"ping\"}");
-	assert_true(raw_recv(fd, &kind, &flags, &rid, buf, sizeof(buf), H_DEADLINE_MS) > 0);
+	assert_true(raw_recv(fd, &kind, &flags, &rid, buf, sizeof(buf),
+			     H_DEADLINE_MS) > 0);
 	assert_int_equal(kind, PROTO_KIND_JSON);
 	assert_int_equal(flags, PROTO_FLAG_REPLY);
 	assert_int_equal(rid, 7);
@@ -94,9 +95,12 @@ static void test_hello_negotiation(void **state)
 	assert_int_equal(proto_reply_status(j, &msg), -ENOTCONN);
 	json_decref(j);
 	/* A good hello. */
-	raw_send_json(fd, 8, "{\"op\":\"hello\",\"protocol\":{\"major\":1,\"minor\":5},"
+	raw_send_json(fd, 8,
+		      "{\"op\":\"hello\",\"protocol\":{\"major\":1,\"minor\":5}"
+		      ","
 		      "\"features\":[\"mad\",\"teleport\"]}");
-	assert_true(raw_recv(fd, &kind, &flags, &rid, buf, sizeof(buf), H_DEADLINE_MS) > 0);
+	assert_true(raw_recv(fd, &kind, &flags, &rid, buf, sizeof(buf),
+			     H_DEADLINE_MS) > 0);
 	assert_int_equal(rid, 8);
 	j = json_loads((char *)buf, 0, NULL);
 	assert_int_equal(proto_reply_status(j, &msg), 0);
@@ -105,8 +109,11 @@ static void test_hello_negotiation(void **state)
 	/* Only features both sides know. */
 	assert_int_equal(json_array_size(json_object_get(j, "features")), 1);
 	json_decref(j);
-	raw_send_json(fd, 9, "{\"op\":\"hello\",\"protocol\":{\"major\":1,\"minor\":0}}");
-	assert_true(raw_recv(fd, &kind, &flags, &rid, buf, sizeof(buf), H_DEADLINE_MS) > 0);
+	raw_send_json(fd, 9,
+		      "{\"op\":\"hello\",\"protocol\":{\"major\":1,\"minor\":0}"
+		      "}");
+	assert_true(raw_recv(fd, &kind, &flags, &rid, buf, sizeof(buf),
+			     H_DEADLINE_MS) > 0);
 	j = json_loads((char *)buf, 0, NULL);
 	assert_int_equal(proto_reply_status(j, &msg), -EALREADY);
 	json_decref(j);
@@ -114,8 +121,11 @@ static void test_hello_negotiation(void **state)
 
 	/* An unsupported major version: an error naming both, then close. */
 	fd = raw_connect(f->d.sock);
-	raw_send_json(fd, 1, "{\"op\":\"hello\",\"protocol\":{\"major\":2,\"minor\":0}}");
-	assert_true(raw_recv(fd, &kind, &flags, &rid, buf, sizeof(buf), H_DEADLINE_MS) > 0);
+	raw_send_json(fd, 1,
+		      "{\"op\":\"hello\",\"protocol\":{\"major\":2,\"minor\":0}"
+		      "}");
+	assert_true(raw_recv(fd, &kind, &flags, &rid, buf, sizeof(buf),
+			     H_DEADLINE_MS) > 0);
 	assert_int_equal(rid, 1);
 	j = json_loads((char *)buf, 0, NULL);
 	assert_int_equal(proto_reply_status(j, &msg), -EPROTONOSUPPORT);
@@ -137,16 +147,22 @@ static void test_control_operations(void **state)
 
 	connect_client(&a, &f->d, "a", NULL);
 	assert_int_equal(muxbe_ping(a.mb), 0);
-	assert_int_equal(muxbe_request(a.mb, "{\"op\":\"list_ports\"}", &reply), 0);
+	assert_int_equal(muxbe_request(a.mb, "{\"op\":\"list_ports\"}", &reply),
+			 0);
 	j = json_loads(reply, 0, NULL);
 	free(reply);
 	assert_int_equal(json_array_size(json_object_get(j, "ports")), 1);
 	if (h_real_port())
-		assert_true(json_array_size(json_object_get(
-			json_array_get(json_object_get(j, "ports"), 0), "gid_table")) >= 7);
+		assert_true(
+			json_array_size(json_object_get(
+				json_array_get(json_object_get(j, "ports"), 0),
+				"gid_table")) >= 7);
 	else
-		assert_int_equal(json_array_size(json_object_get(
-			json_array_get(json_object_get(j, "ports"), 0), "gid_table")), 7);
+		assert_int_equal(
+			json_array_size(json_object_get(
+				json_array_get(json_object_get(j, "ports"), 0),
+				"gid_table")),
+			7);
 	json_decref(j);
 
 	assert_int_equal(tc_register(&a, "fd00::3"), 0);
@@ -154,24 +170,31 @@ static void test_control_operations(void **state)
 	/* IPv4 text means the IPv4-mapped GID. */
 	assert_int_equal(gid_parse("10.1.0.1", &g), 0);
 	assert_int_equal(muxbe_register_gid(a.mb, NULL, g.raw, NULL), 0);
-	assert_int_equal(muxbe_request(a.mb, "{\"op\":\"list_gids\"}", &reply), 0);
+	assert_int_equal(muxbe_request(a.mb, "{\"op\":\"list_gids\"}", &reply),
+			 0);
 	j = json_loads(reply, 0, NULL);
 	free(reply);
 	assert_int_equal(json_array_size(json_object_get(j, "gids")), 2);
-	assert_true(json_is_true(json_object_get(json_array_get(
-		json_object_get(j, "gids"), 0), "in_table")));
+	assert_true(json_is_true(
+		json_object_get(json_array_get(json_object_get(j, "gids"), 0),
+				"in_table")));
 	json_decref(j);
 	assert_int_equal(muxbe_unregister_gid(a.mb, h_port0(), g.raw), 0);
 	assert_int_equal(muxbe_unregister_gid(a.mb, h_port0(), g.raw), -ENOENT);
 	/* Specific errors for bad requests. */
-	assert_int_equal(muxbe_request(a.mb, "{\"op\":\"frobnicate\"}", &reply), -EOPNOTSUPP);
-	assert_int_equal(muxbe_request(a.mb, "{\"op\":\"register_gid\",\"gid\":\"nope\"}",
-				       &reply), -EINVAL);
+	assert_int_equal(muxbe_request(a.mb, "{\"op\":\"frobnicate\"}", &reply),
+			 -EOPNOTSUPP);
+	assert_int_equal(muxbe_request(a.mb,
+				       "{\"op\":\"register_gid\",\"gid\":"
+				       "\"nope\"}",
+				       &reply),
+			 -EINVAL);
 	gid_parse("fd00::1", &g);
 	memcpy(gid, g.raw, 16);
 	assert_int_equal(muxbe_register_gid(a.mb, "sim9", gid, NULL), -ENODEV);
 	gid_parse("fd99::1", &g);
-	assert_int_equal(muxbe_register_gid(a.mb, h_port0(), g.raw, NULL), -EADDRNOTAVAIL);
+	assert_int_equal(muxbe_register_gid(a.mb, h_port0(), g.raw, NULL),
+			 -EADDRNOTAVAIL);
 	tc_close(&a);
 }
 
@@ -206,8 +229,8 @@ static void test_multi_client_routing(void **state)
 		assert_memory_equal(b.rx[0].mad + 8, mad + 8, 4);
 	assert_memory_equal(b.rx[0].mad + 16, mad + 16, 8);
 	assert_memory_equal(b.rx[0].mad + 28, mad + 28, MAD_SIZE - 28);
-	assert_memory_equal(b.rx[0].grh + 8, ga.raw, 16);     /* SGID */
-	assert_memory_equal(b.rx[0].grh + 24, gb.raw, 16);    /* DGID */
+	assert_memory_equal(b.rx[0].grh + 8, ga.raw, 16);  /* SGID */
+	assert_memory_equal(b.rx[0].grh + 24, gb.raw, 16); /* DGID */
 	assert_int_equal(b.rx[0].grh[0] >> 4, 6);
 	assert_int_equal(wire_get16(b.rx[0].grh + 4), MAD_SIZE);
 	assert_memory_equal(b.rx[0].addr.remote_gid, ga.raw, 16);
@@ -261,7 +284,8 @@ static void test_gid_conflicts(void **state)
 	connect_client(&a, &f->d, "a", "fd00::1");
 	connect_client(&b, &f->d, "b", NULL);
 	gid_parse("fd00::1", &g);
-	assert_int_equal(muxbe_register_gid(b.mb, h_port0(), g.raw, NULL), -EEXIST);
+	assert_int_equal(muxbe_register_gid(b.mb, h_port0(), g.raw, NULL),
+			 -EEXIST);
 	muxbe_last_error(b.mb, err, sizeof(err));
 	assert_non_null(strstr(err, "another client"));
 	assert_int_equal(muxbe_unregister_gid(b.mb, h_port0(), g.raw), -EACCES);
@@ -306,7 +330,8 @@ static void test_spoofed_source_refused(void **state)
 	memcpy(addr.remote_gid, g.raw, 16);
 	assert_int_equal(muxbe_send_mad_sync(a.mb, &addr, mad, 100), -EMSGSIZE);
 	addr.port = 5;
-	assert_int_equal(muxbe_send_mad_sync(a.mb, &addr, mad, MAD_SIZE), -ENODEV);
+	assert_int_equal(muxbe_send_mad_sync(a.mb, &addr, mad, MAD_SIZE),
+			 -ENODEV);
 	/* A comm ID another client owns. */
 	h_req(mad, 0x60, "fd00::2", "fd00::1");
 	assert_int_equal(tc_send_sync(&b, "fd00::1", mad), 0);
@@ -341,18 +366,21 @@ static int wait_status_int(struct hdaemon *d, const char *path, long long want)
 	return 0;
 }
 
-static int status_counts_are(struct hdaemon *d, int gids, int comm_ids, int clients)
+static int status_counts_are(struct hdaemon *d, int gids, int comm_ids,
+			     int clients)
 {
 	json_t *st = hd_status(d);
 	int ok = json_path_int(st, "routing.gids") == gids &&
 		 json_path_int(st, "routing.comm_ids") == comm_ids &&
-		 (int)json_array_size(json_object_get(st, "clients")) == clients;
+		 (int)json_array_size(json_object_get(st, "clients")) ==
+			 clients;
 
 	json_decref(st);
 	return ok;
 }
 
-static int wait_status_counts(struct hdaemon *d, int gids, int comm_ids, int clients)
+static int wait_status_counts(struct hdaemon *d, int gids, int comm_ids,
+			      int clients)
 {
 	uint64_t deadline = h_now_ms() + H_DEADLINE_MS;
 
@@ -380,8 +408,11 @@ static void test_cleanup_on_disconnect(void **state)
 	assert_int_equal(tc_send_sync(&a, "fd00::3", mad), 0);
 	assert_true(status_counts_are(&f->d, 2, 1, 2));
 	st = hd_status(&f->d);
-	host_a = (uint32_t)json_path_int(json_array_get(json_object_get(
-		h_client(st, "a"), "connections"), 0), "host_id");
+	host_a = (uint32_t)
+		json_path_int(json_array_get(json_object_get(h_client(st, "a"),
+							     "connections"),
+					     0),
+			      "host_id");
 	json_decref(st);
 	tc_close(&a);
 	assert_true(wait_status_counts(&f->d, 1, 0, 1));
@@ -395,7 +426,9 @@ static void test_cleanup_on_disconnect(void **state)
 		simpeer_open(&p, &f->d, "peer", "fd99::1");
 		h_mad(mad, CM_ATTR_REP, 0x88, host_a, 1);
 		simpeer_send(&p, "fd00::1", mad);
-		assert_true(wait_status_int(&f->d, "counters.drops.unknown_comm_id", 1));
+		assert_true(wait_status_int(&f->d,
+					    "counters.drops.unknown_comm_id",
+					    1));
 		simpeer_close(&p);
 		barrier(&b);
 		assert_int_equal(b.nrx, 0);
@@ -432,7 +465,8 @@ static void test_cleanup_on_disconnect(void **state)
 	assert_int_equal(cm_mad_attr_id(b.rx[1].mad), CM_ATTR_REJ);
 	assert_int_equal(cm_field_get(b.rx[1].mad, CM_REJ_REASON),
 			 CM_REJ_REASON_TIMEOUT);
-	assert_true(hd_status_int(&f->d, "counters.answers.rej_abandoned") >= 1);
+	assert_true(hd_status_int(&f->d, "counters.answers.rej_abandoned") >=
+		    1);
 	assert_int_equal(tc_register(&b, "fd00::4"), 0);
 	tc_close(&b);
 }
@@ -448,10 +482,16 @@ static int wait_client_settled(struct hdaemon *d, const char *name, long long n)
 		cl = h_client(st, name);
 		/* The sim wire itself may lose some under this burst; it
 		 * counts them, as a NIC would. */
-		ok = cl && json_path_int(cl, "counters.mads_delivered") +
-			   json_path_int(cl, "counters.mads_dropped") +
-			   json_path_int(json_array_get(json_object_get(st, "ports"), 0),
-					 "counters.wire_dropped") == n;
+		ok = cl &&
+		     json_path_int(cl, "counters.mads_delivered") +
+				     json_path_int(cl,
+						   "counters.mads_dropped") +
+				     json_path_int(json_array_get(
+							   json_object_get(
+								   st, "ports"),
+							   0),
+						   "counters.wire_dropped") ==
+			     n;
 		if (!ok && h_now_ms() >= deadline) {
 			char *text = json_dumps(st, JSON_COMPACT);
 
@@ -481,10 +521,14 @@ static void test_stopped_client_does_not_delay_others(void **state)
 	s = raw_connect(f->d.sock);
 	assert_true(s >= 0);
 	setsockopt(s, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
-	raw_send_json(s, 1, "{\"op\":\"hello\",\"name\":\"stopped\",\"protocol\":{\"major\":1,\"minor\":0}}");
-	assert_true(raw_recv(s, &kind, &flags, &rid, buf, sizeof(buf), H_DEADLINE_MS) > 0);
+	raw_send_json(s, 1,
+		      "{\"op\":\"hello\",\"name\":\"stopped\",\"protocol\":{"
+		      "\"major\":1,\"minor\":0}}");
+	assert_true(raw_recv(s, &kind, &flags, &rid, buf, sizeof(buf),
+			     H_DEADLINE_MS) > 0);
 	raw_send_json(s, 2, "{\"op\":\"register_gid\",\"gid\":\"fd00::5\"}");
-	assert_true(raw_recv(s, &kind, &flags, &rid, buf, sizeof(buf), H_DEADLINE_MS) > 0);
+	assert_true(raw_recv(s, &kind, &flags, &rid, buf, sizeof(buf),
+			     H_DEADLINE_MS) > 0);
 	assert_non_null(strstr((char *)buf, "\"ok\":true"));
 
 	connect_client(&a, &f->d, "flooder", "fd00::1");
@@ -499,9 +543,11 @@ static void test_stopped_client_does_not_delay_others(void **state)
 			/* B and C keep working meanwhile. */
 			t0 = h_now_ms();
 			assert_int_equal(muxbe_ping(b.mb), 0);
-			h_req(mad, 0x200000 + (uint32_t)i, "fd00::2", "fd00::3");
+			h_req(mad, 0x200000 + (uint32_t)i, "fd00::2",
+			      "fd00::3");
 			assert_int_equal(tc_send_sync(&b, "fd00::3", mad), 0);
-			assert_true(tc_pump_until(&c, tc_has_rx, i / 100 + 1, H_DEADLINE_MS));
+			assert_true(tc_pump_until(&c, tc_has_rx, i / 100 + 1,
+						  H_DEADLINE_MS));
 			dt = h_now_ms() - t0;
 			if (dt > worst)
 				worst = dt;
@@ -518,9 +564,11 @@ static void test_stopped_client_does_not_delay_others(void **state)
 	assert_int_equal(c.nrx, 30);
 	st = hd_status(&f->d);
 	assert_true(json_path_int(st, "counters.drops.client_queue_full") > 0);
-	dropped = json_path_int(h_client(st, "stopped"), "counters.mads_dropped");
+	dropped = json_path_int(h_client(st, "stopped"),
+				"counters.mads_dropped");
 	assert_true(dropped > 0);
-	assert_true(json_path_int(st, "counters.drops.client_queue_full") == dropped);
+	assert_true(json_path_int(st, "counters.drops.client_queue_full") ==
+		    dropped);
 	/* Its queue stayed bounded. */
 	json_array_foreach(json_object_get(st, "clients"), k, cl)
 		assert_true(json_path_int(cl, "counters.outq_bytes") <= 65536);
@@ -528,12 +576,15 @@ static void test_stopped_client_does_not_delay_others(void **state)
 	/* Issue 10, item 5: no loss is silent.  The sender was told of
 	 * each one (mad_lost, through the library), and S, reading at
 	 * last, gets every MAD that was not reported lost. */
-	assert_true(tc_pump_until(&a, tc_has_lost, (int)dropped, H_DEADLINE_MS));
+	assert_true(
+		tc_pump_until(&a, tc_has_lost, (int)dropped, H_DEADLINE_MS));
 	assert_int_equal(a.lost, dropped);
 	assert_non_null(strstr(a.last_lost, "REQ from fd00::1 to fd00::5"));
-	assert_int_equal(hd_status_int(&f->d, "counters.losses_reported"), dropped);
+	assert_int_equal(hd_status_int(&f->d, "counters.losses_reported"),
+			 dropped);
 	st = hd_status(&f->d);
-	assert_int_equal(json_path_int(h_client(st, "flooder"), "counters.mads_lost"),
+	assert_int_equal(json_path_int(h_client(st, "flooder"),
+				       "counters.mads_lost"),
 			 dropped);
 	json_decref(st);
 	for (n_mads = 0;;) {
@@ -572,7 +623,8 @@ static void test_malformed_frame_closes_only_offender(void **state)
 	connect_client(&a, &f->d, "a", "fd00::1");
 	s = raw_connect(f->d.sock);
 	memset(junk, 0x5a, sizeof(junk));
-	assert_int_equal(send(s, junk, sizeof(junk), MSG_NOSIGNAL), (ssize_t)sizeof(junk));
+	assert_int_equal(send(s, junk, sizeof(junk), MSG_NOSIGNAL),
+			 (ssize_t)sizeof(junk));
 	n = raw_recv(s, &kind, &flags, &rid, buf, sizeof(buf), H_DEADLINE_MS);
 	assert_true(n > 0);
 	assert_int_equal(flags, PROTO_FLAG_EVENT);
@@ -583,7 +635,8 @@ static void test_malformed_frame_closes_only_offender(void **state)
 	/* An oversized frame is refused from its header. */
 	s = raw_connect(f->d.sock);
 	proto_header_encode(junk, PROTO_KIND_JSON, 0, 1, 0x7fffffff);
-	assert_int_equal(send(s, junk, PROTO_HDR_SIZE, MSG_NOSIGNAL), PROTO_HDR_SIZE);
+	assert_int_equal(send(s, junk, PROTO_HDR_SIZE, MSG_NOSIGNAL),
+			 PROTO_HDR_SIZE);
 	n = raw_recv(s, &kind, &flags, &rid, buf, sizeof(buf), H_DEADLINE_MS);
 	assert_true(n > 0);
 	assert_non_null(strstr((char *)buf, "EMSGSIZE"));
@@ -596,7 +649,9 @@ static void test_malformed_frame_closes_only_offender(void **state)
 	assert_true(n > 0);
 	assert_int_equal(rid, 3);
 	assert_non_null(strstr((char *)buf, "EBADMSG"));
-	raw_send_json(s, 4, "{\"op\":\"hello\",\"protocol\":{\"major\":1,\"minor\":0}}");
+	raw_send_json(s, 4,
+		      "{\"op\":\"hello\",\"protocol\":{\"major\":1,\"minor\":0}"
+		      "}");
 	n = raw_recv(s, &kind, &flags, &rid, buf, sizeof(buf), H_DEADLINE_MS);
 	assert_true(n > 0);
 	assert_int_equal(rid, 4);
@@ -627,7 +682,7 @@ static void test_port_state_events(void **state)
 	FILE *fp;
 
 	if (h_real_port())
-		skip();         /* the sim port's down switch; rxe has none */
+		skip(); /* the sim port's down switch; rxe has none */
 	connect_client(&a, &f->d, "a", "fd00::1");
 	snprintf(path, sizeof(path), "%s/sim0.down", f->d.fabric);
 	fp = fopen(path, "w");
@@ -651,20 +706,24 @@ static void test_two_daemons_share_fabric(void **state)
 	uint8_t mad[MAD_SIZE];
 
 	if (h_real_port())
-		skip();         /* two daemons on one real port cannot both own it */
+		skip(); /* two daemons on one real port cannot both own it */
 	hd_start(&d2, f->d.fabric, other, NULL);
 	connect_client(&a, &f->d, "host1-vm", "fd00::1");
 	{
 		char err[256];
 
-		assert_int_equal(tc_connect(&b, &d2, "host2-vm", 1, 0, err, sizeof(err)), 0);
+		assert_int_equal(tc_connect(&b, &d2, "host2-vm", 1, 0, err,
+					    sizeof(err)),
+				 0);
 		assert_int_equal(gid_parse("fd01::2", &(struct gid){ 0 }), 0);
 		{
 			struct gid g;
 
 			gid_parse("fd01::2", &g);
 			memcpy(b.gid, g.raw, 16);
-			assert_int_equal(muxbe_register_gid(b.mb, "simb", g.raw, &b.port), 0);
+			assert_int_equal(muxbe_register_gid(b.mb, "simb", g.raw,
+							    &b.port),
+					 0);
 		}
 	}
 	h_req(mad, 0xd1, "fd00::1", "fd01::2");
@@ -684,7 +743,8 @@ static int setup_two_clients_max(void **state)
 {
 	static struct fixture f;
 	static const char *const extra[] = { "--max-clients", "2",
-					     "--max-clients-per-uid", "2", NULL };
+					     "--max-clients-per-uid", "2",
+					     NULL };
 
 	hd_start(&f.d, NULL, one_port, extra);
 	*state = &f;
@@ -739,7 +799,9 @@ static void test_library_queues_without_buffers(void **state)
 	assert_int_equal(b.nrx, 0);
 	assert_int_equal(muxbe_post_recv(b.mb, b.bufs[0], 10, NULL), -EINVAL);
 	for (i = 0; i < 3; i++)
-		assert_int_equal(muxbe_post_recv(b.mb, b.bufs[i], MUXBE_RECV_BUF_MIN, NULL), 0);
+		assert_int_equal(muxbe_post_recv(b.mb, b.bufs[i],
+						 MUXBE_RECV_BUF_MIN, NULL),
+				 0);
 	assert_true(tc_pump_until(&b, tc_has_rx, 3, H_DEADLINE_MS));
 	/* In arrival order. */
 	for (i = 0; i < 3; i++)
@@ -770,8 +832,11 @@ static void test_status_socket_is_read_only(void **state)
 	assert_int_equal(json_path_int(st, "routing.gids"), 1);
 	assert_int_equal(json_path_int(st, "daemon.protocol_major"), 1);
 	assert_true(json_path_int(st, "daemon.uptime_s") >= 0);
-	assert_string_equal(json_string_value(json_object_get(
-		json_object_get(st, "daemon"), "version")), "0.1.0");
+	assert_string_equal(json_string_value(
+				    json_object_get(json_object_get(st,
+								    "daemon"),
+						    "version")),
+			    "0.1.0");
 	assert_int_equal(json_array_size(json_object_get(st, "ports")), 1);
 	/* Identity comes from the kernel (SO_PEERCRED), not the client. */
 	cl = h_client(st, "a");
@@ -780,7 +845,10 @@ static void test_status_socket_is_read_only(void **state)
 	assert_int_equal(json_path_int(cl, "uid"), getuid());
 	assert_int_equal(json_path_int(cl, "gid"), getgid());
 	assert_string_equal(json_string_value(json_object_get(
-		json_array_get(json_object_get(cl, "gids"), 0), "gid")), "fd00::1");
+				    json_array_get(json_object_get(cl, "gids"),
+						   0),
+				    "gid")),
+			    "fd00::1");
 	assert_int_equal(json_path_int(cl, "routing.gids"), 1);
 	json_decref(st);
 	tc_close(&a);
@@ -818,7 +886,9 @@ static void test_library_is_thread_safe(void **state)
 	for (i = 0; i < 4; i++) {
 		p[i].mb = b.mb;
 		p[i].ok = 0;
-		assert_int_equal(pthread_create(&th[i], NULL, ping_thread, &p[i]), 0);
+		assert_int_equal(pthread_create(&th[i], NULL, ping_thread,
+						&p[i]),
+				 0);
 	}
 	for (i = 0; i < 200; i++) {
 		h_req(mad, 0x4000 + (uint32_t)i, "fd00::1", "fd00::2");
@@ -863,17 +933,20 @@ static void test_several_ports(void **state)
 	json_t *j;
 
 	if (h_real_port())
-		skip();         /* needs two ports; the lab host has one */
+		skip(); /* needs two ports; the lab host has one */
 	gid_parse("fd00::2", &g);
-	assert_int_equal(tc_connect(&b0, &f->d, "b0", 1, 0, err, sizeof(err)), 0);
-	assert_int_equal(tc_connect(&b1, &f->d, "b1", 1, 0, err, sizeof(err)), 0);
+	assert_int_equal(tc_connect(&b0, &f->d, "b0", 1, 0, err, sizeof(err)),
+			 0);
+	assert_int_equal(tc_connect(&b1, &f->d, "b1", 1, 0, err, sizeof(err)),
+			 0);
 	assert_int_equal(muxbe_register_gid(b0.mb, "p0", g.raw, &b0.port), 0);
 	assert_int_equal(muxbe_register_gid(b1.mb, "p1", g.raw, &b1.port), 0);
 	assert_int_equal(b0.port, 0);
 	assert_int_equal(b1.port, 1);
 	/* The port is required when there are several. */
 	assert_int_equal(muxbe_register_gid(b1.mb, NULL, g.raw, NULL), -EINVAL);
-	assert_int_equal(tc_connect(&a0, &f->d, "a0", 1, 0, err, sizeof(err)), 0);
+	assert_int_equal(tc_connect(&a0, &f->d, "a0", 1, 0, err, sizeof(err)),
+			 0);
 	gid_parse("fd00::1", &g);
 	memcpy(a0.gid, g.raw, 16);
 	assert_int_equal(muxbe_register_gid(a0.mb, "p1", g.raw, &a0.port), 0);
@@ -886,7 +959,9 @@ static void test_several_ports(void **state)
 	/* Sending on a port where the source GID is not ours is refused. */
 	a0.port = 0;
 	assert_int_equal(tc_send_sync(&a0, "fd00::2", mad), -EADDRNOTAVAIL);
-	assert_int_equal(muxbe_request(a0.mb, "{\"op\":\"list_ports\"}", &reply), 0);
+	assert_int_equal(muxbe_request(a0.mb, "{\"op\":\"list_ports\"}",
+				       &reply),
+			 0);
 	j = json_loads(reply, 0, NULL);
 	free(reply);
 	assert_int_equal(json_array_size(json_object_get(j, "ports")), 2);
@@ -908,7 +983,7 @@ static void test_sigterm_right_after_start(void **state)
 	(void)state;
 	for (i = 0; i < 5; i++) {
 		hd_start(&d, NULL, one_port, NULL);
-		hd_stop(&d);    /* asserts exit status 0 and the sockets gone */
+		hd_stop(&d); /* asserts exit status 0 and the sockets gone */
 	}
 }
 
@@ -940,28 +1015,35 @@ static void test_one_daemon_per_socket_and_port(void **state)
 		skip();
 	snprintf(pid, sizeof(pid), "(pid %d;", (int)f->d.pid);
 	snprintf(other_sock, sizeof(other_sock), "%s/other.sock", f->d.dir);
-	snprintf(other_status, sizeof(other_status), "%s/other-status.sock", f->d.dir);
+	snprintf(other_status, sizeof(other_status), "%s/other-status.sock",
+		 f->d.dir);
 	snprintf(run_dir, sizeof(run_dir), "%s/run", f->d.dir);
 
 	/* The same client socket. */
 	{
-		const char *const args[] = { "--sim-port=sim0", "-s", f->d.sock,
-					     "-S", other_status, NULL };
+		const char *const args[] = { "--sim-port=sim0", "-s",
+					     f->d.sock,         "-S",
+					     other_status,      NULL };
 
 		fabrics = count_private_fabrics();
 		assert_int_equal(hd_run(args, out, sizeof(out)), 1);
-		assert_non_null(strstr(out, "is in use by another rdmacm-muxd"));
+		assert_non_null(
+			strstr(out, "is in use by another rdmacm-muxd"));
 		assert_non_null(strstr(out, pid));
 		assert_int_equal(count_private_fabrics(), fabrics);
 		assert_int_equal(access(other_status, F_OK), -1);
 	}
 	/* The same sim port on the same fabric. */
 	{
-		const char *const args[] = { "--sim-port=sim0", "--sim-fabric", f->d.fabric,
-					     "-s", other_sock, "-S", other_status, NULL };
+		const char *const args[] = { "--sim-port=sim0", "--sim-fabric",
+					     f->d.fabric,       "-s",
+					     other_sock,        "-S",
+					     other_status,      NULL };
 
 		assert_int_equal(hd_run(args, out, sizeof(out)), 1);
-		assert_non_null(strstr(out, "port sim0 is in use by another rdmacm-muxd"));
+		assert_non_null(
+			strstr(out,
+			       "port sim0 is in use by another rdmacm-muxd"));
 		assert_non_null(strstr(out, pid));
 		assert_int_equal(access(other_sock, F_OK), -1);
 		assert_int_equal(access(other_status, F_OK), -1);
@@ -969,22 +1051,30 @@ static void test_one_daemon_per_socket_and_port(void **state)
 	/* A port that fails after a sim port opened in a private fabric:
 	 * the fabric goes, with everything in it. */
 	{
-		const char *args[] = { "--sim-port=simX", "--port=nosuchdev0:1",
-				       "--run-dir", run_dir, "-s", other_sock,
-				       "-S", other_status, NULL };
+		const char *args[] = { "--sim-port=simX",
+				       "--port=nosuchdev0:1",
+				       "--run-dir",
+				       run_dir,
+				       "-s",
+				       other_sock,
+				       "-S",
+				       other_status,
+				       NULL };
 
 		fabrics = count_private_fabrics();
 		assert_int_equal(hd_run(args, out, sizeof(out)), 1);
 		assert_non_null(strstr(out, "nosuchdev0:1"));
 		assert_int_equal(count_private_fabrics(), fabrics);
 		assert_int_equal(access(other_sock, F_OK), -1);
-		snprintf(file, sizeof(file), "%s/port-nosuchdev0-1.lock", run_dir);
+		snprintf(file, sizeof(file), "%s/port-nosuchdev0-1.lock",
+			 run_dir);
 		assert_int_equal(access(file, F_OK), -1);
 	}
 	/* Not a socket: left alone. */
 	{
-		const char *const args[] = { "--sim-port=simY", "-s", file,
-					     "-S", other_status, NULL };
+		const char *const args[] = {
+			"--sim-port=simY", "-s", file, "-S", other_status, NULL
+		};
 
 		snprintf(file, sizeof(file), "%s/not-a-socket", f->d.dir);
 		fd = open(file, O_WRONLY | O_CREAT, 0600);
@@ -1017,16 +1107,19 @@ static void test_metrics(void **state)
 	if (getenv("RDMACM_MUXCTL") == NULL)
 		skip();
 	connect_client(&a, &f->d, "vm\"7", "fd00::1");
-	snprintf(cmd, sizeof(cmd), "%s -S %s metrics | /usr/bin/python3 "
-		 "tests/integration/check_metrics.py", getenv("RDMACM_MUXCTL"),
-		 f->d.status);
+	snprintf(cmd, sizeof(cmd),
+		 "%s -S %s metrics | /usr/bin/python3 "
+		 "tests/integration/check_metrics.py",
+		 getenv("RDMACM_MUXCTL"), f->d.status);
 	p = popen(cmd, "r");
 	assert_non_null(p);
 	while (fgets(line, sizeof(line), p)) {
 		clients += strcmp(line, "metric rdmacm_mux_clients{} 1\n") == 0;
 		gids += strcmp(line, "metric rdmacm_mux_gids{} 1\n") == 0;
-		port_up += strncmp(line, "metric rdmacm_mux_port_up{port=\"", 32) == 0 &&
-			   strncmp(line + 32, h_port0(), strlen(h_port0())) == 0 &&
+		port_up += strncmp(line, "metric rdmacm_mux_port_up{port=\"",
+				   32) == 0 &&
+			   strncmp(line + 32, h_port0(), strlen(h_port0())) ==
+				   0 &&
 			   strstr(line, "} 1\n") != NULL;
 		/* The parser gives the label back unescaped. */
 		named += strstr(line, "rdmacm_mux_client_mads_sent_total{") &&
@@ -1113,7 +1206,8 @@ static void test_systemd_notify_and_activation(void **state)
 		setenv("NOTIFY_SOCKET", notify, 1);
 		setenv("WATCHDOG_USEC", "200000", 1);
 		execl(bin, bin, "--config", "none", "-s", sock, "-S", status,
-		      "--sim-fabric", fabric, "--sim-port=sim0=fd00::1", (char *)NULL);
+		      "--sim-fabric", fabric, "--sim-port=sim0=fd00::1",
+		      (char *)NULL);
 		_exit(127);
 	}
 	close(cfd);
@@ -1126,9 +1220,13 @@ static void test_systemd_notify_and_activation(void **state)
 	/* Clients are served on the sockets systemd made. */
 	s = raw_connect(sock);
 	assert_true(s >= 0);
-	assert_int_equal(raw_send_json(s, 1, "{\"op\":\"hello\",\"protocol\":"
-				       "{\"major\":1,\"minor\":0},\"name\":\"sd\"}"), 0);
-	assert_true(raw_recv(s, &kind, &flags, &rid, buf, sizeof(buf), H_DEADLINE_MS) > 0);
+	assert_int_equal(raw_send_json(s, 1,
+				       "{\"op\":\"hello\",\"protocol\":"
+				       "{\"major\":1,\"minor\":0},\"name\":"
+				       "\"sd\"}"),
+			 0);
+	assert_true(raw_recv(s, &kind, &flags, &rid, buf, sizeof(buf),
+			     H_DEADLINE_MS) > 0);
 	assert_non_null(strstr((char *)buf, "\"ok\":true"));
 	close(s);
 	s = raw_connect(status);
@@ -1156,7 +1254,8 @@ static int muxctl_run(const char *args, char *out, size_t cap)
 	FILE *p;
 	int st;
 
-	snprintf(cmd, sizeof(cmd), "%s %s 2>/dev/null", getenv("RDMACM_MUXCTL"), args);
+	snprintf(cmd, sizeof(cmd), "%s %s 2>/dev/null", getenv("RDMACM_MUXCTL"),
+		 args);
 	p = popen(cmd, "r");
 	assert_non_null(p);
 	while (len < cap - 1 && fgets(out + len, (int)(cap - len), p))
@@ -1168,8 +1267,9 @@ static int muxctl_run(const char *args, char *out, size_t cap)
 
 static void test_muxctl_views(void **state)
 {
-	static const char *const views[] = { "status", "clients", "ports", "gids",
-					      "connections", "counters" };
+	static const char *const views[] = {
+		"status", "clients", "ports", "gids", "connections", "counters"
+	};
 	struct fixture *f = *state;
 	char args[256], out[16384], *line, *save = NULL;
 	struct tclient a;
@@ -1182,9 +1282,10 @@ static void test_muxctl_views(void **state)
 	for (i = 0; i < sizeof(views) / sizeof(views[0]); i++) {
 		snprintf(args, sizeof(args), "-S %s %s", f->d.status, views[i]);
 		assert_int_equal(muxctl_run(args, out, sizeof(out)), 0);
-		if (i < 4)      /* the client's or its GID's row */
-			assert_true(strstr(out, i == 3 ? "client " : "view-a") ||
-				    strcmp(views[i], "ports") == 0);
+		if (i < 4) /* the client's or its GID's row */
+			assert_true(
+				strstr(out, i == 3 ? "client " : "view-a") ||
+				strcmp(views[i], "ports") == 0);
 		for (line = strtok_r(out, "\n", &save); line;
 		     line = strtok_r(NULL, "\n", &save))
 			assert_true(strlen(line) <= 80);
@@ -1217,18 +1318,21 @@ static void test_example_device_model(void **state)
 	char example[300];
 
 	if (h_real_port())
-		skip();         /* its GID is a sim port's */
+		skip(); /* its GID is a sim port's */
 	assert_non_null(muxd);
 	/* Beside the daemon; the TSan build makes only the daemon. */
 	snprintf(example, sizeof(example), "%.*s/example/device_model",
 		 (int)(strrchr(muxd, '/') - muxd), muxd);
 	if (access(example, X_OK) < 0)
 		skip();
-	snprintf(cmd, sizeof(cmd), "RDMACM_MUX_SOCKET=%s timeout 20 %s fd00::1 "
-		 "fd99::1 2>&1", f->d.sock, example);
+	snprintf(cmd, sizeof(cmd),
+		 "RDMACM_MUX_SOCKET=%s timeout 20 %s fd00::1 "
+		 "fd99::1 2>&1",
+		 f->d.sock, example);
 	p = popen(cmd, "r");
 	assert_non_null(p);
-	while (len < sizeof(out) - 1 && fgets(out + len, (int)(sizeof(out) - len), p))
+	while (len < sizeof(out) - 1 &&
+	       fgets(out + len, (int)(sizeof(out) - len), p))
 		len += strlen(out + len);
 	assert_int_equal(pclose(p), 0);
 	assert_non_null(strstr(out, "qp1: ready on port 0"));
@@ -1295,9 +1399,13 @@ static void test_config_file_and_reload(void **state)
 	snprintf(conf, sizeof(conf), "%s/rdmacm-muxd.conf", dir);
 	/* "socket" is overridden by the harness's -s: the command line wins. */
 	snprintf(text, sizeof(text),
-		 "{\n  \"sim-port\": [\"sim0=fd00::1*4\"],\n  \"socket\": \"%s/not-used.sock\",\n"
-		 "  \"workers\": 1,\n  \"max-clients\": 3,\n  \"max-clients-per-uid\": 3,\n"
-		 "  \"hello-timeout-ms\": 3000,\n  \"log-level\": \"info\"\n}\n", dir);
+		 "{\n  \"sim-port\": [\"sim0=fd00::1*4\"],\n  \"socket\": "
+		 "\"%s/not-used.sock\",\n"
+		 "  \"workers\": 1,\n  \"max-clients\": 3,\n  "
+		 "\"max-clients-per-uid\": 3,\n"
+		 "  \"hello-timeout-ms\": 3000,\n  \"log-level\": "
+		 "\"info\"\n}\n",
+		 dir);
 	write_file(conf, text);
 	{
 		const char *const ok[] = { "--check-config", conf, NULL };
@@ -1312,7 +1420,8 @@ static void test_config_file_and_reload(void **state)
 	}
 	st = hd_status(&f.d);
 	assert_int_equal(json_path_int(st, "daemon.limits.max_clients"), 3);
-	assert_int_equal(json_path_int(st, "daemon.limits.hello_timeout_ms"), 3000);
+	assert_int_equal(json_path_int(st, "daemon.limits.hello_timeout_ms"),
+			 3000);
 	assert_int_equal(json_array_size(json_object_get(st, "workers")), 1);
 	json_decref(st);
 	snprintf(out, sizeof(out), "%s/not-used.sock", dir);
@@ -1322,16 +1431,19 @@ static void test_config_file_and_reload(void **state)
 	connect_client(&a, &f.d, "a", "fd00::1");
 	connect_client(&b, &f.d, "b", NULL);
 	snprintf(text, sizeof(text),
-		 "{\"sim-port\": \"sim0=fd00::1*4\", \"workers\": 2, \"max-clients\": 2,"
+		 "{\"sim-port\": \"sim0=fd00::1*4\", \"workers\": 2, "
+		 "\"max-clients\": 2,"
 		 " \"max-clients-per-uid\": 2, \"hello-timeout-ms\": 3000,"
 		 " \"log-level\": \"debug\"}\n");
 	write_file(conf, text);
 	kill(f.d.pid, SIGHUP);
 	{
-		const char *const said[] = { "SIGHUP: max-clients: 3 -> 2",
-					     "SIGHUP: log-level: info -> debug",
-					     "SIGHUP: workers: 1 -> 2 needs a restart",
-					     "SIGHUP: 4 option(s) changed", NULL };
+		const char *const said[] = {
+			"SIGHUP: max-clients: 3 -> 2",
+			"SIGHUP: log-level: info -> debug",
+			"SIGHUP: workers: 1 -> 2 needs a restart",
+			"SIGHUP: 4 option(s) changed", NULL
+		};
 
 		assert_true(log_has(&f.d, said));
 	}
@@ -1348,19 +1460,24 @@ static void test_config_file_and_reload(void **state)
 
 	/* A broken file: every error said, nothing changed. */
 	write_file(conf, "{\"sim-port\": \"sim0\", \"max-clients\": 0,\n"
-			 " \"workers\": \"many\", \"log-level\": \"loud\", \"colour\": 1}\n");
+			 " \"workers\": \"many\", \"log-level\": \"loud\", "
+			 "\"colour\": 1}\n");
 	{
 		const char *const bad[] = { "--check-config", conf, NULL };
 
 		assert_int_equal(hd_run(bad, out, sizeof(out)), 1);
-		assert_non_null(strstr(out, "key 'max-clients': '0' is not a number"));
-		assert_non_null(strstr(out, "key 'workers': 'many' is not a number"));
+		assert_non_null(
+			strstr(out, "key 'max-clients': '0' is not a number"));
+		assert_non_null(
+			strstr(out, "key 'workers': 'many' is not a number"));
 		assert_non_null(strstr(out, "key 'log-level': 'loud' is not"));
 		assert_non_null(strstr(out, "key 'colour': no such option"));
 	}
 	kill(f.d.pid, SIGHUP);
 	{
-		const char *const said[] = { "SIGHUP: 4 error(s): nothing reloaded", NULL };
+		const char *const said[] = {
+			"SIGHUP: 4 error(s): nothing reloaded", NULL
+		};
 
 		assert_true(log_has(&f.d, said));
 	}
@@ -1373,7 +1490,9 @@ static void test_config_file_and_reload(void **state)
 	}
 	kill(f.d.pid, SIGHUP);
 	{
-		const char *const said[] = { "SIGHUP: 1 error(s): nothing reloaded", NULL };
+		const char *const said[] = {
+			"SIGHUP: 1 error(s): nothing reloaded", NULL
+		};
 
 		assert_true(log_has(&f.d, said));
 	}
@@ -1384,7 +1503,8 @@ static void test_config_file_and_reload(void **state)
 					    "--max-gids", "-3", NULL };
 
 		assert_int_equal(hd_run(bad, out, sizeof(out)), 1);
-		assert_non_null(strstr(out, "--max-gids: '-3' is not a number"));
+		assert_non_null(
+			strstr(out, "--max-gids: '-3' is not a number"));
 	}
 	tc_close(&a);
 	tc_close(&b);
@@ -1425,7 +1545,8 @@ static void test_journal_fields(void **state)
 	/* A GID someone else holds: a warning about tenant-b. */
 	assert_true(tc_register(&b, "fd00::1") < 0);
 	deadline = h_now_ms() + (uint64_t)H_DEADLINE_MS;
-	while (h_now_ms() < deadline && strlen(text) < sizeof(text) - sizeof(buf)) {
+	while (h_now_ms() < deadline &&
+	       strlen(text) < sizeof(text) - sizeof(buf)) {
 		n = recv(jfd, buf, sizeof(buf) - 1, 0);
 		if (n < 0) {
 			poll(NULL, 0, 20);
@@ -1443,7 +1564,7 @@ static void test_journal_fields(void **state)
 	assert_non_null(strstr(text, "CLIENT_ID="));
 	assert_non_null(strstr(text, "PORT=sim0\n"));
 	assert_non_null(strstr(text, "GID=fd00::1\n"));
-	assert_non_null(strstr(text, "ERRNO=17\n"));    /* EEXIST */
+	assert_non_null(strstr(text, "ERRNO=17\n")); /* EEXIST */
 	tc_close(&a);
 	tc_close(&b);
 	hd_stop(&f.d);
@@ -1455,30 +1576,54 @@ static void test_journal_fields(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_hello_negotiation, setup_daemon, teardown_daemon),
-		cmocka_unit_test_setup_teardown(test_control_operations, setup_daemon, teardown_daemon),
-		cmocka_unit_test_setup_teardown(test_multi_client_routing, setup_daemon, teardown_daemon),
-		cmocka_unit_test_setup_teardown(test_gid_conflicts, setup_daemon, teardown_daemon),
-		cmocka_unit_test_setup_teardown(test_spoofed_source_refused, setup_daemon, teardown_daemon),
-		cmocka_unit_test_setup_teardown(test_cleanup_on_disconnect, setup_daemon, teardown_daemon),
-		cmocka_unit_test_setup_teardown(test_stopped_client_does_not_delay_others, setup_small_queue, teardown_daemon),
-		cmocka_unit_test_setup_teardown(test_malformed_frame_closes_only_offender, setup_daemon, teardown_daemon),
-		cmocka_unit_test_setup_teardown(test_port_state_events, setup_daemon, teardown_daemon),
-		cmocka_unit_test_setup_teardown(test_two_daemons_share_fabric, setup_daemon, teardown_daemon),
-		cmocka_unit_test_setup_teardown(test_max_clients, setup_two_clients_max, teardown_daemon),
-		cmocka_unit_test_setup_teardown(test_library_queues_without_buffers, setup_daemon, teardown_daemon),
-		cmocka_unit_test_setup_teardown(test_status_socket_is_read_only, setup_daemon, teardown_daemon),
-		cmocka_unit_test_setup_teardown(test_library_is_thread_safe, setup_daemon, teardown_daemon),
-		cmocka_unit_test_setup_teardown(test_several_ports, setup_two_ports, teardown_daemon),
+		cmocka_unit_test_setup_teardown(test_hello_negotiation,
+						setup_daemon, teardown_daemon),
+		cmocka_unit_test_setup_teardown(test_control_operations,
+						setup_daemon, teardown_daemon),
+		cmocka_unit_test_setup_teardown(test_multi_client_routing,
+						setup_daemon, teardown_daemon),
+		cmocka_unit_test_setup_teardown(test_gid_conflicts,
+						setup_daemon, teardown_daemon),
+		cmocka_unit_test_setup_teardown(test_spoofed_source_refused,
+						setup_daemon, teardown_daemon),
+		cmocka_unit_test_setup_teardown(test_cleanup_on_disconnect,
+						setup_daemon, teardown_daemon),
+		cmocka_unit_test_setup_teardown(
+			test_stopped_client_does_not_delay_others,
+			setup_small_queue, teardown_daemon),
+		cmocka_unit_test_setup_teardown(
+			test_malformed_frame_closes_only_offender, setup_daemon,
+			teardown_daemon),
+		cmocka_unit_test_setup_teardown(test_port_state_events,
+						setup_daemon, teardown_daemon),
+		cmocka_unit_test_setup_teardown(test_two_daemons_share_fabric,
+						setup_daemon, teardown_daemon),
+		cmocka_unit_test_setup_teardown(test_max_clients,
+						setup_two_clients_max,
+						teardown_daemon),
+		cmocka_unit_test_setup_teardown(
+			test_library_queues_without_buffers, setup_daemon,
+			teardown_daemon),
+		cmocka_unit_test_setup_teardown(test_status_socket_is_read_only,
+						setup_daemon, teardown_daemon),
+		cmocka_unit_test_setup_teardown(test_library_is_thread_safe,
+						setup_daemon, teardown_daemon),
+		cmocka_unit_test_setup_teardown(test_several_ports,
+						setup_two_ports,
+						teardown_daemon),
 		cmocka_unit_test(test_sigterm_right_after_start),
-		cmocka_unit_test_setup_teardown(test_one_daemon_per_socket_and_port, setup_daemon, teardown_daemon),
-		cmocka_unit_test_setup_teardown(test_metrics, setup_daemon, teardown_daemon),
+		cmocka_unit_test_setup_teardown(
+			test_one_daemon_per_socket_and_port, setup_daemon,
+			teardown_daemon),
+		cmocka_unit_test_setup_teardown(test_metrics, setup_daemon,
+						teardown_daemon),
 		cmocka_unit_test(test_systemd_notify_and_activation),
 		cmocka_unit_test(test_config_file_and_reload),
 		cmocka_unit_test(test_journal_fields),
-		cmocka_unit_test_setup_teardown(test_muxctl_views, setup_daemon, teardown_daemon),
-		cmocka_unit_test_setup_teardown(test_example_device_model, setup_daemon,
+		cmocka_unit_test_setup_teardown(test_muxctl_views, setup_daemon,
 						teardown_daemon),
+		cmocka_unit_test_setup_teardown(test_example_device_model,
+						setup_daemon, teardown_daemon),
 	};
 
 	signal(SIGPIPE, SIG_IGN);

@@ -35,7 +35,7 @@ struct fx {
 	struct hdaemon d;
 	struct simpeer p;
 	char qsock[160];
-	int q;                          /* QEMU's end */
+	int q; /* QEMU's end */
 };
 
 static int setup(void **state)
@@ -97,7 +97,8 @@ static void q_write(int fd, const struct legacy_msg *m)
 	uint8_t buf[LEGACY_MSG_SIZE];
 
 	legacy_encode(m, buf);
-	assert_int_equal(send(fd, buf, sizeof(buf), MSG_NOSIGNAL), (ssize_t)sizeof(buf));
+	assert_int_equal(send(fd, buf, sizeof(buf), MSG_NOSIGNAL),
+			 (ssize_t)sizeof(buf));
 }
 
 /* A request and QEMU's blocking read of its response. */
@@ -158,8 +159,14 @@ static void qemu_expect(struct fx *f, uint16_t attr, struct legacy_msg *m)
 	assert_int_equal(cm_mad_attr_id(m->mad), attr);
 }
 
-static uint32_t local_of(const uint8_t *m) { return wire_get32(m + 24); }
-static uint32_t remote_of(const uint8_t *m) { return wire_get32(m + 28); }
+static uint32_t local_of(const uint8_t *m)
+{
+	return wire_get32(m + 24);
+}
+static uint32_t remote_of(const uint8_t *m)
+{
+	return wire_get32(m + 28);
+}
 
 /* GID registration with the old codes, by the full 128 bits. */
 static void test_register(void **state)
@@ -175,7 +182,8 @@ static void test_register(void **state)
 	/* QEMU registers before the host has the address: accepted. */
 	assert_int_equal(q_reg(f->q, LEGACY_OP_REG, "fd00::77"), LEGACY_OK);
 	assert_int_equal(q_reg(f->q, LEGACY_OP_UNREG, "fd00::77"), LEGACY_OK);
-	assert_int_equal(q_reg(f->q, LEGACY_OP_UNREG, "fd00::77"), LEGACY_ENOTFOUND);
+	assert_int_equal(q_reg(f->q, LEGACY_OP_UNREG, "fd00::77"),
+			 LEGACY_ENOTFOUND);
 	st = hd_status(&f->d);
 	c = json_array_get(json_object_get(st, "clients"), 0);
 	assert_string_equal(json_string_value(json_object_get(c, "protocol")),
@@ -263,7 +271,8 @@ static void test_passive_connection_and_sidr(void **state)
 	assert_int_equal(cm_field_get(r, CM_SIDR_REP_REQUEST_ID), 0x42);
 	/* A second answer answers nothing, and goes nowhere. */
 	assert_int_equal(q_mad(f->q, GUEST, m), LEGACY_EINVAL);
-	assert_true(hd_status_int(&f->d, "counters.refusals.no_destination") == 1);
+	assert_true(hd_status_int(&f->d, "counters.refusals.no_destination") ==
+		    1);
 }
 
 /* A MAD whose destination follows from nothing is refused, not sent to
@@ -276,7 +285,8 @@ static void test_refused(void **state)
 	assert_int_equal(q_reg(f->q, LEGACY_OP_REG, GUEST), LEGACY_OK);
 	h_mad(m, CM_ATTR_RTU, 0x1, 0x2, 1);
 	assert_int_equal(q_mad(f->q, GUEST, m), LEGACY_EINVAL);
-	assert_true(hd_status_int(&f->d, "counters.refusals.no_destination") == 1);
+	assert_true(hd_status_int(&f->d, "counters.refusals.no_destination") ==
+		    1);
 	h_req(m, 0x5002, "fd00::2", PEER);
 	assert_int_equal(q_mad(f->q, "fd00::2", m), LEGACY_EACCES);
 	assert_int_equal(simpeer_recv(&f->p, r, NULL, 200), 0);
@@ -292,7 +302,9 @@ static void test_native_and_qemu(void **state)
 	char err[128];
 
 	assert_int_equal(q_reg(f->q, LEGACY_OP_REG, GUEST), LEGACY_OK);
-	assert_int_equal(tc_connect(&b, &f->d, "native", 1, 0, err, sizeof(err)), 0);
+	assert_int_equal(tc_connect(&b, &f->d, "native", 1, 0, err,
+				    sizeof(err)),
+			 0);
 	assert_int_equal(tc_register(&b, "fd00::2"), 0);
 	h_req(m, 0x8001, "fd00::2", GUEST);
 	assert_int_equal(tc_send_sync(&b, GUEST, m), 0);
@@ -328,21 +340,22 @@ static void test_malformed_closes(void **state)
 
 	assert_true(other >= 0);
 	assert_int_equal(q_reg(other, LEGACY_OP_REG, "fd00::3"), LEGACY_OK);
-	q_write(f->q, &m);              /* a response from a client */
+	q_write(f->q, &m); /* a response from a client */
 	assert_true(q_closed(f->q));
 	close(f->q);
 	f->q = raw_connect(f->qsock);
 	m.type = LEGACY_REQ;
-	m.op = 9;                       /* unknown op */
+	m.op = 9; /* unknown op */
 	q_write(f->q, &m);
 	assert_true(q_closed(f->q));
 	close(f->q);
 	f->q = raw_connect(f->qsock);
 	m.op = LEGACY_OP_MAD;
-	m.umad_len = 4096;              /* bad length */
+	m.umad_len = 4096; /* bad length */
 	legacy_encode(&m, buf);
 	memcpy(buf + 32, &m.umad_len, 4);
-	assert_int_equal(send(f->q, buf, sizeof(buf), MSG_NOSIGNAL), (ssize_t)sizeof(buf));
+	assert_int_equal(send(f->q, buf, sizeof(buf), MSG_NOSIGNAL),
+			 (ssize_t)sizeof(buf));
 	assert_true(q_closed(f->q));
 	close(f->q);
 	/* A short message, then the end. */
@@ -360,16 +373,20 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_register, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_active_connection_repaired, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_passive_connection_and_sidr, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_active_connection_repaired,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_passive_connection_and_sidr, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_refused, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_native_and_qemu, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_malformed_closes, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_native_and_qemu, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_malformed_closes, setup,
+						teardown),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
 	if (getenv("RCM_TEST_UMAD_PORT"))
-		return 0;       /* the scripted peer lives on the sim fabric */
+		return 0; /* the scripted peer lives on the sim fabric */
 	/* RCM_TEST_FILTER=test_name runs one (a pattern, see cmocka). */
 	if (getenv("RCM_TEST_FILTER"))
 		cmocka_set_test_filter(getenv("RCM_TEST_FILTER"));

@@ -45,9 +45,9 @@
 #include "../../mux/sim_fabric.h"
 
 #define NCLIENTS 1000
-#define SLOTS 4                         /* connections per client at once */
+#define SLOTS 4 /* connections per client at once */
 #define PEER_GID "fd99::1"
-#define PEER_MAX 65536                  /* the peer's connection records */
+#define PEER_MAX 65536 /* the peer's connection records */
 /* A DREQ goes again every second, up to DREQ_TRIES times, as a CM's do
  * (the sim wire drops what a full queue cannot take); a connection
  * with no answer by GIVE_UP_MS is given up. */
@@ -60,8 +60,8 @@ struct slot {
 	enum slot_state st;
 	uint32_t guest, peer;
 	uint64_t at, hold_ms;
-	int tries;                      /* DREQ retransmissions */
-	int before_restart;             /* established before it: must end well */
+	int tries;          /* DREQ retransmissions */
+	int before_restart; /* established before it: must end well */
 };
 
 struct client {
@@ -71,7 +71,7 @@ struct client {
 	uint16_t port;
 	uint32_t next_id;
 	struct slot s[SLOTS];
-	int down;                       /* link down (daemon restarting) */
+	int down; /* link down (daemon restarting) */
 	uint8_t bufs[8][MUXBE_RECV_BUF_MIN];
 };
 
@@ -86,8 +86,8 @@ struct peer_conn {
 /* SOAK_DEBUG: why the peer forgot a connection, by host ID. */
 struct forgot {
 	uint32_t host;
-	int why;                /* the attribute that ended it */
-	int dreqs_after;        /* DREQs for it the peer saw afterwards */
+	int why;         /* the attribute that ended it */
+	int dreqs_after; /* DREQs for it the peer saw afterwards */
 	uint64_t at;
 };
 
@@ -123,7 +123,8 @@ static uint64_t now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-static void check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void check(int ok, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 static void check(int ok, const char *fmt, ...)
 {
 	va_list ap;
@@ -159,7 +160,8 @@ static json_t *status(void)
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
 	snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", S.status);
-	if (buf && fd >= 0 && connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == 0 &&
+	if (buf && fd >= 0 &&
+	    connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == 0 &&
 	    write(fd, q, sizeof(q) - 1) == (ssize_t)sizeof(q) - 1) {
 		for (;;) {
 			if (len + 65536 > cap) {
@@ -220,10 +222,11 @@ static void daemon_start(void)
 			dup2(fd, 1);
 			dup2(fd, 2);
 		}
-		execl(S.bin, S.bin, "-s", S.sock, "-S", S.status, "--sim-fabric", S.fabric,
-		      gids, "--max-clients=2048", "--max-clients-per-uid=2048",
-		      "--timewait-ms=500", "--handshake-timeout-ms=5000",
-		      "--resume-grace-ms=10000", (char *)NULL);
+		execl(S.bin, S.bin, "-s", S.sock, "-S", S.status,
+		      "--sim-fabric", S.fabric, gids, "--max-clients=2048",
+		      "--max-clients-per-uid=2048", "--timewait-ms=500",
+		      "--handshake-timeout-ms=5000", "--resume-grace-ms=10000",
+		      (char *)NULL);
 		_exit(127);
 	}
 	for (i = 0; i < 500; i++) {
@@ -285,8 +288,8 @@ static void peer_open(void)
 	snprintf(sun.sun_path, sizeof(sun.sun_path), "%s/peer.sock", S.fabric);
 	S.peer_fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	setsockopt(S.peer_fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
-	setsockopt(S.peer_fd, SOL_SOCKET, SO_SNDTIMEO, &(struct timeval){ 0, 200000 },
-		   sizeof(struct timeval));
+	setsockopt(S.peer_fd, SOL_SOCKET, SO_SNDTIMEO,
+		   &(struct timeval){ 0, 200000 }, sizeof(struct timeval));
 	unlink(sun.sun_path);
 	if (bind(S.peer_fd, (struct sockaddr *)&sun, sizeof(sun)) < 0)
 		die("peer bind");
@@ -315,7 +318,8 @@ static void peer_send(const uint8_t *dst_gid, const uint8_t *mad)
 	 * this run checks is the daemon, not a simulated congestion.  The
 	 * daemon's own sends to a full peer are dropped, as its sim port
 	 * does (wire_dropped), and the CMs retransmit. */
-	sendto(S.peer_fd, buf, (size_t)len, 0, (struct sockaddr *)&sun, sizeof(sun));
+	sendto(S.peer_fd, buf, (size_t)len, 0, (struct sockaddr *)&sun,
+	       sizeof(sun));
 }
 
 static void mad(uint8_t *m, uint16_t attr, uint32_t local, uint32_t remote)
@@ -382,10 +386,11 @@ static void peer_input(void)
 		case CM_ATTR_REQ:
 			p = peer_find(local);
 			if (p == NULL && (p = peer_new(local)) != NULL) {
-				p->peer = ++S.peer_next ? S.peer_next : ++S.peer_next;
+				p->peer = ++S.peer_next ? S.peer_next
+							: ++S.peer_next;
 				memcpy(p->client_gid, m.addr.local_gid, 16);
 			}
-			if (p) {        /* a retransmitted REQ: the same REP */
+			if (p) { /* a retransmitted REQ: the same REP */
 				mad(out, CM_ATTR_REP, p->peer, local);
 				peer_send(m.addr.local_gid, out);
 				p->rep_at = now_ms();
@@ -413,8 +418,7 @@ static void peer_input(void)
 			if (p)
 				peer_forget(p, cm_mad_attr_id(m.mad));
 			break;
-		default:
-			break;
+		default: break;
 		}
 	}
 }
@@ -446,7 +450,7 @@ static void peer_tick(void)
 		if (p->used && p->est) {
 			mad(out, CM_ATTR_DREQ, p->peer, p->host);
 			peer_send(p->client_gid, out);
-			p->est = 0;     /* its DREP (or a repeat) ends it */
+			p->est = 0; /* its DREP (or a repeat) ends it */
 			atomic_fetch_add(&S.peer_dreq, 1);
 			return;
 		}
@@ -486,31 +490,46 @@ static void debug_conn(struct client *c, struct slot *s)
 	if (n++ > 5)
 		return;
 	snprintf(name, sizeof(name), "vm%d", c->idx);
-	fprintf(stderr, "soak: debug: client %d slot guest 0x%x peer 0x%x state %d tries %d\n",
+	fprintf(stderr,
+		"soak: debug: client %d slot guest 0x%x peer 0x%x state %d "
+		"tries %d\n",
 		c->idx, s->guest, s->peer, s->st, s->tries);
 	for (i = 0; i < PEER_MAX; i++)
 		if (S.pc[i].used && S.pc[i].peer == s->peer)
-			fprintf(stderr, "soak: debug:   peer record host 0x%x est %d\n",
+			fprintf(stderr,
+				"soak: debug:   peer record host 0x%x est %d\n",
 				S.pc[i].host, S.pc[i].est);
 	st = status();
 	json_array_foreach(json_object_get(st, "clients"), i, cl) {
-		if (strcmp(json_string_value(json_object_get(cl, "name")) ?: "", name))
+		if (strcmp(json_string_value(json_object_get(cl, "name")) ?: "",
+			   name))
 			continue;
 		json_array_foreach(json_object_get(cl, "connections"), j, e) {
-			uint32_t h = (uint32_t)json_integer_value(json_object_get(e, "host_id"));
+			uint32_t h = (uint32_t)json_integer_value(
+				json_object_get(e, "host_id"));
 			struct forgot *f = &S.forgot[h % PEER_MAX];
 
-			if (json_integer_value(json_object_get(e, "guest_id")) == s->guest &&
+			if (json_integer_value(
+				    json_object_get(e, "guest_id")) ==
+				    s->guest &&
 			    f->host == h)
-				fprintf(stderr, "soak: debug:   peer forgot it %llu ms ago on "
+				fprintf(stderr,
+					"soak: debug:   peer forgot it %llu ms "
+					"ago on "
 					"attr 0x%x; DREQs since: %d\n",
-					(unsigned long long)(now_ms() - f->at), f->why,
-					f->dreqs_after);
-			if (json_integer_value(json_object_get(e, "guest_id")) == s->guest)
-				fprintf(stderr, "soak: debug:   daemon: %s host 0x%llx peer 0x%llx\n",
-					json_string_value(json_object_get(e, "state")),
-					(long long)json_integer_value(json_object_get(e, "host_id")),
-					(long long)json_integer_value(json_object_get(e, "peer_id")));
+					(unsigned long long)(now_ms() - f->at),
+					f->why, f->dreqs_after);
+			if (json_integer_value(
+				    json_object_get(e, "guest_id")) == s->guest)
+				fprintf(stderr,
+					"soak: debug:   daemon: %s host 0x%llx "
+					"peer 0x%llx\n",
+					json_string_value(
+						json_object_get(e, "state")),
+					(long long)json_integer_value(
+						json_object_get(e, "host_id")),
+					(long long)json_integer_value(
+						json_object_get(e, "peer_id")));
 		}
 	}
 	json_decref(st);
@@ -530,8 +549,11 @@ static int client_send(struct client *c, const uint8_t *m)
 
 static int client_send_ctx(struct client *c, const uint8_t *m, void *ctx)
 {
-	struct muxbe_addr a = { .port = c->port, .grh = 1, .hop_limit = 64,
-				.remote_qpn = GSI_QPN, .qkey = GSI_QKEY };
+	struct muxbe_addr a = { .port = c->port,
+				.grh = 1,
+				.hop_limit = 64,
+				.remote_qpn = GSI_QPN,
+				.qkey = GSI_QKEY };
 	int rc;
 
 	memcpy(a.local_gid, c->gid, 16);
@@ -606,13 +628,12 @@ static void on_recv(void *user, void *ctx, void *buf, size_t len,
 		break;
 	case CM_ATTR_DREP:
 		if (s == NULL)
-			break;  /* after a DREQ that crossed the peer's */
+			break; /* after a DREQ that crossed the peer's */
 		if (s->st != S_DREQ || s->peer != local)
 			atomic_fetch_add(&S.wrong_ids, 1);
 		slot_end(s);
 		break;
-	default:
-		break;
+	default: break;
 	}
 	muxbe_post_recv(c->mb, buf, MUXBE_RECV_BUF_MIN, NULL);
 }
@@ -621,11 +642,13 @@ static void on_send_done(void *user, void *ctx, int status, const char *msg)
 {
 	(void)user;
 	if (status == -ECONNRESET)
-		S.send_reset++;         /* in flight when the daemon died */
-	else if (status && ctx == RETRANSMIT && (status == -EPROTO || status == -ENOENT))
+		S.send_reset++; /* in flight when the daemon died */
+	else if (status && ctx == RETRANSMIT &&
+		 (status == -EPROTO || status == -ENOENT))
 		S.retransmit_late++;
 	else if (status && S.send_refused++ < 5)
-		fprintf(stderr, "soak: a send refused: %s (%s)\n", msg, strerror(-status));
+		fprintf(stderr, "soak: a send refused: %s (%s)\n", msg,
+			strerror(-status));
 }
 
 static void on_link(void *user, int up, int status, const char *msg)
@@ -634,7 +657,8 @@ static void on_link(void *user, int up, int status, const char *msg)
 
 	c->down = !up;
 	if (up && status)
-		check(0, "client %d came back without its connections: %s", c->idx, msg);
+		check(0, "client %d came back without its connections: %s",
+		      c->idx, msg);
 }
 
 static void on_lost(void *user, uint16_t port, unsigned count, const char *msg)
@@ -646,13 +670,17 @@ static void on_lost(void *user, uint16_t port, unsigned count, const char *msg)
 }
 
 static const struct muxbe_callbacks cbs = {
-	.recv = on_recv, .send_done = on_send_done, .link = on_link,
+	.recv = on_recv,
+	.send_done = on_send_done,
+	.link = on_link,
 	.mad_lost = on_lost,
 };
 
 static void client_open(struct client *c)
 {
-	struct muxbe_options o = { .socket_path = S.sock, .cb = &cbs, .user = c };
+	struct muxbe_options o = { .socket_path = S.sock,
+				   .cb = &cbs,
+				   .user = c };
 	struct epoll_event ev = { .events = EPOLLIN };
 	char name[32], err[256];
 	int i;
@@ -667,13 +695,15 @@ static void client_open(struct client *c)
 		exit(1);
 	}
 	/* After a crash the daemon may not have seen the old one go yet. */
-	for (int tries = 0; (i = muxbe_register_gid(c->mb, NULL, c->gid, &c->port)) ==
-	     -EEXIST && tries < 1000; tries++)
+	for (int tries = 0; (i = muxbe_register_gid(c->mb, NULL, c->gid,
+						    &c->port)) == -EEXIST &&
+			    tries < 1000;
+	     tries++)
 		usleep(2000);
 	if (i < 0) {
 		muxbe_last_error(c->mb, err, sizeof(err));
-		fprintf(stderr, "soak: client %d: register_gid: %s (%s)\n", c->idx,
-			strerror(-i), err);
+		fprintf(stderr, "soak: client %d: register_gid: %s (%s)\n",
+			c->idx, strerror(-i), err);
 		exit(1);
 	}
 	for (i = 0; i < 8; i++)
@@ -689,7 +719,7 @@ static void client_crash(struct client *c)
 
 	for (i = 0; i < SLOTS; i++)
 		if (c->s[i].before_restart)
-			return;         /* must end well: not this one */
+			return; /* must end well: not this one */
 	epoll_ctl(S.ep, EPOLL_CTL_DEL, muxbe_fd(c->mb), NULL);
 	muxbe_close(c->mb);
 	S.crashes++;
@@ -712,20 +742,27 @@ static void client_tick(struct client *c)
 		case S_IDLE:
 			if (rand() % 4)
 				break;
-			s->guest = ((uint32_t)c->idx << 16) | (++c->next_id & 0xffff);
+			s->guest = ((uint32_t)c->idx << 16) |
+				   (++c->next_id & 0xffff);
 			if (s->guest == 0)
 				s->guest = 1;
-			cm_mad_init(out, CM_ATTR_REQ, 0x4200000000ull | s->guest);
+			cm_mad_init(out, CM_ATTR_REQ,
+				    0x4200000000ull | s->guest);
 			wire_put32(out + MAD_HDR_SIZE, s->guest);
-			cm_field_set(out, CM_REQ_STARTING_PSN, s->guest & 0xffffff);
-			cm_field_set(out, CM_REQ_SERVICE_ID, rdma_service_id(RDMA_PS_TCP, 7471));
+			cm_field_set(out, CM_REQ_STARTING_PSN,
+				     s->guest & 0xffffff);
+			cm_field_set(out, CM_REQ_SERVICE_ID,
+				     rdma_service_id(RDMA_PS_TCP, 7471));
 			{
 				struct gid src;
 
 				memcpy(src.raw, c->gid, 16);
-				cm_set_gid(out, CM_REQ_OFF_PRIMARY_LOCAL_GID, &src);
-				cm_set_gid(out, CM_REQ_OFF_PRIMARY_REMOTE_GID, &dst);
-				cma_hdr_build(out + CM_REQ_OFF_PRIVATE_DATA, &src, &dst, 7471);
+				cm_set_gid(out, CM_REQ_OFF_PRIMARY_LOCAL_GID,
+					   &src);
+				cm_set_gid(out, CM_REQ_OFF_PRIMARY_REMOTE_GID,
+					   &dst);
+				cma_hdr_build(out + CM_REQ_OFF_PRIVATE_DATA,
+					      &src, &dst, 7471);
 			}
 			if (client_send(c, out) == 0) {
 				s->st = S_REQ;
@@ -735,7 +772,8 @@ static void client_tick(struct client *c)
 		case S_DREQ:
 			/* The sim wire drops what a full queue cannot take, as a
 			 * congested wire does: a CM retransmits its DREQ. */
-			if (S.now - s->at > 1000u * (s->tries + 1) && s->tries < DREQ_TRIES) {
+			if (S.now - s->at > 1000u * (s->tries + 1) &&
+			    s->tries < DREQ_TRIES) {
 				mad(out, CM_ATTR_DREQ, s->guest, s->peer);
 				if (client_send_ctx(c, out, RETRANSMIT) == 0)
 					s->tries++;
@@ -748,7 +786,9 @@ static void client_tick(struct client *c)
 				if (s->before_restart && getenv("SOAK_DEBUG"))
 					debug_conn(c, s);
 				if (s->before_restart)
-					check(0, "client %d: connection 0x%x got no DREP",
+					check(0,
+					      "client %d: connection 0x%x got "
+					      "no DREP",
 					      c->idx, s->guest);
 				s->before_restart = 0;
 				s->st = S_IDLE;
@@ -786,8 +826,9 @@ static void client_retransmit(struct client *c)
 		if (s->st != S_IDLE && S.now - s->at > GIVE_UP_MS) {
 			if (s->before_restart && getenv("SOAK_DEBUG"))
 				debug_conn(c, s);
-			check(!s->before_restart, "client %d: connection 0x%x got no DREP",
-			      c->idx, s->guest);
+			check(!s->before_restart,
+			      "client %d: connection 0x%x got no DREP", c->idx,
+			      s->guest);
 			s->before_restart = 0;
 			s->st = S_IDLE;
 		}
@@ -807,7 +848,8 @@ static void pump(int ms)
 
 /* ---- the run ----------------------------------------------------------- */
 
-static void run_phase(uint64_t until, long *rss_warm, long *rss_end, uint64_t warm_at)
+static void run_phase(uint64_t until, long *rss_warm, long *rss_end,
+		      uint64_t warm_at)
 {
 	uint64_t next_crash = 0, last = now_ms();
 	unsigned rr = 0, n, i;
@@ -837,7 +879,8 @@ static void run_phase(uint64_t until, long *rss_warm, long *rss_end, uint64_t wa
 int main(void)
 {
 	const char *secs = getenv("SOAK_SECONDS");
-	long seconds = secs ? atol(secs) : 600, rss_w1 = -1, rss_e1, rss_w2 = -1, rss_e2;
+	long seconds = secs ? atol(secs) : 600, rss_w1 = -1, rss_e1,
+	     rss_w2 = -1, rss_e2;
 	struct rlimit rl = { 1 << 16, 1 << 16 };
 	uint64_t t0, half, end, warm;
 	int fds0, i, status_rc;
@@ -882,7 +925,8 @@ int main(void)
 
 	t0 = now_ms();
 	/* Warm-up: 20 s or a tenth of the run, at most 40% of a half. */
-	warm = (uint64_t)seconds * 100 > 20000 ? (uint64_t)seconds * 100 : 20000;
+	warm = (uint64_t)seconds * 100 > 20000 ? (uint64_t)seconds * 100
+					       : 20000;
 	if (warm > (uint64_t)seconds * 200)
 		warm = (uint64_t)seconds * 200;
 	half = t0 + (uint64_t)seconds * 500;
@@ -899,7 +943,8 @@ int main(void)
 	kill(S.pid, SIGKILL);
 	waitpid(S.pid, &status_rc, 0);
 	daemon_start();
-	printf("soak: established_at_restart %llu\n", (unsigned long long)S.must_verify);
+	printf("soak: established_at_restart %llu\n",
+	       (unsigned long long)S.must_verify);
 	run_phase(end, &rss_w2, &rss_e2, now_ms() + warm);
 
 	/* Everything ends: the clients' connections first, then they go. */
@@ -915,7 +960,8 @@ int main(void)
 				uint8_t out[MAD_SIZE];
 
 				if (s->st == S_EST) {
-					mad(out, CM_ATTR_DREQ, s->guest, s->peer);
+					mad(out, CM_ATTR_DREQ, s->guest,
+					    s->peer);
 					if (client_send(&S.c[i], out) == 0) {
 						s->st = S_DREQ;
 						s->at = S.now;
@@ -930,7 +976,8 @@ int main(void)
 	for (i = 0; i < NCLIENTS; i++)
 		for (int k = 0; k < SLOTS; k++)
 			check(!S.c[i].s[k].before_restart,
-			      "client %d: connection 0x%x of before the restart never ended",
+			      "client %d: connection 0x%x of before the "
+			      "restart never ended",
 			      i, S.c[i].s[k].guest);
 	for (i = 0; i < NCLIENTS; i++) {
 		epoll_ctl(S.ep, EPOLL_CTL_DEL, muxbe_fd(S.c[i].mb), NULL);
@@ -939,7 +986,8 @@ int main(void)
 	/* Mappings drain (TimeWait 500 ms, handshakes 5 s). */
 	for (i = 0; i < 100 && (status_int("routing.comm_ids") ||
 				status_int("routing.gids") ||
-				status_int("routing.sidr_ids")); i++)
+				status_int("routing.sidr_ids"));
+	     i++)
 		usleep(100000);
 
 	atomic_store(&S.peer_stop, 1);
@@ -947,62 +995,77 @@ int main(void)
 	st = status();
 	printf("soak: retransmissions_after_the_answer %llu\n",
 	       (unsigned long long)S.retransmit_late);
-	printf("soak: sends_in_flight_at_restart %llu\nsoak: rep_retransmitted %llu\n",
+	printf("soak: sends_in_flight_at_restart %llu\nsoak: rep_retransmitted "
+	       "%llu\n",
 	       (unsigned long long)S.send_reset,
 	       (unsigned long long)atomic_load(&S.rep_resent));
-	printf("soak: wire_dropped %lld\n", jpath(json_array_get(json_object_get(st, "ports"), 0),
-						  "counters.wire_dropped"));
-	printf("soak: mads_out %llu\nsoak: mads_in %llu\nsoak: established %llu\n"
-	       "soak: torn_down %llu\nsoak: crashes %llu\nsoak: peer_dreq %llu\n"
+	printf("soak: wire_dropped %lld\n",
+	       jpath(json_array_get(json_object_get(st, "ports"), 0),
+		     "counters.wire_dropped"));
+	printf("soak: mads_out %llu\nsoak: mads_in %llu\nsoak: established "
+	       "%llu\n"
+	       "soak: torn_down %llu\nsoak: crashes %llu\nsoak: peer_dreq "
+	       "%llu\n"
 	       "soak: verified_after_restart %llu\nsoak: misrouted %llu\n"
-	       "soak: wrong_ids %llu\nsoak: send_refused %llu\nsoak: lost_reported %llu\n"
+	       "soak: wrong_ids %llu\nsoak: send_refused %llu\nsoak: "
+	       "lost_reported %llu\n"
 	       "soak: rss_kb_warm_1 %ld\nsoak: rss_kb_end_1 %ld\n"
 	       "soak: rss_kb_warm_2 %ld\nsoak: rss_kb_end_2 %ld\n"
 	       "soak: fds_before %d\nsoak: fds_after %d\n",
 	       (unsigned long long)S.mads_out, (unsigned long long)S.mads_in,
-	       (unsigned long long)S.established, (unsigned long long)S.torn_down,
-	       (unsigned long long)S.crashes,
+	       (unsigned long long)S.established,
+	       (unsigned long long)S.torn_down, (unsigned long long)S.crashes,
 	       (unsigned long long)atomic_load(&S.peer_dreq),
 	       (unsigned long long)S.verified, (unsigned long long)S.misrouted,
 	       (unsigned long long)atomic_load(&S.wrong_ids),
 	       (unsigned long long)S.send_refused,
-	       (unsigned long long)S.lost_reported, rss_w1, rss_e1, rss_w2, rss_e2,
-	       fds0, daemon_fds());
+	       (unsigned long long)S.lost_reported, rss_w1, rss_e1, rss_w2,
+	       rss_e2, fds0, daemon_fds());
 	drops = json_object_get(json_object_get(st, "counters"), "drops");
 	json_object_foreach(drops, key, v) {
 		if (json_integer_value(v) == 0)
 			continue;
-		printf("soak: drop_%s %lld\n", key, (long long)json_integer_value(v));
+		printf("soak: drop_%s %lld\n", key,
+		       (long long)json_integer_value(v));
 		/* The kinds a policy makes: a client gone, IDs no longer
 		 * known (ended, or a retransmission after the end), a queue
 		 * full (reported to the sender). */
-		check(strcmp(key, "client_gone") == 0 || strcmp(key, "unknown_comm_id") == 0 ||
-		      strcmp(key, "stale_connection") == 0 || strcmp(key, "wrong_state") == 0 ||
-		      strcmp(key, "peer_mismatch") == 0 ||
-		      strcmp(key, "client_queue_full") == 0,
+		check(strcmp(key, "client_gone") == 0 ||
+			      strcmp(key, "unknown_comm_id") == 0 ||
+			      strcmp(key, "stale_connection") == 0 ||
+			      strcmp(key, "wrong_state") == 0 ||
+			      strcmp(key, "peer_mismatch") == 0 ||
+			      strcmp(key, "client_queue_full") == 0,
 		      "drops of an unexpected kind: %s", key);
 	}
-	check(S.established > (uint64_t)seconds * 10, "too little traffic: %llu connections",
+	check(S.established > (uint64_t)seconds * 10,
+	      "too little traffic: %llu connections",
 	      (unsigned long long)S.established);
 	check(S.must_verify > 0 && S.verified == S.must_verify,
 	      "connections of before the restart: %llu of %llu ended well",
-	      (unsigned long long)S.verified, (unsigned long long)S.must_verify);
+	      (unsigned long long)S.verified,
+	      (unsigned long long)S.must_verify);
 	check(S.misrouted == 0, "%llu MADs reached the wrong client",
 	      (unsigned long long)S.misrouted);
 	check(atomic_load(&S.wrong_ids) == 0, "%llu MADs with wrong IDs",
 	      (unsigned long long)atomic_load(&S.wrong_ids));
-	check(S.send_refused == 0, "%llu sends refused", (unsigned long long)S.send_refused);
-	check(rss_e1 <= rss_w1 + rss_w1 / 20, "RSS grew from %ld to %ld kB before the restart",
-	      rss_w1, rss_e1);
-	check(rss_e2 <= rss_w2 + rss_w2 / 20, "RSS grew from %ld to %ld kB after it",
-	      rss_w2, rss_e2);
-	check(jpath(st, "routing.comm_ids") == 0 && jpath(st, "routing.sidr_ids") == 0,
+	check(S.send_refused == 0, "%llu sends refused",
+	      (unsigned long long)S.send_refused);
+	check(rss_e1 <= rss_w1 + rss_w1 / 20,
+	      "RSS grew from %ld to %ld kB before the restart", rss_w1, rss_e1);
+	check(rss_e2 <= rss_w2 + rss_w2 / 20,
+	      "RSS grew from %ld to %ld kB after it", rss_w2, rss_e2);
+	check(jpath(st, "routing.comm_ids") == 0 &&
+		      jpath(st, "routing.sidr_ids") == 0,
 	      "mappings left: %lld", jpath(st, "routing.comm_ids"));
-	check(jpath(st, "routing.gids") == 0, "GIDs left: %lld", jpath(st, "routing.gids"));
-	check(json_array_size(json_object_get(st, "clients")) == 0, "clients left: %zu",
+	check(jpath(st, "routing.gids") == 0, "GIDs left: %lld",
+	      jpath(st, "routing.gids"));
+	check(json_array_size(json_object_get(st, "clients")) == 0,
+	      "clients left: %zu",
 	      json_array_size(json_object_get(st, "clients")));
-	check(daemon_fds() == fds0, "descriptors: %d before the clients, %d after",
-	      fds0, daemon_fds());
+	check(daemon_fds() == fds0,
+	      "descriptors: %d before the clients, %d after", fds0,
+	      daemon_fds());
 	json_decref(st);
 	kill(S.pid, SIGTERM);
 	waitpid(S.pid, &status_rc, 0);

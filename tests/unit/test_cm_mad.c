@@ -17,12 +17,15 @@
 struct field_case {
 	const char *name;
 	struct cm_field f;
-	unsigned p_off;         /* documented payload offset */
+	unsigned p_off; /* documented payload offset */
 	unsigned bit;
 	unsigned width;
 };
 
-#define FC(n, f, p, b, w) { n, f, p, b, w }
+#define FC(n, f, p, b, w)     \
+	{                     \
+		n, f, p, b, w \
+	}
 
 static const struct field_case fields[] = {
 	/* REQ, Table 106 */
@@ -31,9 +34,11 @@ static const struct field_case fields[] = {
 	FC("REQ local CA GUID", CM_REQ_LOCAL_CA_GUID, 16, 0, 64),
 	FC("REQ local qkey", CM_REQ_LOCAL_QKEY, 28, 0, 32),
 	FC("REQ local qpn", CM_REQ_LOCAL_QPN, 32, 0, 24),
-	FC("REQ remote cm resp timeout", CM_REQ_REMOTE_CM_RESPONSE_TIMEOUT, 43, 0, 5),
+	FC("REQ remote cm resp timeout", CM_REQ_REMOTE_CM_RESPONSE_TIMEOUT, 43,
+	   0, 5),
 	FC("REQ starting psn", CM_REQ_STARTING_PSN, 44, 0, 24),
-	FC("REQ local cm resp timeout", CM_REQ_LOCAL_CM_RESPONSE_TIMEOUT, 47, 0, 5),
+	FC("REQ local cm resp timeout", CM_REQ_LOCAL_CM_RESPONSE_TIMEOUT, 47, 0,
+	   5),
 	FC("REQ retry count", CM_REQ_RETRY_COUNT, 47, 5, 3),
 	FC("REQ pkey", CM_REQ_PKEY, 48, 0, 16),
 	FC("REQ max cm retries", CM_REQ_MAX_CM_RETRIES, 51, 0, 4),
@@ -108,19 +113,22 @@ static void test_every_field_at_its_offset(void **state)
 		assert_int_equal(c->f.bit, c->bit);
 		assert_int_equal(c->f.width, c->width);
 		/* All ones lands on exactly the documented bits. */
-		max = c->width == 64 ? ~UINT64_C(0) : (UINT64_C(1) << c->width) - 1;
+		max = c->width == 64 ? ~UINT64_C(0)
+				     : (UINT64_C(1) << c->width) - 1;
 		memset(mad, 0, sizeof(mad));
 		cm_field_set(mad, c->f, max);
 		first = (MAD_HDR_SIZE + c->p_off) * 8 + c->bit;
 		last = first + c->width;
 		for (b = 0; b < MAD_SIZE * 8; b++)
-			assert_int_equal(bit_is_set(mad, b), b >= first && b < last);
+			assert_int_equal(bit_is_set(mad, b),
+					 b >= first && b < last);
 		assert_true(cm_field_get(mad, c->f) == max);
 		/* Setting zero over a full MAD clears only the field. */
 		memset(mad, 0xff, sizeof(mad));
 		cm_field_set(mad, c->f, 0);
 		for (b = 0; b < MAD_SIZE * 8; b++)
-			assert_int_equal(bit_is_set(mad, b), !(b >= first && b < last));
+			assert_int_equal(bit_is_set(mad, b),
+					 !(b >= first && b < last));
 		pattern = UINT64_C(0x9e3779b97f4a7c15) & max;
 		cm_field_set(mad, c->f, pattern);
 		assert_true(cm_field_get(mad, c->f) == pattern);
@@ -183,11 +191,12 @@ static void test_comm_ids_per_attribute(void **state)
 		uint16_t attr;
 		int has_local, has_remote;
 	} cases[] = {
-		{ CM_ATTR_REQ, 1, 0 }, { CM_ATTR_MRA, 1, 1 }, { CM_ATTR_REJ, 1, 1 },
-		{ CM_ATTR_REP, 1, 1 }, { CM_ATTR_RTU, 1, 1 }, { CM_ATTR_DREQ, 1, 1 },
-		{ CM_ATTR_DREP, 1, 1 }, { CM_ATTR_LAP, 1, 1 }, { CM_ATTR_APR, 1, 1 },
-		{ CM_ATTR_SIDR_REQ, 0, 0 }, { CM_ATTR_SIDR_REP, 0, 0 },
-		{ CM_ATTR_CLASS_PORT_INFO, 0, 0 },
+		{ CM_ATTR_REQ, 1, 0 },      { CM_ATTR_MRA, 1, 1 },
+		{ CM_ATTR_REJ, 1, 1 },      { CM_ATTR_REP, 1, 1 },
+		{ CM_ATTR_RTU, 1, 1 },      { CM_ATTR_DREQ, 1, 1 },
+		{ CM_ATTR_DREP, 1, 1 },     { CM_ATTR_LAP, 1, 1 },
+		{ CM_ATTR_APR, 1, 1 },      { CM_ATTR_SIDR_REQ, 0, 0 },
+		{ CM_ATTR_SIDR_REP, 0, 0 }, { CM_ATTR_CLASS_PORT_INFO, 0, 0 },
 	};
 	uint8_t mad[MAD_SIZE];
 	uint32_t id;
@@ -199,11 +208,13 @@ static void test_comm_ids_per_attribute(void **state)
 		wire_put32(mad + 24, 0xaabbccdd);
 		wire_put32(mad + 28, 0x11223344);
 		id = 0;
-		assert_int_equal(cm_mad_local_comm_id(mad, &id), cases[i].has_local);
+		assert_int_equal(cm_mad_local_comm_id(mad, &id),
+				 cases[i].has_local);
 		if (cases[i].has_local)
 			assert_int_equal(id, 0xaabbccdd);
 		id = 0;
-		assert_int_equal(cm_mad_remote_comm_id(mad, &id), cases[i].has_remote);
+		assert_int_equal(cm_mad_remote_comm_id(mad, &id),
+				 cases[i].has_remote);
 		if (cases[i].has_remote)
 			assert_int_equal(id, 0x11223344);
 	}
@@ -216,7 +227,8 @@ static void test_attr_names_and_index(void **state)
 	assert_string_equal(cm_attr_name(CM_ATTR_SIDR_REP), "SIDR_REP");
 	assert_string_equal(cm_attr_name(CM_ATTR_APR), "APR");
 	assert_string_equal(cm_attr_name(0x001b), "other");
-	assert_int_equal(cm_attr_index(CM_ATTR_CLASS_PORT_INFO), CM_IDX_CLASS_PORT_INFO);
+	assert_int_equal(cm_attr_index(CM_ATTR_CLASS_PORT_INFO),
+			 CM_IDX_CLASS_PORT_INFO);
 	assert_string_equal(cm_attr_index_name(CM_IDX_MAX), "invalid");
 }
 

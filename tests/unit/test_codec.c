@@ -81,26 +81,32 @@ static size_t all_messages(struct msg *out)
 	size_t n = 0;
 
 	gid[15] = 1;
-	msg_json(&out[n++], 0, 1, json_pack("{s:s, s:{s:i, s:i}, s:s, s:[s, s]}",
-		"op", "hello", "protocol", "major", 1, "minor", 0, "name", "vm1",
-		"features", "mad", "port-events"));
-	msg_json(&out[n++], PROTO_FLAG_REPLY, 1, json_pack(
-		"{s:b, s:{s:i, s:i}, s:[s], s:i, s:s, s:i}", "ok", 1, "protocol",
-		"major", 1, "minor", 0, "features", "mad", "client_id", 7,
-		"daemon", "rdmacm-muxd 0.1.0", "max_payload", 65536));
-	msg_json(&out[n++], 0, 2, json_pack("{s:s, s:s, s:o}", "op",
-		"register_gid", "port", "sim0", "gid", proto_gid_to_json(gid)));
-	msg_json(&out[n++], PROTO_FLAG_REPLY, 2, json_pack("{s:b, s:i, s:s, s:i}",
-		"ok", 1, "port", 0, "port_name", "sim0", "gid_index", 3));
-	msg_json(&out[n++], 0, 3, json_pack("{s:s, s:i, s:o}", "op",
-		"unregister_gid", "port", 0, "gid", proto_gid_to_json(gid)));
+	msg_json(&out[n++], 0, 1,
+		 json_pack("{s:s, s:{s:i, s:i}, s:s, s:[s, s]}", "op", "hello",
+			   "protocol", "major", 1, "minor", 0, "name", "vm1",
+			   "features", "mad", "port-events"));
+	msg_json(&out[n++], PROTO_FLAG_REPLY, 1,
+		 json_pack("{s:b, s:{s:i, s:i}, s:[s], s:i, s:s, s:i}", "ok", 1,
+			   "protocol", "major", 1, "minor", 0, "features",
+			   "mad", "client_id", 7, "daemon", "rdmacm-muxd 0.1.0",
+			   "max_payload", 65536));
+	msg_json(&out[n++], 0, 2,
+		 json_pack("{s:s, s:s, s:o}", "op", "register_gid", "port",
+			   "sim0", "gid", proto_gid_to_json(gid)));
+	msg_json(&out[n++], PROTO_FLAG_REPLY, 2,
+		 json_pack("{s:b, s:i, s:s, s:i}", "ok", 1, "port", 0,
+			   "port_name", "sim0", "gid_index", 3));
+	msg_json(&out[n++], 0, 3,
+		 json_pack("{s:s, s:i, s:o}", "op", "unregister_gid", "port", 0,
+			   "gid", proto_gid_to_json(gid)));
 	msg_json(&out[n++], 0, 4, json_pack("{s:s}", "op", "list_gids"));
 	msg_json(&out[n++], 0, 5, json_pack("{s:s}", "op", "list_ports"));
 	msg_json(&out[n++], 0, 0xffffffffu, json_pack("{s:s}", "op", "ping"));
-	msg_json(&out[n++], PROTO_FLAG_REPLY, 6, proto_reply_error(EEXIST,
-		"GID %s taken", "fe80::1"));
-	msg_json(&out[n++], PROTO_FLAG_EVENT, 0, json_pack("{s:s, s:i, s:s, s:s}",
-		"event", "port_state", "port", 0, "port_name", "sim0", "state", "down"));
+	msg_json(&out[n++], PROTO_FLAG_REPLY, 6,
+		 proto_reply_error(EEXIST, "GID %s taken", "fe80::1"));
+	msg_json(&out[n++], PROTO_FLAG_EVENT, 0,
+		 json_pack("{s:s, s:i, s:s, s:s}", "event", "port_state",
+			   "port", 0, "port_name", "sim0", "state", "down"));
 	msg_mad(&out[n++], 0, 9);
 	msg_mad(&out[n++], PROTO_FLAG_EVENT, 0);
 	return n;
@@ -134,8 +140,8 @@ static void decode_and_check(const uint8_t *stream, size_t len,
 	for (c = 0; c <= ncuts; c++) {
 		end = c < ncuts ? cuts[c] : len;
 		while (start < end) {
-			rc = proto_decoder_feed(&dec, stream + start, end - start,
-						&used, &f);
+			rc = proto_decoder_feed(&dec, stream + start,
+						end - start, &used, &f);
 			assert_true(rc >= 0);
 			start += used;
 			if (rc == 1) {
@@ -144,7 +150,8 @@ static void decode_and_check(const uint8_t *stream, size_t len,
 				assert_int_equal(f.flags, msgs[got].flags);
 				assert_int_equal(f.request_id, msgs[got].rid);
 				assert_int_equal(f.length, msgs[got].len);
-				assert_memory_equal(f.payload, msgs[got].payload,
+				assert_memory_equal(f.payload,
+						    msgs[got].payload,
 						    msgs[got].len);
 				got++;
 			}
@@ -193,8 +200,9 @@ static void test_json_messages_round_trip(void **state)
 	for (i = 0; i < n; i++) {
 		if (msgs[i].kind != PROTO_KIND_JSON)
 			continue;
-		assert_int_equal(proto_json_parse(msgs[i].payload, msgs[i].len, &j,
-						  &err), 0);
+		assert_int_equal(proto_json_parse(msgs[i].payload, msgs[i].len,
+						  &j, &err),
+				 0);
 		if (msgs[i].flags == 0) {
 			op = proto_request_op(j, &err);
 			assert_non_null(op);
@@ -205,7 +213,8 @@ static void test_json_messages_round_trip(void **state)
 				assert_int_equal(st, 0);
 			else {
 				assert_int_equal(st, -EEXIST);
-				assert_string_equal(message, "GID fe80::1 taken");
+				assert_string_equal(message,
+						    "GID fe80::1 taken");
 			}
 		}
 		json_decref(j);
@@ -316,27 +325,45 @@ static void test_header_malformed(void **state)
 	(void)state;
 	assert_int_equal(feed_header(0, 0, 0, 1, 0, 0), -EBADMSG);
 	assert_int_equal(feed_header(3, 0, 0, 1, 0, 0), -EBADMSG);
-	assert_int_equal(feed_header(PROTO_KIND_JSON, 0x04, 0, 1, 0, 0), -EBADMSG);
-	assert_int_equal(feed_header(PROTO_KIND_JSON, PROTO_FLAG_REPLY | PROTO_FLAG_EVENT,
-				     0, 1, 0, 0), -EBADMSG);
+	assert_int_equal(feed_header(PROTO_KIND_JSON, 0x04, 0, 1, 0, 0),
+			 -EBADMSG);
+	assert_int_equal(feed_header(PROTO_KIND_JSON,
+				     PROTO_FLAG_REPLY | PROTO_FLAG_EVENT, 0, 1,
+				     0, 0),
+			 -EBADMSG);
 	assert_int_equal(feed_header(PROTO_KIND_JSON, 0, 1, 1, 0, 0), -EBADMSG);
 	assert_int_equal(feed_header(PROTO_KIND_JSON, 0, 0, 0, 2, 0), -EPROTO);
-	assert_int_equal(feed_header(PROTO_KIND_MAD, PROTO_FLAG_REPLY, 0, 0, 2, 0), -EPROTO);
-	assert_int_equal(feed_header(PROTO_KIND_JSON, PROTO_FLAG_EVENT, 0, 5, 2, 0), -EPROTO);
+	assert_int_equal(feed_header(PROTO_KIND_MAD, PROTO_FLAG_REPLY, 0, 0, 2,
+				     0),
+			 -EPROTO);
+	assert_int_equal(feed_header(PROTO_KIND_JSON, PROTO_FLAG_EVENT, 0, 5, 2,
+				     0),
+			 -EPROTO);
 	/* Oversize is refused from the header alone, before buffering. */
-	assert_int_equal(feed_header(PROTO_KIND_JSON, 0, 0, 1, 65537, 65536), -EMSGSIZE);
-	assert_int_equal(feed_header(PROTO_KIND_JSON, 0, 0, 1, 0xffffffffu, 0), -EMSGSIZE);
+	assert_int_equal(feed_header(PROTO_KIND_JSON, 0, 0, 1, 65537, 65536),
+			 -EMSGSIZE);
+	assert_int_equal(feed_header(PROTO_KIND_JSON, 0, 0, 1, 0xffffffffu, 0),
+			 -EMSGSIZE);
 	/* And the well-formed neighbours are accepted. */
-	assert_int_equal(feed_header(PROTO_KIND_JSON, 0, 0, 1, 65536, 65536), 0);
+	assert_int_equal(feed_header(PROTO_KIND_JSON, 0, 0, 1, 65536, 65536),
+			 0);
 	assert_int_equal(feed_header(PROTO_KIND_JSON, 0, 0, 1, 0, 0), 1);
-	assert_int_equal(feed_header(PROTO_KIND_MAD, PROTO_FLAG_EVENT, 0, 0, 0, 0), 1);
+	assert_int_equal(feed_header(PROTO_KIND_MAD, PROTO_FLAG_EVENT, 0, 0, 0,
+				     0),
+			 1);
 }
 
 static void test_json_malformed(void **state)
 {
 	static const char *const bad[] = {
-		"", "not json", "[1,2]", "\"op\"", "42", "{\"op\":\"a\",\"op\":\"b\"}",
-		"{\"a\":[[[[[[[[[[1]]]]]]]]]]}", "{\"op\":\"ping\"} trailing",
+		"",
+		"not json",
+		"[1,2]",
+		"\"op\"",
+		"42",
+		"{\"op\":\"a\",\"op\":\"b\"}",
+		"{\"a\":[[[[[[[[[[1]]]]]]]]]]}",
+		"{\"op\":\"ping\"} trailing",
 	};
 	const char *err = NULL;
 	json_t *j;
@@ -346,11 +373,14 @@ static void test_json_malformed(void **state)
 	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		err = NULL;
 		assert_int_equal(proto_json_parse((const uint8_t *)bad[i],
-						  strlen(bad[i]), &j, &err), -EBADMSG);
+						  strlen(bad[i]), &j, &err),
+				 -EBADMSG);
 		assert_null(j);
 		assert_non_null(err);
 	}
-	assert_int_equal(proto_json_parse((const uint8_t *)"{\"x\":1}", 7, &j, &err), 0);
+	assert_int_equal(proto_json_parse((const uint8_t *)"{\"x\":1}", 7, &j,
+					  &err),
+			 0);
 	err = NULL;
 	assert_null(proto_request_op(j, &err));
 	assert_non_null(err);
@@ -366,15 +396,18 @@ static void test_json_malformed(void **state)
 
 static void test_errno_names(void **state)
 {
-	static const int errs[] = { EEXIST, EACCES, EINVAL, ENOENT, ENODEV,
-		EPROTONOSUPPORT, EADDRNOTAVAIL, EADDRINUSE, ENOSPC, ENOTCONN,
-		EOPNOTSUPP, ENETDOWN, EBADMSG, EMSGSIZE, EALREADY, EBUSY, ENOMSG,
-		ERANGE, EAGAIN };
+	static const int errs[] = {
+		EEXIST,          EACCES,        EINVAL,     ENOENT,   ENODEV,
+		EPROTONOSUPPORT, EADDRNOTAVAIL, EADDRINUSE, ENOSPC,   ENOTCONN,
+		EOPNOTSUPP,      ENETDOWN,      EBADMSG,    EMSGSIZE, EALREADY,
+		EBUSY,           ENOMSG,        ERANGE,     EAGAIN
+	};
 	size_t i;
 
 	(void)state;
 	for (i = 0; i < sizeof(errs) / sizeof(errs[0]); i++)
-		assert_int_equal(proto_errno_from_name(proto_errno_name(errs[i])),
+		assert_int_equal(proto_errno_from_name(
+					 proto_errno_name(errs[i])),
 				 errs[i]);
 	assert_string_equal(proto_errno_name(-EEXIST), "EEXIST");
 	assert_int_equal(proto_errno_from_name("ENOTANERRNO"), EPROTO);
@@ -383,8 +416,8 @@ static void test_errno_names(void **state)
 static void test_gid_json(void **state)
 {
 	uint8_t gid[16];
-	static const uint8_t v4[16] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff,
-					10, 77, 0, 1 };
+	static const uint8_t v4[16] = { 0, 0, 0,    0,    0,  0,  0, 0,
+					0, 0, 0xff, 0xff, 10, 77, 0, 1 };
 	json_t *j;
 
 	(void)state;

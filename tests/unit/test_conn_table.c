@@ -19,12 +19,12 @@
 
 #define A 1
 #define B 2
-#define HS 60000u       /* handshake */
-#define TW 10000u       /* timewait */
+#define HS 60000u /* handshake */
+#define TW 10000u /* timewait */
 #define MIN 60000u
 
-static struct conn_path path;           /* us <-> the peer */
-static struct conn_path other_path;     /* a second peer */
+static struct conn_path path;       /* us <-> the peer */
+static struct conn_path other_path; /* a second peer */
 
 /* What the table sent on its own. */
 #define EMIT_MAX 64
@@ -47,7 +47,8 @@ static void capture(void *arg, const struct conn_emit *e)
 
 static struct conn_table *new_table(uint32_t operand)
 {
-	struct conn_limits lim = { .max_per_client = 64, .handshake_ms = HS,
+	struct conn_limits lim = { .max_per_client = 64,
+				   .handshake_ms = HS,
 				   .timewait_ms = TW };
 	struct conn_table *ct = conn_table_new(&lim, operand, capture, NULL);
 
@@ -69,8 +70,14 @@ static void mk(uint8_t *mad, uint16_t attr, uint32_t local, uint32_t remote,
 	wire_put32(mad + 28, remote);
 }
 
-static uint32_t local_of(const uint8_t *mad) { return wire_get32(mad + 24); }
-static uint32_t remote_of(const uint8_t *mad) { return wire_get32(mad + 28); }
+static uint32_t local_of(const uint8_t *mad)
+{
+	return wire_get32(mad + 24);
+}
+static uint32_t remote_of(const uint8_t *mad)
+{
+	return wire_get32(mad + 28);
+}
 
 static int out_rc(struct conn_table *ct, uint64_t client, uint16_t attr,
 		  uint32_t local, uint32_t remote, uint64_t now)
@@ -218,7 +225,7 @@ static void test_active_lifecycle_and_long_idle(void **state)
 	h = out(ct, A, CM_ATTR_REQ, 0x21, 0, 0);
 	assert_int_equal(count(ct, CONN_REQ_SENT), 1);
 	assert_true(conn_next_deadline(ct) == HS);
-	in(ct, CM_ATTR_REP, 0x900, h, 0x21, 1000);          /* re-arms */
+	in(ct, CM_ATTR_REP, 0x900, h, 0x21, 1000); /* re-arms */
 	assert_int_equal(count(ct, CONN_REP_RCVD), 1);
 	assert_true(conn_next_deadline(ct) == 1000 + HS);
 	out(ct, A, CM_ATTR_RTU, 0x21, 0x900, 1100);
@@ -252,7 +259,7 @@ static void test_mra_extends_by_service_timeout(void **state)
 	uint32_t h;
 
 	(void)state;
-	assert_true(cm_service_timeout_ms(24) == 68720);  /* 4.096us * 2^24 */
+	assert_true(cm_service_timeout_ms(24) == 68720); /* 4.096us * 2^24 */
 	h = out(ct, A, CM_ATTR_REQ, 0x32, 0, 0);
 	mk(mad, CM_ATTR_MRA, 0x2, h, 0);
 	cm_field_set(mad, CM_MRA_MESSAGE_MRAED, CM_MSG_RESPONSE_REQ);
@@ -268,7 +275,7 @@ static void test_mra_extends_by_service_timeout(void **state)
 	/* The client's own MRA keeps a peer's REQ as long. */
 	note_req(ct, B, 0x700, 300000);
 	mk(mad, CM_ATTR_MRA, 0x41, 0x700, 0);
-	cm_field_set(mad, CM_MRA_SERVICE_TIMEOUT, 20);   /* ~4.3 s */
+	cm_field_set(mad, CM_MRA_SERVICE_TIMEOUT, 20); /* ~4.3 s */
 	assert_int_equal(conn_outbound(ct, B, 0, mad, &path, 300000, 0), 0);
 	assert_int_equal(conn_expire(ct, 300000 + HS + 4000), 0);
 	assert_int_equal(conn_expire(ct, 300000 + HS + 4295), 1);
@@ -323,7 +330,7 @@ static void test_passive_side_without_rtu(void **state)
 	out(ct, B, CM_ATTR_DREQ, 0x43, 0x720, 10 * HS);
 	out(ct, B, CM_ATTR_DREP, 0x43, 0x720, 10 * HS);
 	assert_int_equal(count(ct, CONN_TIMEWAIT), 1);
-	h = out(ct, B, CM_ATTR_REP, 0x41, 0x700, 10 * HS);      /* a dup REP */
+	h = out(ct, B, CM_ATTR_REP, 0x41, 0x700, 10 * HS); /* a dup REP */
 	/* The guest disconnects (it went established on data). */
 	out(ct, B, CM_ATTR_DREQ, 0x41, 0x700, 10 * HS);
 	assert_true(in(ct, CM_ATTR_DREP, 0x700, h, 0x41, 10 * HS + 1) == B);
@@ -346,7 +353,8 @@ static void test_passive_side_without_rtu(void **state)
 	assert_int_equal(count(ct, CONN_REQ_RCVD), 0);
 	/* Without such a record, nobody's. */
 	mk(mad, CM_ATTR_REJ, 0x702, 0, 2);
-	assert_int_equal(conn_inbound(ct, 0, mad, &path, 30 * HS, &client), -EBADR);
+	assert_int_equal(conn_inbound(ct, 0, mad, &path, 30 * HS, &client),
+			 -EBADR);
 	conn_table_free(ct);
 }
 
@@ -394,8 +402,9 @@ static void test_refusals(void **state)
 {
 	struct conn_table *ct = new_table(7);
 	uint8_t mad[MAD_SIZE];
-	static const uint16_t need[] = { CM_ATTR_RTU, CM_ATTR_DREQ, CM_ATTR_DREP,
-					 CM_ATTR_LAP, CM_ATTR_APR };
+	static const uint16_t need[] = { CM_ATTR_RTU, CM_ATTR_DREQ,
+					 CM_ATTR_DREP, CM_ATTR_LAP,
+					 CM_ATTR_APR };
 	uint32_t h;
 	size_t i;
 
@@ -448,7 +457,8 @@ static void test_inbound_matches_peer(void **state)
 	assert_int_equal(in_rc(ct, CM_ATTR_LAP, 0, h, 1), -EPERM);
 	/* Right IDs from another GID. */
 	mk(mad, CM_ATTR_DREQ, 0x901, h, 0);
-	assert_int_equal(conn_inbound(ct, 0, mad, &other_path, 1, &client), -EPERM);
+	assert_int_equal(conn_inbound(ct, 0, mad, &other_path, 1, &client),
+			 -EPERM);
 	assert_int_equal(count(ct, CONN_ESTABLISHED), 1);
 	assert_int_equal(nemitted, 0);
 	/* An RTU for a connection past its handshake is a duplicate. */
@@ -506,7 +516,8 @@ static void test_comm_id_reuse(void **state)
 		note_req(ct, B, 0xb01, 30);
 		out(ct, B, CM_ATTR_REJ, 0xb1, 0xb01, 31);
 		mk(mad, CM_ATTR_REQ, 0xb01, 0, 1);
-		assert_int_equal(conn_note_req(ct, B, 0, mad, &path, 32), -ESTALE);
+		assert_int_equal(conn_note_req(ct, B, 0, mad, &path, 32),
+				 -ESTALE);
 		assert_int_equal(nemitted, 2);
 		assert_int_equal(emitted[1].why, CONN_ANS_REJ_STALE);
 		assert_int_equal(cm_field_get(emitted[1].mad, CM_REJ_REASON),
@@ -531,13 +542,13 @@ static void test_purge_tells_peers(void **state)
 	cm_field_set(mad, CM_REQ_LOCAL_CA_GUID, 0x0011223344556677ull);
 	assert_int_equal(conn_outbound(ct, A, 0, mad, &path, 0, 0), 0);
 	h_req = local_of(mad);
-	note_req(ct, A, 0xc03, 0);                      /* unanswered */
+	note_req(ct, A, 0xc03, 0); /* unanswered */
 	note_req(ct, A, 0xc04, 0);
 	h_rep = out(ct, A, CM_ATTR_REP, 0x4, 0xc04, 0); /* REP sent */
 	h_dreq = established(ct, A, 0x5, 0xc05, 0);
-	in(ct, CM_ATTR_DREQ, 0xc05, h_dreq, 0x5, 1);    /* DREQ received */
+	in(ct, CM_ATTR_DREQ, 0xc05, h_dreq, 0x5, 1); /* DREQ received */
 	established(ct, A, 0x6, 0xc06, 0);
-	out(ct, A, CM_ATTR_DREQ, 0x6, 0xc06, 1);        /* DREQ sent: quiet */
+	out(ct, A, CM_ATTR_DREQ, 0x6, 0xc06, 1); /* DREQ sent: quiet */
 	assert_int_equal(nemitted, 0);
 	conn_purge_client(ct, A);
 	assert_int_equal(total(ct), 0);
@@ -559,7 +570,8 @@ static void test_purge_tells_peers(void **state)
 		} else if (peer == 0xc03) {
 			assert_int_equal(cm_mad_attr_id(m), CM_ATTR_REJ);
 			assert_int_equal(local_of(m), 0);
-			assert_int_equal(cm_field_get(m, CM_REJ_MESSAGE_REJECTED),
+			assert_int_equal(cm_field_get(m,
+						      CM_REJ_MESSAGE_REJECTED),
 					 CM_MSG_RESPONSE_REQ);
 		} else if (peer == 0xc04) {
 			assert_int_equal(cm_mad_attr_id(m), CM_ATTR_REJ);
@@ -636,7 +648,8 @@ static int note_req_from(struct conn_table *ct, uint64_t client,
  * (bounded in all, oldest out first). */
 static void test_quotas_count_what_the_client_does(void **state)
 {
-	struct conn_limits lim = { .max_per_client = 2, .handshake_ms = HS,
+	struct conn_limits lim = { .max_per_client = 2,
+				   .handshake_ms = HS,
 				   .timewait_ms = TW,
 				   .max_peer_records_per_port = 5,
 				   .max_peer_records_per_source = 3,
@@ -655,7 +668,8 @@ static void test_quotas_count_what_the_client_does(void **state)
 	 * REQs themselves still go to the client). */
 	for (i = 0; i < 6; i++)
 		assert_int_equal(note_req_from(ct, A, 0x100 + (uint32_t)i,
-					       "fd00::50", 0), 0);
+					       "fd00::50", 0),
+				 0);
 	conn_counts(ct, &c);
 	assert_int_equal(c.peer_records, 3);
 	assert_int_equal(c.peer_records_refused, 3);
@@ -677,7 +691,8 @@ static void test_quotas_count_what_the_client_does(void **state)
 
 		gid_parse("fd00::50", &p.peer_gid);
 		mk(mad, CM_ATTR_REP, 0x21, 0x100, 2);
-		assert_int_equal(conn_outbound(ct, A, 0, mad, &p, 2, 0), -ENOSPC);
+		assert_int_equal(conn_outbound(ct, A, 0, mad, &p, 2, 0),
+				 -ENOSPC);
 	}
 	/* A finished connection drains without quota: A's first one ends
 	 * (REP, RTU, DREQ, DREP) and A can start another at once. */
@@ -776,7 +791,8 @@ static void check_view(void *arg, const struct conn_view *v)
 		return;
 	}
 	limit = v->state == CONN_TIMEWAIT ? TW : HS;
-	assert_true(v->expires_in_ms >= 0 && (uint64_t)v->expires_in_ms <= limit);
+	assert_true(v->expires_in_ms >= 0 &&
+		    (uint64_t)v->expires_in_ms <= limit);
 }
 
 /* Random traffic over simulated hours: no entry ever holds a timer longer
@@ -794,9 +810,7 @@ static void test_entries_never_outlive_their_lifetimes(void **state)
 		now += (uint64_t)(rand_r(&seed) % 3000);
 		k = (unsigned)rand_r(&seed) % 32;
 		switch (rand_r(&seed) % 8) {
-		case 0:
-			host[k] = out(ct, A, CM_ATTR_REQ, k + 1, 0, now);
-			break;
+		case 0: host[k] = out(ct, A, CM_ATTR_REQ, k + 1, 0, now); break;
 		case 1:
 			if (host[k])
 				in_rc(ct, CM_ATTR_REP, 0x100 + k, host[k], now);
@@ -809,7 +823,8 @@ static void test_entries_never_outlive_their_lifetimes(void **state)
 			break;
 		case 4:
 			if (host[k])
-				in_rc(ct, CM_ATTR_DREP, 0x100 + k, host[k], now);
+				in_rc(ct, CM_ATTR_DREP, 0x100 + k, host[k],
+				      now);
 			break;
 		case 5:
 			mk(mad, CM_ATTR_REQ, 0x5000 + k, 0, 0);
@@ -818,7 +833,8 @@ static void test_entries_never_outlive_their_lifetimes(void **state)
 			break;
 		case 6:
 			if (host[k])
-				in_rc(ct, CM_ATTR_DREQ, 0x100 + k, host[k], now);
+				in_rc(ct, CM_ATTR_DREQ, 0x100 + k, host[k],
+				      now);
 			break;
 		default:
 			if (host[k])
@@ -838,12 +854,13 @@ static void test_entries_never_outlive_their_lifetimes(void **state)
 static struct conn_table *open_table(const char *file, uint64_t ports_hash,
 				     int *restored)
 {
-	struct conn_limits lim = { .max_per_client = 64, .handshake_ms = HS,
+	struct conn_limits lim = { .max_per_client = 64,
+				   .handshake_ms = HS,
 				   .timewait_ms = TW };
 	char err[256] = "";
-	struct conn_table *ct = conn_table_open(&lim, 7, capture, NULL, file, 1024,
-						16, ports_hash, restored, err,
-						sizeof(err));
+	struct conn_table *ct = conn_table_open(&lim, 7, capture, NULL, file,
+						1024, 16, ports_hash, restored,
+						err, sizeof(err));
 
 	assert_non_null(ct);
 	nemitted = 0;
@@ -869,34 +886,38 @@ static void test_state_survives_the_daemon(void **state)
 	unlink(file);
 	ct = open_table(file, 42, &restored);
 	assert_int_equal(restored, 0);
-	conn_table_free(new_table(7));                  /* paths */
+	conn_table_free(new_table(7)); /* paths */
 	conn_table_free(ct);
 	unlink(file);
 	ct = open_table(file, 42, &restored);
 	h1 = established(ct, A, 0x11, 0x911, 0);
-	h2 = out(ct, A, CM_ATTR_REQ, 0x12, 0, 100);     /* in progress */
+	h2 = out(ct, A, CM_ATTR_REQ, 0x12, 0, 100); /* in progress */
 	h3 = established(ct, B, 0x11, 0x933, 0);
 	assert_int_equal(conn_owner_add(ct, A, 1000, tok_a), 0);
 	assert_int_equal(conn_owner_add(ct, B, 1001, tok_b), 0);
 	/* The daemon stops (or dies: nothing is written at exit). */
 	conn_table_detach(ct);
-	conn_purge_client(ct, A);                       /* a session closing */
+	conn_purge_client(ct, A); /* a session closing */
 	conn_table_free(ct);
-	assert_int_equal(nemitted, 0);                  /* nobody was told */
+	assert_int_equal(nemitted, 0); /* nobody was told */
 
 	ct = open_table(file, 42, &restored);
 	assert_int_equal(restored, 1);
 	assert_int_equal(total(ct), 3);
 	assert_int_equal(count(ct, CONN_ESTABLISHED), 2);
 	assert_int_equal(count(ct, CONN_REQ_SENT), 1);
-	assert_true(conn_next_deadline(ct) == 100 + HS);        /* its timer too */
+	assert_true(conn_next_deadline(ct) == 100 + HS); /* its timer too */
 	assert_true(conn_owners_max_client(ct) >= B);
 	/* Only A's own token and uid claim A's entries, and only once. */
-	assert_int_equal(conn_owner_claim(ct, A, 1000, wrong, 10, new_a), -EPERM);
-	assert_int_equal(conn_owner_claim(ct, A, 1001, tok_a, 10, new_a), -EPERM);
-	assert_int_equal(conn_owner_claim(ct, 99, 1000, tok_a, 10, new_a), -ENOENT);
+	assert_int_equal(conn_owner_claim(ct, A, 1000, wrong, 10, new_a),
+			 -EPERM);
+	assert_int_equal(conn_owner_claim(ct, A, 1001, tok_a, 10, new_a),
+			 -EPERM);
+	assert_int_equal(conn_owner_claim(ct, 99, 1000, tok_a, 10, new_a),
+			 -ENOENT);
 	assert_int_equal(conn_owner_claim(ct, A, 1000, tok_a, 10, new_a), 0);
-	assert_int_equal(conn_owner_claim(ct, A, 1000, tok_a, 11, new_a), -ENOENT);
+	assert_int_equal(conn_owner_claim(ct, A, 1000, tok_a, 11, new_a),
+			 -ENOENT);
 	/* A's connections go on, as client 10's, with the same IDs. */
 	assert_true(in(ct, CM_ATTR_DREQ, 0x911, h1, 0x11, 1000) == 10);
 	out(ct, 10, CM_ATTR_DREP, 0x11, 0x911, 1001);

@@ -23,7 +23,7 @@ struct wire_msg {
 struct net {
 	struct wire_msg q[WIRE_MAX];
 	int n;
-	int drop_next[CM_IDX_MAX];      /* lose the next N of an attribute */
+	int drop_next[CM_IDX_MAX]; /* lose the next N of an attribute */
 	int sent[CM_IDX_MAX];
 };
 
@@ -69,7 +69,8 @@ static void peer_event(void *ctx, enum gcm_event ev, int detail)
 
 static const struct gcm_ops ops = { .send = peer_send, .event = peer_event };
 
-static int peer_rtr(void *ctx, uint32_t qpn, uint32_t psn, const struct gid *remote)
+static int peer_rtr(void *ctx, uint32_t qpn, uint32_t psn,
+		    const struct gid *remote)
 {
 	struct peer *p = ctx;
 
@@ -89,8 +90,10 @@ static int peer_rts(void *ctx)
 	return 0;
 }
 
-static const struct gcm_ops qp_ops = { .send = peer_send, .event = peer_event,
-				       .qp_rtr = peer_rtr, .qp_rts = peer_rts };
+static const struct gcm_ops qp_ops = { .send = peer_send,
+				       .event = peer_event,
+				       .qp_rtr = peer_rtr,
+				       .qp_rts = peer_rts };
 
 /* Deliver everything on the wire to whoever owns the destination GID. */
 static void deliver(struct net *n, struct peer *a, struct peer *b, uint64_t now)
@@ -110,8 +113,11 @@ static void deliver(struct net *n, struct peer *a, struct peer *b, uint64_t now)
 
 static void setup_pair(struct net *n, struct peer *a, struct peer *b)
 {
-	struct gcm_params pa = { .port = 7471, .local_comm_id = 0x1111,
-		.timeout_ms = 100, .max_retries = 3, .timewait_ms = 50 };
+	struct gcm_params pa = { .port = 7471,
+				 .local_comm_id = 0x1111,
+				 .timeout_ms = 100,
+				 .max_retries = 3,
+				 .timewait_ms = 50 };
 	struct gcm_params pb = pa;
 
 	memset(n, 0, sizeof(*n));
@@ -138,7 +144,7 @@ static void test_connect_and_disconnect(void **state)
 	setup_pair(&n, &a, &b);
 	assert_int_equal(gcm_connect(&a.cm, 0), 0);
 	assert_int_equal(a.cm.state, GCM_REQ_SENT);
-	deliver(&n, &a, &b, 1);         /* REQ -> REP -> RTU */
+	deliver(&n, &a, &b, 1); /* REQ -> REP -> RTU */
 	assert_int_equal(a.cm.state, GCM_ESTABLISHED);
 	assert_int_equal(b.cm.state, GCM_ESTABLISHED);
 	assert_int_equal(a.events[GCM_EV_CONNECTED], 1);
@@ -152,7 +158,7 @@ static void test_connect_and_disconnect(void **state)
 	assert_int_equal(n.sent[CM_IDX_RTU], 1);
 
 	assert_int_equal(gcm_disconnect(&a.cm, 10), 0);
-	deliver(&n, &a, &b, 11);        /* DREQ -> DREP */
+	deliver(&n, &a, &b, 11); /* DREQ -> DREP */
 	assert_int_equal(a.cm.state, GCM_TIMEWAIT);
 	assert_int_equal(b.cm.state, GCM_TIMEWAIT);
 	assert_int_equal(a.events[GCM_EV_DISCONNECTED], 1);
@@ -163,7 +169,7 @@ static void test_connect_and_disconnect(void **state)
 	gcm_tick(&a.cm, 61);
 	gcm_tick(&b.cm, 61);
 	assert_int_equal(a.cm.state, GCM_CLOSED);
-	assert_int_equal(b.cm.state, GCM_LISTEN);      /* listener stays */
+	assert_int_equal(b.cm.state, GCM_LISTEN); /* listener stays */
 	assert_int_equal(a.cm.retransmissions, 0);
 }
 
@@ -177,7 +183,7 @@ static void test_lost_req_is_retransmitted(void **state)
 	n.drop_next[CM_IDX_REQ] = 2;
 	gcm_connect(&a.cm, 0);
 	deliver(&n, &a, &b, 0);
-	gcm_tick(&a.cm, 99);            /* not yet */
+	gcm_tick(&a.cm, 99); /* not yet */
 	assert_int_equal(n.sent[CM_IDX_REQ], 1);
 	gcm_tick(&a.cm, 100);
 	deliver(&n, &a, &b, 100);
@@ -221,7 +227,7 @@ static void test_lost_rtu_answered_as_duplicate(void **state)
 	deliver(&n, &a, &b, 0);
 	assert_int_equal(a.cm.state, GCM_ESTABLISHED);
 	assert_int_equal(b.cm.state, GCM_REP_SENT);
-	gcm_tick(&b.cm, 100);           /* REP again */
+	gcm_tick(&b.cm, 100); /* REP again */
 	deliver(&n, &a, &b, 100);
 	assert_int_equal(a.cm.duplicates, 1);
 	assert_int_equal(b.cm.state, GCM_ESTABLISHED);
@@ -257,7 +263,7 @@ static void test_timeout_sends_timeout_rej(void **state)
 		gcm_tick(&a.cm, t);
 		deliver(&n, &a, &b, t);
 	}
-	assert_int_equal(n.sent[CM_IDX_REQ], 4);        /* 1 + 3 retries */
+	assert_int_equal(n.sent[CM_IDX_REQ], 4); /* 1 + 3 retries */
 	assert_int_equal(a.events[GCM_EV_TIMEOUT], 1);
 	assert_int_equal(n.sent[CM_IDX_REJ], 1);
 }
@@ -324,12 +330,12 @@ static void test_qp_hooks_follow_the_handshake(void **state)
 	deliver(&n, &a, &b, 1);
 	assert_int_equal(b.nhooks, 2);
 	assert_memory_equal(b.hooks, "RS", 2);
-	assert_int_equal(b.sent_at_rtr[CM_IDX_REP], 0);  /* RTR before REP */
+	assert_int_equal(b.sent_at_rtr[CM_IDX_REP], 0); /* RTR before REP */
 	assert_int_equal(b.rtr_qpn, 0x11);
 	assert_int_equal(b.rtr_psn, 0xa00001);
 	assert_int_equal(a.nhooks, 2);
 	assert_memory_equal(a.hooks, "RS", 2);
-	assert_int_equal(a.sent_at_rtr[CM_IDX_RTU], 0);  /* before RTU */
+	assert_int_equal(a.sent_at_rtr[CM_IDX_RTU], 0); /* before RTU */
 	assert_int_equal(a.rtr_qpn, 0x22);
 	assert_int_equal(a.rtr_psn, 0xb00002);
 	assert_int_equal(a.cm.state, GCM_ESTABLISHED);
@@ -363,7 +369,8 @@ int main(void)
 		cmocka_unit_test(test_lost_rtu_answered_as_duplicate),
 		cmocka_unit_test(test_no_listener_is_rejected),
 		cmocka_unit_test(test_timeout_sends_timeout_rej),
-		cmocka_unit_test(test_dreq_retransmitted_and_duplicate_answered),
+		cmocka_unit_test(
+			test_dreq_retransmitted_and_duplicate_answered),
 		cmocka_unit_test(test_mra_delays_retransmission),
 		cmocka_unit_test(test_qp_hooks_follow_the_handshake),
 		cmocka_unit_test(test_qp_failure_rejects),

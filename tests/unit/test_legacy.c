@@ -20,8 +20,13 @@
 /* QEMU's declarations, field for field. */
 enum qemu_type { QEMU_REQ = 0, QEMU_RESP = 1 };
 enum qemu_op { QEMU_REG = 0, QEMU_UNREG = 1, QEMU_MAD = 2 };
-enum qemu_err { QEMU_OK = 0, QEMU_EINVAL = 1, QEMU_EEXIST = 2, QEMU_EACCES = 3,
-		QEMU_ENOTFOUND = 4 };
+enum qemu_err {
+	QEMU_OK = 0,
+	QEMU_EINVAL = 1,
+	QEMU_EEXIST = 2,
+	QEMU_EACCES = 3,
+	QEMU_ENOTFOUND = 4
+};
 struct qemu_hdr {
 	enum qemu_type msg_type;
 	enum qemu_op op_code;
@@ -97,7 +102,8 @@ static void test_decode_qemu_mad(void **state)
 /* What the daemon sends reads back in QEMU's struct as QEMU reads it. */
 static void test_encode_reads_as_qemus(void **state)
 {
-	struct legacy_msg m = { .type = LEGACY_REQ, .op = LEGACY_OP_MAD,
+	struct legacy_msg m = { .type = LEGACY_REQ,
+				.op = LEGACY_OP_MAD,
 				.umad_len = 256 };
 	uint8_t buf[LEGACY_MSG_SIZE];
 	struct qemu_msg q;
@@ -151,8 +157,10 @@ static void test_malformed(void **state)
 /* A response QEMU's buggy asynchronous reader would skip: never op MAD. */
 static void test_response_never_looks_like_a_mad(void **state)
 {
-	struct legacy_msg req = { .type = LEGACY_REQ, .op = LEGACY_OP_MAD,
-				  .umad_len = 256 }, resp;
+	struct legacy_msg req = { .type = LEGACY_REQ,
+				  .op = LEGACY_OP_MAD,
+				  .umad_len = 256 },
+			  resp;
 	uint8_t buf[LEGACY_MSG_SIZE];
 	struct qemu_msg q;
 

@@ -32,25 +32,29 @@ static struct policy *load(const char *text, char *err, size_t errlen)
 	return p;
 }
 
-static struct gid G(const char *s)
-{
+static struct gid G(const char *s) {
 	struct gid g;
 
 	assert_int_equal(gid_parse(s, &g), 0);
 	return g;
 }
 
-static void test_full_policy(void **state)
+static void
+test_full_policy(void **state)
 {
 	char err[256];
-	struct policy *p = load(
-		"{\"policy\": ["
-		" {\"match\": {\"uid\": 1000}, \"vm\": \"web1\", \"ports\": [\"rxe0:1\"],"
-		"  \"gids\": [\"10.0.1.0/24\", \"fd00:1::/64\"], \"max_gids\": 2,"
-		"  \"max_connections\": 100, \"max_clients\": 3, \"mad_rate\": 50},"
-		" {\"match\": {\"uid\": 1000}, \"gids\": [\"10.0.9.9\"]},"
-		" {\"match\": {\"gid\": 0}}"
-		"]}", err, sizeof(err));
+	struct policy *p =
+		load("{\"policy\": ["
+		     " {\"match\": {\"uid\": 1000}, \"vm\": \"web1\", "
+		     "\"ports\": [\"rxe0:1\"],"
+		     "  \"gids\": [\"10.0.1.0/24\", \"fd00:1::/64\"], "
+		     "\"max_gids\": 2,"
+		     "  \"max_connections\": 100, \"max_clients\": 3, "
+		     "\"mad_rate\": 50},"
+		     " {\"match\": {\"uid\": 1000}, \"gids\": [\"10.0.9.9\"]},"
+		     " {\"match\": {\"gid\": 0}}"
+		     "]}",
+		     err, sizeof(err));
 	const struct policy_rule *r;
 	struct gid g;
 
@@ -58,12 +62,12 @@ static void test_full_policy(void **state)
 	assert_non_null(p);
 	assert_int_equal(p->nrules, 3);
 	assert_true(policy_admits(p, 1000, 1000));
-	assert_true(policy_admits(p, 5, 0));     /* by group */
+	assert_true(policy_admits(p, 5, 0)); /* by group */
 	assert_false(policy_admits(p, 1001, 1001));
 	/* The VM name counts only where a rule binds it. */
 	r = policy_select(p, 1000, 1000, "web1");
 	assert_ptr_equal(r, &p->rules[0]);
-	assert_int_equal(r->mad_burst, 50);     /* defaults to the rate */
+	assert_int_equal(r->mad_burst, 50); /* defaults to the rate */
 	assert_int_equal(r->max_clients, 3);
 	r = policy_select(p, 1000, 1000, "db7");
 	assert_ptr_equal(r, &p->rules[1]);
@@ -89,22 +93,38 @@ static void test_full_policy(void **state)
 
 static void test_errors_name_the_problem(void **state)
 {
-	static const struct { const char *text, *want; } cases[] = {
+	static const struct {
+		const char *text, *want;
+	} cases[] = {
 		{ "{", "rcm-policy" },
 		{ "[]", "needs \"policy\"" },
 		{ "{\"policy\": 3}", "needs \"policy\"" },
 		{ "{\"policy\": [], \"extra\": 1}", "unknown key \"extra\"" },
 		{ "{\"policy\": [3]}", "rule 1 is not an object" },
 		{ "{\"policy\": [{}]}", "rule 1: needs \"match\"" },
-		{ "{\"policy\": [{\"match\": {}}]}", "match needs \"uid\" or \"gid\"" },
-		{ "{\"policy\": [{\"match\": {\"uid\": \"no-such-user-xyz\"}}]}", "unknown user" },
-		{ "{\"policy\": [{\"match\": {\"gid\": \"no-such-group-xyz\"}}]}", "unknown group" },
-		{ "{\"policy\": [{\"match\": {\"uid\": 1}, \"color\": 1}]}", "unknown key \"color\"" },
-		{ "{\"policy\": [{\"match\": {\"uid\": 1}, \"gids\": [\"10.0.0.0/33\"]}]}", "not a GID or IP prefix" },
-		{ "{\"policy\": [{\"match\": {\"uid\": 1}, \"gids\": [\"nonsense\"]}]}", "not a GID or IP prefix" },
-		{ "{\"policy\": [{\"match\": {\"uid\": 1}, \"max_gids\": -1}]}", "whole numbers" },
-		{ "{\"policy\": [{\"match\": {\"uid\": 1}, \"vm\": \"\"}]}", "\"vm\" must be" },
-		{ "{\"policy\": [{\"match\": {\"uid\": 1}}, {\"match\": {\"uid\": 2}, \"ports\": 5}]}", "rule 2: \"ports\"" },
+		{ "{\"policy\": [{\"match\": {}}]}",
+		  "match needs \"uid\" or \"gid\"" },
+		{ "{\"policy\": [{\"match\": {\"uid\": "
+		  "\"no-such-user-xyz\"}}]}",
+		  "unknown user" },
+		{ "{\"policy\": [{\"match\": {\"gid\": "
+		  "\"no-such-group-xyz\"}}]}",
+		  "unknown group" },
+		{ "{\"policy\": [{\"match\": {\"uid\": 1}, \"color\": 1}]}",
+		  "unknown key \"color\"" },
+		{ "{\"policy\": [{\"match\": {\"uid\": 1}, \"gids\": "
+		  "[\"10.0.0.0/33\"]}]}",
+		  "not a GID or IP prefix" },
+		{ "{\"policy\": [{\"match\": {\"uid\": 1}, \"gids\": "
+		  "[\"nonsense\"]}]}",
+		  "not a GID or IP prefix" },
+		{ "{\"policy\": [{\"match\": {\"uid\": 1}, \"max_gids\": -1}]}",
+		  "whole numbers" },
+		{ "{\"policy\": [{\"match\": {\"uid\": 1}, \"vm\": \"\"}]}",
+		  "\"vm\" must be" },
+		{ "{\"policy\": [{\"match\": {\"uid\": 1}}, {\"match\": "
+		  "{\"uid\": 2}, \"ports\": 5}]}",
+		  "rule 2: \"ports\"" },
 	};
 	char err[256];
 	size_t i;
@@ -113,7 +133,8 @@ static void test_errors_name_the_problem(void **state)
 	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		assert_null(load(cases[i].text, err, sizeof(err)));
 		if (strstr(err, cases[i].want) == NULL)
-			fail_msg("case %zu: \"%s\" does not say \"%s\"", i, err, cases[i].want);
+			fail_msg("case %zu: \"%s\" does not say \"%s\"", i, err,
+				 cases[i].want);
 	}
 }
 
@@ -158,11 +179,11 @@ static void test_token_bucket(void **state)
 	token_bucket_init(&tb, 100, 10, 0);
 	for (i = 0; i < 50; i++)
 		n += token_bucket_take(&tb, 0);
-	assert_int_equal(n, 10);                /* the burst */
+	assert_int_equal(n, 10);                 /* the burst */
 	assert_false(token_bucket_take(&tb, 5)); /* half a token */
-	assert_true(token_bucket_take(&tb, 10));  /* one more after 10 ms */
+	assert_true(token_bucket_take(&tb, 10)); /* one more after 10 ms */
 	for (n = 0, i = 0; i < 1000; i++)
-		n += token_bucket_take(&tb, 10 + (uint64_t)i);  /* 1 s at 1/ms */
+		n += token_bucket_take(&tb, 10 + (uint64_t)i); /* 1 s at 1/ms */
 	assert_true(n >= 99 && n <= 101);
 	token_bucket_init(&tb, 0, 0, 0);
 	for (i = 0; i < 1000; i++)

@@ -60,16 +60,15 @@ static struct router *new_router(void)
 	return r;
 }
 
-static struct gid G(const char *s)
-{
+static struct gid G(const char *s) {
 	struct gid g;
 
 	assert_int_equal(gid_parse(s, &g), 0);
 	return g;
 }
 
-static void mad_with_ids(uint8_t *mad, uint16_t attr, uint32_t local,
-			 uint32_t remote)
+static void
+mad_with_ids(uint8_t *mad, uint16_t attr, uint32_t local, uint32_t remote)
 {
 	cm_mad_init(mad, attr, 1);
 	wire_put32(mad + 24, local);
@@ -88,8 +87,8 @@ static void req_to(uint8_t *mad, uint32_t local, const char *dst)
 
 static const struct gid peer_gid = { { 0xfd, 0, [15] = 0x99 } };
 
-static int inbound(struct router *r, unsigned port, uint8_t *mad,
-		   uint64_t now, uint64_t *client)
+static int inbound(struct router *r, unsigned port, uint8_t *mad, uint64_t now,
+		   uint64_t *client)
 {
 	struct conn_path path = { .peer_gid = peer_gid };
 
@@ -113,7 +112,7 @@ static void test_gid_registry(void **state)
 
 	(void)state;
 	assert_int_equal(router_register_gid(r, 0, &g1, A), 0);
-	assert_int_equal(router_register_gid(r, 0, &g1, A), 0);     /* idempotent */
+	assert_int_equal(router_register_gid(r, 0, &g1, A), 0); /* idempotent */
 	assert_int_equal(router_register_gid(r, 0, &g1, B), -EEXIST);
 	/* Same GID on another port is another key. */
 	assert_int_equal(router_register_gid(r, 1, &g1, B), 0);
@@ -151,11 +150,14 @@ static void test_gid_full_128_bits(void **state)
 	assert_int_equal(inbound(r, 0, mad, 0, &who), 0);
 	assert_true(who == B);
 	req_to(mad, 5, "fd00:3::5");
-	assert_int_equal(inbound(r, 0, mad, 0, &who), ROUTER_DROP(DROP_UNKNOWN_GID));
-	assert_int_equal(nsent, 0);     /* not this port's GID: not ours to answer */
+	assert_int_equal(inbound(r, 0, mad, 0, &who),
+			 ROUTER_DROP(DROP_UNKNOWN_GID));
+	assert_int_equal(nsent,
+			 0); /* not this port's GID: not ours to answer */
 	/* A REQ on another port does not match port 0's GID. */
 	req_to(mad, 5, "fd00:1::5");
-	assert_int_equal(inbound(r, 1, mad, 0, &who), ROUTER_DROP(DROP_UNKNOWN_GID));
+	assert_int_equal(inbound(r, 1, mad, 0, &who),
+			 ROUTER_DROP(DROP_UNKNOWN_GID));
 	router_free(r);
 }
 
@@ -195,7 +197,8 @@ static void test_sidr_routing(void **state)
 	assert_true(who == B);
 	/* Without rdma_cm's header it cannot be routed. */
 	mad[CM_SIDR_REQ_OFF_PRIVATE_DATA + 1] = 0;
-	assert_int_equal(inbound(r, 0, mad, 0, &who), ROUTER_DROP(DROP_NO_CMA_HDR));
+	assert_int_equal(inbound(r, 0, mad, 0, &who),
+			 ROUTER_DROP(DROP_NO_CMA_HDR));
 
 	/* Two clients may use the same request ID: each gets a host one. */
 	cm_mad_init(mad, CM_ATTR_SIDR_REQ, 1);
@@ -265,8 +268,10 @@ static uint32_t conn_for(struct router *r, uint16_t attr, uint32_t guest)
  * client sees its own comm ID again. */
 static void test_comm_id_routing_every_attribute(void **state)
 {
-	static const uint16_t attrs[] = { CM_ATTR_MRA, CM_ATTR_REJ, CM_ATTR_REP,
-		CM_ATTR_RTU, CM_ATTR_DREQ, CM_ATTR_DREP, CM_ATTR_LAP, CM_ATTR_APR };
+	static const uint16_t attrs[] = { CM_ATTR_MRA,  CM_ATTR_REJ,
+					  CM_ATTR_REP,  CM_ATTR_RTU,
+					  CM_ATTR_DREQ, CM_ATTR_DREP,
+					  CM_ATTR_LAP,  CM_ATTR_APR };
 	uint8_t mad[MAD_SIZE];
 	uint32_t host;
 	uint64_t who;
@@ -307,7 +312,8 @@ static void test_no_listener_answered(void **state)
 
 	(void)state;
 	req_to(mad, 0x4711, "fd00:1::7");
-	assert_int_equal(inbound(r, 0, mad, 0, &who), ROUTER_DROP(DROP_NO_LISTENER));
+	assert_int_equal(inbound(r, 0, mad, 0, &who),
+			 ROUTER_DROP(DROP_NO_LISTENER));
 	assert_int_equal(nsent, 1);
 	assert_int_equal(sent_why, CONN_ANS_REJ_NO_LISTENER);
 	assert_int_equal(cm_mad_attr_id(sent_mad), CM_ATTR_REJ);
@@ -324,13 +330,15 @@ static void test_no_listener_answered(void **state)
 	cm_field_set(mad, CM_SIDR_REQ_REQUEST_ID, 0x42);
 	cm_field_set(mad, CM_SIDR_REQ_SERVICE_ID, 0x1060000001234ull);
 	cma_hdr_build(mad + CM_SIDR_REQ_OFF_PRIVATE_DATA, &s, &d, 4791);
-	assert_int_equal(inbound(r, 0, mad, 0, &who), ROUTER_DROP(DROP_NO_LISTENER));
+	assert_int_equal(inbound(r, 0, mad, 0, &who),
+			 ROUTER_DROP(DROP_NO_LISTENER));
 	assert_int_equal(nsent, 2);
 	assert_int_equal(sent_why, CONN_ANS_SIDR_NO_LISTENER);
 	assert_int_equal(cm_field_get(sent_mad, CM_SIDR_REP_REQUEST_ID), 0x42);
 	assert_int_equal(cm_field_get(sent_mad, CM_SIDR_REP_STATUS),
 			 CM_SIDR_STATUS_UNSUPPORTED);
-	assert_true(cm_field_get(sent_mad, CM_SIDR_REP_SERVICE_ID) == 0x1060000001234ull);
+	assert_true(cm_field_get(sent_mad, CM_SIDR_REP_SERVICE_ID) ==
+		    0x1060000001234ull);
 	assert_int_equal(gid_cmp(&sent_path.local_gid, &d), 0);
 	router_free(r);
 }
@@ -377,8 +385,10 @@ static void test_unroutable(void **state)
 	assert_int_equal(inbound(r, 0, mad, 0, &who), ROUTER_DROP(DROP_NOT_CM));
 	cm_mad_init(mad, CM_ATTR_REQ, 1);
 	assert_int_equal(router_inbound(r, 0, mad, 100,
-					&(struct conn_path){ .peer_gid = peer_gid },
-					0, &who), ROUTER_DROP(DROP_BAD_SIZE));
+					&(struct conn_path){
+						.peer_gid = peer_gid },
+					0, &who),
+			 ROUTER_DROP(DROP_BAD_SIZE));
 	router_free(r);
 }
 

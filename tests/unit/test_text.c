@@ -21,15 +21,15 @@ static void test_clean(void **state)
 {
 	(void)state;
 	assert_true(text_is_clean("vm-7.example", 12));
-	assert_true(text_is_clean("v\xc3\xa9m", 4));            /* é */
+	assert_true(text_is_clean("v\xc3\xa9m", 4)); /* é */
 	assert_true(text_is_clean("", 0));
 	assert_false(text_is_clean("a\nb", 3));
 	assert_false(text_is_clean("\x1b[2J", 4));
 	assert_false(text_is_clean("a\x7f", 2));
-	assert_false(text_is_clean("a\xc2\x9b", 3));            /* C1 CSI */
-	assert_false(text_is_clean("a\xc3", 2));                /* cut short */
-	assert_false(text_is_clean("\xc0\xaf", 2));             /* overlong */
-	assert_false(text_is_clean("\xed\xa0\x80", 3));         /* surrogate */
+	assert_false(text_is_clean("a\xc2\x9b", 3));    /* C1 CSI */
+	assert_false(text_is_clean("a\xc3", 2));        /* cut short */
+	assert_false(text_is_clean("\xc0\xaf", 2));     /* overlong */
+	assert_false(text_is_clean("\xed\xa0\x80", 3)); /* surrogate */
 	assert_false(text_is_clean("a\0b", 3));
 }
 
@@ -68,7 +68,7 @@ static void test_log_line_cannot_be_forged(void **state)
 	assert_true(n > 0);
 	buf[n] = '\0';
 	assert_string_equal(buf, "client 7 (vm\\nrdmacm-muxd: forged line\\x0d"
-			    "\\x1b[2K): refused\n");
+				 "\\x1b[2K): refused\n");
 }
 
 int main(void)
