@@ -43,12 +43,12 @@ endif
 ALL_CFLAGS = $(CPPFLAGS_ALL) $(CPPFLAGS) $(DEP_CFLAGS) $(CFLAGS) $(SANFLAGS) -fPIC -MMD -MP
 LDFLAGS_ALL = $(LDFLAGS) $(SANFLAGS) -pthread
 
-COMMON_SRC   := common/log.c common/text.c common/gid.c common/cm_mad.c
+COMMON_SRC   := common/log.c common/text.c common/unix_socket.c common/gid.c common/cm_mad.c
 PROTOCOL_SRC := protocol/frame.c protocol/mad_frame.c protocol/control.c protocol/status_query.c
 LEGACY_SRC   := protocol/legacy.c
-MUXD_SRC     := mux/main.c mux/config.c mux/daemon.c mux/worker.c mux/session.c mux/outlet.c mux/port_sender.c mux/requests.c \
-		mux/router.c mux/conn_table.c mux/conn_store.c mux/clients.c mux/stats.c mux/port.c \
-		mux/port_sim.c mux/port_umad.c mux/unix_listener.c mux/lockfile.c mux/sdnotify.c mux/listener.c \
+MUXD_SRC     := mux/main.c mux/config.c mux/mux.c mux/worker.c mux/delivery.c mux/session.c mux/outlet.c mux/port_senders.c mux/requests.c \
+		mux/router.c mux/conn.c mux/conn_store.c mux/clients.c mux/stats.c mux/port.c \
+		mux/port_sim.c mux/port_umad.c mux/unix_listener.c mux/lockfile.c mux/sdnotify.c mux/listen_fds.c mux/listener.c \
 		mux/status.c mux/policy.c mux/admin.c common/ibdev.c $(LEGACY_SRC)
 MUXCTL_SRC   := mux/muxctl.c mux/muxctl_metrics.c
 BACKEND_SRC  := backend/muxbe.c backend/verbs.c backend/ah_cache.c common/ibdev.c
@@ -78,7 +78,7 @@ INTEG_BINS := $(addprefix $(B)/tests/,$(INTEG_TESTS))
 
 
 .PHONY: soak
-.PHONY: check-format check-units bench bench-lab check-lab all clean check check-quick check-unit check-integration check-demo \
+.PHONY: check-house check-format check-units bench bench-lab check-lab all clean check check-quick check-unit check-integration check-demo \
 	check-san check-valgrind demo install uninstall dist distcheck deb fuzz tests
 UNITS   := $(B)/systemd/rdmacm-muxd.service $(B)/systemd/rdmacm-muxd.socket
 EXAMPLE := $(B)/example/device_model
@@ -106,6 +106,10 @@ check-units: $(MUXD)
 		rdmacm-muxd.service rdmacm-muxd.socket 2>&1); \
 	if [ -n "$$out" ]; then echo "$$out"; echo "units: 0 passed, 1 failed"; exit 1; fi; \
 	echo "units: 1 passed, 0 failed"
+
+# House rules a compiler does not check (scripts/check-house.sh).
+check-house:
+	@scripts/check-house.sh
 
 # The written style (.clang-format): any deviation fails.
 check-format:
@@ -165,11 +169,11 @@ $(B)/tests/test_cm_mad: $(B)/obj/tests/unit/test_cm_mad.o $(COMMON_OBJ)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(TEST_LIBS)
 
 $(B)/tests/test_router: $(B)/obj/tests/unit/test_router.o $(B)/obj/mux/router.o \
-		$(B)/obj/mux/conn_table.o $(B)/obj/mux/conn_store.o $(COMMON_OBJ)
+		$(B)/obj/mux/conn.o $(B)/obj/mux/conn_store.o $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(TEST_LIBS)
 
-$(B)/tests/test_conn_table: $(B)/obj/tests/unit/test_conn_table.o $(B)/obj/mux/conn_table.o \
+$(B)/tests/test_conn_table: $(B)/obj/tests/unit/test_conn.o $(B)/obj/mux/conn.o \
 		$(B)/obj/mux/conn_store.o $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(TEST_LIBS)
@@ -263,7 +267,7 @@ FUZZ_TARGETS := fuzz_frame fuzz_control fuzz_cm_mad fuzz_legacy fuzz_policy fuzz
 		fuzz_status_query
 FUZZ_SECONDS ?= 20
 FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined $(DEP_CFLAGS)
-FUZZ_LINK := $(PROTOCOL_SRC) $(LEGACY_SRC) $(COMMON_SRC) mux/router.c mux/conn_table.c mux/conn_store.c \
+FUZZ_LINK := $(PROTOCOL_SRC) $(LEGACY_SRC) $(COMMON_SRC) mux/router.c mux/conn.c mux/conn_store.c \
 	     mux/policy.c mux/config.c backend/vm/guest_cm.c
 $(B)/fuzz/%: tests/fuzz/%.c $(FUZZ_LINK)
 	@mkdir -p $(dir $@)
@@ -282,7 +286,7 @@ fuzz: $(addprefix $(B)/fuzz/,$(FUZZ_TARGETS))
 			$(B)/fuzz/$$t.log)"; done
 
 # ---- benchmarks ------------------------------------------------------------
-$(B)/bench/bench_conn: $(B)/obj/tests/bench/bench_conn.o $(B)/obj/mux/conn_table.o \
+$(B)/bench/bench_conn: $(B)/obj/tests/bench/bench_conn.o $(B)/obj/mux/conn.o \
 		$(B)/obj/mux/conn_store.o $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(DEP_LIBS)

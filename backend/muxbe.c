@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "muxbe.h"
+#include "../common/unix_socket.h"
 #include "../common/tree.h"
 #include "../common/wire.h"
 #include "../protocol/rdmacm_mux_proto.h"
@@ -828,24 +829,9 @@ static int submit_internal(struct muxbe *mb, json_t *req)
 
 static int connect_socket(const char *path)
 {
-	struct sockaddr_un sun = { .sun_family = AF_UNIX };
-	int fd;
-
-	if (strlen(path) >= sizeof(sun.sun_path))
-		return -ENAMETOOLONG;
-	strcpy(sun.sun_path, path);
 	/* Non-blocking: every I/O here is, and a daemon whose backlog is
 	 * full must cost a retry, not the caller's thread. */
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (fd < 0)
-		return -errno;
-	if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0) {
-		int err = -errno;
-
-		close(fd);
-		return err;
-	}
-	return fd;
+	return unix_socket_connect(path, SOCK_STREAM | SOCK_NONBLOCK);
 }
 
 int muxbe_connect(const struct muxbe_options *opts, struct muxbe **out)

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 #include "log.h"
 #include "text.h"
+#include "unix_socket.h"
 
 #include <errno.h>
 #include <stdatomic.h>
@@ -53,24 +54,11 @@ static int log_stderr_is_journal(void)
 
 static int log_journal_connect(const char *path, char *err, size_t errlen)
 {
-	struct sockaddr_un sun = { .sun_family = AF_UNIX };
-	int fd;
+	int fd = unix_socket_connect(path, SOCK_DGRAM);
 
-	if (strlen(path) >= sizeof(sun.sun_path)) {
-		snprintf(err, errlen, "journal socket path too long: %s", path);
-		return -ENAMETOOLONG;
-	}
-	memcpy(sun.sun_path, path, strlen(path) + 1);
-	fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	if (fd < 0 || connect(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0) {
-		int e = errno;
-
+	if (fd < 0)
 		snprintf(err, errlen, "journal socket %s: %s", path,
-			 strerror(e));
-		if (fd >= 0)
-			close(fd);
-		return -e;
-	}
+			 strerror(-fd));
 	return fd;
 }
 

@@ -11,12 +11,12 @@
 
 #include "mux.h"
 
-static int client_info_cmp(struct client_info *a, struct client_info *b)
+static int clients_info_cmp(struct client_info *a, struct client_info *b)
 {
 	return a->id < b->id ? -1 : a->id > b->id;
 }
 
-TREE_GENERATE_STATIC(client_tree, client_info, link, client_info_cmp)
+TREE_GENERATE_STATIC(client_tree, client_info, link, clients_info_cmp)
 
 /* Connected clients per uid, for --max-clients-per-uid. */
 struct uid_count {
@@ -25,12 +25,12 @@ struct uid_count {
 	unsigned count;
 };
 
-static int uid_count_cmp(struct uid_count *a, struct uid_count *b)
+static int clients_uid_count_cmp(struct uid_count *a, struct uid_count *b)
 {
 	return a->uid < b->uid ? -1 : a->uid > b->uid;
 }
 
-TREE_GENERATE_STATIC(uid_count_tree, uid_count, link, uid_count_cmp)
+TREE_GENERATE_STATIC(uid_count_tree, uid_count, link, clients_uid_count_cmp)
 
 static struct uid_count *clients_uid(struct clients *c, uid_t uid)
 {
@@ -222,8 +222,8 @@ struct client_view {
 	int rule; /* 1-based, 0: none yet */
 };
 
-static json_t *client_view_json(const struct client_view *cv, struct router *r,
-				unsigned conns_max, uint64_t now)
+static json_t *clients_view_json(const struct client_view *cv, struct router *r,
+				 unsigned conns_max, uint64_t now)
 {
 	struct client_info *ci = cv->ci;
 	struct router_counts rc;
@@ -306,7 +306,7 @@ json_t *clients_json(struct clients *c, struct router *r, unsigned conns_max)
 		return NULL;
 	}
 	for (i = 0; i < n; i++) {
-		o = client_view_json(&views[i], r, conns_max, now);
+		o = clients_view_json(&views[i], r, conns_max, now);
 		if (o)
 			json_array_append_new(arr, o);
 		clients_put(views[i].ci);

@@ -64,7 +64,7 @@ struct conn_store {
  * (fallocate) before slots use them, and a full /run refuses a new entry
  * (the client's MAD gets ENOSPC) instead.
  */
-static int store_reserve(struct conn_store *s, uint32_t slots)
+static int conn_store_reserve(struct conn_store *s, uint32_t slots)
 {
 	uint32_t want = slots + STORE_RESERVE_STEP - 1;
 	off_t live_off, slot_off;
@@ -87,7 +87,7 @@ static int store_reserve(struct conn_store *s, uint32_t slots)
 	return 0;
 }
 
-static void store_boot_id(char *out, size_t len)
+static void conn_store_boot_id(char *out, size_t len)
 {
 	FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
 
@@ -99,15 +99,15 @@ static void store_boot_id(char *out, size_t len)
 	}
 }
 
-static size_t store_size(uint32_t slot_size, uint32_t slot_cap,
-			 uint32_t owner_cap)
+static size_t conn_store_size(uint32_t slot_size, uint32_t slot_cap,
+			      uint32_t owner_cap)
 {
 	return STORE_HEADER_SIZE +
 	       (size_t)owner_cap * sizeof(struct conn_owner) +
 	       (size_t)slot_cap + (size_t)slot_cap * slot_size;
 }
 
-static void store_layout(struct conn_store *s)
+static void conn_store_layout(struct conn_store *s)
 {
 	uint8_t *p = s->map;
 
@@ -128,7 +128,7 @@ struct conn_store *conn_store_open(const char *path, uint32_t slot_size,
 	struct conn_store *s = calloc(1, sizeof(*s));
 	struct store_header h;
 	char boot[40];
-	size_t size = store_size(slot_size, slot_cap, owner_cap);
+	size_t size = conn_store_size(slot_size, slot_cap, owner_cap);
 	struct stat st;
 	uint32_t i;
 
@@ -160,7 +160,7 @@ struct conn_store *conn_store_open(const char *path, uint32_t slot_size,
 				 strerror(errno));
 		goto fail;
 	}
-	store_boot_id(boot, sizeof(boot));
+	conn_store_boot_id(boot, sizeof(boot));
 	/* Keep what a previous daemon left only if it is whole, of this
 	 * layout, these ports and this boot; anything else starts afresh. */
 	if (fstat(s->fd, &st) == 0 && (size_t)st.st_size == size &&
@@ -194,7 +194,7 @@ struct conn_store *conn_store_open(const char *path, uint32_t slot_size,
 		/* Last: a header without its magic is no state. */
 		__atomic_store_n(&s->hdr->magic, STORE_MAGIC, __ATOMIC_RELEASE);
 	}
-	store_layout(s);
+	conn_store_layout(s);
 	if (fallocate(s->fd, 0, 0,
 		      (off_t)((uint8_t *)s->live - (uint8_t *)s->map)) < 0 &&
 	    errno != EOPNOTSUPP) {
@@ -202,7 +202,7 @@ struct conn_store *conn_store_open(const char *path, uint32_t slot_size,
 			 strerror(errno));
 		goto fail;
 	}
-	if (store_reserve(s, s->hdr->hwm) < 0) {
+	if (conn_store_reserve(s, s->hdr->hwm) < 0) {
 		snprintf(err, errlen,
 			 "cannot allocate room for its %u entries: %s",
 			 s->hdr->hwm, strerror(errno));
@@ -239,7 +239,7 @@ void *conn_store_alloc(struct conn_store *s)
 	if (s->nfree)
 		i = s->free_slots[--s->nfree];
 	else if (s->hdr->hwm < s->hdr->slot_cap &&
-		 store_reserve(s, s->hdr->hwm + 1) == 0)
+		 conn_store_reserve(s, s->hdr->hwm + 1) == 0)
 		i = s->hdr->hwm++;
 	else
 		return NULL;
@@ -248,7 +248,7 @@ void *conn_store_alloc(struct conn_store *s)
 	return p;
 }
 
-static uint32_t store_index(struct conn_store *s, const void *slot)
+static uint32_t conn_store_index(struct conn_store *s, const void *slot)
 {
 	return (uint32_t)(((const uint8_t *)slot - s->slots) /
 			  s->hdr->slot_size);
@@ -256,12 +256,13 @@ static uint32_t store_index(struct conn_store *s, const void *slot)
 
 void conn_store_commit(struct conn_store *s, void *slot)
 {
-	__atomic_store_n(&s->live[store_index(s, slot)], 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&s->live[conn_store_index(s, slot)], 1,
+			 __ATOMIC_RELEASE);
 }
 
 void conn_store_free(struct conn_store *s, void *slot)
 {
-	uint32_t i = store_index(s, slot);
+	uint32_t i = conn_store_index(s, slot);
 
 	__atomic_store_n(&s->live[i], 0, __ATOMIC_RELEASE);
 	s->free_slots[s->nfree++] = i;

@@ -16,7 +16,7 @@
 #include "mux.h"
 #include "../common/log.h"
 
-static void refuse_client(int fd, int err, const char *message)
+static void listener_refuse_client(int fd, int err, const char *message)
 {
 	uint8_t hdr[PROTO_HDR_SIZE];
 	json_t *ev = json_pack("{s:s, s:s, s:i, s:s}", "event", "refused",
@@ -39,17 +39,17 @@ static void refuse_client(int fd, int err, const char *message)
 }
 
 /* A refusal in the client's own protocol; QEMU's has no word for it. */
-static void refuse(struct client_listener *cl, int fd, int err,
-		   const char *message)
+static void listener_refuse(struct client_listener *cl, int fd, int err,
+			    const char *message)
 {
 	if (cl->qemu_port >= 0)
 		close(fd);
 	else
-		refuse_client(fd, err, message);
+		listener_refuse_client(fd, err, message);
 }
 
-static void accept_cb(struct evconnlistener *l, evutil_socket_t fd,
-		      struct sockaddr *sa, int salen, void *arg)
+static void listener_accept_cb(struct evconnlistener *l, evutil_socket_t fd,
+			       struct sockaddr *sa, int salen, void *arg)
 {
 	struct client_listener *cl = arg;
 	struct mux *mux = cl->mux;
@@ -88,7 +88,7 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd,
 				  "suppressed)",
 				  (int)cred.pid, why,
 				  (unsigned long long)suppressed);
-		refuse(cl, fd, EACCES, why);
+		listener_refuse(cl, fd, EACCES, why);
 		return;
 	}
 	w = atomic_fetch_add(&mux->next_worker, 1) % (unsigned)mux->nworkers;
@@ -118,7 +118,7 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd,
 				  "suppressed)",
 				  (int)cred.pid, (int)cred.uid, why,
 				  (unsigned long long)suppressed);
-		refuse(cl, fd, -rc, why);
+		listener_refuse(cl, fd, -rc, why);
 		return;
 	}
 	msg = calloc(1, sizeof(*msg));
@@ -148,7 +148,7 @@ int listener_start(struct mux *mux, struct event_base *base)
 				mux->cfg.socket_group,
 				listen_fds_claim(&mux->listen_fds, "client",
 						 mux->cfg.socket_path),
-				accept_cb, &mux->listener);
+				listener_accept_cb, &mux->listener);
 	if (rc < 0)
 		return rc;
 	for (i = 0; i < mux->cfg.nqemu; i++) {
@@ -167,7 +167,7 @@ int listener_start(struct mux *mux, struct event_base *base)
 					mux->cfg.socket_group,
 					listen_fds_claim(&mux->listen_fds, NULL,
 							 mux->cfg.qemu[i].path),
-					accept_cb, cl);
+					listener_accept_cb, cl);
 		if (rc < 0)
 			return rc;
 		mux->nqemu_listeners++;

@@ -19,7 +19,7 @@
 
 #define LOCKFILE_TRIES 8
 
-int lockfile_take(struct lockfile *lf, const char *path, pid_t *holder)
+static int lockfile_take(struct lockfile *lf, const char *path, pid_t *holder)
 {
 	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
 	struct stat held, now;

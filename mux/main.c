@@ -19,7 +19,7 @@
 #include "mux.h"
 #include "../common/log.h"
 
-static int setup_sim_fabric(struct mux *mux)
+static int main_setup_sim_fabric(struct mux *mux)
 {
 	char tmpl[] = "/tmp/rdmacm-mux-sim.XXXXXX";
 	int i, any = 0;
@@ -46,7 +46,7 @@ static int setup_sim_fabric(struct mux *mux)
 	return 0;
 }
 
-static void remove_sim_fabric(struct mux *mux)
+static void main_remove_sim_fabric(struct mux *mux)
 {
 	if (mux->sim_fabric_owned && rmdir(mux->sim_fabric) < 0)
 		log_warn("cannot remove the sim fabric %s", mux->sim_fabric);
@@ -55,7 +55,7 @@ static void remove_sim_fabric(struct mux *mux)
 
 /* Ports are named first: the QEMU sockets name them, and those are
  * opened before anything outside the daemon's own files changes. */
-static int name_ports(struct mux *mux)
+static int main_name_ports(struct mux *mux)
 {
 	const struct port_spec *ps;
 	struct port *p;
@@ -86,8 +86,8 @@ static int name_ports(struct mux *mux)
 
 /* One daemon per port: a sim port's lock is in its fabric, a real
  * port's in the run directory, where every daemon on the host looks. */
-static int lock_port(struct mux *mux, struct port *p,
-		     const struct port_spec *ps)
+static int main_lock_port(struct mux *mux, struct port *p,
+			  const struct port_spec *ps)
 {
 	char path[sizeof(p->lock.path)], what[96];
 	int n;
@@ -111,7 +111,7 @@ static int lock_port(struct mux *mux, struct port *p,
 	return lockfile_take_or_say(&p->lock, path, what);
 }
 
-static int open_ports(struct mux *mux)
+static int main_open_ports(struct mux *mux)
 {
 	const struct port_spec *ps;
 	struct port *p;
@@ -120,7 +120,7 @@ static int open_ports(struct mux *mux)
 	for (i = 0; i < mux->cfg.nports; i++) {
 		ps = &mux->cfg.ports[i];
 		p = &mux->ports[i];
-		rc = lock_port(mux, p, ps);
+		rc = main_lock_port(mux, p, ps);
 		if (rc < 0)
 			return rc;
 		rc = p->ops->open(p, ps);
@@ -135,8 +135,8 @@ static int open_ports(struct mux *mux)
 	return 0;
 }
 
-/* Ports that open_ports() reached, in any state. */
-static void close_ports(struct mux *mux)
+/* Ports that main_open_ports() reached, in any state. */
+static void main_close_ports(struct mux *mux)
 {
 	int i;
 
@@ -147,7 +147,7 @@ static void close_ports(struct mux *mux)
 	}
 }
 
-static void on_sighup(evutil_socket_t sig, short what, void *arg)
+static void main_on_sighup(evutil_socket_t sig, short what, void *arg)
 {
 	(void)sig;
 	(void)what;
@@ -157,7 +157,7 @@ static void on_sighup(evutil_socket_t sig, short what, void *arg)
 }
 
 /* systemd's watchdog and status line (no-ops without systemd). */
-static void on_service_tick(evutil_socket_t fd, short what, void *arg)
+static void main_on_service_tick(evutil_socket_t fd, short what, void *arg)
 {
 	struct mux *mux = arg;
 	struct router_counts rc;
@@ -171,7 +171,7 @@ static void on_service_tick(evutil_socket_t fd, short what, void *arg)
 		 clients_count(&mux->clients), rc.established, rc.handshake);
 }
 
-static void on_signal(evutil_socket_t sig, short what, void *arg)
+static void main_on_signal(evutil_socket_t sig, short what, void *arg)
 {
 	(void)what;
 	log_info("signal %d: shutting down", (int)sig);
@@ -241,6 +241,7 @@ int main(int argc, char **argv)
 	if (mux == NULL)
 		return 1;
 	config_defaults(&mux->cfg);
+	mux->deliver = &delivery_to_sessions;
 	mux->argc = argc;
 	mux->argv = argv;
 	if (config_load(&mux->cfg, argc, argv, &errs) < 0 ||
@@ -263,8 +264,8 @@ int main(int argc, char **argv)
 		fatalx("event_base_new failed");
 	/* Before anything a client can see exists: a SIGTERM that arrives
 	 * during start-up is then a clean shutdown once the loop runs. */
-	sigint = evsignal_new(base, SIGINT, on_signal, base);
-	sigterm = evsignal_new(base, SIGTERM, on_signal, base);
+	sigint = evsignal_new(base, SIGINT, main_on_signal, base);
+	sigterm = evsignal_new(base, SIGTERM, main_on_signal, base);
 	event_add(sigint, NULL);
 	event_add(sigterm, NULL);
 	lim.max_gids_per_client = mux->cfg.max_gids_per_client;
@@ -352,8 +353,8 @@ int main(int argc, char **argv)
 	 * another daemon holds, a socket path, a port) comes before the
 	 * threads, and every failure leaves as a clean shutdown would,
 	 * removing what the daemon made. */
-	if (name_ports(mux) < 0 || setup_sim_fabric(mux) < 0 ||
-	    open_ports(mux) < 0)
+	if (main_name_ports(mux) < 0 || main_setup_sim_fabric(mux) < 0 ||
+	    main_open_ports(mux) < 0)
 		goto fail;
 	/* The sockets last: once they exist, the daemon is ready (its sim
 	 * fabric and ports are there).  Each says why it failed. */
@@ -363,11 +364,11 @@ int main(int argc, char **argv)
 	listen_fds_close_unclaimed(&mux->listen_fds);
 
 	mux->nworkers = mux->cfg.workers;
-	worker_pool_start(mux);
-	mux->portio = portio_start(mux);
+	worker_pool_start(mux, &delivery_worker_ops);
+	mux->portio = port_io_start(mux);
 	if (status_start(mux) < 0)
 		fatal("status thread");
-	sighup = evsignal_new(base, SIGHUP, on_sighup, mux);
+	sighup = evsignal_new(base, SIGHUP, main_on_sighup, mux);
 	event_add(sighup, NULL);
 	router_resume_grace(mux->router,
 			    mux_now_ms() + mux->cfg.resume_grace_ms);
@@ -380,7 +381,7 @@ int main(int argc, char **argv)
 	/* Every port's agent is registered and the sockets listen. */
 	sdnotify("READY=1\nMAINPID=%d\nSTATUS=%d port(s), clients on %s",
 		 (int)getpid(), mux->nports, mux->cfg.socket_path);
-	service = event_new(base, -1, EV_PERSIST, on_service_tick, mux);
+	service = event_new(base, -1, EV_PERSIST, main_on_service_tick, mux);
 	if (service) {
 		uint64_t wd = sdnotify_watchdog_usec();
 		/* Twice per watchdog interval, and the status line every 10 s. */
@@ -401,22 +402,22 @@ int main(int argc, char **argv)
 	listener_stop(mux);
 	status_close(mux);
 	admin_close(mux);
-	portio_stop(mux->portio);
+	port_io_stop(mux->portio);
 	/* The VMs are not going away, the daemon is: closing their sessions
 	 * must not tear down their connections at the peers. */
 	router_stop_answering(mux->router);
 	worker_pool_stop(mux);
 	/* Ports' events live on the port thread's base: before it goes. */
-	close_ports(mux);
-	portio_free(mux->portio);
+	main_close_ports(mux);
+	port_io_free(mux->portio);
 	event_free(sighup);
 	exit_code = 0;
 fail:
 	/* Whatever made start-up fail, the connections in the state are
 	 * not this daemon's to end. */
 	router_stop_answering(mux->router);
-	close_ports(mux);
-	remove_sim_fabric(mux);
+	main_close_ports(mux);
+	main_remove_sim_fabric(mux);
 	listener_stop(mux);
 	status_close(mux);
 	admin_close(mux);

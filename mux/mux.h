@@ -24,7 +24,7 @@
 #include "../common/gid.h"
 #include "../common/log.h"
 #include "../common/tree.h"
-#include "conn_table.h"
+#include "conn.h"
 #include "policy.h"
 #include "../protocol/legacy.h"
 #include "../protocol/rdmacm_mux_proto.h"
@@ -51,10 +51,8 @@ struct lockfile {
 	char path[256];
 };
 
-/* 0, or -EADDRINUSE with *holder the other daemon's pid (0: unknown), or
- * another negative errno. */
-int lockfile_take(struct lockfile *lf, const char *path, pid_t *holder);
-/* The same, and says why it failed, naming what the lock guards. */
+/* 0, or -EADDRINUSE (another daemon holds it), or another negative errno;
+ * says why it failed, naming what the lock guards. */
 int lockfile_take_or_say(struct lockfile *lf, const char *path,
 			 const char *what);
 void lockfile_release(struct lockfile *lf);
@@ -171,7 +169,7 @@ enum drop_reason {
 	DROP_MAX
 };
 
-const char *drop_reason_name(enum drop_reason r);
+const char *stats_drop_reason_name(enum drop_reason r);
 
 /* Why an outbound MAD was refused (each has its own errno, see
  * rdmacm-mux-protocol(7)). */
@@ -197,8 +195,6 @@ enum refusal {
 	REFUSE_SL_HOP,     /* EDOM: SL above 15, or hop limit 0 */
 	REFUSE_MAX
 };
-
-const char *refusal_name(enum refusal r);
 
 struct mux_stats {
 	_Atomic uint64_t mads_in[CM_IDX_MAX];
@@ -227,19 +223,6 @@ struct mux_stats {
 };
 
 json_t *stats_to_json(struct mux_stats *st);
-
-/* ---- clients.c: who is connected, for routing hand-off and status ---- */
-
-struct client_counters {
-	_Atomic uint64_t requests;
-	_Atomic uint64_t errors;    /* error replies sent */
-	_Atomic uint64_t mads_sent; /* accepted for the wire */
-	_Atomic uint64_t mads_delivered;
-	_Atomic uint64_t mads_dropped; /* to this client, queue full */
-	_Atomic uint64_t mads_lost;    /* from it, dropped at a receiver here */
-	_Atomic uint64_t malformed;
-	_Atomic uint64_t qemu_pending_bytes; /* MADs waiting for QEMU */
-};
 
 /* ---- outlet.c: a client's socket output, shared between threads ------- */
 
@@ -277,6 +260,19 @@ void outlet_release_flush(struct outlet *o, unsigned worker);
 void outlet_close(struct outlet *o);
 /* With the client record: frees the queue, closes the descriptor. */
 void outlet_fini(struct outlet *o);
+
+/* ---- clients.c: who is connected, for routing hand-off and status ---- */
+
+struct client_counters {
+	_Atomic uint64_t requests;
+	_Atomic uint64_t errors;    /* error replies sent */
+	_Atomic uint64_t mads_sent; /* accepted for the wire */
+	_Atomic uint64_t mads_delivered;
+	_Atomic uint64_t mads_dropped; /* to this client, queue full */
+	_Atomic uint64_t mads_lost;    /* from it, dropped at a receiver here */
+	_Atomic uint64_t malformed;
+	_Atomic uint64_t qemu_pending_bytes; /* MADs waiting for QEMU */
+};
 
 struct client_info {
 	RB_ENTRY(client_info) link;
@@ -397,7 +393,7 @@ int router_owns_gid(struct router *r, unsigned port, const struct gid *gid,
 		    uint64_t client);
 /* An outbound MAD from `client` on path, before it is sent: translated
  * in place (comm ID, request ID, TID); 0 or a negative errno from
- * conn_outbound() (conn_table.h). */
+ * conn_outbound() (conn.h). */
 int router_outbound(struct router *r, unsigned port, uint64_t client,
 		    uint8_t *mad, const struct conn_path *path, uint64_t now_ms,
 		    unsigned max_conns);
@@ -465,7 +461,7 @@ struct port_ops {
 	 * table, chosen by the daemon. */
 	int (*send)(struct port *p, const struct proto_mad *m, int gid_index);
 	/* Whether send sleeps (then clients' sends go through sender
-	 * threads, port_sender.c). */
+	 * threads, port_senders.c). */
 	int send_blocks;
 	/* Any thread: the index of a GID in the port's table as last read
 	 * (the preferred RoCE version where it is there twice), or
@@ -500,7 +496,32 @@ struct port {
 
 json_t *port_json(struct port *p, int with_gids);
 
-/* ---- port_sender.c: sender threads for ports whose send blocks ------- */
+/* How the router sends the MADs it answers with (port.c). */
+extern const struct router_ops port_router_ops;
+
+/* Called by port implementations on the port thread. */
+void port_input(struct port *p, struct proto_mad *m);
+/* A client's MAD out on p from gid_index, counted.  With may_defer, a
+ * port whose send blocks takes it through its sender threads:
+ * -EINPROGRESS, and the verdict on request rid reaches the client later
+ * (mux->deliver->send_done).  Otherwise 0 or the send's error. */
+int port_send_client_mad(struct port *p, struct client_info *ci,
+			 const struct proto_mad *m, int gid_index, uint32_t rid,
+			 int may_defer);
+void port_set_state(struct port *p, enum port_state st);
+/* The port's GID table changed (or the device came or went): count it,
+ * re-check the registrations and tell the clients. */
+void port_gids_changed(struct port *p);
+const char *port_state_name(int st);
+
+struct portio;
+struct portio *port_io_start(struct mux *mux);
+/* Stop receiving (no more inbound MADs reach the workers). */
+void port_io_stop(struct portio *pio);
+/* Close the ports; after the workers have stopped sending. */
+void port_io_free(struct portio *pio);
+
+/* ---- port_senders.c: sender threads for ports whose send blocks ------- */
 
 /* A client's MAD on its way out through a sender thread. */
 struct port_send {
@@ -513,50 +534,27 @@ struct port_send {
 
 struct port_senders;
 
-int port_senders_start(struct port *p, unsigned nthreads, unsigned queue_max);
+/* What became of a queued send: rc 0 or the send's error, or -ECANCELED
+ * for one never made (the daemon is stopping).  It frees ps. */
+typedef void (*port_send_done_fn)(struct port *p, struct port_send *ps, int rc);
+
+int port_senders_start(struct port *p, unsigned nthreads, unsigned queue_max,
+		       port_send_done_fn done);
 /* Queue ps (the pool owns it from here); key picks the thread, so equal
  * keys keep their order.  -EAGAIN when that thread's queue is full. */
 int port_senders_queue(struct port *p, struct port_send *ps, uint32_t key);
 /* Join the threads; queued sends are dropped.  Before the workers stop. */
 void port_senders_stop(struct port *p);
 
+/* ---- port_sim.c: a simulated port (a unix datagram "fabric") ---------- */
+
 extern const struct port_ops port_sim_ops;
+
+/* ---- port_umad.c: a real port, through umad and verbs ------------------ */
+
 extern const struct port_ops port_umad_ops;
 
-/* How the router sends the MADs it answers with (port.c). */
-extern const struct router_ops port_router_ops;
-
-/* Called by port implementations on the port thread. */
-void port_input(struct port *p, struct proto_mad *m);
-/* A client's MAD out on p from gid_index, counted.  With may_defer, a
- * port whose send blocks takes it through its sender threads:
- * -EINPROGRESS, and port_send_done brings the verdict on request rid to
- * the client's worker later.  Otherwise 0 or the send's error. */
-int port_send_client_mad(struct port *p, struct client_info *ci,
-			 const struct proto_mad *m, int gid_index, uint32_t rid,
-			 int may_defer);
-/* A sender thread sent ps (rc 0) or could not: count it, and hand the
- * verdict to the client's worker.  Frees ps. */
-void port_send_done(struct port *p, struct port_send *ps, int rc);
-/* Frees a send that will not be made (the daemon is stopping). */
-void port_send_drop(struct port_send *ps);
-/* An inbound MAD was dropped at its receiver's full queue: tell its
- * sender if it is a client of ours.  Any thread. */
-void port_report_loss(struct mux *mux, const struct proto_mad *m);
-void port_set_state(struct port *p, enum port_state st);
-/* The port's GID table changed (or the device came or went): count it,
- * re-check the registrations and tell the clients. */
-void port_gids_changed(struct port *p);
-const char *port_state_name(int st);
-
-struct portio;
-struct portio *portio_start(struct mux *mux);
-/* Stop receiving (no more inbound MADs reach the workers). */
-void portio_stop(struct portio *pio);
-/* Close the ports; after the workers have stopped sending. */
-void portio_free(struct portio *pio);
-
-/* ---- worker.c --------------------------------------------------------- */
+/* ---- worker.c: worker threads, one event base and inbox each ----------- */
 
 enum worker_msg_type {
 	WMSG_NEW_CLIENT,
@@ -583,7 +581,21 @@ struct worker_msg {
 
 struct worker;
 
-int worker_pool_start(struct mux *mux);
+/* What a worker runs, wired in by the daemon (delivery.c's), so that a
+ * worker calls nothing above it. */
+struct worker_ops {
+	/* Before its thread starts: the state its messages are for. */
+	void *(*attach)(struct worker *w);
+	/* Each message of the inbox, on the worker's thread (WMSG_STOP
+	 * too, after which the loop ends). */
+	void (*handle)(struct worker *w, struct worker_msg *m);
+	/* Once the thread has ended: each message it never took, then its
+	 * state. */
+	void (*discard)(struct worker *w, struct worker_msg *m);
+	void (*detach)(struct worker *w, void *state);
+};
+
+int worker_pool_start(struct mux *mux, const struct worker_ops *ops);
 void worker_pool_stop(struct mux *mux);
 /* Queue a message; the worker owns it from here on.  -ENOBUFS when the
  * inbox is full (never for NEW_CLIENT and STOP). */
@@ -595,7 +607,8 @@ struct event_base *worker_base(struct worker *w);
 unsigned worker_index(struct worker *w);
 struct mux *worker_mux(struct worker *w);
 uint64_t worker_inbox_dropped(struct worker *w);
-struct session_set *worker_sessions(struct worker *w);
+/* What ops->attach made for w. */
+void *worker_state(struct worker *w);
 /* The worker running the calling thread, or NULL. */
 struct worker *worker_self(void);
 
@@ -633,6 +646,30 @@ struct session_set *session_set_new(struct mux *mux, unsigned worker,
 				    struct event_base *base);
 void session_set_free(struct session_set *set);
 
+/* ---- delivery.c: from the ports to the sessions, and workers' inboxes -- */
+
+/* How the ports hand what they receive and decide to the clients: the
+ * daemon wires delivery_to_sessions in (mux->deliver), so that no port
+ * calls above itself.  Any thread. */
+struct mux_delivery {
+	/* A routed inbound MAD for ci (held by the caller): 0, or -ENOBUFS
+	 * when its receiver could not take it, or another negative errno. */
+	int (*mad)(struct mux *mux, struct client_info *ci,
+		   const struct proto_mad *m);
+	/* An inbound MAD was dropped at its receiver's full queue: tell its
+	 * sender if it is a client of ours. */
+	void (*lost)(struct mux *mux, const struct proto_mad *m);
+	/* The verdict on ci's deferred send of request rid. */
+	void (*send_done)(struct mux *mux, struct client_info *ci, uint32_t rid,
+			  int rc);
+	/* A JSON event (text) for every client. */
+	void (*broadcast)(struct mux *mux, const char *text);
+};
+
+extern const struct mux_delivery delivery_to_sessions;
+/* The session layer on a worker: its inbox's messages. */
+extern const struct worker_ops delivery_worker_ops;
+
 /* ---- requests.c: control operations ------------------------------------ */
 
 /* Handle one JSON request from a session; returns the reply (never NULL)
@@ -658,7 +695,6 @@ void requests_qemu_handle(struct mux *mux, struct client_info *ci,
 
 struct status_server;
 
-json_t *status_snapshot(struct mux *mux);
 /* Binds the status socket (and takes its lock); status_start() starts its
  * thread, once the workers exist.  status_close() stops both, in any
  * state. */
@@ -666,7 +702,7 @@ int status_listen(struct mux *mux);
 int status_start(struct mux *mux);
 void status_close(struct mux *mux);
 
-/* ---- sdnotify.c: systemd's notify and socket-activation protocols ---- */
+/* ---- listen_fds.c: systemd's socket activation ------------------------ */
 
 #define LISTEN_FDS_MAX 8
 
@@ -677,16 +713,19 @@ struct listen_fds {
 	char name[LISTEN_FDS_MAX][32];
 };
 
-/* A message to systemd ("READY=1", "STATUS=...", ...); 0 and nothing
- * done when not run by it with Type=notify. */
-int sdnotify(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* The watchdog interval systemd asks of this process, or 0. */
-uint64_t sdnotify_watchdog_usec(void);
 /* The handed-over sockets, if they are this process's. */
 void listen_fds_take(struct listen_fds *lf);
 /* The one for name (FileDescriptorName=) or bound to path, or -1. */
 int listen_fds_claim(struct listen_fds *lf, const char *name, const char *path);
 void listen_fds_close_unclaimed(struct listen_fds *lf);
+
+/* ---- sdnotify.c: systemd's notify protocol ---------------------------- */
+
+/* A message to systemd ("READY=1", "STATUS=...", ...); 0 and nothing
+ * done when not run by it with Type=notify. */
+int sdnotify(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The watchdog interval systemd asks of this process, or 0. */
+uint64_t sdnotify_watchdog_usec(void);
 
 /* ---- unix_listener.c: the daemon's listening sockets ------------------ */
 
@@ -723,11 +762,12 @@ struct client_listener {
 int listener_start(struct mux *mux, struct event_base *base);
 void listener_stop(struct mux *mux);
 
-/* ---- the daemon object -------------------------------------------------- */
+/* ---- mux.c: the daemon object ------------------------------------------- */
 
 struct mux {
 	struct mux_config cfg;
-	int argc; /* kept to read the options again */
+	const struct mux_delivery *deliver; /* wired by main.c */
+	int argc;                           /* kept to read the options again */
 	char **argv;
 	struct timespec started;
 	struct mux_stats stats;
@@ -767,14 +807,14 @@ struct policy *mux_policy_get(struct mux *mux);
  * from now on.  0, or -errno with err set. */
 int mux_policy_reload(struct mux *mux, char *err, size_t errlen);
 
-/* ---- admin.c: the root-only control socket -------------------------- */
-
-int admin_listen(struct mux *mux, struct event_base *base);
-void admin_close(struct mux *mux);
-
 uint64_t mux_now_ms(void);
 /* Any thread: may a refusal of admission be logged now (see accept_rl)? */
 int mux_refusal_log_allowed(struct mux *mux, uint64_t *suppressed);
 struct port *mux_port_by_name(struct mux *mux, const char *name);
+
+/* ---- admin.c: the root-only control socket -------------------------- */
+
+int admin_listen(struct mux *mux, struct event_base *base);
+void admin_close(struct mux *mux);
 
 #endif

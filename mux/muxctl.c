@@ -17,15 +17,17 @@
 
 #include "../common/text.h"
 #include "muxctl.h"
+#include "../common/unix_socket.h"
 
 #define DEFAULT_STATUS "/run/rdmacm-mux/status.sock"
 #define DEFAULT_ADMIN "/run/rdmacm-mux/admin.sock"
 #define STATUS_MAX (64u << 20)
 
-static void usage(FILE *f)
+static void muxctl_usage(FILE *f)
 {
 	fprintf(f,
-		"usage: rdmacm-muxctl [-S PATH] [-j] [-t MS] [-w SECONDS] "
+		"muxctl_usage: rdmacm-muxctl [-S PATH] [-j] [-t MS] [-w "
+		"SECONDS] "
 		"[VIEW]\n"
 		"       VIEW: status (default), clients, ports, gids, "
 		"counters, metrics,\n"
@@ -37,7 +39,7 @@ static void usage(FILE *f)
 		"  -j, --json                print the status as JSON\n"
 		"  -t, --timeout MS          give up after MS milliseconds "
 		"(default 5000)\n"
-		"  -w, --watch SECONDS       show the view again every "
+		"  -w, --watch SECONDS       muxctl_show the view again every "
 		"SECONDS\n"
 		"  -A, --admin-socket PATH   the daemon's admin socket "
 		"(default\n"
@@ -55,29 +57,20 @@ static void usage(FILE *f)
 }
 
 /* A connected unix stream socket, or -1 after saying why (with hint). */
-static int connect_unix(const char *path, const char *hint)
+static int muxctl_connect_unix(const char *path, const char *hint)
 {
-	struct sockaddr_un sun = { .sun_family = AF_UNIX };
-	int fd, err;
+	int fd = unix_socket_connect(path, SOCK_STREAM);
 
-	if (strlen(path) >= sizeof(sun.sun_path)) {
-		fprintf(stderr, "rdmacm-muxctl: %s: path too long\n", path);
-		return -1;
-	}
-	strcpy(sun.sun_path, path);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd >= 0 && connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == 0)
-		return fd;
-	err = errno;
 	if (fd >= 0)
-		close(fd);
+		return fd;
 	fprintf(stderr, "rdmacm-muxctl: cannot connect to %s: %s\n  (%s)\n",
-		path, strerror(err), hint);
+		path, strerror(-fd), hint);
 	return -1;
 }
 
 /* One query line to the status socket; its answer, whole. */
-static char *fetch_status(const char *path, const char *query, int timeout_ms)
+static char *muxctl_fetch_status(const char *path, const char *query,
+				 int timeout_ms)
 {
 	size_t len = 0, cap = 65536;
 	struct pollfd pfd;
@@ -85,8 +78,9 @@ static char *fetch_status(const char *path, const char *query, int timeout_ms)
 	ssize_t n;
 	int fd;
 
-	fd = connect_unix(path, "is rdmacm-muxd running, and may you open its "
-				"status socket?");
+	fd = muxctl_connect_unix(path,
+				 "is rdmacm-muxd running, and may you open its "
+				 "status socket?");
 	if (fd < 0)
 		return NULL;
 	if (send(fd, query, strlen(query), MSG_NOSIGNAL) !=
@@ -140,7 +134,7 @@ fail:
 
 /* Strings in the daemon's answers come, in part, from VMs: before any
  * reaches the terminal, its control characters are escaped in place. */
-static void make_printable(json_t *v)
+static void muxctl_make_printable(json_t *v)
 {
 	const char *key;
 	json_t *item;
@@ -149,10 +143,10 @@ static void make_printable(json_t *v)
 
 	if (json_is_object(v)) {
 		json_object_foreach(v, key, item)
-			make_printable(item);
+			muxctl_make_printable(item);
 	} else if (json_is_array(v)) {
 		json_array_foreach(v, i, item)
-			make_printable(item);
+			muxctl_make_printable(item);
 	} else if (json_is_string(v)) {
 		len = json_string_length(v);
 		if (text_is_clean(json_string_value(v), len))
@@ -166,19 +160,19 @@ static void make_printable(json_t *v)
 	}
 }
 
-static json_int_t jint(json_t *o, const char *key)
+static json_int_t muxctl_jint(json_t *o, const char *key)
 {
 	return json_integer_value(json_object_get(o, key));
 }
 
-static const char *jstr(json_t *o, const char *key)
+static const char *muxctl_jstr(json_t *o, const char *key)
 {
 	const char *s = json_string_value(json_object_get(o, key));
 
 	return s ? s : "-";
 }
 
-static void print_counter_row(const char *label, json_t *obj)
+static void muxctl_print_counter_row(const char *label, json_t *obj)
 {
 	const char *key;
 	json_t *v;
@@ -194,13 +188,13 @@ static void print_counter_row(const char *label, json_t *obj)
 	printf("%s\n", any ? "" : " (none)");
 }
 
-static void print_connection_header(void)
+static void muxctl_print_connection_header(void)
 {
 	printf("  %-4s %-5s %-13s %-10s %-10s %-10s %s\n", "CLI", "KIND",
 	       "STATE", "GUEST ID", "HOST ID", "PEER ID", "EXPIRES IN");
 }
 
-static void print_connection_rows(json_int_t client, json_t *conns)
+static void muxctl_print_connection_rows(json_int_t client, json_t *conns)
 {
 	json_t *e, *left;
 	size_t j;
@@ -208,11 +202,13 @@ static void print_connection_rows(json_int_t client, json_t *conns)
 	json_array_foreach(conns, j, e) {
 		left = json_object_get(e, "expires_in_ms");
 		printf("  %-4lld %-5s %-13s 0x%08llx 0x%08llx ",
-		       (long long)client, jstr(e, "kind"), jstr(e, "state"),
-		       (long long)jint(e, "guest_id"),
-		       (long long)jint(e, "host_id"));
+		       (long long)client, muxctl_jstr(e, "kind"),
+		       muxctl_jstr(e, "state"),
+		       (long long)muxctl_jint(e, "guest_id"),
+		       (long long)muxctl_jint(e, "host_id"));
 		if (json_is_integer(json_object_get(e, "peer_id")))
-			printf("0x%08llx ", (long long)jint(e, "peer_id"));
+			printf("0x%08llx ",
+			       (long long)muxctl_jint(e, "peer_id"));
 		else
 			printf("%-10s ", "-");
 		if (json_is_integer(left))
@@ -225,65 +221,66 @@ static void print_connection_rows(json_int_t client, json_t *conns)
 
 /* Live comm-ID and SIDR mappings, per client: the newest of each, and
  * how to page through the rest. */
-static void print_connections(json_t *clients)
+static void muxctl_print_connections(json_t *clients)
 {
 	json_t *c;
 	size_t i, n = 0;
 
 	json_array_foreach(clients, i, c)
-		n += (size_t)jint(c, "connections_total");
+		n += (size_t)muxctl_jint(c, "connections_total");
 	printf("\nCONNECTIONS (%zu)\n", n);
 	if (n == 0)
 		return;
-	print_connection_header();
+	muxctl_print_connection_header();
 	json_array_foreach(clients, i, c)
-		print_connection_rows(jint(c, "id"),
-				      json_object_get(c, "connections"));
+		muxctl_print_connection_rows(muxctl_jint(c, "id"),
+					     json_object_get(c, "connections"));
 	json_array_foreach(clients, i, c) {
 		size_t shown = json_array_size(
 			json_object_get(c, "connections"));
 
-		if ((size_t)jint(c, "connections_total") > shown)
+		if ((size_t)muxctl_jint(c, "connections_total") > shown)
 			printf("  client %lld: %lld more (rdmacm-muxctl "
 			       "connections %lld %zu)\n",
-			       (long long)jint(c, "id"),
-			       (long long)jint(c, "connections_total") -
+			       (long long)muxctl_jint(c, "id"),
+			       (long long)muxctl_jint(c, "connections_total") -
 				       (long long)shown,
-			       (long long)jint(c, "id"), shown);
+			       (long long)muxctl_jint(c, "id"), shown);
 	}
 }
 
 /* One page of a client's connections. */
-static void print_connection_page(json_t *page)
+static void muxctl_print_connection_page(json_t *page)
 {
 	size_t shown = json_array_size(json_object_get(page, "connections"));
 
 	printf("CONNECTIONS of client %lld: %lld to %lld of %lld\n",
-	       (long long)jint(page, "client"), (long long)jint(page, "offset"),
-	       (long long)jint(page, "offset") + (long long)shown,
-	       (long long)jint(page, "total"));
+	       (long long)muxctl_jint(page, "client"),
+	       (long long)muxctl_jint(page, "offset"),
+	       (long long)muxctl_jint(page, "offset") + (long long)shown,
+	       (long long)muxctl_jint(page, "total"));
 	if (shown == 0)
 		return;
-	print_connection_header();
-	print_connection_rows(jint(page, "client"),
-			      json_object_get(page, "connections"));
+	muxctl_print_connection_header();
+	muxctl_print_connection_rows(muxctl_jint(page, "client"),
+				     json_object_get(page, "connections"));
 }
 
-static void print_header(json_t *st)
+static void muxctl_print_header(json_t *st)
 {
 	json_t *d = json_object_get(st, "daemon");
 
 	printf("rdmacm-muxd %s  pid %lld  up %llds  protocol v%lld\n",
-	       jstr(d, "version"), (long long)jint(d, "pid"),
-	       (long long)jint(d, "uptime_s"),
-	       (long long)jint(d, "protocol_major"));
-	printf("clients: %s\n", jstr(d, "socket"));
+	       muxctl_jstr(d, "version"), (long long)muxctl_jint(d, "pid"),
+	       (long long)muxctl_jint(d, "uptime_s"),
+	       (long long)muxctl_jint(d, "protocol_major"));
+	printf("clients: %s\n", muxctl_jstr(d, "socket"));
 	printf("policy: %s (%lld rules)\n",
-	       jstr(json_object_get(st, "policy"), "source"),
-	       (long long)jint(json_object_get(st, "policy"), "rules"));
+	       muxctl_jstr(json_object_get(st, "policy"), "source"),
+	       (long long)muxctl_jint(json_object_get(st, "policy"), "rules"));
 }
 
-static void print_ports(json_t *st)
+static void muxctl_print_ports(json_t *st)
 {
 	json_t *ports = json_object_get(st, "ports"), *p;
 	size_t i;
@@ -295,16 +292,18 @@ static void print_ports(json_t *st)
 		json_t *pc = json_object_get(p, "counters");
 
 		printf("  %-3lld %-16.16s %-5s %-8s %10lld %10lld %6lld %5zu\n",
-		       (long long)jint(p, "index"), jstr(p, "name"),
-		       jstr(p, "kind"), jstr(p, "state"),
-		       (long long)jint(pc, "rx"), (long long)jint(pc, "tx"),
-		       (long long)(jint(pc, "rx_errors") +
-				   jint(pc, "tx_errors")),
+		       (long long)muxctl_jint(p, "index"),
+		       muxctl_jstr(p, "name"), muxctl_jstr(p, "kind"),
+		       muxctl_jstr(p, "state"),
+		       (long long)muxctl_jint(pc, "rx"),
+		       (long long)muxctl_jint(pc, "tx"),
+		       (long long)(muxctl_jint(pc, "rx_errors") +
+				   muxctl_jint(pc, "tx_errors")),
 		       json_array_size(json_object_get(p, "gid_table")));
 	}
 }
 
-static void print_clients(json_t *st)
+static void muxctl_print_clients(json_t *st)
 {
 	json_t *clients = json_object_get(st, "clients"), *c;
 	size_t i;
@@ -318,22 +317,24 @@ static void print_clients(json_t *st)
 
 		printf("  %-4lld %-14.14s %-4s %-7lld %-6lld %6lld %7lld %7lld "
 		       "%5lld %5zu\n",
-		       (long long)jint(c, "id"),
+		       (long long)muxctl_jint(c, "id"),
 		       json_string_length(json_object_get(c, "name"))
-			       ? jstr(c, "name")
+			       ? muxctl_jstr(c, "name")
 			       : "-",
-		       strcmp(jstr(c, "protocol"), "v1") == 0 ? "v1" : "qemu",
-		       (long long)jint(c, "pid"), (long long)jint(c, "uid"),
-		       (long long)jint(c, "connections_total"),
-		       (long long)jint(cc, "mads_sent"),
-		       (long long)jint(cc, "mads_delivered"),
-		       (long long)jint(cc, "mads_dropped"),
+		       strcmp(muxctl_jstr(c, "protocol"), "v1") == 0 ? "v1"
+								     : "qemu",
+		       (long long)muxctl_jint(c, "pid"),
+		       (long long)muxctl_jint(c, "uid"),
+		       (long long)muxctl_jint(c, "connections_total"),
+		       (long long)muxctl_jint(cc, "mads_sent"),
+		       (long long)muxctl_jint(cc, "mads_delivered"),
+		       (long long)muxctl_jint(cc, "mads_dropped"),
 		       json_array_size(json_object_get(c, "gids")));
 	}
 }
 
 /* Every GID in the ports' tables, and who owns it. */
-static void print_gids(json_t *st)
+static void muxctl_print_gids(json_t *st)
 {
 	json_t *ports = json_object_get(st, "ports"), *p, *g, *owner;
 	size_t i, j;
@@ -343,8 +344,10 @@ static void print_gids(json_t *st)
 	json_array_foreach(ports, i, p) {
 		json_array_foreach(json_object_get(p, "gid_table"), j, g) {
 			owner = json_object_get(g, "owner");
-			printf("  %-16.16s %-5lld %-39s ", jstr(p, "name"),
-			       (long long)jint(g, "index"), jstr(g, "gid"));
+			printf("  %-16.16s %-5lld %-39s ",
+			       muxctl_jstr(p, "name"),
+			       (long long)muxctl_jint(g, "index"),
+			       muxctl_jstr(g, "gid"));
 			if (json_is_integer(owner))
 				printf("client %lld\n",
 				       (long long)json_integer_value(owner));
@@ -354,7 +357,7 @@ static void print_gids(json_t *st)
 	}
 }
 
-static void print_counters(json_t *st)
+static void muxctl_print_counters(json_t *st)
 {
 	json_t *routing = json_object_get(st, "routing");
 	json_t *ctr = json_object_get(st, "counters");
@@ -362,44 +365,45 @@ static void print_counters(json_t *st)
 	printf("\nROUTING  gids=%lld comm_ids=%lld sidr_ids=%lld\n"
 	       "  handshake=%lld established=%lld disconnecting=%lld "
 	       "draining=%lld\n",
-	       (long long)jint(routing, "gids"),
-	       (long long)jint(routing, "comm_ids"),
-	       (long long)jint(routing, "sidr_ids"),
-	       (long long)jint(routing, "handshake"),
-	       (long long)jint(routing, "established"),
-	       (long long)jint(routing, "disconnecting"),
-	       (long long)jint(routing, "draining"));
+	       (long long)muxctl_jint(routing, "gids"),
+	       (long long)muxctl_jint(routing, "comm_ids"),
+	       (long long)muxctl_jint(routing, "sidr_ids"),
+	       (long long)muxctl_jint(routing, "handshake"),
+	       (long long)muxctl_jint(routing, "established"),
+	       (long long)muxctl_jint(routing, "disconnecting"),
+	       (long long)muxctl_jint(routing, "draining"));
 	printf("\nCOUNTERS\n");
-	print_counter_row("mads in", json_object_get(ctr, "mads_in"));
-	print_counter_row("mads out", json_object_get(ctr, "mads_out"));
-	print_counter_row("drops", json_object_get(ctr, "drops"));
-	print_counter_row("refusals", json_object_get(ctr, "refusals"));
-	print_counter_row("answers", json_object_get(ctr, "answers"));
+	muxctl_print_counter_row("mads in", json_object_get(ctr, "mads_in"));
+	muxctl_print_counter_row("mads out", json_object_get(ctr, "mads_out"));
+	muxctl_print_counter_row("drops", json_object_get(ctr, "drops"));
+	muxctl_print_counter_row("refusals", json_object_get(ctr, "refusals"));
+	muxctl_print_counter_row("answers", json_object_get(ctr, "answers"));
 	printf("  %-10s refused=%lld errors=%lld\n", "tx",
-	       (long long)jint(ctr, "tx_refused"),
-	       (long long)jint(ctr, "tx_errors"));
+	       (long long)muxctl_jint(ctr, "tx_refused"),
+	       (long long)muxctl_jint(ctr, "tx_errors"));
 	printf("  %-10s accepted=%lld refused=%lld hello timeouts=%lld "
 	       "resumed=%lld\n",
-	       "clients", (long long)jint(ctr, "clients_accepted"),
-	       (long long)jint(ctr, "clients_refused"),
-	       (long long)jint(ctr, "hello_timeouts"),
-	       (long long)jint(ctr, "resumes"));
+	       "clients", (long long)muxctl_jint(ctr, "clients_accepted"),
+	       (long long)muxctl_jint(ctr, "clients_refused"),
+	       (long long)muxctl_jint(ctr, "hello_timeouts"),
+	       (long long)muxctl_jint(ctr, "resumes"));
 	printf("  %-10s protocol errors=%lld class requests answered=%lld\n",
-	       "other", (long long)jint(ctr, "protocol_errors"),
-	       (long long)jint(ctr, "class_requests_answered"));
+	       "other", (long long)muxctl_jint(ctr, "protocol_errors"),
+	       (long long)muxctl_jint(ctr, "class_requests_answered"));
 }
 
 /* The summary: the daemon, its ports and clients, the counters. */
-static void print_status(json_t *st)
+static void muxctl_print_status(json_t *st)
 {
-	print_header(st);
-	print_ports(st);
-	print_clients(st);
-	print_counters(st);
+	muxctl_print_header(st);
+	muxctl_print_ports(st);
+	muxctl_print_clients(st);
+	muxctl_print_counters(st);
 }
 
 /* One request on the admin socket; prints the reply, exits 0 when ok. */
-static int admin_request(const char *path, const char *request, int timeout_ms)
+static int muxctl_admin_request(const char *path, const char *request,
+				int timeout_ms)
 {
 	char reply[4096];
 	struct pollfd pfd;
@@ -408,8 +412,9 @@ static int admin_request(const char *path, const char *request, int timeout_ms)
 	ssize_t n;
 	int fd, ok;
 
-	fd = connect_unix(path, "admin commands need root and the daemon's "
-				"--admin-socket");
+	fd = muxctl_connect_unix(path,
+				 "admin commands need root and the daemon's "
+				 "--admin-socket");
 	if (fd < 0)
 		return 1;
 	if (write(fd, request, strlen(request)) < 0 || write(fd, "\n", 1) < 0) {
@@ -432,7 +437,7 @@ static int admin_request(const char *path, const char *request, int timeout_ms)
 		fprintf(stderr, "rdmacm-muxctl: no answer from the daemon\n");
 		return 1;
 	}
-	make_printable(j);
+	muxctl_make_printable(j);
 	ok = json_is_true(json_object_get(j, "ok"));
 	if (ok)
 		printf("ok%s%s\n", json_object_get(j, "message") ? ": " : "",
@@ -477,7 +482,7 @@ static const struct {
 };
 
 /* What -j prints for a view: the part of the status it shows. */
-static json_t *view_json(json_t *st, enum view view)
+static json_t *muxctl_view_json(json_t *st, enum view view)
 {
 	json_t *out, *c, *o;
 	size_t i;
@@ -507,7 +512,7 @@ static json_t *view_json(json_t *st, enum view view)
 	}
 }
 
-static int print_json(json_t *v)
+static int muxctl_print_json(json_t *v)
 {
 	/* JSON escapes C0 itself; ASCII-only escapes the rest. */
 	char *pretty = v ? json_dumps(v, JSON_INDENT(2) | JSON_ENSURE_ASCII |
@@ -523,8 +528,8 @@ static int print_json(json_t *v)
 	return 0;
 }
 
-static int show(const char *path, const char *query, int timeout_ms,
-		enum view view, int json_out);
+static int muxctl_show(const char *path, const char *query, int timeout_ms,
+		       enum view view, int json_out);
 
 int main(int argc, char **argv)
 {
@@ -551,7 +556,7 @@ int main(int argc, char **argv)
 		case 'w':
 			watch_s = atoi(optarg);
 			if (watch_s <= 0) {
-				usage(stderr);
+				muxctl_usage(stderr);
 				return 2;
 			}
 			break;
@@ -559,15 +564,15 @@ int main(int argc, char **argv)
 		case 'S': path = optarg; break;
 		case 'j': json_out = 1; break;
 		case 't': timeout_ms = atoi(optarg); break;
-		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 2;
+		case 'h': muxctl_usage(stdout); return 0;
+		default: muxctl_usage(stderr); return 2;
 		}
 	}
 	if (admin == NULL)
 		admin = DEFAULT_ADMIN;
 	if (optind < argc && strcmp(argv[optind], "reload") == 0)
-		return admin_request(admin, "{\"op\":\"reload_policy\"}",
-				     timeout_ms);
+		return muxctl_admin_request(admin, "{\"op\":\"reload_policy\"}",
+					    timeout_ms);
 	if (optind < argc && strcmp(argv[optind], "disconnect") == 0) {
 		char req[128];
 		char *end;
@@ -583,7 +588,7 @@ int main(int argc, char **argv)
 		snprintf(req, sizeof(req),
 			 "{\"op\":\"disconnect_client\",\"client_id\":%llu}",
 			 id);
-		return admin_request(admin, req, timeout_ms);
+		return muxctl_admin_request(admin, req, timeout_ms);
 	}
 	if (optind < argc && strcmp(argv[optind], "connections") == 0 &&
 	    optind + 1 < argc) {
@@ -614,36 +619,37 @@ int main(int argc, char **argv)
 		if (view == V_NONE) {
 			fprintf(stderr, "rdmacm-muxctl: unknown command '%s'\n",
 				argv[optind]);
-			usage(stderr);
+			muxctl_usage(stderr);
 			return 2;
 		}
 	} else {
 		view = V_STATUS;
 	}
 	if (watch_s <= 0)
-		return show(path, query, timeout_ms > 0 ? timeout_ms : 5000,
-			    view, json_out);
+		return muxctl_show(path, query,
+				   timeout_ms > 0 ? timeout_ms : 5000, view,
+				   json_out);
 	/* --watch: again every N seconds, until interrupted; a daemon that
 	 * does not answer is said and tried again. */
 	for (;;) {
 		if (isatty(STDOUT_FILENO))
 			printf("\033[H\033[2J");
-		show(path, query, timeout_ms > 0 ? timeout_ms : 5000, view,
-		     json_out);
+		muxctl_show(path, query, timeout_ms > 0 ? timeout_ms : 5000,
+			    view, json_out);
 		fflush(stdout);
 		sleep((unsigned)watch_s);
 	}
 }
 
 /* One query and its view; the exit status (rdmacm-muxctl(8)). */
-static int show(const char *path, const char *query, int timeout_ms,
-		enum view view, int json_out)
+static int muxctl_show(const char *path, const char *query, int timeout_ms,
+		       enum view view, int json_out)
 {
 	json_error_t jerr;
 	json_t *st, *out;
 	char *text;
 
-	text = fetch_status(path, query, timeout_ms);
+	text = muxctl_fetch_status(path, query, timeout_ms);
 	if (text == NULL)
 		return 1;
 	st = json_loads(text, 0, &jerr);
@@ -655,37 +661,38 @@ static int show(const char *path, const char *query, int timeout_ms,
 	}
 	if (json_object_get(st, "error") &&
 	    !json_is_true(json_object_get(st, "ok"))) {
-		make_printable(st);
+		muxctl_make_printable(st);
 		fprintf(stderr, "rdmacm-muxctl: %s: %s\n",
-			jstr(json_object_get(st, "error"), "code"),
-			jstr(json_object_get(st, "error"), "message"));
+			muxctl_jstr(json_object_get(st, "error"), "code"),
+			muxctl_jstr(json_object_get(st, "error"), "message"));
 		json_decref(st);
 		return 1;
 	}
 	if (view == V_METRICS) {
 		/* Label values are escaped as the format wants. */
-		make_printable(st);
+		muxctl_make_printable(st);
 		muxctl_metrics_print(stdout, st);
 	} else if (json_out) {
-		out = view_json(st, view);
-		if (print_json(out) < 0) {
+		out = muxctl_view_json(st, view);
+		if (muxctl_print_json(out) < 0) {
 			json_decref(out);
 			json_decref(st);
 			return 1;
 		}
 		json_decref(out);
 	} else {
-		make_printable(st);
+		muxctl_make_printable(st);
 		switch (view) {
-		case V_PAGE: print_connection_page(st); break;
-		case V_CLIENTS: print_clients(st); break;
-		case V_PORTS: print_ports(st); break;
-		case V_GIDS: print_gids(st); break;
+		case V_PAGE: muxctl_print_connection_page(st); break;
+		case V_CLIENTS: muxctl_print_clients(st); break;
+		case V_PORTS: muxctl_print_ports(st); break;
+		case V_GIDS: muxctl_print_gids(st); break;
 		case V_CONNECTIONS:
-			print_connections(json_object_get(st, "clients"));
+			muxctl_print_connections(
+				json_object_get(st, "clients"));
 			break;
-		case V_COUNTERS: print_counters(st); break;
-		default: print_status(st); break;
+		case V_COUNTERS: muxctl_print_counters(st); break;
+		default: muxctl_print_status(st); break;
 		}
 	}
 	json_decref(st);

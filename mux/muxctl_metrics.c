@@ -2,7 +2,7 @@
 /*
  * rdmacm-muxctl metrics: the daemon's status as Prometheus' text
  * exposition format (version 0.0.4): a HELP and a TYPE line per metric
- * family, counters named *_total, units in names, label values escaped.
+ * muxctl_metrics_family, counters named *_total, units in names, label values escaped.
  * The names and labels are documented in rdmacm-muxctl(8), METRICS.
  */
 #include <stdio.h>
@@ -14,15 +14,15 @@
 
 #define NS "rdmacm_mux_"
 
-static void family(FILE *f, const char *name, const char *type,
-		   const char *help)
+static void muxctl_metrics_family(FILE *f, const char *name, const char *type,
+				  const char *help)
 {
 	fprintf(f, "# HELP " NS "%s %s\n# TYPE " NS "%s %s\n", name, help, name,
 		type);
 }
 
 /* A label value: backslash, double quote and newline escaped. */
-static void label_value(FILE *f, const char *v)
+static void muxctl_metrics_label_value(FILE *f, const char *v)
 {
 	for (; v && *v; v++) {
 		if (*v == '\\')
@@ -36,71 +36,81 @@ static void label_value(FILE *f, const char *v)
 	}
 }
 
-static json_int_t ival(json_t *o, const char *key)
+static json_int_t muxctl_metrics_ival(json_t *o, const char *key)
 {
 	return json_integer_value(json_object_get(o, key));
 }
 
-static void sample(FILE *f, const char *name, const char *lk, const char *lv,
-		   json_int_t v)
+static void muxctl_metrics_sample(FILE *f, const char *name, const char *lk,
+				  const char *lv, json_int_t v)
 {
 	fprintf(f, NS "%s", name);
 	if (lk) {
 		fprintf(f, "{%s=\"", lk);
-		label_value(f, lv);
+		muxctl_metrics_label_value(f, lv);
 		fputs("\"}", f);
 	}
 	fprintf(f, " %lld\n", (long long)v);
 }
 
-/* One family from an object of counters: {"REQ": 3, ...} -> {lk="REQ"}. */
-static void by_label(FILE *f, const char *name, const char *type,
-		     const char *help, const char *lk, json_t *obj)
+/* One muxctl_metrics_family from an object of counters: {"REQ": 3, ...} -> {lk="REQ"}. */
+static void muxctl_metrics_by_label(FILE *f, const char *name, const char *type,
+				    const char *help, const char *lk,
+				    json_t *obj)
 {
 	const char *key;
 	json_t *v;
 
-	family(f, name, type, help);
+	muxctl_metrics_family(f, name, type, help);
 	json_object_foreach(obj, key, v)
 		if (json_is_integer(v))
-			sample(f, name, lk, key, json_integer_value(v));
+			muxctl_metrics_sample(f, name, lk, key,
+					      json_integer_value(v));
 }
 
-static void per_port(FILE *f, json_t *ports, const char *name, const char *type,
-		     const char *help, const char *key)
+static void muxctl_metrics_per_port(FILE *f, json_t *ports, const char *name,
+				    const char *type, const char *help,
+				    const char *key)
 {
 	json_t *p;
 	size_t i;
 
-	family(f, name, type, help);
+	muxctl_metrics_family(f, name, type, help);
 	json_array_foreach(ports, i, p) {
 		json_t *c = json_object_get(p, "counters");
 
-		sample(f, name, "port",
-		       json_string_value(json_object_get(p, "name")),
-		       strcmp(key, "up") == 0
-			       ? strcmp(json_string_value(
-						json_object_get(p, "state"))
-						?: "",
-					"active") == 0
-			       : ival(c, key));
+		muxctl_metrics_sample(
+			f, name, "port",
+			json_string_value(json_object_get(p, "name")),
+			strcmp(key, "up") == 0
+				? strcmp(json_string_value(
+						 json_object_get(p, "state"))
+						 ?: "",
+					 "active") == 0
+				: muxctl_metrics_ival(c, key));
 	}
 }
 
 /* Per client: labelled by its id and VM name. */
-static void per_client(FILE *f, json_t *clients, const char *name,
-		       const char *help, const char *key)
+static void muxctl_metrics_per_client(FILE *f, json_t *clients,
+				      const char *name, const char *help,
+				      const char *key)
 {
 	json_t *c;
 	size_t i;
 
-	family(f, name, "counter", help);
+	muxctl_metrics_family(f, name, "counter", help);
 	json_array_foreach(clients, i, c) {
 		fprintf(f, NS "%s{client=\"%lld\",vm=\"", name,
-			(long long)ival(c, "id"));
-		label_value(f, json_string_value(json_object_get(c, "name")));
+			(long long)muxctl_metrics_ival(c, "id"));
+		muxctl_metrics_label_value(f,
+					   json_string_value(
+						   json_object_get(c, "name")));
 		fprintf(f, "\"} %lld\n",
-			(long long)ival(json_object_get(c, "counters"), key));
+			(long long)
+				muxctl_metrics_ival(json_object_get(c,
+								    "counters"),
+						    key));
 	}
 }
 
@@ -135,94 +145,117 @@ void muxctl_metrics_print(FILE *f, json_t *st)
 					      "disconnecting", "draining" };
 	size_t i;
 
-	family(f, "up", "gauge",
-	       "1 while the daemon answers its status socket.");
-	sample(f, "up", NULL, NULL, 1);
-	family(f, "uptime_seconds", "gauge",
-	       "Seconds since the daemon started.");
-	sample(f, "uptime_seconds", NULL, NULL, ival(d, "uptime_s"));
-	family(f, "clients", "gauge", "Clients connected now.");
-	sample(f, "clients", NULL, NULL, (json_int_t)json_array_size(clients));
-	family(f, "clients_accepted_total", "counter",
-	       "Client connections accepted.");
-	sample(f, "clients_accepted_total", NULL, NULL,
-	       ival(ctr, "clients_accepted"));
-	family(f, "clients_refused_total", "counter",
-	       "Client connections refused, by reason.");
-	sample(f, "clients_refused_total", "reason", "policy",
-	       ival(ctr, "clients_refused_policy"));
-	sample(f, "clients_refused_total", "reason", "uid_limit",
-	       ival(ctr, "clients_refused_uid_limit"));
-	sample(f, "clients_refused_total", "reason", "rule_limit",
-	       ival(ctr, "clients_refused_rule_limit"));
-	sample(f, "clients_refused_total", "reason", "hello_timeout",
-	       ival(ctr, "hello_timeouts"));
-	sample(f, "clients_refused_total", "reason", "other",
-	       ival(ctr, "clients_refused") -
-		       ival(ctr, "clients_refused_policy") -
-		       ival(ctr, "clients_refused_uid_limit") -
-		       ival(ctr, "clients_refused_rule_limit"));
-	family(f, "resumes_total", "counter",
-	       "Sessions of a previous daemon's clients taken over, by "
-	       "result.");
-	sample(f, "resumes_total", "result", "resumed", ival(ctr, "resumes"));
-	sample(f, "resumes_total", "result", "refused",
-	       ival(ctr, "resumes_refused"));
-	family(f, "protocol_errors_total", "counter",
-	       "Malformed requests and frames.");
-	sample(f, "protocol_errors_total", NULL, NULL,
-	       ival(ctr, "protocol_errors"));
+	muxctl_metrics_family(f, "up", "gauge",
+			      "1 while the daemon answers its status socket.");
+	muxctl_metrics_sample(f, "up", NULL, NULL, 1);
+	muxctl_metrics_family(f, "uptime_seconds", "gauge",
+			      "Seconds since the daemon started.");
+	muxctl_metrics_sample(f, "uptime_seconds", NULL, NULL,
+			      muxctl_metrics_ival(d, "uptime_s"));
+	muxctl_metrics_family(f, "clients", "gauge", "Clients connected now.");
+	muxctl_metrics_sample(f, "clients", NULL, NULL,
+			      (json_int_t)json_array_size(clients));
+	muxctl_metrics_family(f, "clients_accepted_total", "counter",
+			      "Client connections accepted.");
+	muxctl_metrics_sample(f, "clients_accepted_total", NULL, NULL,
+			      muxctl_metrics_ival(ctr, "clients_accepted"));
+	muxctl_metrics_family(f, "clients_refused_total", "counter",
+			      "Client connections refused, by reason.");
+	muxctl_metrics_sample(f, "clients_refused_total", "reason", "policy",
+			      muxctl_metrics_ival(ctr,
+						  "clients_refused_policy"));
+	muxctl_metrics_sample(f, "clients_refused_total", "reason", "uid_limit",
+			      muxctl_metrics_ival(ctr,
+						  "clients_refused_uid_limit"));
+	muxctl_metrics_sample(f, "clients_refused_total", "reason",
+			      "rule_limit",
+			      muxctl_metrics_ival(ctr, "clients_refused_rule_"
+						       "limit"));
+	muxctl_metrics_sample(f, "clients_refused_total", "reason",
+			      "hello_timeout",
+			      muxctl_metrics_ival(ctr, "hello_timeouts"));
+	muxctl_metrics_sample(
+		f, "clients_refused_total", "reason", "other",
+		muxctl_metrics_ival(ctr, "clients_refused") -
+			muxctl_metrics_ival(ctr, "clients_refused_policy") -
+			muxctl_metrics_ival(ctr, "clients_refused_uid_limit") -
+			muxctl_metrics_ival(ctr, "clients_refused_rule_limit"));
+	muxctl_metrics_family(f, "resumes_total", "counter",
+			      "Sessions of a previous daemon's clients taken "
+			      "over, by "
+			      "result.");
+	muxctl_metrics_sample(f, "resumes_total", "result", "resumed",
+			      muxctl_metrics_ival(ctr, "resumes"));
+	muxctl_metrics_sample(f, "resumes_total", "result", "refused",
+			      muxctl_metrics_ival(ctr, "resumes_refused"));
+	muxctl_metrics_family(f, "protocol_errors_total", "counter",
+			      "Malformed requests and frames.");
+	muxctl_metrics_sample(f, "protocol_errors_total", NULL, NULL,
+			      muxctl_metrics_ival(ctr, "protocol_errors"));
 
 	for (i = 0; i < sizeof(labelled) / sizeof(labelled[0]); i++)
-		by_label(f, labelled[i].name, "counter", labelled[i].help,
-			 labelled[i].label,
-			 json_object_get(ctr, labelled[i].key));
-	family(f, "mads_lost_reported_total", "counter",
-	       "Loss reports (mad_lost events) sent to senders.");
-	sample(f, "mads_lost_reported_total", NULL, NULL,
-	       ival(ctr, "losses_reported"));
+		muxctl_metrics_by_label(f, labelled[i].name, "counter",
+					labelled[i].help, labelled[i].label,
+					json_object_get(ctr, labelled[i].key));
+	muxctl_metrics_family(f, "mads_lost_reported_total", "counter",
+			      "Loss reports (mad_lost events) sent to "
+			      "senders.");
+	muxctl_metrics_sample(f, "mads_lost_reported_total", NULL, NULL,
+			      muxctl_metrics_ival(ctr, "losses_reported"));
 
-	family(f, "gids", "gauge", "GIDs registered by clients.");
-	sample(f, "gids", NULL, NULL, ival(r, "gids"));
-	family(f, "mappings", "gauge",
-	       "Live comm-ID and SIDR mappings, by kind.");
-	sample(f, "mappings", "kind", "comm", ival(r, "comm_ids"));
-	sample(f, "mappings", "kind", "sidr", ival(r, "sidr_ids"));
-	family(f, "connections", "gauge", "Comm-ID mappings, by state.");
+	muxctl_metrics_family(f, "gids", "gauge",
+			      "GIDs registered by clients.");
+	muxctl_metrics_sample(f, "gids", NULL, NULL,
+			      muxctl_metrics_ival(r, "gids"));
+	muxctl_metrics_family(f, "mappings", "gauge",
+			      "Live comm-ID and SIDR mappings, by kind.");
+	muxctl_metrics_sample(f, "mappings", "kind", "comm",
+			      muxctl_metrics_ival(r, "comm_ids"));
+	muxctl_metrics_sample(f, "mappings", "kind", "sidr",
+			      muxctl_metrics_ival(r, "sidr_ids"));
+	muxctl_metrics_family(f, "connections", "gauge",
+			      "Comm-ID mappings, by state.");
 	for (i = 0; i < sizeof(states) / sizeof(states[0]); i++)
-		sample(f, "connections", "state", states[i],
-		       ival(r, states[i]));
-	family(f, "peer_records", "gauge",
-	       "Peers' REQs no client has answered yet.");
-	sample(f, "peer_records", NULL, NULL, ival(r, "peer_records"));
+		muxctl_metrics_sample(f, "connections", "state", states[i],
+				      muxctl_metrics_ival(r, states[i]));
+	muxctl_metrics_family(f, "peer_records", "gauge",
+			      "Peers' REQs no client has answered yet.");
+	muxctl_metrics_sample(f, "peer_records", NULL, NULL,
+			      muxctl_metrics_ival(r, "peer_records"));
 
-	per_port(f, ports, "port_up", "gauge", "1 while the port is active.",
-		 "up");
-	per_port(f, ports, "port_received_mads_total", "counter",
-		 "MADs received on the port.", "rx");
-	per_port(f, ports, "port_sent_mads_total", "counter",
-		 "MADs sent on the port.", "tx");
-	per_port(f, ports, "port_receive_errors_total", "counter",
-		 "Receive errors on the port.", "rx_errors");
-	per_port(f, ports, "port_send_errors_total", "counter",
-		 "Send errors on the port.", "tx_errors");
+	muxctl_metrics_per_port(f, ports, "port_up", "gauge",
+				"1 while the port is active.", "up");
+	muxctl_metrics_per_port(f, ports, "port_received_mads_total", "counter",
+				"MADs received on the port.", "rx");
+	muxctl_metrics_per_port(f, ports, "port_sent_mads_total", "counter",
+				"MADs sent on the port.", "tx");
+	muxctl_metrics_per_port(f, ports, "port_receive_errors_total",
+				"counter", "Receive errors on the port.",
+				"rx_errors");
+	muxctl_metrics_per_port(f, ports, "port_send_errors_total", "counter",
+				"Send errors on the port.", "tx_errors");
 
-	per_client(f, clients, "client_mads_sent_total", "MADs a client sent.",
-		   "mads_sent");
-	per_client(f, clients, "client_mads_delivered_total",
-		   "MADs delivered to a client.", "mads_delivered");
-	per_client(f, clients, "client_mads_dropped_total",
-		   "MADs for a client dropped (its queue was full).",
-		   "mads_dropped");
+	muxctl_metrics_per_client(f, clients, "client_mads_sent_total",
+				  "MADs a client sent.", "mads_sent");
+	muxctl_metrics_per_client(f, clients, "client_mads_delivered_total",
+				  "MADs delivered to a client.",
+				  "mads_delivered");
+	muxctl_metrics_per_client(f, clients, "client_mads_dropped_total",
+				  "MADs for a client dropped (its queue was "
+				  "full).",
+				  "mads_dropped");
 
-	family(f, "status_queries_total", "counter",
-	       "Status queries answered.");
-	sample(f, "status_queries_total", NULL, NULL, ival(status, "queries"));
-	family(f, "status_dropped_total", "counter",
-	       "Status connections refused (limits) or dropped (did not read), "
-	       "by reason.");
-	sample(f, "status_dropped_total", "reason", "refused",
-	       ival(status, "refused"));
-	sample(f, "status_dropped_total", "reason", "slow_reader",
-	       ival(status, "dropped_slow"));
+	muxctl_metrics_family(f, "status_queries_total", "counter",
+			      "Status queries answered.");
+	muxctl_metrics_sample(f, "status_queries_total", NULL, NULL,
+			      muxctl_metrics_ival(status, "queries"));
+	muxctl_metrics_family(f, "status_dropped_total", "counter",
+			      "Status connections refused (limits) or dropped "
+			      "(did not read), "
+			      "by reason.");
+	muxctl_metrics_sample(f, "status_dropped_total", "reason", "refused",
+			      muxctl_metrics_ival(status, "refused"));
+	muxctl_metrics_sample(f, "status_dropped_total", "reason",
+			      "slow_reader",
+			      muxctl_metrics_ival(status, "dropped_slow"));
 }

@@ -52,7 +52,7 @@ void policy_unref(struct policy *p)
 		free(p);
 }
 
-int gid_prefix_parse(const char *text, struct gid_prefix *out)
+int policy_gid_prefix_parse(const char *text, struct gid_prefix *out)
 {
 	char buf[64], *slash;
 	long len;
@@ -82,7 +82,7 @@ int gid_prefix_parse(const char *text, struct gid_prefix *out)
 	return 0;
 }
 
-static int prefix_match(const struct gid_prefix *p, const struct gid *g)
+static int policy_prefix_match(const struct gid_prefix *p, const struct gid *g)
 {
 	unsigned full = p->len / 8, rest = p->len % 8;
 
@@ -93,7 +93,7 @@ static int prefix_match(const struct gid_prefix *p, const struct gid *g)
 	return ((p->gid.raw[full] ^ g->raw[full]) & (0xff << (8 - rest))) == 0;
 }
 
-static int id_from_json(json_t *v, int is_group, unsigned *out)
+static int policy_id_from_json(json_t *v, int is_group, unsigned *out)
 {
 	if (json_is_integer(v) && json_integer_value(v) >= 0) {
 		*out = (unsigned)json_integer_value(v);
@@ -119,7 +119,7 @@ static int id_from_json(json_t *v, int is_group, unsigned *out)
 	return -EINVAL;
 }
 
-static int uint_field(json_t *rule, const char *key, unsigned *out)
+static int policy_uint_field(json_t *rule, const char *key, unsigned *out)
 {
 	json_t *v = json_object_get(rule, key);
 
@@ -184,14 +184,14 @@ static struct policy *policy_from_json(json_t *root, const char *path,
 			    "{\"gid\": ...}",
 			    path, i + 1);
 		if ((v = json_object_get(match, "uid")) != NULL) {
-			if (id_from_json(v, 0, &id))
+			if (policy_id_from_json(v, 0, &id))
 				BAD("%s: rule %zu: unknown user in match.uid",
 				    path, i + 1);
 			r->has_uid = 1;
 			r->uid = (uid_t)id;
 		}
 		if ((v = json_object_get(match, "gid")) != NULL) {
-			if (id_from_json(v, 1, &id))
+			if (policy_id_from_json(v, 1, &id))
 				BAD("%s: rule %zu: unknown group in match.gid",
 				    path, i + 1);
 			r->has_gid = 1;
@@ -228,20 +228,21 @@ static struct policy *policy_from_json(json_t *root, const char *path,
 				    "at most 32 prefixes",
 				    path, i + 1);
 			json_array_foreach(v, j, match) {
-				if (gid_prefix_parse(json_string_value(match),
-						     &r->prefixes
-							      [r->nprefixes++]))
+				if (policy_gid_prefix_parse(
+					    json_string_value(match),
+					    &r->prefixes[r->nprefixes++]))
 					BAD("%s: rule %zu: \"%s\" is not a GID "
 					    "or IP prefix",
 					    path, i + 1,
 					    json_string_value(match) ?: "?");
 			}
 		}
-		if (uint_field(rule, "max_gids", &r->max_gids) ||
-		    uint_field(rule, "max_connections", &r->max_connections) ||
-		    uint_field(rule, "max_clients", &r->max_clients) ||
-		    uint_field(rule, "mad_rate", &r->mad_rate) ||
-		    uint_field(rule, "mad_burst", &r->mad_burst))
+		if (policy_uint_field(rule, "max_gids", &r->max_gids) ||
+		    policy_uint_field(rule, "max_connections",
+				      &r->max_connections) ||
+		    policy_uint_field(rule, "max_clients", &r->max_clients) ||
+		    policy_uint_field(rule, "mad_rate", &r->mad_rate) ||
+		    policy_uint_field(rule, "mad_burst", &r->mad_burst))
 			BAD("%s: rule %zu: limits must be whole numbers", path,
 			    i + 1);
 		if (r->mad_rate && r->mad_burst == 0)
@@ -284,7 +285,8 @@ struct policy *policy_parse(const char *text, size_t len, const char *source,
 	return policy_from_json(root, source, err, errlen);
 }
 
-static int rule_matches(const struct policy_rule *r, uid_t uid, gid_t gid)
+static int policy_rule_matches(const struct policy_rule *r, uid_t uid,
+			       gid_t gid)
 {
 	return (r->has_uid && r->uid == uid) || (r->has_gid && r->gid == gid);
 }
@@ -294,7 +296,7 @@ int policy_admits(const struct policy *p, uid_t uid, gid_t gid)
 	int i;
 
 	for (i = 0; i < p->nrules; i++)
-		if (rule_matches(&p->rules[i], uid, gid))
+		if (policy_rule_matches(&p->rules[i], uid, gid))
 			return 1;
 	return 0;
 }
@@ -307,7 +309,7 @@ const struct policy_rule *policy_select(const struct policy *p, uid_t uid,
 	for (i = 0; i < p->nrules; i++) {
 		const struct policy_rule *r = &p->rules[i];
 
-		if (!rule_matches(r, uid, gid))
+		if (!policy_rule_matches(r, uid, gid))
 			continue;
 		if (r->vm[0] && (vm == NULL || strcmp(r->vm, vm) != 0))
 			continue;
@@ -316,7 +318,7 @@ const struct policy_rule *policy_select(const struct policy *p, uid_t uid,
 	return NULL;
 }
 
-int rule_allows_port(const struct policy_rule *r, const char *port)
+int policy_rule_allows_port(const struct policy_rule *r, const char *port)
 {
 	int i;
 
@@ -328,20 +330,20 @@ int rule_allows_port(const struct policy_rule *r, const char *port)
 	return 0;
 }
 
-int rule_allows_gid(const struct policy_rule *r, const struct gid *gid)
+int policy_rule_allows_gid(const struct policy_rule *r, const struct gid *gid)
 {
 	int i;
 
 	if (r->nprefixes == 0)
 		return 1;
 	for (i = 0; i < r->nprefixes; i++)
-		if (prefix_match(&r->prefixes[i], gid))
+		if (policy_prefix_match(&r->prefixes[i], gid))
 			return 1;
 	return 0;
 }
 
-void token_bucket_init(struct token_bucket *tb, unsigned rate, unsigned burst,
-		       uint64_t now_ms)
+void policy_token_bucket_init(struct token_bucket *tb, unsigned rate,
+			      unsigned burst, uint64_t now_ms)
 {
 	tb->rate = rate;
 	tb->burst = burst ? burst : rate;
@@ -349,7 +351,7 @@ void token_bucket_init(struct token_bucket *tb, unsigned rate, unsigned burst,
 	tb->last_ms = now_ms;
 }
 
-int token_bucket_take(struct token_bucket *tb, uint64_t now_ms)
+int policy_token_bucket_take(struct token_bucket *tb, uint64_t now_ms)
 {
 	if (tb->rate == 0)
 		return 1;

@@ -64,9 +64,9 @@ int policy_admits(const struct policy *p, uid_t uid, gid_t gid);
 /* The rule for an identity and VM name (may be NULL or ""), or NULL. */
 const struct policy_rule *policy_select(const struct policy *p, uid_t uid,
 					gid_t gid, const char *vm);
-int rule_allows_port(const struct policy_rule *r, const char *port);
-int rule_allows_gid(const struct policy_rule *r, const struct gid *gid);
-int gid_prefix_parse(const char *text, struct gid_prefix *out);
+int policy_rule_allows_port(const struct policy_rule *r, const char *port);
+int policy_rule_allows_gid(const struct policy_rule *r, const struct gid *gid);
+int policy_gid_prefix_parse(const char *text, struct gid_prefix *out);
 
 /* A token bucket, for the per-client MAD rate; driven by the caller's
  * clock (milliseconds). */
@@ -76,9 +76,9 @@ struct token_bucket {
 	unsigned rate, burst;
 };
 
-void token_bucket_init(struct token_bucket *tb, unsigned rate, unsigned burst,
-		       uint64_t now_ms);
+void policy_token_bucket_init(struct token_bucket *tb, unsigned rate,
+			      unsigned burst, uint64_t now_ms);
 /* 1 and one token taken, or 0 when empty (always 1 when rate is 0). */
-int token_bucket_take(struct token_bucket *tb, uint64_t now_ms);
+int policy_token_bucket_take(struct token_bucket *tb, uint64_t now_ms);
 
 #endif

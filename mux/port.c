@@ -63,31 +63,10 @@ static int port_answer_class_request(struct port *p, const struct proto_mad *m)
 	return 1;
 }
 
-static int port_post_mad(struct mux *mux, struct client_info *ci,
-			 const struct proto_mad *m)
-{
-	struct worker_msg *msg = malloc(sizeof(*msg));
-
-	if (msg == NULL) {
-		atomic_fetch_add(&mux->stats.drops[DROP_WORKER_QUEUE_FULL], 1);
-		return -ENOMEM;
-	}
-	memset(msg, 0, offsetof(struct worker_msg, mad));
-	msg->type = WMSG_MAD_IN;
-	msg->client_id = ci->id;
-	msg->mad = *m;
-	if (worker_post(mux->workers[ci->worker], msg) == -ENOBUFS) {
-		atomic_fetch_add(&mux->stats.drops[DROP_WORKER_QUEUE_FULL], 1);
-		return -ENOBUFS;
-	}
-	return 0;
-}
-
 void port_input(struct port *p, struct proto_mad *m)
 {
 	struct mux *mux = p->mux;
 	struct client_info *ci;
-	struct worker *self;
 	uint64_t client = 0, suppressed;
 	struct conn_path path;
 	int rc;
@@ -113,7 +92,7 @@ void port_input(struct port *p, struct proto_mad *m)
 				  m->mad_len >= MAD_HDR_SIZE
 					  ? cm_attr_name(cm_mad_attr_id(m->mad))
 					  : "runt",
-				  drop_reason_name(why));
+				  stats_drop_reason_name(why));
 		return;
 	}
 	ci = clients_get(&mux->clients, client);
@@ -121,79 +100,10 @@ void port_input(struct port *p, struct proto_mad *m)
 		atomic_fetch_add(&mux->stats.drops[DROP_CLIENT_GONE], 1);
 		return;
 	}
-	/* Run to completion where it can: a MAD goes straight to its
-	 * client's socket from the thread that routed it, queued with the
-	 * rest of this pass on a worker, at once on the port thread.  Only
-	 * QEMU's sessions, which order their output themselves, take it
-	 * through their worker's inbox. */
-	self = worker_self();
-	if (self != NULL && self == mux->workers[ci->worker])
-		rc = session_deliver_mad(self, client, m);
-	else if (ci->qemu_port < 0 && self != NULL)
-		rc = session_deliver_from(self, ci, m);
-	else if (ci->qemu_port < 0)
-		rc = session_deliver_now(mux, ci, m);
-	else
-		rc = port_post_mad(mux, ci, m);
+	rc = mux->deliver->mad(mux, ci, m);
 	clients_put(ci);
 	if (rc == -ENOBUFS)
-		port_report_loss(mux, m);
-}
-
-/*
- * The drop policy: a MAD the daemon accepted from a client (its send
- * was answered ok) can still be lost here, as on a wire, when its
- * receiver is not taking what it is sent (its queue is full).  Such a
- * loss is not silent: the receiver's mads_dropped and the sender's
- * mads_lost count it, and a sender that is a client of ours (the MAD's
- * source GID is one it registered) gets a mad_lost event with its
- * running total (one per burst; one that finds the sender's own queue
- * full waits until it drains), which the library reports through its
- * mad_lost callback.  The sender's CM
- * retransmits on its own timeout, as after any loss.
- */
-void port_report_loss(struct mux *mux, const struct proto_mad *m)
-{
-	char src[GID_STRLEN], dst[GID_STRLEN], *text;
-	struct worker_msg *msg;
-	struct client_info *ci;
-	struct gid sgid, dgid;
-	uint64_t sender;
-	json_t *ev;
-
-	memcpy(sgid.raw, m->addr.remote_gid, 16);
-	memcpy(dgid.raw, m->addr.local_gid, 16);
-	sender = router_gid_owner(mux->router, m->addr.port, &sgid);
-	ci = sender ? clients_get(&mux->clients, sender) : NULL;
-	if (ci == NULL)
-		return; /* from the fabric: its host's CM retransmits */
-	atomic_fetch_add(&ci->ctr.mads_lost, 1);
-	atomic_fetch_add(&mux->stats.losses_reported, 1);
-	/* One report in flight per client: it carries the running total,
-	 * so a burst of losses costs one event, and none is missed. */
-	if (atomic_exchange(&ci->loss_note_posted, 1)) {
-		clients_put(ci);
-		return;
-	}
-	ev = json_pack("{s:i, s:s, s:s, s:s}", "port", (int)m->addr.port,
-		       "attr",
-		       m->mad_len >= MAD_HDR_SIZE
-			       ? cm_attr_name(cm_mad_attr_id(m->mad))
-			       : "runt",
-		       "src_gid", gid_format(&sgid, src), "dst_gid",
-		       gid_format(&dgid, dst));
-	text = ev ? json_dumps(ev, JSON_COMPACT) : NULL;
-	json_decref(ev);
-	msg = text ? worker_msg_new(WMSG_NOTE, sender) : NULL;
-	if (msg != NULL) {
-		msg->text = text;
-		text = NULL;
-		worker_post(mux->workers[ci->worker], msg);
-	} else {
-		atomic_store(&ci->loss_note_posted, 0);
-	}
-	free(text);
-	clients_put(ci);
+		mux->deliver->lost(mux, m);
 }
 
 static void port_count_client_send(struct port *p, struct client_info *ci,
@@ -211,6 +121,23 @@ static void port_count_client_send(struct port *p, struct client_info *ci,
 				 cm_mad_attr_id(m->mad))],
 			 1);
 	atomic_fetch_add(&ci->ctr.mads_sent, 1);
+}
+
+static void port_send_drop(struct port_send *ps)
+{
+	clients_put(ps->ci);
+	free(ps);
+}
+
+/* A sender thread sent ps (rc 0) or could not, or it never will
+ * (-ECANCELED): count it, and hand the verdict to the client. */
+static void port_send_done(struct port *p, struct port_send *ps, int rc)
+{
+	if (rc != -ECANCELED) {
+		port_count_client_send(p, ps->ci, &ps->m, rc);
+		p->mux->deliver->send_done(p->mux, ps->ci, ps->rid, rc);
+	}
+	port_send_drop(ps);
 }
 
 int port_send_client_mad(struct port *p, struct client_info *ci,
@@ -234,26 +161,6 @@ int port_send_client_mad(struct port *p, struct client_info *ci,
 	rc = p->ops->send(p, m, gid_index);
 	port_count_client_send(p, ci, m, rc);
 	return rc;
-}
-
-void port_send_done(struct port *p, struct port_send *ps, int rc)
-{
-	struct worker_msg *msg;
-
-	port_count_client_send(p, ps->ci, &ps->m, rc);
-	msg = worker_msg_new(WMSG_SEND_DONE, ps->ci->id);
-	if (msg != NULL) {
-		msg->rid = ps->rid;
-		msg->rc = rc;
-		worker_post(p->mux->workers[ps->ci->worker], msg);
-	}
-	port_send_drop(ps);
-}
-
-void port_send_drop(struct port_send *ps)
-{
-	clients_put(ps->ci);
-	free(ps);
 }
 
 /* The router's way out: a MAD the daemon sends on its own (an answer for
@@ -321,19 +228,11 @@ const struct router_ops port_router_ops = {
 /* An event to every client (workers hand it to their ready sessions). */
 static void port_broadcast(struct port *p, json_t *ev)
 {
-	struct worker_msg *msg;
 	char *text = json_dumps(ev, JSON_COMPACT);
-	int i;
 
 	json_decref(ev);
-	for (i = 0; text && i < p->mux->nworkers; i++) {
-		msg = calloc(1, sizeof(*msg));
-		if (msg == NULL)
-			break;
-		msg->type = WMSG_EVENT;
-		msg->text = strdup(text);
-		worker_post(p->mux->workers[i], msg);
-	}
+	if (text)
+		p->mux->deliver->broadcast(p->mux, text);
 	free(text);
 }
 
@@ -354,8 +253,8 @@ struct missing_gids {
 	unsigned n;
 };
 
-static void count_missing(void *arg, unsigned port, const struct gid *gid,
-			  uint64_t owner)
+static void port_count_missing(void *arg, unsigned port, const struct gid *gid,
+			       uint64_t owner)
 {
 	struct missing_gids *m = arg;
 
@@ -372,7 +271,7 @@ void port_gids_changed(struct port *p)
 	/* Registrations stay (the address may come back); sends from a GID
 	 * that left the table are refused until it does, since every send
 	 * looks its index up in the table as it is now. */
-	router_gids_foreach(p->mux->router, 0, count_missing, &m);
+	router_gids_foreach(p->mux->router, 0, port_count_missing, &m);
 	log_finfo(&(struct log_fields){ .port = p->name },
 		  "port %s: GID table changed; %u registered GID(s) not in it",
 		  p->name, m.n);
@@ -391,7 +290,7 @@ struct portio {
 	_Atomic int stop;
 };
 
-static void portio_tick(evutil_socket_t fd, short what, void *arg)
+static void port_io_tick(evutil_socket_t fd, short what, void *arg)
 {
 	struct portio *pio = arg;
 	struct mux *mux = pio->mux;
@@ -411,7 +310,7 @@ static void portio_tick(evutil_socket_t fd, short what, void *arg)
 			mux->ports[i].ops->poll_state(&mux->ports[i]);
 }
 
-static void *portio_main(void *arg)
+static void *port_io_main(void *arg)
 {
 	struct portio *pio = arg;
 
@@ -419,7 +318,7 @@ static void *portio_main(void *arg)
 	return NULL;
 }
 
-struct portio *portio_start(struct mux *mux)
+struct portio *port_io_start(struct mux *mux)
 {
 	struct timeval tv = { 0, PORTIO_TICK_MS * 1000 };
 	struct portio *pio = calloc(1, sizeof(*pio));
@@ -436,13 +335,13 @@ struct portio *portio_start(struct mux *mux)
 			fatalx("port %s: cannot start", mux->ports[i].name);
 		if (mux->ports[i].ops->send_blocks &&
 		    port_senders_start(&mux->ports[i], PORT_SENDERS,
-				       PORT_SENDER_QUEUE) < 0)
+				       PORT_SENDER_QUEUE, port_send_done) < 0)
 			fatalx("port %s: cannot start its senders",
 			       mux->ports[i].name);
 	}
-	pio->tick = event_new(pio->base, -1, EV_PERSIST, portio_tick, pio);
+	pio->tick = event_new(pio->base, -1, EV_PERSIST, port_io_tick, pio);
 	event_add(pio->tick, &tv);
-	rc = pthread_create(&pio->thread, NULL, portio_main, pio);
+	rc = pthread_create(&pio->thread, NULL, port_io_main, pio);
 	if (rc) {
 		errno = rc;
 		fatal("portio: pthread_create");
@@ -450,7 +349,7 @@ struct portio *portio_start(struct mux *mux)
 	return pio;
 }
 
-void portio_stop(struct portio *pio)
+void port_io_stop(struct portio *pio)
 {
 	int i;
 
@@ -463,7 +362,7 @@ void portio_stop(struct portio *pio)
 }
 
 /* The ports themselves are the daemon's to close (they outlive it). */
-void portio_free(struct portio *pio)
+void port_io_free(struct portio *pio)
 {
 	event_free(pio->tick);
 	event_base_free(pio->base);

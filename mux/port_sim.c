@@ -42,13 +42,13 @@ struct sim_port {
 	} sorted[MUX_SIM_MAX_GIDS];
 };
 
-static int sim_gid_ref_cmp(const void *a, const void *b)
+static int port_sim_gid_ref_cmp(const void *a, const void *b)
 {
 	return gid_cmp(&((const struct sim_gid_ref *)a)->gid,
 		       &((const struct sim_gid_ref *)b)->gid);
 }
 
-static int sim_open(struct port *p, const struct port_spec *spec)
+static int port_sim_open(struct port *p, const struct port_spec *spec)
 {
 	struct sockaddr_un sun = { .sun_family = AF_UNIX };
 	struct sim_port *sp = calloc(1, sizeof(*sp));
@@ -74,7 +74,7 @@ static int sim_open(struct port *p, const struct port_spec *spec)
 		sp->sorted[i].index = i;
 	}
 	qsort(sp->sorted, (size_t)sp->ngids, sizeof(sp->sorted[0]),
-	      sim_gid_ref_cmp);
+	      port_sim_gid_ref_cmp);
 	sp->fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (sp->fd < 0)
 		return -errno;
@@ -91,25 +91,25 @@ static int sim_open(struct port *p, const struct port_spec *spec)
 	return 0;
 }
 
-static int sim_gid_index(struct port *p, const struct gid *gid)
+static int port_sim_gid_index(struct port *p, const struct gid *gid)
 {
 	struct sim_port *sp = p->priv;
 	struct sim_gid_ref key = { .gid = *gid }, *r;
 
 	r = bsearch(&key, sp->sorted, (size_t)sp->ngids, sizeof(sp->sorted[0]),
-		    sim_gid_ref_cmp);
+		    port_sim_gid_ref_cmp);
 	return r ? r->index : -ENOENT;
 }
 
 /* What a datagram addressed to one of our GIDs looks like from here: the
  * sender is remote, the destination GID is ours. */
-static void sim_receive(struct port *p, const struct proto_mad *wire)
+static void port_sim_receive(struct port *p, const struct proto_mad *wire)
 {
 	struct proto_mad in;
 	struct gid dst;
 
 	memcpy(dst.raw, wire->addr.remote_gid, 16);
-	if (sim_gid_index(p, &dst) < 0 ||
+	if (port_sim_gid_index(p, &dst) < 0 ||
 	    atomic_load(&p->state) != PORT_STATE_ACTIVE)
 		return;
 	memset(&in, 0, sizeof(in));
@@ -125,7 +125,7 @@ static void sim_receive(struct port *p, const struct proto_mad *wire)
 	port_input(p, &in);
 }
 
-static void sim_rx(evutil_socket_t fd, short what, void *arg)
+static void port_sim_rx(evutil_socket_t fd, short what, void *arg)
 {
 	struct port *p = arg;
 	uint8_t buf[SIM_DGRAM_MAX + 1];
@@ -142,19 +142,21 @@ static void sim_rx(evutil_socket_t fd, short what, void *arg)
 			atomic_fetch_add(&p->rx_errors, 1);
 			continue;
 		}
-		sim_receive(p, &wire);
+		port_sim_receive(p, &wire);
 	}
 }
 
-static int sim_start(struct port *p, struct event_base *base)
+static int port_sim_start(struct port *p, struct event_base *base)
 {
 	struct sim_port *sp = p->priv;
 
-	sp->rx_ev = event_new(base, sp->fd, EV_READ | EV_PERSIST, sim_rx, p);
+	sp->rx_ev = event_new(base, sp->fd, EV_READ | EV_PERSIST, port_sim_rx,
+			      p);
 	return sp->rx_ev ? event_add(sp->rx_ev, NULL) : -ENOMEM;
 }
 
-static int sim_send(struct port *p, const struct proto_mad *m, int gid_index)
+static int port_sim_send(struct port *p, const struct proto_mad *m,
+			 int gid_index)
 {
 	struct sim_port *sp = p->priv;
 	uint8_t buf[SIM_DGRAM_MAX];
@@ -168,11 +170,11 @@ static int sim_send(struct port *p, const struct proto_mad *m, int gid_index)
 
 	memcpy(wire.addr.local_gid, sp->gids[gid_index].raw, 16);
 	memcpy(dst.raw, wire.addr.remote_gid, 16);
-	if (sim_gid_index(p, &dst) >= 0) {
+	if (port_sim_gid_index(p, &dst) >= 0) {
 		/* Between two GIDs of this port: the port's own loopback,
 		 * which never congests (the kernel's unix datagram queue
 		 * holds only net.unix.max_dgram_qlen datagrams). */
-		sim_receive(p, &wire);
+		port_sim_receive(p, &wire);
 		return 0;
 	}
 	len = sim_dgram_encode(&wire, buf, sizeof(buf));
@@ -201,7 +203,7 @@ static int sim_send(struct port *p, const struct proto_mad *m, int gid_index)
 	return 0;
 }
 
-static json_t *sim_gid_table(struct port *p)
+static json_t *port_sim_gid_table(struct port *p)
 {
 	struct sim_port *sp = p->priv;
 	json_t *arr = json_array();
@@ -216,13 +218,13 @@ static json_t *sim_gid_table(struct port *p)
 }
 
 /* The sim port has the default partition only. */
-static int sim_pkey_count(struct port *p)
+static int port_sim_pkey_count(struct port *p)
 {
 	(void)p;
 	return 1;
 }
 
-static void sim_poll_state(struct port *p)
+static void port_sim_poll_state(struct port *p)
 {
 	struct sim_port *sp = p->priv;
 
@@ -230,7 +232,7 @@ static void sim_poll_state(struct port *p)
 							   : PORT_STATE_ACTIVE);
 }
 
-static void sim_close(struct port *p)
+static void port_sim_close(struct port *p)
 {
 	struct sim_port *sp = p->priv;
 
@@ -248,12 +250,12 @@ static void sim_close(struct port *p)
 
 const struct port_ops port_sim_ops = {
 	.kind = "sim",
-	.open = sim_open,
-	.start = sim_start,
-	.send = sim_send,
-	.gid_index = sim_gid_index,
-	.gid_table = sim_gid_table,
-	.pkey_count = sim_pkey_count,
-	.poll_state = sim_poll_state,
-	.close = sim_close,
+	.open = port_sim_open,
+	.start = port_sim_start,
+	.send = port_sim_send,
+	.gid_index = port_sim_gid_index,
+	.gid_table = port_sim_gid_table,
+	.pkey_count = port_sim_pkey_count,
+	.poll_state = port_sim_poll_state,
+	.close = port_sim_close,
 };

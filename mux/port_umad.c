@@ -62,7 +62,7 @@ struct umad_agent_port {
 };
 
 /* Read the GID table; returns 1 when it differs from what we had. */
-static int umad_read_gids(struct port *p)
+static int port_umad_read_gids(struct port *p)
 {
 	struct umad_agent_port *up = p->priv;
 	struct ibv_gid_entry ents[UMAD_GID_MAX];
@@ -110,22 +110,22 @@ static int umad_read_gids(struct port *p)
 	return changed;
 }
 
-static void umad_check_gids(struct port *p)
+static void port_umad_check_gids(struct port *p)
 {
-	if (umad_read_gids(p))
+	if (port_umad_read_gids(p))
 		port_gids_changed(p);
 }
 
-static int umad_want_type(const struct umad_agent_port *up)
+static int port_umad_want_type(const struct umad_agent_port *up)
 {
 	return up->roce_version == 1 ? IBV_GID_TYPE_ROCE_V1
 				     : IBV_GID_TYPE_ROCE_V2;
 }
 
-static int umad_gid_index(struct port *p, const struct gid *gid)
+static int port_umad_gid_index(struct port *p, const struct gid *gid)
 {
 	struct umad_agent_port *up = p->priv;
-	int i, idx = -ENOENT, want = umad_want_type(up);
+	int i, idx = -ENOENT, want = port_umad_want_type(up);
 
 	pthread_mutex_lock(&up->gid_lock);
 	for (i = 0; i < up->ngids; i++) {
@@ -140,17 +140,17 @@ static int umad_gid_index(struct port *p, const struct gid *gid)
 	return idx;
 }
 
-static void umad_gid_refresh(struct port *p)
+static void port_umad_gid_refresh(struct port *p)
 {
-	umad_check_gids(p);
+	port_umad_check_gids(p);
 }
 
-static void umad_rx(evutil_socket_t fd, short what, void *arg);
+static void port_umad_rx(evutil_socket_t fd, short what, void *arg);
 
 /* Open the device port, register the CM agent, read the GID table.
  * On a reopen the failures are expected (the device is still gone) and
  * the port state is announced. */
-static int umad_attach(struct port *p, int reopen)
+static int port_umad_attach(struct port *p, int reopen)
 {
 	long method_mask[16 / sizeof(long)] = { 0 };
 	struct umad_agent_port *up = p->priv;
@@ -198,7 +198,7 @@ static int umad_attach(struct port *p, int reopen)
 				  p->name, strerror(err));
 		return -err;
 	}
-	umad_read_gids(p);
+	port_umad_read_gids(p);
 	if (up->ngids == 0) {
 		if (!reopen)
 			log_fwarn(
@@ -227,19 +227,19 @@ static int umad_attach(struct port *p, int reopen)
 	return 0;
 }
 
-static int umad_arm(struct port *p)
+static int port_umad_arm(struct port *p)
 {
 	struct umad_agent_port *up = p->priv;
 
 	up->rx_ev = event_new(up->base, umad_get_fd(up->fd),
-			      EV_READ | EV_PERSIST, umad_rx, p);
+			      EV_READ | EV_PERSIST, port_umad_rx, p);
 	if (up->rx_ev == NULL)
 		return -ENOMEM;
 	return event_add(up->rx_ev, NULL);
 }
 
 /* Release everything the device gave us; the port stays, down. */
-static void umad_detach(struct port *p)
+static void port_umad_detach(struct port *p)
 {
 	struct umad_agent_port *up = p->priv;
 
@@ -260,7 +260,7 @@ static void umad_detach(struct port *p)
 }
 
 /* Port thread: the device is gone.  Stop using it at once. */
-static void umad_lost(struct port *p, const char *why)
+static void port_umad_lost(struct port *p, const char *why)
 {
 	struct umad_agent_port *up = p->priv;
 
@@ -271,12 +271,12 @@ static void umad_lost(struct port *p, const char *why)
 		  "until it comes back",
 		  p->name, up->dev, why);
 	up->lost = 1;
-	umad_detach(p);
+	port_umad_detach(p);
 	port_set_state(p, PORT_STATE_DOWN);
 	port_gids_changed(p);
 }
 
-static int umad_port_open(struct port *p, const struct port_spec *spec)
+static int port_umad_open(struct port *p, const struct port_spec *spec)
 {
 	struct umad_agent_port *up = calloc(1, sizeof(*up));
 
@@ -297,10 +297,10 @@ static int umad_port_open(struct port *p, const struct port_spec *spec)
 			  p->name);
 		return -ENODEV;
 	}
-	return umad_attach(p, 0);
+	return port_umad_attach(p, 0);
 }
 
-static void umad_rx(evutil_socket_t fd, short what, void *arg)
+static void port_umad_rx(evutil_socket_t fd, short what, void *arg)
 {
 	struct port *p = arg;
 	struct umad_agent_port *up = p->priv;
@@ -318,7 +318,7 @@ static void umad_rx(evutil_socket_t fd, short what, void *arg)
 			return;
 		if (rc < 0) {
 			/* A dead fd stays readable: stop, or spin. */
-			umad_lost(p, strerror(-rc));
+			port_umad_lost(p, strerror(-rc));
 			return;
 		}
 		if (um->status != 0 || len <= 0 || len > PROTO_MAD_MAX) {
@@ -350,15 +350,15 @@ static void umad_rx(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
-static int umad_start(struct port *p, struct event_base *base)
+static int port_umad_start(struct port *p, struct event_base *base)
 {
 	struct umad_agent_port *up = p->priv;
 
 	up->base = base;
-	return umad_arm(p);
+	return port_umad_arm(p);
 }
 
-static int umad_port_send(struct port *p, const struct proto_mad *m,
+static int port_umad_send(struct port *p, const struct proto_mad *m,
 			  int gid_index)
 {
 	struct umad_agent_port *up = p->priv;
@@ -400,7 +400,7 @@ static int umad_port_send(struct port *p, const struct proto_mad *m,
 	return rc < 0 ? rc : 0;
 }
 
-static json_t *umad_gid_table(struct port *p)
+static json_t *port_umad_gid_table(struct port *p)
 {
 	static const char *const type_names[] = { "IB", "RoCE v1", "RoCE v2" };
 	struct umad_agent_port *up = p->priv;
@@ -422,14 +422,14 @@ static json_t *umad_gid_table(struct port *p)
 	return arr;
 }
 
-static int umad_pkey_count(struct port *p)
+static int port_umad_pkey_count(struct port *p)
 {
 	struct umad_agent_port *up = p->priv;
 
 	return up->pkeys > 0 ? up->pkeys : 1;
 }
 
-static void umad_poll_state(struct port *p)
+static void port_umad_poll_state(struct port *p)
 {
 	struct umad_agent_port *up = p->priv;
 	umad_port_t info;
@@ -438,13 +438,13 @@ static void umad_poll_state(struct port *p)
 	if (++up->tick % UMAD_POLL_TICKS)
 		return;
 	if (up->lost) {
-		if (umad_attach(p, 1) == 0 && umad_arm(p) == 0) {
+		if (port_umad_attach(p, 1) == 0 && port_umad_arm(p) == 0) {
 			log_finfo(&(struct log_fields){ .port = p->name },
 				  "umad port %s: device %s is back", p->name,
 				  up->dev);
 			port_gids_changed(p);
 		} else {
-			umad_detach(p);
+			port_umad_detach(p);
 			up->lost = 1;
 		}
 		return;
@@ -454,16 +454,16 @@ static void umad_poll_state(struct port *p)
 						  : PORT_STATE_DOWN);
 		umad_release_port(&info);
 	}
-	umad_check_gids(p);
+	port_umad_check_gids(p);
 }
 
-static void umad_port_close(struct port *p)
+static void port_umad_close(struct port *p)
 {
 	struct umad_agent_port *up = p->priv;
 
 	if (up == NULL)
 		return;
-	umad_detach(p);
+	port_umad_detach(p);
 	pthread_mutex_destroy(&up->gid_lock);
 	pthread_rwlock_destroy(&up->dev_lock);
 	free(up);
@@ -472,14 +472,14 @@ static void umad_port_close(struct port *p)
 
 const struct port_ops port_umad_ops = {
 	.kind = "umad",
-	.open = umad_port_open,
-	.start = umad_start,
-	.send = umad_port_send,
+	.open = port_umad_open,
+	.start = port_umad_start,
+	.send = port_umad_send,
 	.send_blocks = 1,
-	.gid_index = umad_gid_index,
-	.gid_refresh = umad_gid_refresh,
-	.gid_table = umad_gid_table,
-	.pkey_count = umad_pkey_count,
-	.poll_state = umad_poll_state,
-	.close = umad_port_close,
+	.gid_index = port_umad_gid_index,
+	.gid_refresh = port_umad_gid_refresh,
+	.gid_table = port_umad_gid_table,
+	.pkey_count = port_umad_pkey_count,
+	.poll_state = port_umad_poll_state,
+	.close = port_umad_close,
 };

@@ -15,7 +15,7 @@
 
 static const char *const mux_features[] = { "mad", "port-events" };
 
-static json_t *features_json(json_t *requested)
+static json_t *requests_features_json(json_t *requested)
 {
 	json_t *out = json_array(), *v;
 	size_t i, j;
@@ -34,7 +34,7 @@ static json_t *features_json(json_t *requested)
 	return out;
 }
 
-static int hex_token(const char *text, uint8_t token[16])
+static int requests_hex_token(const char *text, uint8_t token[16])
 {
 	unsigned i, v;
 
@@ -56,8 +56,8 @@ static int hex_token(const char *text, uint8_t token[16])
  * "session": {"client_id", "token"} (when the daemon keeps state), and
  * "resumed": true, or false with "resume_error" (errno name).
  */
-static void hello_session(struct mux *mux, struct client_info *ci,
-			  json_t *resume, json_t *reply)
+static void requests_hello_session(struct mux *mux, struct client_info *ci,
+				   json_t *resume, json_t *reply)
 {
 	uint8_t token[16], old_token[16];
 	char hex[33];
@@ -72,9 +72,10 @@ static void hello_session(struct mux *mux, struct client_info *ci,
 		old_id = json_integer_value(
 			json_object_get(resume, "client_id"));
 		if (old_id <= 0 ||
-		    hex_token(json_string_value(
-				      json_object_get(resume, "token")),
-			      old_token) < 0)
+		    requests_hex_token(json_string_value(
+					       json_object_get(resume,
+							       "token")),
+				       old_token) < 0)
 			rc = -EINVAL;
 		else
 			rc = router_owner_claim(mux->router, (uint64_t)old_id,
@@ -102,8 +103,8 @@ static void hello_session(struct mux *mux, struct client_info *ci,
 					      hex));
 }
 
-static json_t *op_hello(struct mux *mux, struct client_info *ci,
-			int *hello_done, json_t *req, int *close_after)
+static json_t *requests_op_hello(struct mux *mux, struct client_info *ci,
+				 int *hello_done, json_t *req, int *close_after)
 {
 	json_t *proto = json_object_get(req, "protocol");
 	json_t *name = json_object_get(req, "name");
@@ -187,25 +188,26 @@ static json_t *op_hello(struct mux *mux, struct client_info *ci,
 					 name ? json_string_value(name) : "",
 					 rule_max);
 	}
-	token_bucket_init(&ci->tb, rule->mad_rate, rule->mad_burst,
-			  mux_now_ms());
+	policy_token_bucket_init(&ci->tb, rule->mad_rate, rule->mad_burst,
+				 mux_now_ms());
 	*hello_done = 1;
 	reply = json_pack("{s:b, s:{s:i, s:i}, s:o, s:I, s:s, s:i}", "ok", 1,
 			  "protocol", "major", PROTO_VERSION_MAJOR, "minor",
 			  minor < PROTO_VERSION_MINOR ? (int)minor
 						      : PROTO_VERSION_MINOR,
-			  "features", features_json(features), "client_id",
-			  (json_int_t)ci->id, "daemon",
+			  "features", requests_features_json(features),
+			  "client_id", (json_int_t)ci->id, "daemon",
 			  "rdmacm-muxd " MUX_VERSION, "max_payload",
 			  (int)mux->cfg.max_payload);
 	if (reply)
-		hello_session(mux, ci, json_object_get(req, "resume"), reply);
+		requests_hello_session(mux, ci, json_object_get(req, "resume"),
+				       reply);
 	return reply;
 }
 
 /* Find the port a request names: "port" as a name or index; may be left
  * out when the daemon has exactly one port. */
-static struct port *request_port(struct mux *mux, json_t *req, json_t **err)
+static struct port *requests_port(struct mux *mux, json_t *req, json_t **err)
 {
 	json_t *p = json_object_get(req, "port");
 	json_int_t idx;
@@ -241,10 +243,10 @@ static struct port *request_port(struct mux *mux, json_t *req, json_t **err)
 }
 
 /* The (port, gid) pair a GID request names; NULL and *err on error. */
-static struct port *request_port_gid(struct mux *mux, json_t *req,
-				     struct gid *gid, json_t **err)
+static struct port *requests_port_gid(struct mux *mux, json_t *req,
+				      struct gid *gid, json_t **err)
 {
-	struct port *port = request_port(mux, req, err);
+	struct port *port = requests_port(mux, req, err);
 
 	if (port == NULL)
 		return NULL;
@@ -258,22 +260,25 @@ static struct port *request_port_gid(struct mux *mux, json_t *req,
 /* Register a GID for a client: the policy's ports, GIDs and limit, the
  * port's table unless in_table_optional, first come first served.  0 with
  * *idx (-1 when not in the table yet), or a negative errno with text. */
-static int gid_register_checked(struct mux *mux, struct client_info *ci,
-				struct port *port, const struct gid *gid,
-				int in_table_optional, int *idx, char *text,
-				size_t len);
+static int requests_gid_register_checked(struct mux *mux,
+					 struct client_info *ci,
+					 struct port *port,
+					 const struct gid *gid,
+					 int in_table_optional, int *idx,
+					 char *text, size_t len);
 
 /* A tenant's refused registrations are worth a line, a limited number. */
-static int gid_register(struct mux *mux, struct client_info *ci,
-			struct port *port, const struct gid *gid,
-			int in_table_optional, int *idx, char *text, size_t len)
+static int requests_gid_register(struct mux *mux, struct client_info *ci,
+				 struct port *port, const struct gid *gid,
+				 int in_table_optional, int *idx, char *text,
+				 size_t len)
 {
 	char buf[GID_STRLEN];
 	uint64_t suppressed;
 	int rc;
 
-	rc = gid_register_checked(mux, ci, port, gid, in_table_optional, idx,
-				  text, len);
+	rc = requests_gid_register_checked(mux, ci, port, gid,
+					   in_table_optional, idx, text, len);
 	if (rc && log_ratelimit_allow(&ci->rl, &suppressed)) {
 		struct log_fields lf = { ci->id, ci->name, port->name,
 					 gid_format(gid, buf) };
@@ -287,22 +292,24 @@ static int gid_register(struct mux *mux, struct client_info *ci,
 	return rc;
 }
 
-static int gid_register_checked(struct mux *mux, struct client_info *ci,
-				struct port *port, const struct gid *gid,
-				int in_table_optional, int *idx, char *text,
-				size_t len)
+static int requests_gid_register_checked(struct mux *mux,
+					 struct client_info *ci,
+					 struct port *port,
+					 const struct gid *gid,
+					 int in_table_optional, int *idx,
+					 char *text, size_t len)
 {
 	char buf[GID_STRLEN];
 	int rc;
 
-	if (!rule_allows_port(ci->rule, port->name)) {
+	if (!policy_rule_allows_port(ci->rule, port->name)) {
 		snprintf(text, len,
 			 "policy does not allow port %s for this "
 			 "client",
 			 port->name);
 		return -EACCES;
 	}
-	if (!rule_allows_gid(ci->rule, gid)) {
+	if (!policy_rule_allows_gid(ci->rule, gid)) {
 		snprintf(text, len,
 			 "policy does not allow GID %s for this "
 			 "client",
@@ -352,8 +359,8 @@ static int gid_register_checked(struct mux *mux, struct client_info *ci,
 	return rc;
 }
 
-static json_t *op_register_gid(struct mux *mux, struct client_info *ci,
-			       json_t *req)
+static json_t *requests_op_register_gid(struct mux *mux, struct client_info *ci,
+					json_t *req)
 {
 	json_t *err = NULL;
 	struct port *port;
@@ -361,10 +368,11 @@ static json_t *op_register_gid(struct mux *mux, struct client_info *ci,
 	char text[160];
 	int idx, rc;
 
-	port = request_port_gid(mux, req, &gid, &err);
+	port = requests_port_gid(mux, req, &gid, &err);
 	if (port == NULL)
 		return err;
-	rc = gid_register(mux, ci, port, &gid, 0, &idx, text, sizeof(text));
+	rc = requests_gid_register(mux, ci, port, &gid, 0, &idx, text,
+				   sizeof(text));
 	if (rc)
 		return proto_reply_error(rc, "%s", text);
 	return json_pack("{s:b, s:i, s:s, s:i}", "ok", 1, "port",
@@ -372,8 +380,8 @@ static json_t *op_register_gid(struct mux *mux, struct client_info *ci,
 			 idx);
 }
 
-static json_t *op_unregister_gid(struct mux *mux, struct client_info *ci,
-				 json_t *req)
+static json_t *requests_op_unregister_gid(struct mux *mux,
+					  struct client_info *ci, json_t *req)
 {
 	char buf[GID_STRLEN];
 	json_t *err = NULL;
@@ -381,7 +389,7 @@ static json_t *op_unregister_gid(struct mux *mux, struct client_info *ci,
 	struct gid gid;
 	int rc;
 
-	port = request_port_gid(mux, req, &gid, &err);
+	port = requests_port_gid(mux, req, &gid, &err);
 	if (port == NULL)
 		return err;
 	rc = router_unregister_gid(mux->router, port->index, &gid, ci->id);
@@ -402,8 +410,8 @@ struct gid_list {
 	json_t *gids;
 };
 
-static void list_gid(void *arg, unsigned port_index, const struct gid *gid,
-		     uint64_t owner)
+static void requests_list_gid(void *arg, unsigned port_index,
+			      const struct gid *gid, uint64_t owner)
 {
 	struct gid_list *l = arg;
 	struct port *port = &l->mux->ports[port_index];
@@ -418,15 +426,15 @@ static void list_gid(void *arg, unsigned port_index, const struct gid *gid,
 					port->ops->gid_index(port, gid) >= 0));
 }
 
-static json_t *op_list_gids(struct mux *mux, struct client_info *ci)
+static json_t *requests_op_list_gids(struct mux *mux, struct client_info *ci)
 {
 	struct gid_list l = { mux, json_array() };
 
-	router_gids_foreach(mux->router, ci->id, list_gid, &l);
+	router_gids_foreach(mux->router, ci->id, requests_list_gid, &l);
 	return json_pack("{s:b, s:o}", "ok", 1, "gids", l.gids);
 }
 
-static json_t *op_list_ports(struct mux *mux)
+static json_t *requests_op_list_ports(struct mux *mux)
 {
 	json_t *ports = json_array();
 	int i;
@@ -444,26 +452,27 @@ json_t *requests_handle(struct mux *mux, struct client_info *ci,
 	if (op == NULL)
 		return proto_reply_error(EINVAL, "%s", err);
 	if (strcmp(op, "hello") == 0)
-		return op_hello(mux, ci, hello_done, req, close_after);
+		return requests_op_hello(mux, ci, hello_done, req, close_after);
 	if (!*hello_done)
 		return proto_reply_error(ENOTCONN, "send hello before \"%s\"",
 					 op);
 	if (strcmp(op, "ping") == 0)
 		return proto_reply_ok();
 	if (strcmp(op, "register_gid") == 0)
-		return op_register_gid(mux, ci, req);
+		return requests_op_register_gid(mux, ci, req);
 	if (strcmp(op, "unregister_gid") == 0)
-		return op_unregister_gid(mux, ci, req);
+		return requests_op_unregister_gid(mux, ci, req);
 	if (strcmp(op, "list_gids") == 0)
-		return op_list_gids(mux, ci);
+		return requests_op_list_gids(mux, ci);
 	if (strcmp(op, "list_ports") == 0)
-		return op_list_ports(mux);
+		return requests_op_list_ports(mux);
 	return proto_reply_error(EOPNOTSUPP, "unknown op \"%s\"", op);
 }
 
 /* A refused MAD: the reason's counter, a rate-limited log line. */
-static int refuse(struct mux *mux, struct client_info *ci, enum refusal why,
-		  int err, const char *text, const char **out)
+static int requests_refuse(struct mux *mux, struct client_info *ci,
+			   enum refusal why, int err, const char *text,
+			   const char **out)
 {
 	uint64_t suppressed;
 
@@ -482,12 +491,12 @@ static int refuse(struct mux *mux, struct client_info *ci, enum refusal why,
 	return err;
 }
 
-static int cm_message_attr(uint16_t attr)
+static int requests_cm_message_attr(uint16_t attr)
 {
 	return (attr >= CM_ATTR_REQ && attr <= CM_ATTR_APR);
 }
 
-static const char *inner_text(const char *field)
+static const char *requests_inner_text(const char *field)
 {
 	static _Thread_local char text[128];
 
@@ -502,9 +511,10 @@ static const char *inner_text(const char *field)
  * GIDs, LAP's alternate, rdma_cm's source address) must be the client's
  * own on that port: a peer builds its path back from them.  NULL, or
  * which one is not. */
-static const char *foreign_inner_address(struct mux *mux,
-					 struct client_info *ci,
-					 struct port *port, const uint8_t *mad)
+static const char *requests_foreign_inner_address(struct mux *mux,
+						  struct client_info *ci,
+						  struct port *port,
+						  const uint8_t *mad)
 {
 	const struct cm_attr_desc *d = cm_attr_desc(cm_mad_attr_id(mad));
 	struct gid g;
@@ -528,8 +538,8 @@ static const char *foreign_inner_address(struct mux *mux,
 /* What QP1 CM traffic's address block is, and nothing else: QP1 with the
  * GSI Q_Key, to one unicast GID, at a valid SL and hop limit.  Otherwise
  * a tenant could aim the host's QP1 at any UD QP on the fabric. */
-static int address_fault(const struct proto_mad *m, enum refusal *reason,
-			 const char **why)
+static int requests_address_fault(const struct proto_mad *m,
+				  enum refusal *reason, const char **why)
 {
 	struct gid dst;
 
@@ -577,47 +587,52 @@ int requests_send_mad(struct mux *mux, struct client_info *ci,
 	int idx, rc;
 
 	/* Cheapest first; the rate limit before anything touches state. */
-	if (!token_bucket_take(&ci->tb, mux_now_ms()))
-		return refuse(mux, ci, REFUSE_RATE, -EAGAIN,
-			      "MAD rate limit of this client exceeded", why);
+	if (!policy_token_bucket_take(&ci->tb, mux_now_ms()))
+		return requests_refuse(mux, ci, REFUSE_RATE, -EAGAIN,
+				       "MAD rate limit of this client exceeded",
+				       why);
 	if (m->mad_len != MAD_SIZE)
-		return refuse(mux, ci, REFUSE_SIZE, -EMSGSIZE,
-			      "a CM MAD is exactly 256 bytes", why);
+		return requests_refuse(mux, ci, REFUSE_SIZE, -EMSGSIZE,
+				       "a CM MAD is exactly 256 bytes", why);
 	if (mad[MAD_OFF_BASE_VERSION] != MAD_BASE_VERSION ||
 	    mad[MAD_OFF_MGMT_CLASS] != MAD_CLASS_CM ||
 	    mad[MAD_OFF_CLASS_VERSION] != MAD_CM_CLASS_VERSION)
-		return refuse(mux, ci, REFUSE_NOT_CM, -EBADMSG,
-			      "not a CM (class 0x07 version 2) MAD", why);
+		return requests_refuse(mux, ci, REFUSE_NOT_CM, -EBADMSG,
+				       "not a CM (class 0x07 version 2) MAD",
+				       why);
 	if (mad[MAD_OFF_METHOD] != MAD_METHOD_SEND)
-		return refuse(mux, ci, REFUSE_METHOD, -EOPNOTSUPP,
-			      "the CM uses method Send only", why);
-	if (!cm_message_attr(cm_mad_attr_id(mad)))
-		return refuse(mux, ci, REFUSE_ATTRIBUTE, -ENOMSG,
-			      "not a CM message attribute (REQ..APR, SIDR)",
-			      why);
+		return requests_refuse(mux, ci, REFUSE_METHOD, -EOPNOTSUPP,
+				       "the CM uses method Send only", why);
+	if (!requests_cm_message_attr(cm_mad_attr_id(mad)))
+		return requests_refuse(mux, ci, REFUSE_ATTRIBUTE, -ENOMSG,
+				       "not a CM message attribute (REQ..APR, "
+				       "SIDR)",
+				       why);
 	if (m->addr.port >= mux->nports)
-		return refuse(mux, ci, REFUSE_PORT, -ENODEV, "no such port",
-			      why);
+		return requests_refuse(mux, ci, REFUSE_PORT, -ENODEV,
+				       "no such port", why);
 	port = &mux->ports[m->addr.port];
-	if (!rule_allows_port(ci->rule, port->name))
-		return refuse(mux, ci, REFUSE_PORT, -EACCES,
-			      "policy does not allow this port", why);
+	if (!policy_rule_allows_port(ci->rule, port->name))
+		return requests_refuse(mux, ci, REFUSE_PORT, -EACCES,
+				       "policy does not allow this port", why);
 	memcpy(sgid.raw, m->addr.local_gid, 16);
 	if (!router_owns_gid(mux->router, port->index, &sgid, ci->id))
-		return refuse(mux, ci, REFUSE_SOURCE_GID, -EADDRNOTAVAIL,
-			      "source GID is not registered by this client",
-			      why);
+		return requests_refuse(
+			mux, ci, REFUSE_SOURCE_GID, -EADDRNOTAVAIL,
+			"source GID is not registered by this client", why);
 	if (m->addr.pkey_index >= port->ops->pkey_count(port))
-		return refuse(mux, ci, REFUSE_PKEY_INDEX, -ERANGE,
-			      "P_Key index outside the port's P_Key table",
-			      why);
+		return requests_refuse(mux, ci, REFUSE_PKEY_INDEX, -ERANGE,
+				       "P_Key index outside the port's P_Key "
+				       "table",
+				       why);
 	if (atomic_load(&port->state) != PORT_STATE_ACTIVE)
-		return refuse(mux, ci, REFUSE_PORT_DOWN, -ENETDOWN,
-			      "port is down", why);
+		return requests_refuse(mux, ci, REFUSE_PORT_DOWN, -ENETDOWN,
+				       "port is down", why);
 	idx = port->ops->gid_index(port, &sgid);
 	if (idx < 0)
-		return refuse(mux, ci, REFUSE_SOURCE_GID, -EADDRNOTAVAIL,
-			      "source GID has left the port's GID table", why);
+		return requests_refuse(
+			mux, ci, REFUSE_SOURCE_GID, -EADDRNOTAVAIL,
+			"source GID has left the port's GID table", why);
 	if (ci->qemu_port >= 0) {
 		/* QEMU addresses every MAD to the guest's own GID: where it
 		 * must go follows from the MAD and its connection. */
@@ -625,48 +640,50 @@ int requests_send_mad(struct mux *mux, struct client_info *ci,
 
 		if (router_destination(mux->router, port->index, ci->id, mad,
 				       &dgid) < 0)
-			return refuse(mux, ci, REFUSE_DESTINATION,
-				      -EDESTADDRREQ,
-				      "no destination follows from this MAD "
-				      "(no "
-				      "connection or REQ of this client names "
-				      "its peer)",
-				      why);
+			return requests_refuse(
+				mux, ci, REFUSE_DESTINATION, -EDESTADDRREQ,
+				"no destination follows from this MAD "
+				"(no "
+				"connection or REQ of this client names "
+				"its peer)",
+				why);
 		memcpy(m->addr.remote_gid, dgid.raw, 16);
 	}
-	rc = address_fault(m, &reason, why);
+	rc = requests_address_fault(m, &reason, why);
 	if (rc)
-		return refuse(mux, ci, reason, rc, *why, why);
-	inner = foreign_inner_address(mux, ci, port, mad);
+		return requests_refuse(mux, ci, reason, rc, *why, why);
+	inner = requests_foreign_inner_address(mux, ci, port, mad);
 	if (inner)
-		return refuse(mux, ci, REFUSE_INNER_GID, -EPERM,
-			      inner_text(inner), why);
+		return requests_refuse(mux, ci, REFUSE_INNER_GID, -EPERM,
+				       requests_inner_text(inner), why);
 	router_path_from_addr(&m->addr, 0, &path);
 	/* From here on the MAD carries host comm IDs, not the guest's. */
 	rc = router_outbound(mux->router, port->index, ci->id, m->mad, &path,
 			     mux_now_ms(), ci->rule->max_connections);
 	if (rc == -ENOENT)
-		return refuse(mux, ci, REFUSE_COMM_ID, rc,
-			      "no connection of this "
-			      "client has that comm ID, or it answers no REQ "
-			      "this "
-			      "client received",
-			      why);
+		return requests_refuse(mux, ci, REFUSE_COMM_ID, rc,
+				       "no connection of this "
+				       "client has that comm ID, or it answers "
+				       "no REQ "
+				       "this "
+				       "client received",
+				       why);
 	if (rc == -EPROTO)
-		return refuse(mux, ci, REFUSE_STATE, rc,
-			      "the message does not fit "
-			      "the connection's state (cm.c would not send it)",
-			      why);
+		return requests_refuse(mux, ci, REFUSE_STATE, rc,
+				       "the message does not fit "
+				       "the connection's state (cm.c would not "
+				       "send it)",
+				       why);
 	if (rc == -ENOSPC)
-		return refuse(mux, ci, REFUSE_QUOTA, rc,
-			      "client has the maximum "
-			      "number of live communication IDs",
-			      why);
+		return requests_refuse(mux, ci, REFUSE_QUOTA, rc,
+				       "client has the maximum "
+				       "number of live communication IDs",
+				       why);
 	if (rc)
-		return refuse(mux, ci, REFUSE_COMM_ID, rc,
-			      "Local Comm ID (or SIDR "
-			      "request ID) 0 is not valid here",
-			      why);
+		return requests_refuse(mux, ci, REFUSE_COMM_ID, rc,
+				       "Local Comm ID (or SIDR "
+				       "request ID) 0 is not valid here",
+				       why);
 	if (log_get_verbose() &&
 	    cm_mad_sender_id(in->mad) != cm_mad_sender_id(m->mad))
 		log_debug("client %llu: %s local comm id 0x%08x sent as 0x%08x",
@@ -684,8 +701,9 @@ int requests_send_mad(struct mux *mux, struct client_info *ci,
 
 /* QEMU's protocol has no word for a refusal: counted, logged (within
  * the refusals' budget), and the connection closes. */
-static int qemu_refuse(struct mux *mux, struct client_info *ci,
-		       _Atomic uint64_t *counter, int err, const char *why)
+static int requests_qemu_refuse(struct mux *mux, struct client_info *ci,
+				_Atomic uint64_t *counter, int err,
+				const char *why)
 {
 	uint64_t suppressed;
 
@@ -716,8 +734,9 @@ int requests_qemu_hello(struct mux *mux, struct client_info *ci)
 			 "no policy rule for uid %d gid %d without "
 			 "a VM name",
 			 (int)ci->uid, (int)ci->gid);
-		return qemu_refuse(mux, ci, &mux->stats.clients_refused_policy,
-				   -EACCES, why);
+		return requests_qemu_refuse(mux, ci,
+					    &mux->stats.clients_refused_policy,
+					    -EACCES, why);
 	}
 	snprintf(name, sizeof(name), "qemu-%d", (int)ci->pid);
 	rule_max = rule->max_clients; /* pol may be gone after a refusal */
@@ -726,18 +745,18 @@ int requests_qemu_hello(struct mux *mux, struct client_info *ci)
 			 "the policy rule for uid %d allows %u "
 			 "clients at once",
 			 (int)ci->uid, rule_max);
-		return qemu_refuse(mux, ci,
-				   &mux->stats.clients_refused_rule_limit,
-				   -EUSERS, why);
+		return requests_qemu_refuse(
+			mux, ci, &mux->stats.clients_refused_rule_limit,
+			-EUSERS, why);
 	}
-	token_bucket_init(&ci->tb, rule->mad_rate, rule->mad_burst,
-			  mux_now_ms());
+	policy_token_bucket_init(&ci->tb, rule->mad_rate, rule->mad_burst,
+				 mux_now_ms());
 	return 0;
 }
 
 /* The old daemon's codes: EACCES for what is someone else's or not
  * allowed, EINVAL for the rest. */
-static enum legacy_err legacy_code(int err)
+static enum legacy_err requests_legacy_code(int err)
 {
 	switch (err) {
 	case 0: return LEGACY_OK;
@@ -750,8 +769,10 @@ static enum legacy_err legacy_code(int err)
 	}
 }
 
-static enum legacy_err qemu_register(struct mux *mux, struct client_info *ci,
-				     struct port *port, const struct gid *gid)
+static enum legacy_err requests_qemu_register(struct mux *mux,
+					      struct client_info *ci,
+					      struct port *port,
+					      const struct gid *gid)
 {
 	char text[160];
 	int idx, rc;
@@ -761,13 +782,15 @@ static enum legacy_err qemu_register(struct mux *mux, struct client_info *ci,
 		return LEGACY_EEXIST;
 	/* QEMU registers a guest's GID before the host admin (libvirt) adds
 	 * its address to the netdev: the table is checked at each send. */
-	rc = gid_register(mux, ci, port, gid, 1, &idx, text, sizeof(text));
-	return legacy_code(rc);
+	rc = requests_gid_register(mux, ci, port, gid, 1, &idx, text,
+				   sizeof(text));
+	return requests_legacy_code(rc);
 }
 
-static enum legacy_err qemu_send(struct mux *mux, struct client_info *ci,
-				 struct port *port,
-				 const struct legacy_msg *req)
+static enum legacy_err requests_qemu_send(struct mux *mux,
+					  struct client_info *ci,
+					  struct port *port,
+					  const struct legacy_msg *req)
 {
 	struct proto_mad m;
 	const char *why = "";
@@ -788,7 +811,7 @@ static enum legacy_err qemu_send(struct mux *mux, struct client_info *ci,
 	m.mad_len = (uint16_t)req->umad_len;
 	memcpy(m.mad, req->mad, m.mad_len);
 	/* QEMU reads each response before anything else: sent here. */
-	return legacy_code(requests_send_mad(mux, ci, &m, 0, 0, &why));
+	return requests_legacy_code(requests_send_mad(mux, ci, &m, 0, 0, &why));
 }
 
 void requests_qemu_handle(struct mux *mux, struct client_info *ci,
@@ -801,13 +824,16 @@ void requests_qemu_handle(struct mux *mux, struct client_info *ci,
 
 	memcpy(gid.raw, req->sgid, 16);
 	switch (req->op) {
-	case LEGACY_OP_REG: err = qemu_register(mux, ci, port, &gid); break;
+	case LEGACY_OP_REG:
+		err = requests_qemu_register(mux, ci, port, &gid);
+		break;
 	case LEGACY_OP_UNREG:
 		rc = router_unregister_gid(mux->router, port->index, &gid,
 					   ci->id);
-		err = rc == -ENOENT ? LEGACY_ENOTFOUND : legacy_code(rc);
+		err = rc == -ENOENT ? LEGACY_ENOTFOUND
+				    : requests_legacy_code(rc);
 		break;
-	default: err = qemu_send(mux, ci, port, req); break;
+	default: err = requests_qemu_send(mux, ci, port, req); break;
 	}
 	legacy_response(req, err, resp);
 }

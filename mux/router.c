@@ -2,7 +2,7 @@
 /*
  * The router: who owns which GID, and so who gets an inbound CM MAD: REQ
  * and SIDR_REQ by destination GID, everything else through the connection
- * table (conn_table.c), which translates comm IDs per client.  It answers
+ * table (conn.c), which translates comm IDs per client.  It answers
  * for nobody's GIDs as a host's kernel CM would (REJ "invalid service
  * ID", SIDR_REP "unsupported"), and passes on what the table says for
  * clients that cannot.  It does no I/O: MADs it sends leave through the
@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "mux.h"
-#include "conn_table.h"
+#include "conn.h"
 #include "../common/wire.h"
 
 struct gid_entry {
@@ -32,7 +32,7 @@ struct router_client {
 	LIST_HEAD(, gid_entry) gids;
 };
 
-static int gid_entry_cmp(struct gid_entry *a, struct gid_entry *b)
+static int router_gid_entry_cmp(struct gid_entry *a, struct gid_entry *b)
 {
 	if (a->port != b->port)
 		return a->port < b->port ? -1 : 1;
@@ -46,7 +46,7 @@ static int router_client_cmp(struct router_client *a, struct router_client *b)
 
 RB_HEAD(gid_tree, gid_entry);
 RB_HEAD(rclient_tree, router_client);
-TREE_GENERATE_STATIC(gid_tree, gid_entry, link, gid_entry_cmp)
+TREE_GENERATE_STATIC(gid_tree, gid_entry, link, router_gid_entry_cmp)
 TREE_GENERATE_STATIC(rclient_tree, router_client, link, router_client_cmp)
 
 #define ROUTER_ANSWER_HOP_LIMIT 64
@@ -246,8 +246,8 @@ void router_set_limits(struct router *r, const struct router_limits *lim)
 	pthread_mutex_unlock(&r->lock);
 }
 
-static struct router_client *client_get(struct router *r, uint64_t id,
-					int create)
+static struct router_client *router_client_get(struct router *r, uint64_t id,
+					       int create)
 {
 	struct router_client key = { .id = id }, *c;
 
@@ -263,7 +263,8 @@ static struct router_client *client_get(struct router *r, uint64_t id,
 	return c;
 }
 
-static void client_put_if_empty(struct router *r, struct router_client *c)
+static void router_client_put_if_empty(struct router *r,
+				       struct router_client *c)
 {
 	if (LIST_EMPTY(&c->gids)) {
 		RB_REMOVE(rclient_tree, &r->clients, c);
@@ -298,20 +299,20 @@ int router_register_gid(struct router *r, unsigned port, const struct gid *gid,
 		rc = e->client == client ? 0 : -EEXIST;
 		goto out;
 	}
-	c = client_get(r, client, 1);
+	c = router_client_get(r, client, 1);
 	if (c == NULL) {
 		rc = -ENOMEM;
 		goto out;
 	}
 	if (c->ngids >= r->lim.max_gids_per_client) {
 		rc = -ENOSPC;
-		client_put_if_empty(r, c);
+		router_client_put_if_empty(r, c);
 		goto out;
 	}
 	e = calloc(1, sizeof(*e));
 	if (e == NULL) {
 		rc = -ENOMEM;
-		client_put_if_empty(r, c);
+		router_client_put_if_empty(r, c);
 		goto out;
 	}
 	*e = probe;
@@ -339,14 +340,14 @@ int router_unregister_gid(struct router *r, unsigned port,
 	} else if (e->client != client) {
 		rc = -EACCES;
 	} else {
-		c = client_get(r, client, 0);
+		c = router_client_get(r, client, 0);
 		RB_REMOVE(gid_tree, &r->gids, e);
 		LIST_REMOVE(e, client_link);
 		free(e);
 		r->ngids--;
 		if (c) {
 			c->ngids--;
-			client_put_if_empty(r, c);
+			router_client_put_if_empty(r, c);
 		}
 	}
 	pthread_mutex_unlock(&r->lock);
@@ -411,8 +412,8 @@ void router_path_from_addr(const struct proto_mad_addr *a, int inbound,
 	out->hop_limit = inbound ? ROUTER_ANSWER_HOP_LIMIT : a->hop_limit;
 }
 
-static int route_by_gid(struct router *r, unsigned port, const struct gid *gid,
-			uint64_t *client)
+static int router_route_by_gid(struct router *r, unsigned port,
+			       const struct gid *gid, uint64_t *client)
 {
 	struct gid_entry probe = { .port = port, .gid = *gid }, *e;
 
@@ -425,8 +426,9 @@ static int route_by_gid(struct router *r, unsigned port, const struct gid *gid,
 
 /* A REQ or SIDR_REQ for a GID of this port that no client owns: answer
  * as the kernel CM of a host without a listener (cm_issue_rej). */
-static int answer_no_listener(struct router *r, unsigned port,
-			      const uint8_t *mad, const struct conn_path *path)
+static int router_answer_no_listener(struct router *r, unsigned port,
+				     const uint8_t *mad,
+				     const struct conn_path *path)
 {
 	struct conn_emit e = { .port = port, .path = path };
 	uint8_t out[MAD_SIZE];
@@ -451,7 +453,7 @@ static int answer_no_listener(struct router *r, unsigned port,
 	return ROUTER_DROP(DROP_NO_LISTENER);
 }
 
-static int drop_for(int rc, uint16_t attr)
+static int router_drop_for(int rc, uint16_t attr)
 {
 	switch (rc) {
 	case -EBADR: return ROUTER_DROP(DROP_ZERO_COMM_ID);
@@ -493,9 +495,9 @@ int router_inbound(struct router *r, unsigned port, uint8_t *mad, size_t len,
 			rc = ROUTER_DROP(DROP_NO_CMA_HDR);
 			break;
 		}
-		rc = route_by_gid(r, port, &path.local_gid, client);
+		rc = router_route_by_gid(r, port, &path.local_gid, client);
 		if (rc)
-			rc = answer_no_listener(r, port, mad, &path);
+			rc = router_answer_no_listener(r, port, mad, &path);
 		else if (attr == CM_ATTR_REQ &&
 			 conn_note_req(r->conns, *client, port, mad, &path,
 				       now_ms) == -ESTALE)
@@ -515,7 +517,7 @@ int router_inbound(struct router *r, unsigned port, uint8_t *mad, size_t len,
 	case CM_ATTR_SIDR_REP:
 		rc = conn_inbound(r->conns, port, mad, &path, now_ms, client);
 		if (rc)
-			rc = drop_for(rc, attr);
+			rc = router_drop_for(rc, attr);
 		break;
 	default: rc = ROUTER_DROP(DROP_UNSUPPORTED_ATTR); break;
 	}
@@ -531,7 +533,7 @@ void router_purge_client(struct router *r, uint64_t client)
 	pthread_mutex_lock(&r->lock);
 	/* The client's peers are told (DREQ, REJ, DREP) once unlocked. */
 	conn_purge_client(r->conns, client);
-	c = client_get(r, client, 0);
+	c = router_client_get(r, client, 0);
 	if (c) {
 		while ((g = LIST_FIRST(&c->gids)) != NULL) {
 			RB_REMOVE(gid_tree, &r->gids, g);
@@ -579,7 +581,8 @@ unsigned router_expire(struct router *r, uint64_t now_ms)
 	return total;
 }
 
-static void fill_counts(struct router_counts *out, const struct conn_counts *cc)
+static void router_fill_counts(struct router_counts *out,
+			       const struct conn_counts *cc)
 {
 	out->comm_ids = cc->comm;
 	out->sidr_ids = cc->sidr;
@@ -606,7 +609,7 @@ void router_counts(struct router *r, struct router_counts *out)
 	pthread_mutex_lock(&r->lock);
 	out->gids = r->ngids;
 	conn_counts(r->conns, &cc);
-	fill_counts(out, &cc);
+	router_fill_counts(out, &cc);
 	pthread_mutex_unlock(&r->lock);
 }
 
@@ -619,15 +622,15 @@ void router_client_counts(struct router *r, uint64_t client,
 
 	memset(out, 0, sizeof(*out));
 	pthread_mutex_lock(&r->lock);
-	c = client_get(r, client, 0);
+	c = router_client_get(r, client, 0);
 	if (c)
 		out->gids = c->ngids;
 	conn_client_counts(r->conns, client, &cc);
-	fill_counts(out, &cc);
+	router_fill_counts(out, &cc);
 	pthread_mutex_unlock(&r->lock);
 }
 
-static json_t *conn_view_json(const struct conn_view *v)
+static json_t *router_conn_view_json(const struct conn_view *v)
 {
 	char buf[GID_STRLEN];
 	json_t *o;
@@ -653,7 +656,7 @@ struct conn_views {
 	unsigned n;
 };
 
-static void conn_view_copy(void *arg, const struct conn_view *v)
+static void router_conn_view_copy(void *arg, const struct conn_view *v)
 {
 	struct conn_views *cv = arg;
 
@@ -676,10 +679,10 @@ json_t *router_conns_json(struct router *r, uint64_t client, unsigned offset,
 	 * memcpy per entry, not for JSON. */
 	pthread_mutex_lock(&r->lock);
 	conn_client_foreach(r->conns, client, offset, max, now_ms,
-			    conn_view_copy, &cv);
+			    router_conn_view_copy, &cv);
 	pthread_mutex_unlock(&r->lock);
 	for (i = 0; i < cv.n; i++)
-		json_array_append_new(arr, conn_view_json(&cv.v[i]));
+		json_array_append_new(arr, router_conn_view_json(&cv.v[i]));
 	free(cv.v);
 	return arr;
 }
@@ -698,8 +701,8 @@ void router_gids_foreach(struct router *r, uint64_t client,
 	pthread_mutex_unlock(&r->lock);
 }
 
-static void gid_json(void *arg, unsigned port, const struct gid *gid,
-		     uint64_t owner)
+static void router_gid_json(void *arg, unsigned port, const struct gid *gid,
+			    uint64_t owner)
 {
 	char buf[GID_STRLEN];
 
@@ -713,6 +716,6 @@ json_t *router_gids_json(struct router *r, uint64_t client)
 {
 	json_t *arr = json_array();
 
-	router_gids_foreach(r, client, gid_json, arr);
+	router_gids_foreach(r, client, router_gid_json, arr);
 	return arr;
 }

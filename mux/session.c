@@ -169,11 +169,17 @@ void session_set_free(struct session_set *set)
 	free(set);
 }
 
+/* A worker's sessions: what delivery_worker_ops attached to it. */
+static struct session_set *session_set_of(struct worker *w)
+{
+	return worker_state(w);
+}
+
 static struct session *session_find(struct worker *w, uint64_t id)
 {
 	struct session key = { .id = id };
 
-	return RB_FIND(session_tree, &worker_sessions(w)->tree, &key);
+	return RB_FIND(session_tree, &session_set_of(w)->tree, &key);
 }
 
 static void session_arm_flush(struct session_set *set)
@@ -756,7 +762,7 @@ void session_start(struct worker *w, int fd, struct client_info *info)
 	evutil_make_socket_nonblocking(fd);
 	s->id = info->id;
 	s->w = w;
-	s->set = worker_sessions(w);
+	s->set = session_set_of(w);
 	s->fd = fd;
 	s->info = info;
 	s->log_rl = (struct log_ratelimit)LOG_RATELIMIT_INIT(5, 1);
@@ -901,7 +907,7 @@ int session_deliver_from(struct worker *self, struct client_info *ci,
 			 const struct proto_mad *m)
 {
 	struct mux *mux = worker_mux(self);
-	struct session_set *set = worker_sessions(self);
+	struct session_set *set = session_set_of(self);
 	struct client_info **grown;
 	int rc;
 
@@ -1007,7 +1013,7 @@ void session_broadcast_event(struct worker *w, const char *text)
 	struct session *s;
 	size_t len = strlen(text);
 
-	RB_FOREACH(s, session_tree, &worker_sessions(w)->tree) {
+	RB_FOREACH(s, session_tree, &session_set_of(w)->tree) {
 		if (!s->hello_done || s->closing || s->qemu ||
 		    !session_room_for(s, PROTO_HDR_SIZE + len))
 			continue;
@@ -1037,6 +1043,6 @@ void session_close_all(struct worker *w)
 {
 	struct session *s;
 
-	while ((s = RB_ROOT(&worker_sessions(w)->tree)) != NULL)
+	while ((s = RB_ROOT(&session_set_of(w)->tree)) != NULL)
 		session_destroy(s);
 }

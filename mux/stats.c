@@ -19,7 +19,7 @@ static const char *const drop_reason_names[DROP_MAX] = {
 	[DROP_WORKER_QUEUE_FULL] = "worker_queue_full",
 };
 
-const char *drop_reason_name(enum drop_reason r)
+const char *stats_drop_reason_name(enum drop_reason r)
 {
 	if ((unsigned)r >= DROP_MAX)
 		return "invalid";
@@ -47,14 +47,14 @@ static const char *const refusal_names[REFUSE_MAX] = {
 	[REFUSE_SL_HOP] = "sl_or_hop_limit",
 };
 
-const char *refusal_name(enum refusal r)
+static const char *stats_refusal_name(enum refusal r)
 {
 	if ((unsigned)r >= REFUSE_MAX)
 		return "invalid";
 	return refusal_names[r];
 }
 
-static json_t *attr_counters(_Atomic uint64_t *v)
+static json_t *stats_attr_counters(_Atomic uint64_t *v)
 {
 	json_t *o = json_object();
 	int i;
@@ -80,20 +80,20 @@ json_t *stats_to_json(struct mux_stats *st)
 			    json_integer((json_int_t)atomic_load(
 				    &st->answers_failed)));
 	for (i = 0; i < REFUSE_MAX; i++)
-		json_object_set_new(refusals, refusal_name(i),
+		json_object_set_new(refusals, stats_refusal_name(i),
 				    json_integer((json_int_t)atomic_load(
 					    &st->refusals[i])));
 	for (i = 0; i < DROP_MAX; i++)
-		json_object_set_new(drops, drop_reason_name(i),
+		json_object_set_new(drops, stats_drop_reason_name(i),
 				    json_integer((json_int_t)atomic_load(
 					    &st->drops[i])));
 	json_t *o =
 		json_pack("{s:o, s:o, s:o, s:o, s:o, s:I, s:I, s:I, s:I, s:I, "
 			  "s:I, s:I, s:I, s:I}",
-			  "mads_in", attr_counters(st->mads_in), "mads_out",
-			  attr_counters(st->mads_out), "drops", drops,
-			  "refusals", refusals, "answers", answers,
-			  "tx_refused",
+			  "mads_in", stats_attr_counters(st->mads_in),
+			  "mads_out", stats_attr_counters(st->mads_out),
+			  "drops", drops, "refusals", refusals, "answers",
+			  answers, "tx_refused",
 			  (json_int_t)atomic_load(&st->tx_refused), "tx_errors",
 			  (json_int_t)atomic_load(&st->tx_errors),
 			  "clients_accepted",

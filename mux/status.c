@@ -100,7 +100,7 @@ static json_t *status_ports(struct mux *mux)
 	return arr;
 }
 
-json_t *status_snapshot(struct mux *mux)
+static json_t *status_snapshot(struct mux *mux)
 {
 	struct router_counts rc;
 	struct timespec now;

@@ -18,26 +18,27 @@
 #include <event2/listener.h>
 
 #include "mux.h"
+#include "../common/unix_socket.h"
 #include "../common/log.h"
 
 #define LISTEN_BACKLOG 128
 /* How long accepting pauses when the process is out of descriptors. */
 #define LISTENER_PAUSE_MS 500
 
-static int unix_listen_socket(const char *path, mode_t mode, uid_t owner,
-			      gid_t group)
+static int unix_listener_socket(const char *path, mode_t mode, uid_t owner,
+				gid_t group)
 {
-	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	struct sockaddr_un sun;
 	mode_t old_umask;
+	socklen_t len;
 	struct stat st;
 	int fd, rc;
 
-	if (strlen(path) >= sizeof(sun.sun_path)) {
-		log_warnx("%s: socket path too long (max %zu)", path,
+	if (path[0] == '@' || unix_socket_address(path, &sun, &len) < 0) {
+		log_warnx("%s: not a socket path of 1..%zu characters", path,
 			  sizeof(sun.sun_path) - 1);
 		return -ENAMETOOLONG;
 	}
-	strcpy(sun.sun_path, path);
 	/* The lock says no daemon uses the path; a socket there is a
 	 * crashed one's.  Anything else there is somebody's file. */
 	if (lstat(path, &st) == 0 && !S_ISSOCK(st.st_mode)) {
@@ -45,15 +46,12 @@ static int unix_listen_socket(const char *path, mode_t mode, uid_t owner,
 			  path);
 		return -EEXIST;
 	}
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == 0) {
+	fd = unix_socket_connect(path, SOCK_STREAM);
+	if (fd >= 0) {
 		log_warnx("%s: another daemon is already listening", path);
 		close(fd);
 		return -EADDRINUSE;
 	}
-	close(fd);
 	if (unlink(path) < 0 && errno != ENOENT) {
 		log_warn("%s: cannot remove stale socket", path);
 		return -errno;
@@ -62,7 +60,7 @@ static int unix_listen_socket(const char *path, mode_t mode, uid_t owner,
 	if (fd < 0)
 		return -errno;
 	old_umask = umask(~mode & 0777);
-	rc = bind(fd, (struct sockaddr *)&sun, sizeof(sun));
+	rc = bind(fd, (struct sockaddr *)&sun, len);
 	umask(old_umask);
 	/* Owner and group before the mode: the mode never applies to a
 	 * wider audience than asked, even for an instant. */
@@ -148,7 +146,7 @@ int unix_listener_open(struct unix_listener *ul, struct event_base *base,
 		ul->given = 1;
 		log_info("%s: taken from systemd", path);
 	} else {
-		fd = unix_listen_socket(path, mode, owner, group);
+		fd = unix_listener_socket(path, mode, owner, group);
 	}
 	if (fd < 0) {
 		lockfile_release(&ul->lock);

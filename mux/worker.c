@@ -27,7 +27,8 @@ struct worker {
 	unsigned inbox_len;
 	unsigned inbox_max;
 	_Atomic uint64_t inbox_dropped;
-	struct session_set *sessions;
+	const struct worker_ops *ops;
+	void *state; /* what ops->attach made (its sessions) */
 };
 
 struct event_base *worker_base(struct worker *w)
@@ -107,25 +108,9 @@ static void worker_process_inbox(evutil_socket_t fd, short what, void *arg)
 
 	while ((m = TAILQ_FIRST(&batch)) != NULL) {
 		TAILQ_REMOVE(&batch, m, link);
-		switch (m->type) {
-		case WMSG_NEW_CLIENT: session_start(w, m->fd, m->info); break;
-		case WMSG_MAD_IN:
-			if (session_deliver_mad(w, m->client_id, &m->mad) ==
-			    -ENOBUFS)
-				port_report_loss(w->mux, &m->mad);
-			break;
-		case WMSG_EVENT: session_broadcast_event(w, m->text); break;
-		case WMSG_KICK: session_kick(w, m->client_id, m->text); break;
-		case WMSG_FLUSH: session_flush_client(w, m->client_id); break;
-		case WMSG_NOTE: session_note(w, m->client_id, m->text); break;
-		case WMSG_SEND_DONE:
-			session_send_done(w, m->client_id, m->rid, m->rc);
-			break;
-		case WMSG_STOP:
-			session_close_all(w);
+		w->ops->handle(w, m);
+		if (m->type == WMSG_STOP)
 			event_base_loopbreak(w->base);
-			break;
-		}
 		worker_msg_free(m);
 	}
 }
@@ -147,7 +132,8 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
-static struct worker *worker_new(struct mux *mux, unsigned index)
+static struct worker *worker_new(struct mux *mux, unsigned index,
+				 const struct worker_ops *ops)
 {
 	struct event_config *cfg;
 	struct worker *w = calloc(1, sizeof(*w));
@@ -156,6 +142,7 @@ static struct worker *worker_new(struct mux *mux, unsigned index)
 		return NULL;
 	w->mux = mux;
 	w->index = index;
+	w->ops = ops;
 	w->inbox_max = mux->cfg.inbox_max;
 	pthread_mutex_init(&w->lock, NULL);
 	TAILQ_INIT(&w->inbox);
@@ -165,8 +152,8 @@ static struct worker *worker_new(struct mux *mux, unsigned index)
 	w->base = event_base_new_with_config(cfg);
 	event_config_free(cfg);
 	w->notify_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	w->sessions = w->base ? session_set_new(mux, index, w->base) : NULL;
-	if (w->base == NULL || w->notify_fd < 0 || w->sessions == NULL)
+	w->state = w->base ? ops->attach(w) : NULL;
+	if (w->base == NULL || w->notify_fd < 0 || w->state == NULL)
 		fatal("worker %u: setup", index);
 	w->notify_ev = event_new(w->base, w->notify_fd, EV_READ | EV_PERSIST,
 				 worker_process_inbox, w);
@@ -174,17 +161,17 @@ static struct worker *worker_new(struct mux *mux, unsigned index)
 	return w;
 }
 
-struct session_set *worker_sessions(struct worker *w)
+void *worker_state(struct worker *w)
 {
-	return w->sessions;
+	return w->state;
 }
 
-int worker_pool_start(struct mux *mux)
+int worker_pool_start(struct mux *mux, const struct worker_ops *ops)
 {
 	int i, rc;
 
 	for (i = 0; i < mux->nworkers; i++)
-		mux->workers[i] = worker_new(mux, (unsigned)i);
+		mux->workers[i] = worker_new(mux, (unsigned)i, ops);
 	for (i = 0; i < mux->nworkers; i++) {
 		rc = pthread_create(&mux->workers[i]->thread, NULL, worker_main,
 				    mux->workers[i]);
@@ -216,14 +203,10 @@ void worker_pool_stop(struct mux *mux)
 		w = mux->workers[i];
 		while ((m = TAILQ_FIRST(&w->inbox)) != NULL) {
 			TAILQ_REMOVE(&w->inbox, m, link);
-			if (m->type == WMSG_NEW_CLIENT) {
-				close(m->fd);
-				clients_remove(&mux->clients, m->info->id);
-			}
+			w->ops->discard(w, m);
 			worker_msg_free(m);
 		}
-		session_close_all(w);
-		session_set_free(w->sessions);
+		w->ops->detach(w, w->state);
 		event_free(w->notify_ev);
 		event_base_free(w->base);
 		close(w->notify_fd);

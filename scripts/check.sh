@@ -66,6 +66,8 @@ suites() {
 }
 
 run_suite "style (clang-format)" make -s check-format
+run_suite "house rules (prefixes, mux.h sections, no call cycle, no dead code)" \
+	scripts/check-house.sh
 build
 suites build normal
 # The relay benchmark, briefly, so that it cannot rot (no timing asserted).

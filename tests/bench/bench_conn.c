@@ -12,7 +12,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "../../mux/conn_table.h"
+#include "../../mux/conn.h"
 #include "../../common/cm_mad.h"
 #include "../../common/wire.h"
 

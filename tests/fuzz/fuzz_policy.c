@@ -30,8 +30,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	policy_admits(p, id, id >> 16);
 	r = policy_select(p, id, id >> 16, size > 8 ? "vm" : NULL);
 	if (r) {
-		rule_allows_port(r, "sim0");
-		rule_allows_gid(r, &g);
+		policy_rule_allows_port(r, "sim0");
+		policy_rule_allows_gid(r, &g);
 	}
 	policy_unref(policy_ref(p));
 	policy_unref(p);

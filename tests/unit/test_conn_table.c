@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "../../mux/conn_table.h"
+#include "../../mux/conn.h"
 #include "../../common/cm_mad.h"
 #include "../../common/wire.h"
 

@@ -73,21 +73,21 @@ test_full_policy(void **state)
 	assert_ptr_equal(r, &p->rules[1]);
 	assert_null(policy_select(p, 1001, 1001, "web1"));
 	r = &p->rules[0];
-	assert_true(rule_allows_port(r, "rxe0:1"));
-	assert_false(rule_allows_port(r, "rxe1:1"));
+	assert_true(policy_rule_allows_port(r, "rxe0:1"));
+	assert_false(policy_rule_allows_port(r, "rxe1:1"));
 	g = G("10.0.1.77");
-	assert_true(rule_allows_gid(r, &g));
+	assert_true(policy_rule_allows_gid(r, &g));
 	g = G("10.0.2.1");
-	assert_false(rule_allows_gid(r, &g));
+	assert_false(policy_rule_allows_gid(r, &g));
 	g = G("fd00:1::5");
-	assert_true(rule_allows_gid(r, &g));
+	assert_true(policy_rule_allows_gid(r, &g));
 	g = G("fd00:2::5");
-	assert_false(rule_allows_gid(r, &g));
+	assert_false(policy_rule_allows_gid(r, &g));
 	g = G("10.0.9.9");
-	assert_true(rule_allows_gid(&p->rules[1], &g));
+	assert_true(policy_rule_allows_gid(&p->rules[1], &g));
 	g = G("10.0.9.8");
-	assert_false(rule_allows_gid(&p->rules[1], &g));
-	assert_true(rule_allows_port(&p->rules[2], "anything"));
+	assert_false(policy_rule_allows_gid(&p->rules[1], &g));
+	assert_true(policy_rule_allows_port(&p->rules[2], "anything"));
 	policy_unref(p);
 }
 
@@ -159,15 +159,15 @@ static void test_prefixes(void **state)
 	struct gid_prefix pf;
 
 	(void)state;
-	assert_int_equal(gid_prefix_parse("10.0.0.0/8", &pf), 0);
+	assert_int_equal(policy_gid_prefix_parse("10.0.0.0/8", &pf), 0);
 	assert_int_equal(pf.len, 104);
-	assert_int_equal(gid_prefix_parse("fe80::/10", &pf), 0);
+	assert_int_equal(policy_gid_prefix_parse("fe80::/10", &pf), 0);
 	assert_int_equal(pf.len, 10);
-	assert_int_equal(gid_prefix_parse("fd00::1", &pf), 0);
+	assert_int_equal(policy_gid_prefix_parse("fd00::1", &pf), 0);
 	assert_int_equal(pf.len, 128);
-	assert_int_equal(gid_prefix_parse("fd00::/129", &pf), -EINVAL);
-	assert_int_equal(gid_prefix_parse("10.0.0.0/", &pf), -EINVAL);
-	assert_int_equal(gid_prefix_parse(NULL, &pf), -EINVAL);
+	assert_int_equal(policy_gid_prefix_parse("fd00::/129", &pf), -EINVAL);
+	assert_int_equal(policy_gid_prefix_parse("10.0.0.0/", &pf), -EINVAL);
+	assert_int_equal(policy_gid_prefix_parse(NULL, &pf), -EINVAL);
 }
 
 static void test_token_bucket(void **state)
@@ -176,18 +176,20 @@ static void test_token_bucket(void **state)
 	int i, n = 0;
 
 	(void)state;
-	token_bucket_init(&tb, 100, 10, 0);
+	policy_token_bucket_init(&tb, 100, 10, 0);
 	for (i = 0; i < 50; i++)
-		n += token_bucket_take(&tb, 0);
-	assert_int_equal(n, 10);                 /* the burst */
-	assert_false(token_bucket_take(&tb, 5)); /* half a token */
-	assert_true(token_bucket_take(&tb, 10)); /* one more after 10 ms */
+		n += policy_token_bucket_take(&tb, 0);
+	assert_int_equal(n, 10);                        /* the burst */
+	assert_false(policy_token_bucket_take(&tb, 5)); /* half a token */
+	assert_true(
+		policy_token_bucket_take(&tb, 10)); /* one more after 10 ms */
 	for (n = 0, i = 0; i < 1000; i++)
-		n += token_bucket_take(&tb, 10 + (uint64_t)i); /* 1 s at 1/ms */
+		n += policy_token_bucket_take(
+			&tb, 10 + (uint64_t)i); /* 1 s at 1/ms */
 	assert_true(n >= 99 && n <= 101);
-	token_bucket_init(&tb, 0, 0, 0);
+	policy_token_bucket_init(&tb, 0, 0, 0);
 	for (i = 0; i < 1000; i++)
-		assert_true(token_bucket_take(&tb, 0));
+		assert_true(policy_token_bucket_take(&tb, 0));
 }
 
 int main(void)

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
-#include "conn_table.h"
+#include "conn.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -58,7 +58,7 @@ struct src_count {
 	unsigned n;
 };
 
-static int host_cmp(struct conn *a, struct conn *b)
+static int conn_host_cmp(struct conn *a, struct conn *b)
 {
 	if (a->kind != b->kind)
 		return a->kind < b->kind ? -1 : 1;
@@ -67,7 +67,7 @@ static int host_cmp(struct conn *a, struct conn *b)
 	return a->host_id < b->host_id ? -1 : a->host_id > b->host_id;
 }
 
-static int guest_cmp(struct conn *a, struct conn *b)
+static int conn_guest_cmp(struct conn *a, struct conn *b)
 {
 	if (a->kind != b->kind)
 		return a->kind < b->kind ? -1 : 1;
@@ -78,7 +78,7 @@ static int guest_cmp(struct conn *a, struct conn *b)
 	return a->guest_id < b->guest_id ? -1 : a->guest_id > b->guest_id;
 }
 
-static int peer_cmp(struct conn *a, struct conn *b)
+static int conn_peer_cmp(struct conn *a, struct conn *b)
 {
 	if (a->kind != b->kind)
 		return a->kind < b->kind ? -1 : 1;
@@ -89,12 +89,12 @@ static int peer_cmp(struct conn *a, struct conn *b)
 	return gid_cmp(&a->path.peer_gid, &b->path.peer_gid);
 }
 
-static int cclient_cmp(struct conn_client *a, struct conn_client *b)
+static int conn_cclient_cmp(struct conn_client *a, struct conn_client *b)
 {
 	return a->id < b->id ? -1 : a->id > b->id;
 }
 
-static int src_cmp(struct src_count *a, struct src_count *b)
+static int conn_src_cmp(struct src_count *a, struct src_count *b)
 {
 	if (a->port != b->port)
 		return a->port < b->port ? -1 : 1;
@@ -106,11 +106,11 @@ RB_HEAD(guest_tree, conn);
 RB_HEAD(peer_tree, conn);
 RB_HEAD(cclient_tree, conn_client);
 RB_HEAD(src_tree, src_count);
-TREE_GENERATE_STATIC(host_tree, conn, host_link, host_cmp)
-TREE_GENERATE_STATIC(guest_tree, conn, guest_link, guest_cmp)
-TREE_GENERATE_STATIC(peer_tree, conn, peer_link, peer_cmp)
-TREE_GENERATE_STATIC(cclient_tree, conn_client, link, cclient_cmp)
-TREE_GENERATE_STATIC(src_tree, src_count, link, src_cmp)
+TREE_GENERATE_STATIC(host_tree, conn, host_link, conn_host_cmp)
+TREE_GENERATE_STATIC(guest_tree, conn, guest_link, conn_guest_cmp)
+TREE_GENERATE_STATIC(peer_tree, conn, peer_link, conn_peer_cmp)
+TREE_GENERATE_STATIC(cclient_tree, conn_client, link, conn_cclient_cmp)
+TREE_GENERATE_STATIC(src_tree, src_count, link, conn_src_cmp)
 
 struct conn_table {
 	struct conn_limits lim;
@@ -211,7 +211,7 @@ uint32_t conn_next_tid(struct conn_table *ct)
 
 /* ---- timers: one FIFO per duration class -------------------------------- */
 
-static void timer_stop(struct conn_table *ct, struct conn *c)
+static void conn_timer_stop(struct conn_table *ct, struct conn *c)
 {
 	if (c->timer != TC_NONE) {
 		TAILQ_REMOVE(&ct->timers[c->timer], c, timer_link);
@@ -222,10 +222,10 @@ static void timer_stop(struct conn_table *ct, struct conn *c)
 }
 
 /* (Re-)arm: to the tail, as every entry of a class has the same length. */
-static void timer_arm(struct conn_table *ct, struct conn *c, int tc,
-		      uint64_t now_ms)
+static void conn_timer_arm(struct conn_table *ct, struct conn *c, int tc,
+			   uint64_t now_ms)
 {
-	timer_stop(ct, c);
+	conn_timer_stop(ct, c);
 	c->timer = (uint8_t)tc;
 	c->deadline_ms = now_ms + ct->timer_ms[tc];
 	TAILQ_INSERT_TAIL(&ct->timers[tc], c, timer_link);
@@ -241,7 +241,7 @@ static void conn_remove(struct conn_table *ct, struct conn *c);
  * oldest leaves early (it only absorbs stray MADs).  Run as each call
  * begins, when nothing holds an entry.
  */
-static void timewait_trim(struct conn_table *ct)
+static void conn_timewait_trim(struct conn_table *ct)
 {
 	struct conn *c;
 
@@ -255,8 +255,8 @@ static void timewait_trim(struct conn_table *ct)
 
 /* ---- peer records: bounded per port and per source, charged to nobody -- */
 
-static struct src_count *src_get(struct conn_table *ct, unsigned port,
-				 const struct gid *gid, int create)
+static struct src_count *conn_src_get(struct conn_table *ct, unsigned port,
+				      const struct gid *gid, int create)
 {
 	struct src_count key = { .port = port }, *sc;
 
@@ -273,7 +273,7 @@ static struct src_count *src_get(struct conn_table *ct, unsigned port,
 	return sc;
 }
 
-static void src_forget_empty(struct conn_table *ct, struct src_count *sc)
+static void conn_src_forget_empty(struct conn_table *ct, struct src_count *sc)
 {
 	if (sc && sc->n == 0) {
 		RB_REMOVE(src_tree, &ct->sources, sc);
@@ -281,18 +281,19 @@ static void src_forget_empty(struct conn_table *ct, struct src_count *sc)
 	}
 }
 
-static void src_put(struct conn_table *ct, struct src_count *sc)
+static void conn_src_put(struct conn_table *ct, struct src_count *sc)
 {
 	if (sc && sc->n > 0) {
 		sc->n--;
-		src_forget_empty(ct, sc);
+		conn_src_forget_empty(ct, sc);
 	}
 }
 
 /* One more peer record, on its port's and its source's counts (either
  * may be missing when memory ran out while restoring). */
-static void peer_rec_count(struct conn_table *ct, struct src_count *port_sc,
-			   struct src_count *src_sc)
+static void conn_peer_rec_count(struct conn_table *ct,
+				struct src_count *port_sc,
+				struct src_count *src_sc)
 {
 	if (port_sc)
 		port_sc->n++;
@@ -302,47 +303,47 @@ static void peer_rec_count(struct conn_table *ct, struct src_count *port_sc,
 }
 
 /* Room for one more record of a REQ from gid on port: 0, or -ENOSPC. */
-static int peer_rec_take(struct conn_table *ct, unsigned port,
-			 const struct gid *gid)
+static int conn_peer_rec_take(struct conn_table *ct, unsigned port,
+			      const struct gid *gid)
 {
 	struct src_count *port_sc, *src_sc;
 
-	port_sc = src_get(ct, port, NULL, 1);
-	src_sc = src_get(ct, port, gid, 1);
+	port_sc = conn_src_get(ct, port, NULL, 1);
+	src_sc = conn_src_get(ct, port, gid, 1);
 	if (port_sc == NULL || src_sc == NULL ||
 	    (ct->lim.max_peer_records_per_port &&
 	     port_sc->n >= ct->lim.max_peer_records_per_port) ||
 	    (ct->lim.max_peer_records_per_source &&
 	     src_sc->n >= ct->lim.max_peer_records_per_source)) {
-		src_forget_empty(ct, port_sc);
-		src_forget_empty(ct, src_sc);
+		conn_src_forget_empty(ct, port_sc);
+		conn_src_forget_empty(ct, src_sc);
 		ct->counts.peer_records_refused++;
 		return -ENOSPC;
 	}
-	peer_rec_count(ct, port_sc, src_sc);
+	conn_peer_rec_count(ct, port_sc, src_sc);
 	return 0;
 }
 
-static void peer_rec_undo(struct conn_table *ct, unsigned port,
-			  const struct gid *gid)
+static void conn_peer_rec_undo(struct conn_table *ct, unsigned port,
+			       const struct gid *gid)
 {
-	src_put(ct, src_get(ct, port, NULL, 0));
-	src_put(ct, src_get(ct, port, gid, 0));
+	conn_src_put(ct, conn_src_get(ct, port, NULL, 0));
+	conn_src_put(ct, conn_src_get(ct, port, gid, 0));
 	ct->counts.peer_records--;
 }
 
-static void peer_rec_drop(struct conn_table *ct, struct conn *c)
+static void conn_peer_rec_drop(struct conn_table *ct, struct conn *c)
 {
 	if (!c->peer_rec)
 		return;
 	c->peer_rec = 0;
-	peer_rec_undo(ct, c->port, &c->path.peer_gid);
+	conn_peer_rec_undo(ct, c->port, &c->path.peer_gid);
 }
 
 /* ---- entries ------------------------------------------------------------ */
 
-static struct conn_client *cclient_get(struct conn_table *ct, uint64_t id,
-				       int create)
+static struct conn_client *conn_cclient_get(struct conn_table *ct, uint64_t id,
+					    int create)
 {
 	struct conn_client key = { .id = id }, *cc;
 
@@ -358,28 +359,29 @@ static struct conn_client *cclient_get(struct conn_table *ct, uint64_t id,
 	return cc;
 }
 
-static void uncharge(struct conn_table *ct, struct conn *c)
+static void conn_uncharge(struct conn_table *ct, struct conn *c)
 {
 	struct conn_client *cc;
 
 	if (!c->charged)
 		return;
 	c->charged = 0;
-	cc = cclient_get(ct, c->client, 0);
+	cc = conn_cclient_get(ct, c->client, 0);
 	if (cc)
 		cc->charged--;
 }
 
-static void set_state(struct conn_table *ct, struct conn *c, enum conn_state s)
+static void conn_set_state(struct conn_table *ct, struct conn *c,
+			   enum conn_state s)
 {
 	ct->counts.by_state[c->state]--;
 	c->state = (uint8_t)s;
 	ct->counts.by_state[s]++;
 	if (s == CONN_TIMEWAIT)
-		uncharge(ct, c);
+		conn_uncharge(ct, c);
 }
 
-static void guest_unlink(struct conn_table *ct, struct conn *c)
+static void conn_guest_unlink(struct conn_table *ct, struct conn *c)
 {
 	if (c->in_guest) {
 		RB_REMOVE(guest_tree, &ct->guests, c);
@@ -389,14 +391,14 @@ static void guest_unlink(struct conn_table *ct, struct conn *c)
 
 static void conn_remove(struct conn_table *ct, struct conn *c)
 {
-	struct conn_client *cc = cclient_get(ct, c->client, 0);
+	struct conn_client *cc = conn_cclient_get(ct, c->client, 0);
 
-	timer_stop(ct, c);
-	uncharge(ct, c);
-	peer_rec_drop(ct, c);
+	conn_timer_stop(ct, c);
+	conn_uncharge(ct, c);
+	conn_peer_rec_drop(ct, c);
 	if (c->in_host)
 		RB_REMOVE(host_tree, &ct->hosts, c);
-	guest_unlink(ct, c);
+	conn_guest_unlink(ct, c);
 	if (c->in_peer)
 		RB_REMOVE(peer_tree, &ct->peers, c);
 	LIST_REMOVE(c, client_link);
@@ -416,7 +418,8 @@ static void conn_remove(struct conn_table *ct, struct conn *c)
 		free(c);
 }
 
-static void cclient_forget_empty(struct conn_table *ct, struct conn_client *cc)
+static void conn_cclient_forget_empty(struct conn_table *ct,
+				      struct conn_client *cc)
 {
 	if (cc->n == 0) {
 		RB_REMOVE(cclient_tree, &ct->clients, cc);
@@ -441,7 +444,7 @@ static void conn_account(struct conn_table *ct, struct conn_client *cc,
 }
 
 /* The client's quota: what it started or took on, live. */
-static int quota_full(struct conn_table *ct, const struct conn_client *cc)
+static int conn_quota_full(struct conn_table *ct, const struct conn_client *cc)
 {
 	unsigned max = ct->lim.max_per_client;
 
@@ -456,22 +459,22 @@ static struct conn *conn_new(struct conn_table *ct, enum conn_kind kind,
 			     enum conn_state state,
 			     const struct conn_path *path, int charge, int *err)
 {
-	struct conn_client *cc = cclient_get(ct, client, 1);
+	struct conn_client *cc = conn_cclient_get(ct, client, 1);
 	struct conn *c;
 
 	if (cc == NULL) {
 		*err = -ENOMEM;
 		return NULL;
 	}
-	if (charge && quota_full(ct, cc)) {
+	if (charge && conn_quota_full(ct, cc)) {
 		*err = -ENOSPC;
-		cclient_forget_empty(ct, cc);
+		conn_cclient_forget_empty(ct, cc);
 		return NULL;
 	}
 	c = ct->store ? conn_store_alloc(ct->store) : calloc(1, sizeof(*c));
 	if (c == NULL) {
 		*err = ct->store ? -ENOSPC : -ENOMEM;
-		cclient_forget_empty(ct, cc);
+		conn_cclient_forget_empty(ct, cc);
 		return NULL;
 	}
 	c->kind = (uint8_t)kind;
@@ -486,8 +489,8 @@ static struct conn *conn_new(struct conn_table *ct, enum conn_kind kind,
 	return c;
 }
 
-static struct conn *host_find(struct conn_table *ct, enum conn_kind kind,
-			      unsigned port, uint32_t host_id)
+static struct conn *conn_host_find(struct conn_table *ct, enum conn_kind kind,
+				   unsigned port, uint32_t host_id)
 {
 	struct conn key = { .kind = (uint8_t)kind,
 			    .port = port,
@@ -496,9 +499,9 @@ static struct conn *host_find(struct conn_table *ct, enum conn_kind kind,
 	return RB_FIND(host_tree, &ct->hosts, &key);
 }
 
-static struct conn *guest_find(struct conn_table *ct, enum conn_kind kind,
-			       uint64_t client, unsigned port,
-			       uint32_t guest_id)
+static struct conn *conn_guest_find(struct conn_table *ct, enum conn_kind kind,
+				    uint64_t client, unsigned port,
+				    uint32_t guest_id)
 {
 	struct conn key = { .kind = (uint8_t)kind,
 			    .client = client,
@@ -508,9 +511,9 @@ static struct conn *guest_find(struct conn_table *ct, enum conn_kind kind,
 	return RB_FIND(guest_tree, &ct->guests, &key);
 }
 
-static struct conn *peer_find_kind(struct conn_table *ct, enum conn_kind kind,
-				   unsigned port, uint32_t peer_id,
-				   const struct gid *gid)
+static struct conn *conn_peer_find_kind(struct conn_table *ct,
+					enum conn_kind kind, unsigned port,
+					uint32_t peer_id, const struct gid *gid)
 {
 	struct conn key = { .kind = (uint8_t)kind,
 			    .port = port,
@@ -520,17 +523,17 @@ static struct conn *peer_find_kind(struct conn_table *ct, enum conn_kind kind,
 	return RB_FIND(peer_tree, &ct->peers, &key);
 }
 
-static struct conn *peer_find(struct conn_table *ct, unsigned port,
-			      uint32_t peer_id, const struct gid *gid)
+static struct conn *conn_peer_find(struct conn_table *ct, unsigned port,
+				   uint32_t peer_id, const struct gid *gid)
 {
-	return peer_find_kind(ct, CK_COMM, port, peer_id, gid);
+	return conn_peer_find_kind(ct, CK_COMM, port, peer_id, gid);
 }
 
 /* A client's record of a peer's REQ (or SIDR_REQ) with that peer ID, from
  * whichever GID: the peer ID is all a reply names. */
-static struct conn *peer_record_of(struct conn_table *ct, enum conn_kind kind,
-				   uint64_t client, unsigned port,
-				   uint32_t peer_id)
+static struct conn *conn_peer_record_of(struct conn_table *ct,
+					enum conn_kind kind, uint64_t client,
+					unsigned port, uint32_t peer_id)
 {
 	struct conn key = { .kind = (uint8_t)kind,
 			    .port = port,
@@ -546,12 +549,13 @@ static struct conn *peer_record_of(struct conn_table *ct, enum conn_kind kind,
 }
 
 /* The peer's comm ID is known: index the entry by it (first come). */
-static void peer_set(struct conn_table *ct, struct conn *c, uint32_t peer_id)
+static void conn_peer_set(struct conn_table *ct, struct conn *c,
+			  uint32_t peer_id)
 {
 	if (c->in_peer || peer_id == 0)
 		return;
 	c->peer_id = peer_id;
-	if (peer_find(ct, c->port, peer_id, &c->path.peer_gid) == NULL) {
+	if (conn_peer_find(ct, c->port, peer_id, &c->path.peer_gid) == NULL) {
 		RB_INSERT(peer_tree, &ct->peers, c);
 		c->in_peer = 1;
 	}
@@ -559,8 +563,8 @@ static void peer_set(struct conn_table *ct, struct conn *c, uint32_t peer_id)
 
 /* A host ID nobody on this port uses: cyclic, XORed with a random
  * operand as the kernel CM does, never 0. */
-static uint32_t alloc_host_id(struct conn_table *ct, enum conn_kind kind,
-			      unsigned port)
+static uint32_t conn_alloc_host_id(struct conn_table *ct, enum conn_kind kind,
+				   unsigned port)
 {
 	uint32_t id;
 	unsigned tries;
@@ -570,7 +574,7 @@ static uint32_t alloc_host_id(struct conn_table *ct, enum conn_kind kind,
 		if (ct->store)
 			*conn_store_counter(ct->store,
 					    CONN_STORE_NEXT_HOST) = ct->next;
-		if (id != 0 && host_find(ct, kind, port, id) == NULL)
+		if (id != 0 && conn_host_find(ct, kind, port, id) == NULL)
 			return id;
 	}
 	return 0;
@@ -579,7 +583,7 @@ static uint32_t alloc_host_id(struct conn_table *ct, enum conn_kind kind,
 /* Give an entry its guest and host IDs and index it by both. */
 static int conn_bind(struct conn_table *ct, struct conn *c, uint32_t guest_id)
 {
-	c->host_id = alloc_host_id(ct, (enum conn_kind)c->kind, c->port);
+	c->host_id = conn_alloc_host_id(ct, (enum conn_kind)c->kind, c->port);
 	if (c->host_id == 0)
 		return -ENOSPC;
 	c->guest_id = guest_id;
@@ -613,7 +617,7 @@ static struct conn *conn_create_bound(struct conn_table *ct,
 
 /* A client's send gets a fresh low TID half, unless it repeats its last
  * send (same attribute and guest TID): a retransmission keeps its TID. */
-static void tid_out(struct conn_table *ct, struct conn *c, uint8_t *mad)
+static void conn_tid_out(struct conn_table *ct, struct conn *c, uint8_t *mad)
 {
 	uint64_t tid = cm_mad_tid(mad);
 	uint16_t attr = cm_mad_attr_id(mad);
@@ -627,13 +631,13 @@ static void tid_out(struct conn_table *ct, struct conn *c, uint8_t *mad)
 }
 
 /* A message that echoes the TID of our last send gets the guest's back. */
-static void tid_in(struct conn *c, uint8_t *mad)
+static void conn_tid_in(struct conn *c, uint8_t *mad)
 {
 	if ((cm_mad_tid(mad) & 0xffffffffull) == c->wire_tid && c->wire_tid)
 		wire_put64(mad + MAD_OFF_TID, c->guest_tid);
 }
 
-static void tid_fresh(struct conn_table *ct, uint8_t *mad)
+static void conn_tid_fresh(struct conn_table *ct, uint8_t *mad)
 {
 	wire_put64(mad + MAD_OFF_TID,
 		   (cm_mad_tid(mad) & TID_HIGH) | conn_next_tid(ct));
@@ -641,8 +645,9 @@ static void tid_fresh(struct conn_table *ct, uint8_t *mad)
 
 /* ---- speaking for a client (cm.c's cm_destroy_id) ------------------------ */
 
-static void emit(struct conn_table *ct, enum conn_answer why, unsigned port,
-		 const struct conn_path *path, const uint8_t *mad)
+static void conn_send_answer(struct conn_table *ct, enum conn_answer why,
+			     unsigned port, const struct conn_path *path,
+			     const uint8_t *mad)
 {
 	struct conn_emit e = { why, port, path, mad };
 
@@ -650,8 +655,8 @@ static void emit(struct conn_table *ct, enum conn_answer why, unsigned port,
 		ct->emit(ct->emit_arg, &e);
 }
 
-static void emit_rej(struct conn_table *ct, struct conn *c, unsigned msg,
-		     unsigned reason, enum conn_answer why)
+static void conn_emit_rej(struct conn_table *ct, struct conn *c, unsigned msg,
+			  unsigned reason, enum conn_answer why)
 {
 	uint8_t mad[MAD_SIZE], guid[CM_REJ_ARI_CA_GUID_LEN];
 	int timeout = reason == CM_REJ_REASON_TIMEOUT;
@@ -662,7 +667,7 @@ static void emit_rej(struct conn_table *ct, struct conn *c, unsigned msg,
 	cm_build_rej(mad, conn_next_tid(ct), c->in_host ? c->host_id : 0,
 		     c->peer_id, msg, reason, timeout ? guid : NULL,
 		     timeout ? sizeof(guid) : 0);
-	emit(ct, why, c->port, &c->path, mad);
+	conn_send_answer(ct, why, c->port, &c->path, mad);
 }
 
 /*
@@ -678,39 +683,41 @@ static void conn_abandon(struct conn_table *ct, struct conn *c, uint64_t now_ms)
 		return;
 	switch (c->state) {
 	case CONN_REQ_SENT:
-		emit_rej(ct, c, CM_MSG_RESPONSE_REQ, CM_REJ_REASON_TIMEOUT,
-			 CONN_ANS_REJ_ABANDONED);
+		conn_emit_rej(ct, c, CM_MSG_RESPONSE_REQ, CM_REJ_REASON_TIMEOUT,
+			      CONN_ANS_REJ_ABANDONED);
 		break;
 	case CONN_REQ_RCVD:
-		emit_rej(ct, c, CM_MSG_RESPONSE_REQ,
-			 CM_REJ_REASON_CONSUMER_DEFINED,
-			 CONN_ANS_REJ_ABANDONED);
+		conn_emit_rej(ct, c, CM_MSG_RESPONSE_REQ,
+			      CM_REJ_REASON_CONSUMER_DEFINED,
+			      CONN_ANS_REJ_ABANDONED);
 		break;
 	case CONN_REP_SENT:
-		emit_rej(ct, c, CM_MSG_RESPONSE_OTHER,
-			 CM_REJ_REASON_CONSUMER_DEFINED,
-			 CONN_ANS_REJ_ABANDONED);
+		conn_emit_rej(ct, c, CM_MSG_RESPONSE_OTHER,
+			      CM_REJ_REASON_CONSUMER_DEFINED,
+			      CONN_ANS_REJ_ABANDONED);
 		break;
 	case CONN_REP_RCVD:
-		emit_rej(ct, c, CM_MSG_RESPONSE_REP,
-			 CM_REJ_REASON_CONSUMER_DEFINED,
-			 CONN_ANS_REJ_ABANDONED);
+		conn_emit_rej(ct, c, CM_MSG_RESPONSE_REP,
+			      CM_REJ_REASON_CONSUMER_DEFINED,
+			      CONN_ANS_REJ_ABANDONED);
 		break;
 	case CONN_ESTABLISHED:
 		cm_build_dreq(mad, conn_next_tid(ct), c->host_id, c->peer_id,
 			      c->peer_qpn);
-		emit(ct, CONN_ANS_DREQ_ABANDONED, c->port, &c->path, mad);
-		set_state(ct, c, CONN_DREQ_SENT);
-		timer_arm(ct, c, TC_HANDSHAKE, now_ms);
+		conn_send_answer(ct, CONN_ANS_DREQ_ABANDONED, c->port, &c->path,
+				 mad);
+		conn_set_state(ct, c, CONN_DREQ_SENT);
+		conn_timer_arm(ct, c, TC_HANDSHAKE, now_ms);
 		return;
 	case CONN_DREQ_RCVD:
 		cm_build_drep(mad, conn_next_tid(ct), c->host_id, c->peer_id);
-		emit(ct, CONN_ANS_DREP_ABANDONED, c->port, &c->path, mad);
+		conn_send_answer(ct, CONN_ANS_DREP_ABANDONED, c->port, &c->path,
+				 mad);
 		break;
 	default: return;
 	}
-	set_state(ct, c, CONN_TIMEWAIT);
-	timer_arm(ct, c, TC_TIMEWAIT, now_ms);
+	conn_set_state(ct, c, CONN_TIMEWAIT);
+	conn_timer_arm(ct, c, TC_TIMEWAIT, now_ms);
 }
 
 /* The guest reuses a comm ID: the old connection is abandoned and stays
@@ -718,16 +725,16 @@ static void conn_abandon(struct conn_table *ct, struct conn *c, uint64_t now_ms)
 static void conn_retire(struct conn_table *ct, struct conn *c, uint64_t now_ms)
 {
 	conn_abandon(ct, c, now_ms);
-	guest_unlink(ct, c);
+	conn_guest_unlink(ct, c);
 	c->orphan = 1;
 	if (c->timer == TC_NONE)
-		timer_arm(ct, c, TC_TIMEWAIT, now_ms);
+		conn_timer_arm(ct, c, TC_TIMEWAIT, now_ms);
 }
 
 /* ---- outbound: the client's CM sends (cm.c's ib_send_cm_*) ---------------- */
 
-static int same_peer(const struct conn *c, uint32_t peer_id,
-		     const struct conn_path *path)
+static int conn_same_peer(const struct conn *c, uint32_t peer_id,
+			  const struct conn_path *path)
 {
 	return c->peer_id == peer_id &&
 	       gid_cmp(&c->path.peer_gid, &path->peer_gid) == 0;
@@ -741,14 +748,15 @@ static struct conn *conn_for_reply(struct conn_table *ct, uint64_t client,
 				   const struct conn_path *path,
 				   uint64_t now_ms, int *err)
 {
-	struct conn *c = guest_find(ct, CK_COMM, client, port, guest_id), *r;
+	struct conn *c = conn_guest_find(ct, CK_COMM, client, port, guest_id),
+		    *r;
 	struct conn_client *cc;
 
-	if (c && same_peer(c, peer_id, path))
+	if (c && conn_same_peer(c, peer_id, path))
 		return c;
 	/* Only an answer to a REQ this client received: otherwise a VM
 	 * could accept (or reject) a connection meant for another. */
-	r = peer_find(ct, port, peer_id, &path->peer_gid);
+	r = conn_peer_find(ct, port, peer_id, &path->peer_gid);
 	if (r == NULL || r->client != client || r->state != CONN_REQ_RCVD ||
 	    r->in_guest) {
 		*err = -ENOENT;
@@ -756,8 +764,8 @@ static struct conn *conn_for_reply(struct conn_table *ct, uint64_t client,
 	}
 	/* Answering it makes the connection the client's own: from here
 	 * on its quota counts it. */
-	cc = cclient_get(ct, client, 0);
-	if (cc == NULL || quota_full(ct, cc)) {
+	cc = conn_cclient_get(ct, client, 0);
+	if (cc == NULL || conn_quota_full(ct, cc)) {
 		*err = -ENOSPC;
 		return NULL;
 	}
@@ -766,15 +774,15 @@ static struct conn *conn_for_reply(struct conn_table *ct, uint64_t client,
 	*err = conn_bind(ct, r, guest_id);
 	if (*err)
 		return NULL;
-	peer_rec_drop(ct, r);
+	conn_peer_rec_drop(ct, r);
 	r->charged = 1;
 	cc->charged++;
 	return r;
 }
 
-static int out_req(struct conn_table *ct, uint64_t client, unsigned port,
-		   uint8_t *mad, const struct conn_path *path, uint64_t now_ms,
-		   struct conn **out)
+static int conn_out_req(struct conn_table *ct, uint64_t client, unsigned port,
+			uint8_t *mad, const struct conn_path *path,
+			uint64_t now_ms, struct conn **out)
 {
 	uint32_t guest_id = cm_mad_sender_id(mad);
 	struct conn *c;
@@ -782,7 +790,7 @@ static int out_req(struct conn_table *ct, uint64_t client, unsigned port,
 
 	if (guest_id == 0)
 		return -EINVAL;
-	c = guest_find(ct, CK_COMM, client, port, guest_id);
+	c = conn_guest_find(ct, CK_COMM, client, port, guest_id);
 	/* The same REQ again is a retransmission; anything else with this
 	 * ID is a new connection (a rebooted guest, a wrapped counter). */
 	if (c == NULL || c->state != CONN_REQ_SENT ||
@@ -795,14 +803,14 @@ static int out_req(struct conn_table *ct, uint64_t client, unsigned port,
 			return err;
 		c->ca_guid = cm_field_get(mad, CM_REQ_LOCAL_CA_GUID);
 	}
-	timer_arm(ct, c, TC_HANDSHAKE, now_ms);
+	conn_timer_arm(ct, c, TC_HANDSHAKE, now_ms);
 	*out = c;
 	return 0;
 }
 
-static int out_reply(struct conn_table *ct, uint64_t client, unsigned port,
-		     uint8_t *mad, const struct conn_path *path,
-		     uint64_t now_ms, struct conn **out)
+static int conn_out_reply(struct conn_table *ct, uint64_t client, unsigned port,
+			  uint8_t *mad, const struct conn_path *path,
+			  uint64_t now_ms, struct conn **out)
 {
 	uint16_t attr = cm_mad_attr_id(mad);
 	uint32_t guest_id = cm_mad_sender_id(mad);
@@ -816,12 +824,12 @@ static int out_reply(struct conn_table *ct, uint64_t client, unsigned port,
 		/* Rejecting a REQ before replying: nothing to map, but it
 		 * must be a REQ this client received; the record goes, as
 		 * cm.c resets to idle. */
-		c = peer_find(ct, port, peer_id, &path->peer_gid);
+		c = conn_peer_find(ct, port, peer_id, &path->peer_gid);
 		if (c == NULL || c->client != client ||
 		    c->state != CONN_REQ_RCVD || c->in_guest)
 			return -ENOENT;
 		conn_remove(ct, c);
-		tid_fresh(ct, mad);
+		conn_tid_fresh(ct, mad);
 		return 1;
 	}
 	c = conn_for_reply(ct, client, port, guest_id, peer_id, path, now_ms,
@@ -831,21 +839,22 @@ static int out_reply(struct conn_table *ct, uint64_t client, unsigned port,
 	switch (attr) {
 	case CM_ATTR_REP:
 		if (c->state == CONN_REQ_RCVD) {
-			set_state(ct, c, CONN_REP_SENT);
+			conn_set_state(ct, c, CONN_REP_SENT);
 			/* Kept until RTU, DREQ, REJ or teardown: the guest
 			 * goes established on its first data. */
-			timer_stop(ct, c);
+			conn_timer_stop(ct, c);
 		} else if (c->state != CONN_REP_SENT) {
 			return -EPROTO;
 		}
 		break;
 	case CM_ATTR_MRA:
 		if (c->state == CONN_REQ_RCVD || c->state == CONN_REP_RCVD)
-			timer_arm(ct, c,
-				  TC_MRA0 +
-					  (int)cm_field_get(
-						  mad, CM_MRA_SERVICE_TIMEOUT),
-				  now_ms);
+			conn_timer_arm(ct, c,
+				       TC_MRA0 +
+					       (int)cm_field_get(
+						       mad,
+						       CM_MRA_SERVICE_TIMEOUT),
+				       now_ms);
 		else if (c->state != CONN_ESTABLISHED)
 			return -EPROTO;
 		break;
@@ -855,10 +864,10 @@ static int out_reply(struct conn_table *ct, uint64_t client, unsigned port,
 		case CONN_REQ_RCVD:
 		case CONN_REP_SENT:
 		case CONN_REP_RCVD:
-			set_state(ct, c, CONN_TIMEWAIT);
+			conn_set_state(ct, c, CONN_TIMEWAIT);
 			/* fall through */
 		case CONN_TIMEWAIT: /* cm.c's REJ to a stale REQ */
-			timer_arm(ct, c, TC_TIMEWAIT, now_ms);
+			conn_timer_arm(ct, c, TC_TIMEWAIT, now_ms);
 			break;
 		default: return -EPROTO;
 		}
@@ -870,22 +879,23 @@ static int out_reply(struct conn_table *ct, uint64_t client, unsigned port,
 
 /* RTU, DREQ, DREP, LAP, APR: on a connection of the client's, in a state
  * where cm.c would send it. */
-static int out_conn(struct conn_table *ct, uint64_t client, unsigned port,
-		    uint8_t *mad, uint64_t now_ms, struct conn **out)
+static int conn_out_conn(struct conn_table *ct, uint64_t client, unsigned port,
+			 uint8_t *mad, uint64_t now_ms, struct conn **out)
 {
 	uint16_t attr = cm_mad_attr_id(mad);
 	uint32_t guest_id = cm_mad_sender_id(mad);
 	struct conn *c;
 
-	c = guest_id ? guest_find(ct, CK_COMM, client, port, guest_id) : NULL;
+	c = guest_id ? conn_guest_find(ct, CK_COMM, client, port, guest_id)
+		     : NULL;
 	if (c == NULL || c->peer_id == 0 ||
 	    cm_mad_receiver_id(mad) != c->peer_id)
 		return -ENOENT;
 	switch (attr) {
 	case CM_ATTR_RTU:
 		if (c->state == CONN_REP_RCVD) {
-			set_state(ct, c, CONN_ESTABLISHED);
-			timer_stop(ct, c);
+			conn_set_state(ct, c, CONN_ESTABLISHED);
+			conn_timer_stop(ct, c);
 		} else if (c->state != CONN_ESTABLISHED) {
 			return -EPROTO;
 		}
@@ -898,14 +908,14 @@ static int out_conn(struct conn_table *ct, uint64_t client, unsigned port,
 		if (c->state != CONN_ESTABLISHED && c->state != CONN_REP_SENT &&
 		    c->state != CONN_DREQ_SENT)
 			return -EPROTO;
-		set_state(ct, c, CONN_DREQ_SENT);
-		timer_arm(ct, c, TC_HANDSHAKE, now_ms);
+		conn_set_state(ct, c, CONN_DREQ_SENT);
+		conn_timer_arm(ct, c, TC_HANDSHAKE, now_ms);
 		break;
 	case CM_ATTR_DREP:
 		if (c->state != CONN_DREQ_RCVD && c->state != CONN_TIMEWAIT)
 			return -EPROTO;
-		set_state(ct, c, CONN_TIMEWAIT);
-		timer_arm(ct, c, TC_TIMEWAIT, now_ms);
+		conn_set_state(ct, c, CONN_TIMEWAIT);
+		conn_timer_arm(ct, c, TC_TIMEWAIT, now_ms);
 		break;
 	default: /* LAP, APR */
 		if (c->state != CONN_ESTABLISHED)
@@ -916,9 +926,10 @@ static int out_conn(struct conn_table *ct, uint64_t client, unsigned port,
 	return 0;
 }
 
-static int out_sidr_req(struct conn_table *ct, uint64_t client, unsigned port,
-			uint8_t *mad, const struct conn_path *path,
-			uint64_t now_ms, struct conn **out)
+static int conn_out_sidr_req(struct conn_table *ct, uint64_t client,
+			     unsigned port, uint8_t *mad,
+			     const struct conn_path *path, uint64_t now_ms,
+			     struct conn **out)
 {
 	uint32_t guest_id = cm_mad_sender_id(mad);
 	struct conn *c;
@@ -926,7 +937,7 @@ static int out_sidr_req(struct conn_table *ct, uint64_t client, unsigned port,
 
 	if (guest_id == 0)
 		return -EINVAL;
-	c = guest_find(ct, CK_SIDR, client, port, guest_id);
+	c = conn_guest_find(ct, CK_SIDR, client, port, guest_id);
 	if (c && c->state != CONN_SIDR_REQ_SENT) {
 		conn_retire(ct, c, now_ms);
 		c = NULL;
@@ -936,7 +947,7 @@ static int out_sidr_req(struct conn_table *ct, uint64_t client, unsigned port,
 				      CONN_SIDR_REQ_SENT, path, &err);
 	if (c == NULL)
 		return err;
-	timer_arm(ct, c, TC_HANDSHAKE, now_ms);
+	conn_timer_arm(ct, c, TC_HANDSHAKE, now_ms);
 	*out = c;
 	return 0;
 }
@@ -948,36 +959,37 @@ int conn_outbound(struct conn_table *ct, uint64_t client, unsigned port,
 	struct conn *c = NULL;
 	int rc;
 
-	timewait_trim(ct);
+	conn_timewait_trim(ct);
 	ct->call_max = max_conns;
 	switch (cm_mad_attr_id(mad)) {
 	case CM_ATTR_REQ:
-		rc = out_req(ct, client, port, mad, path, now_ms, &c);
+		rc = conn_out_req(ct, client, port, mad, path, now_ms, &c);
 		break;
 	case CM_ATTR_REP:
 	case CM_ATTR_MRA:
 	case CM_ATTR_REJ:
-		rc = out_reply(ct, client, port, mad, path, now_ms, &c);
+		rc = conn_out_reply(ct, client, port, mad, path, now_ms, &c);
 		break;
 	case CM_ATTR_RTU:
 	case CM_ATTR_DREQ:
 	case CM_ATTR_DREP:
 	case CM_ATTR_LAP:
 	case CM_ATTR_APR:
-		rc = out_conn(ct, client, port, mad, now_ms, &c);
+		rc = conn_out_conn(ct, client, port, mad, now_ms, &c);
 		break;
 	case CM_ATTR_SIDR_REQ:
-		rc = out_sidr_req(ct, client, port, mad, path, now_ms, &c);
+		rc = conn_out_sidr_req(ct, client, port, mad, path, now_ms, &c);
 		break;
 	default: /* SIDR_REP: it must answer a SIDR_REQ received */
-		c = peer_find_kind(ct, CK_SIDR, port, cm_mad_receiver_id(mad),
-				   &path->peer_gid);
+		c = conn_peer_find_kind(ct, CK_SIDR, port,
+					cm_mad_receiver_id(mad),
+					&path->peer_gid);
 		if (c == NULL || c->client != client) {
 			rc = -ENOENT;
 			break;
 		}
 		conn_remove(ct, c);
-		tid_fresh(ct, mad);
+		conn_tid_fresh(ct, mad);
 		rc = 1;
 		break;
 	}
@@ -988,7 +1000,7 @@ int conn_outbound(struct conn_table *ct, uint64_t client, unsigned port,
 		return rc;
 	/* From here on the MAD carries the host ID, not the guest's. */
 	cm_mad_set_sender_id(mad, c->host_id);
-	tid_out(ct, c, mad);
+	conn_tid_out(ct, c, mad);
 	return 0;
 }
 
@@ -997,7 +1009,7 @@ int conn_outbound(struct conn_table *ct, uint64_t client, unsigned port,
 /* Whether the Local Comm ID of a peer's message names the peer this
  * connection knows (cm_acquire_id(): 0 only where the peer's ID cannot
  * be known yet). */
-static int peer_matches(const struct conn *c, const uint8_t *mad)
+static int conn_peer_matches(const struct conn *c, const uint8_t *mad)
 {
 	uint16_t attr = cm_mad_attr_id(mad);
 	uint32_t sender = cm_mad_sender_id(mad);
@@ -1014,17 +1026,17 @@ static int peer_matches(const struct conn *c, const uint8_t *mad)
 }
 
 /* A peer's message in the connection's state: 0 (deliver) or -EPROTO. */
-static int in_transition(struct conn_table *ct, struct conn *c,
-			 const uint8_t *mad, uint64_t now_ms)
+static int conn_in_transition(struct conn_table *ct, struct conn *c,
+			      const uint8_t *mad, uint64_t now_ms)
 {
 	switch (cm_mad_attr_id(mad)) {
 	case CM_ATTR_REP:
 		if (c->state == CONN_REQ_SENT) {
-			peer_set(ct, c, cm_mad_sender_id(mad));
+			conn_peer_set(ct, c, cm_mad_sender_id(mad));
 			c->peer_qpn = (uint32_t)cm_field_get(mad,
 							     CM_REP_LOCAL_QPN);
-			set_state(ct, c, CONN_REP_RCVD);
-			timer_arm(ct, c, TC_HANDSHAKE, now_ms);
+			conn_set_state(ct, c, CONN_REP_RCVD);
+			conn_timer_arm(ct, c, TC_HANDSHAKE, now_ms);
 			return 0;
 		}
 		/* A duplicate: the guest's CM answers it again (RTU). */
@@ -1034,7 +1046,7 @@ static int in_transition(struct conn_table *ct, struct conn *c,
 	case CM_ATTR_MRA:
 		if (c->state == CONN_REQ_SENT || c->state == CONN_REP_SENT) {
 			if (c->state == CONN_REQ_SENT)
-				timer_arm(
+				conn_timer_arm(
 					ct, c,
 					TC_MRA0 +
 						(int)cm_field_get(
@@ -1047,20 +1059,20 @@ static int in_transition(struct conn_table *ct, struct conn *c,
 	case CM_ATTR_RTU:
 		if (c->state != CONN_REP_SENT)
 			return -EPROTO;
-		set_state(ct, c, CONN_ESTABLISHED);
-		timer_stop(ct, c);
+		conn_set_state(ct, c, CONN_ESTABLISHED);
+		conn_timer_stop(ct, c);
 		return 0;
 	case CM_ATTR_DREQ:
 		switch (c->state) {
 		case CONN_ESTABLISHED:
 		case CONN_REP_SENT:
 		case CONN_DREQ_SENT:
-			set_state(ct, c, CONN_DREQ_RCVD);
-			timer_arm(ct, c, TC_HANDSHAKE, now_ms);
+			conn_set_state(ct, c, CONN_DREQ_RCVD);
+			conn_timer_arm(ct, c, TC_HANDSHAKE, now_ms);
 			return 0;
 		case CONN_DREQ_RCVD: return 0;
 		case CONN_TIMEWAIT: /* our DREP was lost: the guest answers */
-			timer_arm(ct, c, TC_TIMEWAIT, now_ms);
+			conn_timer_arm(ct, c, TC_TIMEWAIT, now_ms);
 			return 0;
 		default: return -EPROTO;
 		}
@@ -1068,8 +1080,8 @@ static int in_transition(struct conn_table *ct, struct conn *c,
 		/* DREQ_RCVD too: both sides sent a DREQ at once. */
 		if (c->state != CONN_DREQ_SENT && c->state != CONN_DREQ_RCVD)
 			return -EPROTO;
-		set_state(ct, c, CONN_TIMEWAIT);
-		timer_arm(ct, c, TC_TIMEWAIT, now_ms);
+		conn_set_state(ct, c, CONN_TIMEWAIT);
+		conn_timer_arm(ct, c, TC_TIMEWAIT, now_ms);
 		return 0;
 	case CM_ATTR_REJ:
 		switch (c->state) {
@@ -1079,8 +1091,8 @@ static int in_transition(struct conn_table *ct, struct conn *c,
 		case CONN_REP_RCVD:
 		case CONN_ESTABLISHED:
 		case CONN_DREQ_SENT:
-			set_state(ct, c, CONN_TIMEWAIT);
-			timer_arm(ct, c, TC_TIMEWAIT, now_ms);
+			conn_set_state(ct, c, CONN_TIMEWAIT);
+			conn_timer_arm(ct, c, TC_TIMEWAIT, now_ms);
 			return 0;
 		default: return -EPROTO;
 		}
@@ -1089,23 +1101,24 @@ static int in_transition(struct conn_table *ct, struct conn *c,
 	}
 }
 
-static void answer_drep(struct conn_table *ct, enum conn_answer why,
-			unsigned port, const uint8_t *dreq,
-			const struct conn_path *path)
+static void conn_answer_drep(struct conn_table *ct, enum conn_answer why,
+			     unsigned port, const uint8_t *dreq,
+			     const struct conn_path *path)
 {
 	uint8_t mad[MAD_SIZE];
 
 	/* cm_issue_drep(): the DREQ's IDs swapped. */
 	cm_build_drep(mad, conn_next_tid(ct), cm_mad_receiver_id(dreq),
 		      cm_mad_sender_id(dreq));
-	emit(ct, why, port, path, mad);
+	conn_send_answer(ct, why, port, path, mad);
 }
 
-static int in_sidr_rep(struct conn_table *ct, unsigned port, uint8_t *mad,
-		       const struct conn_path *path, uint64_t now_ms,
-		       uint64_t *client)
+static int conn_in_sidr_rep(struct conn_table *ct, unsigned port, uint8_t *mad,
+			    const struct conn_path *path, uint64_t now_ms,
+			    uint64_t *client)
 {
-	struct conn *c = host_find(ct, CK_SIDR, port, cm_mad_receiver_id(mad));
+	struct conn *c = conn_host_find(ct, CK_SIDR, port,
+					cm_mad_receiver_id(mad));
 
 	if (c == NULL)
 		return -ENOENT;
@@ -1115,22 +1128,22 @@ static int in_sidr_rep(struct conn_table *ct, unsigned port, uint8_t *mad,
 		return -ESTALE;
 	if (c->state != CONN_SIDR_REQ_SENT)
 		return -EPROTO;
-	set_state(ct, c, CONN_TIMEWAIT);
-	timer_arm(ct, c, TC_TIMEWAIT, now_ms);
+	conn_set_state(ct, c, CONN_TIMEWAIT);
+	conn_timer_arm(ct, c, TC_TIMEWAIT, now_ms);
 	*client = c->client;
 	cm_mad_set_receiver_id(mad, c->guest_id);
-	tid_in(c, mad);
+	conn_tid_in(c, mad);
 	return 0;
 }
 
 /* A REJ without our comm ID: the active side gave up on a REQ before
  * anyone answered it (a timeout REJ); found by the peer record. */
-static int in_rej_unnamed(struct conn_table *ct, unsigned port, uint8_t *mad,
-			  const struct conn_path *path, uint64_t now_ms,
-			  uint64_t *client)
+static int conn_in_rej_unnamed(struct conn_table *ct, unsigned port,
+			       uint8_t *mad, const struct conn_path *path,
+			       uint64_t now_ms, uint64_t *client)
 {
-	struct conn *c = peer_find(ct, port, cm_mad_sender_id(mad),
-				   &path->peer_gid);
+	struct conn *c = conn_peer_find(ct, port, cm_mad_sender_id(mad),
+					&path->peer_gid);
 
 	if (c == NULL)
 		return -EBADR;
@@ -1144,8 +1157,8 @@ static int in_rej_unnamed(struct conn_table *ct, unsigned port, uint8_t *mad,
 		return 0;
 	}
 	cm_mad_set_receiver_id(mad, c->guest_id);
-	set_state(ct, c, CONN_TIMEWAIT);
-	timer_arm(ct, c, TC_TIMEWAIT, now_ms);
+	conn_set_state(ct, c, CONN_TIMEWAIT);
+	conn_timer_arm(ct, c, TC_TIMEWAIT, now_ms);
 	return 0;
 }
 
@@ -1158,44 +1171,45 @@ int conn_inbound(struct conn_table *ct, unsigned port, uint8_t *mad,
 	struct conn *c;
 	int rc;
 
-	timewait_trim(ct);
+	conn_timewait_trim(ct);
 	if (attr == CM_ATTR_SIDR_REP)
-		return in_sidr_rep(ct, port, mad, path, now_ms, client);
+		return conn_in_sidr_rep(ct, port, mad, path, now_ms, client);
 	if (host_id == 0) {
 		if (attr != CM_ATTR_REJ)
 			return -EBADR;
-		return in_rej_unnamed(ct, port, mad, path, now_ms, client);
+		return conn_in_rej_unnamed(ct, port, mad, path, now_ms, client);
 	}
-	c = host_find(ct, CK_COMM, port, host_id);
+	c = conn_host_find(ct, CK_COMM, port, host_id);
 	if (c == NULL) {
 		if (attr == CM_ATTR_DREQ)
-			answer_drep(ct, CONN_ANS_DREP_UNKNOWN, port, mad, path);
+			conn_answer_drep(ct, CONN_ANS_DREP_UNKNOWN, port, mad,
+					 path);
 		return -ENOENT;
 	}
 	if (gid_cmp(&c->path.peer_gid, &path->peer_gid) != 0 ||
-	    !peer_matches(c, mad))
+	    !conn_peer_matches(c, mad))
 		return -EPERM;
 	if (c->orphan) {
 		if (attr == CM_ATTR_DREQ) {
-			answer_drep(ct, CONN_ANS_DREP_ABANDONED, port, mad,
-				    &c->path);
+			conn_answer_drep(ct, CONN_ANS_DREP_ABANDONED, port, mad,
+					 &c->path);
 			if (c->state != CONN_TIMEWAIT)
-				set_state(ct, c, CONN_TIMEWAIT);
-			timer_arm(ct, c, TC_TIMEWAIT, now_ms);
+				conn_set_state(ct, c, CONN_TIMEWAIT);
+			conn_timer_arm(ct, c, TC_TIMEWAIT, now_ms);
 		} else if (attr == CM_ATTR_DREP || attr == CM_ATTR_REJ) {
 			if (c->state != CONN_TIMEWAIT) {
-				set_state(ct, c, CONN_TIMEWAIT);
-				timer_arm(ct, c, TC_TIMEWAIT, now_ms);
+				conn_set_state(ct, c, CONN_TIMEWAIT);
+				conn_timer_arm(ct, c, TC_TIMEWAIT, now_ms);
 			}
 		}
 		return -ESTALE;
 	}
-	rc = in_transition(ct, c, mad, now_ms);
+	rc = conn_in_transition(ct, c, mad, now_ms);
 	if (rc)
 		return rc;
 	*client = c->client;
 	cm_mad_set_receiver_id(mad, c->guest_id);
-	tid_in(c, mad);
+	conn_tid_in(c, mad);
 	return 0;
 }
 
@@ -1208,10 +1222,10 @@ int conn_note_req(struct conn_table *ct, uint64_t client, unsigned port,
 	struct conn *c;
 	int err = 0;
 
-	timewait_trim(ct);
+	conn_timewait_trim(ct);
 	if (peer_id == 0)
 		return 0; /* nothing to key a record by; the guest decides */
-	c = peer_find(ct, port, peer_id, &path->peer_gid);
+	c = conn_peer_find(ct, port, peer_id, &path->peer_gid);
 	if (c && c->state == CONN_TIMEWAIT) {
 		/* The peer reuses the comm ID of a connection still in
 		 * TimeWait: cm.c's cm_dup_req_handler() rejects it. */
@@ -1220,7 +1234,7 @@ int conn_note_req(struct conn_table *ct, uint64_t client, unsigned port,
 		cm_build_rej(rej, conn_next_tid(ct), 0, peer_id,
 			     CM_MSG_RESPONSE_REQ, CM_REJ_REASON_STALE_CONN,
 			     NULL, 0);
-		emit(ct, CONN_ANS_REJ_STALE, port, &c->path, rej);
+		conn_send_answer(ct, CONN_ANS_REJ_STALE, port, &c->path, rej);
 		return -ESTALE;
 	}
 	if (c) {
@@ -1228,22 +1242,22 @@ int conn_note_req(struct conn_table *ct, uint64_t client, unsigned port,
 		 * CM decides what a duplicate deserves. */
 		if (c->client == client && c->state == CONN_REQ_RCVD &&
 		    c->timer == TC_HANDSHAKE)
-			timer_arm(ct, c, TC_HANDSHAKE, now_ms);
+			conn_timer_arm(ct, c, TC_HANDSHAKE, now_ms);
 		return 0;
 	}
 	/* A full table loses the record, not the REQ (the client cannot
 	 * answer it, and the peer times out, as with a lost MAD). */
-	if (peer_rec_take(ct, port, &path->peer_gid) < 0)
+	if (conn_peer_rec_take(ct, port, &path->peer_gid) < 0)
 		return 0;
 	c = conn_new(ct, CK_COMM, client, port, CONN_REQ_RCVD, path, 0, &err);
 	if (c == NULL) {
-		peer_rec_undo(ct, port, &path->peer_gid);
+		conn_peer_rec_undo(ct, port, &path->peer_gid);
 		return 0;
 	}
 	c->peer_rec = 1;
 	c->peer_qpn = (uint32_t)cm_field_get(mad, CM_REQ_LOCAL_QPN);
-	peer_set(ct, c, peer_id);
-	timer_arm(ct, c, TC_HANDSHAKE, now_ms);
+	conn_peer_set(ct, c, peer_id);
+	conn_timer_arm(ct, c, TC_HANDSHAKE, now_ms);
 	return 0;
 }
 
@@ -1255,27 +1269,27 @@ int conn_note_sidr_req(struct conn_table *ct, uint64_t client, unsigned port,
 	struct conn *c;
 	int err = 0;
 
-	timewait_trim(ct);
+	conn_timewait_trim(ct);
 	if (peer_id == 0)
 		return 0;
-	c = peer_find_kind(ct, CK_SIDR, port, peer_id, &path->peer_gid);
+	c = conn_peer_find_kind(ct, CK_SIDR, port, peer_id, &path->peer_gid);
 	if (c) {
 		if (c->client == client)
-			timer_arm(ct, c, TC_HANDSHAKE, now_ms);
+			conn_timer_arm(ct, c, TC_HANDSHAKE, now_ms);
 		return 0;
 	}
-	if (peer_rec_take(ct, port, &path->peer_gid) < 0)
+	if (conn_peer_rec_take(ct, port, &path->peer_gid) < 0)
 		return 0; /* a full table loses the record, not the REQ */
 	c = conn_new(ct, CK_SIDR, client, port, CONN_REQ_RCVD, path, 0, &err);
 	if (c == NULL) {
-		peer_rec_undo(ct, port, &path->peer_gid);
+		conn_peer_rec_undo(ct, port, &path->peer_gid);
 		return 0;
 	}
 	c->peer_rec = 1;
 	c->peer_id = peer_id;
 	RB_INSERT(peer_tree, &ct->peers, c);
 	c->in_peer = 1;
-	timer_arm(ct, c, TC_HANDSHAKE, now_ms);
+	conn_timer_arm(ct, c, TC_HANDSHAKE, now_ms);
 	return 0;
 }
 
@@ -1294,10 +1308,10 @@ int conn_destination(struct conn_table *ct, uint64_t client, unsigned port,
 	case CM_ATTR_SIDR_REQ:
 		return cm_mad_cma_addrs(mad, NULL, dst, NULL) ? -ENOENT : 0;
 	case CM_ATTR_SIDR_REP:
-		r = peer_record_of(ct, CK_SIDR, client, port, receiver);
+		r = conn_peer_record_of(ct, CK_SIDR, client, port, receiver);
 		break;
 	default:
-		c = sender ? guest_find(ct, CK_COMM, client, port, sender)
+		c = sender ? conn_guest_find(ct, CK_COMM, client, port, sender)
 			   : NULL;
 		if (c && c->peer_id == receiver) {
 			r = c;
@@ -1305,7 +1319,8 @@ int conn_destination(struct conn_table *ct, uint64_t client, unsigned port,
 		}
 		if (attr == CM_ATTR_REP || attr == CM_ATTR_MRA ||
 		    attr == CM_ATTR_REJ)
-			r = peer_record_of(ct, CK_COMM, client, port, receiver);
+			r = conn_peer_record_of(ct, CK_COMM, client, port,
+						receiver);
 		if (r == NULL)
 			r = c;
 		break;
@@ -1355,7 +1370,7 @@ static void conn_owner_forget(struct conn_table *ct, uint64_t client);
 
 void conn_purge_client(struct conn_table *ct, uint64_t client)
 {
-	struct conn_client *cc = cclient_get(ct, client, 0);
+	struct conn_client *cc = conn_cclient_get(ct, client, 0);
 	struct conn *c;
 
 	/* The daemon is going, not the client: its entries stay in the
@@ -1416,7 +1431,7 @@ struct restore {
 	unsigned dropped;
 };
 
-static int restore_by_deadline(const void *a, const void *b)
+static int conn_restore_by_deadline(const void *a, const void *b)
 {
 	const struct conn *x = *(struct conn *const *)a,
 			  *y = *(struct conn *const *)b;
@@ -1428,7 +1443,7 @@ static int restore_by_deadline(const void *a, const void *b)
 
 /* One entry back into the indexes it was in; dropped if it is not
  * consistent (changed at the instant of a crash) or collides. */
-static void restore_one(void *arg, void *slot)
+static void conn_restore_one(void *arg, void *slot)
 {
 	struct restore *r = arg;
 	struct conn_table *ct = r->ct;
@@ -1448,13 +1463,14 @@ static void restore_one(void *arg, void *slot)
 	if (c->in_peer && RB_INSERT(peer_tree, &ct->peers, c) != NULL)
 		goto unindex;
 	peer = c->in_peer;
-	cc = cclient_get(ct, c->client, 1);
+	cc = conn_cclient_get(ct, c->client, 1);
 	if (cc == NULL)
 		goto unindex;
 	conn_account(ct, cc, c);
 	if (c->peer_rec)
-		peer_rec_count(ct, src_get(ct, c->port, NULL, 1),
-			       src_get(ct, c->port, &c->path.peer_gid, 1));
+		conn_peer_rec_count(ct, conn_src_get(ct, c->port, NULL, 1),
+				    conn_src_get(ct, c->port, &c->path.peer_gid,
+						 1));
 	if (c->timer != TC_NONE) {
 		if (r->ntimed[c->timer] == r->cap[c->timer]) {
 			unsigned ncap = r->cap[c->timer] ? 2 * r->cap[c->timer]
@@ -1495,13 +1511,13 @@ static unsigned conn_table_restore(struct conn_table *ct)
 						 CONN_STORE_RANDOM_OPERAND);
 	ct->next = *conn_store_counter(ct->store, CONN_STORE_NEXT_HOST);
 	ct->tid_seq = *conn_store_counter(ct->store, CONN_STORE_TID_SEQ);
-	conn_store_foreach(ct->store, restore_one, &r);
+	conn_store_foreach(ct->store, conn_restore_one, &r);
 	/* Each timer class is a FIFO by deadline, as it was built. */
 	for (tc = 1; tc < TC_MAX; tc++) {
 		if (r.ntimed[tc] == 0)
 			continue;
 		qsort(r.timed[tc], r.ntimed[tc], sizeof(r.timed[tc][0]),
-		      restore_by_deadline);
+		      conn_restore_by_deadline);
 		for (i = 0; i < r.ntimed[tc]; i++) {
 			TAILQ_INSERT_TAIL(&ct->timers[tc], r.timed[tc][i],
 					  timer_link);
@@ -1556,7 +1572,8 @@ struct conn_table *conn_table_open(const struct conn_limits *lim,
 
 /* ---- owners: clients that may claim their entries after a restart ----- */
 
-static struct conn_owner *owner_find(struct conn_table *ct, uint64_t client)
+static struct conn_owner *conn_owner_find(struct conn_table *ct,
+					  uint64_t client)
 {
 	struct conn_owner *o;
 	uint32_t n, i;
@@ -1594,7 +1611,7 @@ int conn_owner_add(struct conn_table *ct, uint64_t client, uint32_t uid,
 
 static void conn_owner_forget(struct conn_table *ct, uint64_t client)
 {
-	struct conn_owner *o = owner_find(ct, client);
+	struct conn_owner *o = conn_owner_find(ct, client);
 
 	if (o)
 		__atomic_store_n(&o->live, 0, __ATOMIC_RELEASE);
@@ -1604,7 +1621,7 @@ int conn_owner_claim(struct conn_table *ct, uint64_t old_client, uint32_t uid,
 		     const uint8_t token[16], uint64_t new_client,
 		     const uint8_t new_token[16])
 {
-	struct conn_owner *o = owner_find(ct, old_client);
+	struct conn_owner *o = conn_owner_find(ct, old_client);
 	struct conn_client *from, *to;
 	struct conn *c;
 	uint8_t diff = 0;
@@ -1616,9 +1633,9 @@ int conn_owner_claim(struct conn_table *ct, uint64_t old_client, uint32_t uid,
 		diff |= o->token[i] ^ token[i];
 	if (diff || o->uid != uid)
 		return -EPERM;
-	from = cclient_get(ct, old_client, 0);
+	from = conn_cclient_get(ct, old_client, 0);
 	if (from && from->n) {
-		to = cclient_get(ct, new_client, 1);
+		to = conn_cclient_get(ct, new_client, 1);
 		if (to == NULL)
 			return -ENOMEM;
 		while ((c = LIST_FIRST(&from->conns)) != NULL) {
@@ -1700,7 +1717,7 @@ void conn_counts(struct conn_table *ct, struct conn_counts *out)
 void conn_client_counts(struct conn_table *ct, uint64_t client,
 			struct conn_counts *out)
 {
-	struct conn_client *cc = cclient_get(ct, client, 0);
+	struct conn_client *cc = conn_cclient_get(ct, client, 0);
 	struct conn *c;
 
 	memset(out, 0, sizeof(*out));
@@ -1721,7 +1738,7 @@ void conn_client_foreach(struct conn_table *ct, uint64_t client, unsigned skip,
 			 void (*fn)(void *arg, const struct conn_view *v),
 			 void *arg)
 {
-	struct conn_client *cc = cclient_get(ct, client, 0);
+	struct conn_client *cc = conn_cclient_get(ct, client, 0);
 	struct conn_view v;
 	struct conn *c;
 	unsigned n = 0, seen = 0;

@@ -5,8 +5,8 @@
  * handle per send, through the ordered ib_addr workqueue) and the writer
  * sleeps until it is done; a worker that wrote there itself would hold
  * every other client of its event loop behind each send.  Workers queue
- * the send here instead, and the verdict goes back to the client's worker
- * (port_send_done).  A connection's MADs always take the same thread (by
+ * the send here instead, and the verdict goes back through the port's
+ * done callback.  A connection's MADs always take the same thread (by
  * the comm ID they carry), so they leave in the order they were sent.
  */
 #include <errno.h>
@@ -26,12 +26,13 @@ struct port_sender {
 };
 
 struct port_senders {
+	port_send_done_fn done;
 	unsigned n;
 	unsigned queue_max;
 	struct port_sender s[];
 };
 
-static void *port_sender_main(void *arg)
+static void *port_senders_main(void *arg)
 {
 	struct port_sender *s = arg;
 	struct port_send *ps;
@@ -47,14 +48,15 @@ static void *port_sender_main(void *arg)
 		s->len--;
 		pthread_mutex_unlock(&s->lock);
 		rc = s->port->ops->send(s->port, &ps->m, ps->gid_index);
-		port_send_done(s->port, ps, rc);
+		s->port->senders->done(s->port, ps, rc);
 		pthread_mutex_lock(&s->lock);
 	}
 	pthread_mutex_unlock(&s->lock);
 	return NULL;
 }
 
-int port_senders_start(struct port *p, unsigned nthreads, unsigned queue_max)
+int port_senders_start(struct port *p, unsigned nthreads, unsigned queue_max,
+		       port_send_done_fn done)
 {
 	struct port_senders *ss;
 	unsigned i;
@@ -63,6 +65,7 @@ int port_senders_start(struct port *p, unsigned nthreads, unsigned queue_max)
 	ss = calloc(1, sizeof(*ss) + nthreads * sizeof(ss->s[0]));
 	if (ss == NULL)
 		return -ENOMEM;
+	ss->done = done;
 	ss->n = nthreads;
 	ss->queue_max = queue_max;
 	for (i = 0; i < nthreads; i++) {
@@ -70,7 +73,7 @@ int port_senders_start(struct port *p, unsigned nthreads, unsigned queue_max)
 		pthread_mutex_init(&ss->s[i].lock, NULL);
 		pthread_cond_init(&ss->s[i].cond, NULL);
 		TAILQ_INIT(&ss->s[i].queue);
-		rc = pthread_create(&ss->s[i].thread, NULL, port_sender_main,
+		rc = pthread_create(&ss->s[i].thread, NULL, port_senders_main,
 				    &ss->s[i]);
 		if (rc) {
 			errno = rc;
@@ -120,7 +123,7 @@ void port_senders_stop(struct port *p)
 		/* The daemon is stopping: what was not sent is not. */
 		while ((ps = TAILQ_FIRST(&ss->s[i].queue)) != NULL) {
 			TAILQ_REMOVE(&ss->s[i].queue, ps, link);
-			port_send_drop(ps);
+			ss->done(p, ps, -ECANCELED);
 		}
 		pthread_cond_destroy(&ss->s[i].cond);
 		pthread_mutex_destroy(&ss->s[i].lock);

@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+#
+# The house rules that a compiler does not check, on the daemon's own
+# sources (mux/): every function is prefixed by its file's name; mux/mux.h
+# has one section per file that implements it, each declaring only that
+# file's functions; no module calls into one that calls back into it (the
+# layers form no cycle); no global function is defined that nothing
+# else calls; nothing generated is committed.
+#   scripts/check-house.sh [--list]   --list: print the module graph too
+set -uo pipefail
+cd "$(dirname "$0")/.."
+T=$(mktemp -d /tmp/rdmacm-mux-house.XXXXXX)
+trap 'rm -rf "$T"' EXIT
+PASS=0 FAIL=0
+ok() { echo "ok: $*"; PASS=$((PASS + 1)); }
+bad() { echo "FAIL: $*"; FAIL=$((FAIL + 1)); }
+
+# -O0, so that no static function is inlined out of sight.
+CFLAGS="-std=c11 -D_GNU_SOURCE -pthread -O0 $(pkg-config --cflags libevent jansson)"
+for f in mux/*.c; do
+	cc $CFLAGS -c -o "$T/$(basename "${f%.c}").o" "$f" || bad "compile $f"
+done
+
+# 1. Every function the file defines (not those that headers' inlines and
+# tree.h's generators make) prefixed by its file; main() aside.
+for o in "$T"/*.o; do
+	m=$(basename "${o%.o}")
+	wrong=$(nm --defined-only "$o" | awk '$2 ~ /^[tT]$/ {print $3}' |
+		grep -v -e "^${m}_" -e "^${m}\$" -e '^main$' |
+		while read -r fn; do
+			grep -qE "^[A-Za-z_][^;]*\b${fn}\(" "mux/$m.c" && echo "$fn"
+		done || true)
+	[ -z "$wrong" ] && ok "mux/$m.c: every function is ${m}_*" ||
+		bad "mux/$m.c: functions not prefixed ${m}_: $(echo $wrong)"
+done
+
+# 2. mux.h: each section names a file that exists, and declares only
+# functions that file defines.
+python3 - "$T" <<'PY' || FAIL=$((FAIL + 1))
+import re, subprocess, sys, os
+t = sys.argv[1]
+text = open("mux/mux.h").read()
+parts = re.split(r"^/\* ---- (.*?) -*\s*\*/\s*$", text, flags=re.M)
+bad = 0
+for title, body in zip(parts[1::2], parts[2::2]):
+    m = re.match(r"([a-z_]+)\.c\b", title)
+    if not m:
+        print(f"FAIL: mux.h section '{title}' does not name its file"); bad += 1; continue
+    stem = m.group(1)
+    obj = os.path.join(t, stem + ".o")
+    if not os.path.exists(obj):
+        print(f"FAIL: mux.h section {stem}.c: no such file mux/{stem}.c"); bad += 1; continue
+    defined = set(l.split()[-1] for l in subprocess.run(["nm", "--defined-only", obj],
+                  capture_output=True, text=True).stdout.splitlines())
+    body = re.sub(r"/\*.*?\*/", "", body, flags=re.S)
+    body = re.sub(r"^typedef[^;]*;", "", body, flags=re.M)
+    protos = re.findall(r"^[a-z][^;{}()]*?\b\(?\*?\s*([a-z_][a-z0-9_]*)\s*\([^;{}]*\)\s*(?:__attribute__\(\(.*?\)\))?\s*;",
+                        body, flags=re.M)
+    for name in protos:
+        if name not in defined:
+            print(f"FAIL: mux.h section {stem}.c declares {name}(), which mux/{stem}.c does not define"); bad += 1
+    if not bad:
+        pass
+print(f"{'ok' if bad == 0 else 'FAIL'}: mux/mux.h sections match their files")
+sys.exit(1 if bad else 0)
+PY
+[ $? = 0 ] && PASS=$((PASS + 1))
+
+# 3. No cycle between modules; 4. no global function nobody calls.
+python3 - "$T" "${1:-}" <<'PY' || FAIL=$((FAIL + 1))
+import subprocess, sys, os, glob
+t, listing = sys.argv[1], sys.argv[2] == "--list"
+defs, undefs = {}, {}
+for o in sorted(glob.glob(os.path.join(t, "*.o"))):
+    m = os.path.basename(o)[:-2]
+    out = subprocess.run(["nm", o], capture_output=True, text=True).stdout.splitlines()
+    for l in out:
+        f = l.split()
+        if len(f) == 3 and f[1] in "TDBR":
+            defs[f[2]] = m
+        elif len(f) == 2 and f[0] == "U":
+            undefs.setdefault(m, set()).add(f[1])
+g = {}
+used = set()
+for m, syms in undefs.items():
+    for s in syms:
+        d = defs.get(s)
+        if d and d != m:
+            g.setdefault(m, set()).add(d)
+            used.add(s)
+if listing:
+    for m in sorted(g):
+        print(f"  {m} -> {' '.join(sorted(g[m]))}")
+# Tarjan's strongly connected components: any with two modules is a cycle.
+index, low, stack, on, cycles, n = {}, {}, [], set(), [], [0]
+sys.setrecursionlimit(10000)
+def visit(v):
+    index[v] = low[v] = n[0]; n[0] += 1; stack.append(v); on.add(v)
+    for w in g.get(v, ()):
+        if w not in index:
+            visit(w); low[v] = min(low[v], low[w])
+        elif w in on:
+            low[v] = min(low[v], index[w])
+    if low[v] == index[v]:
+        comp = []
+        while True:
+            w = stack.pop(); on.discard(w); comp.append(w)
+            if w == v: break
+        if len(comp) > 1: cycles.append(comp)
+for v in list(defs.values()):
+    if v not in index: visit(v)
+bad = 0
+for c in cycles:
+    print(f"FAIL: call cycle between {', '.join(sorted(c))}"); bad += 1
+if not cycles:
+    print("ok: no call cycle between the daemon's modules")
+# The two programs (main.o, muxctl.o) and what the tests link directly.
+dead = sorted(s for s, m in defs.items()
+              if s not in used and s != "main" and m not in ("main", "muxctl"))
+# A unit's API that its own tests or fuzzer drive counts as used.
+import re
+tested = set()
+for p in glob.glob("tests/**/*.c", recursive=True):
+    tested |= set(re.findall(r"\b[a-z_][a-z0-9_]*\b", open(p, errors="replace").read()))
+dead = [s for s in dead if s not in tested]
+if dead:
+    print(f"FAIL: defined and called from no other file (static, or gone): {' '.join(dead)}"); bad += 1
+else:
+    print("ok: every global function is called from another file")
+sys.exit(1 if bad else 0)
+PY
+[ $? = 0 ] && PASS=$((PASS + 2))
+
+# 5. Nothing generated is committed.
+if [ "$(git rev-parse --show-toplevel 2>/dev/null)" = "$PWD" ]; then
+	gen=$(git ls-files | grep -E '^build|(\.o|\.a|\.so(\.[0-9]+)*|\.d)$' || true)
+	elf=$(git ls-files -z | xargs -0 file --mime-type | grep -E 'application/x-(executable|sharedlib|object|pie-executable)' || true)
+	[ -z "$gen$elf" ] && ok "nothing generated is committed" ||
+		bad "generated files committed: $gen $elf"
+fi
+echo "house: $PASS passed, $FAIL failed"
+[ "$FAIL" = 0 ]
