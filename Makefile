@@ -78,8 +78,8 @@ INTEG_BINS := $(addprefix $(B)/tests/,$(INTEG_TESTS))
 
 
 .PHONY: soak
-.PHONY: check-house check-format check-units bench bench-lab check-lab all clean check check-quick check-unit check-integration check-demo \
-	check-san check-valgrind demo install uninstall dist distcheck deb fuzz tests
+.PHONY: check-house check-format check-units bench bench-lab check-lab all clean check check-quick check-unit \
+	demo install uninstall dist distcheck deb fuzz tests
 UNITS   := $(B)/systemd/rdmacm-muxd.service $(B)/systemd/rdmacm-muxd.socket
 EXAMPLE := $(B)/example/device_model
 
@@ -227,15 +227,9 @@ $(B)/tests/test_attacks: $(B)/obj/tests/integration/test_attacks.o \
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $(filter %.o,$^) $(LIBA) $(TEST_LIBS) -libverbs
 
+# The unit suites alone (the Debian build's test step).
 check-unit: $(UNIT_BINS)
 	@set -e; for t in $(UNIT_BINS); do echo "== $$t"; $$t; done
-
-check-integration: all $(INTEG_BINS)
-	@set -e; for t in $(INTEG_BINS); do echo "== $$t"; \
-		RDMACM_MUXD=$(abspath $(MUXD)) RDMACM_MUXCTL=$(abspath $(MUXCTL)) $$t; done
-
-check-demo: all
-	scripts/demo.sh --build-dir $(B) --check
 
 tests: $(UNIT_BINS) $(INTEG_BINS) $(E2E_BINS) $(B)/bench/bench_conn $(B)/bench/bench_relay \
 	$(B)/soak/soak
@@ -254,13 +248,6 @@ check-lab: all tests
 # The lab benchmark at full size (see tests/e2e/scenarios/21-lab-benchmark.sh).
 bench-lab: all tests
 	LAB_BENCH=full tests/e2e/run.sh 21-lab-benchmark
-
-check-san:
-	$(MAKE) SAN=1 check-unit check-integration check-demo
-
-check-valgrind: $(UNIT_BINS)
-	@set -e; for t in $(UNIT_BINS); do echo "== valgrind $$t"; \
-		valgrind -q --error-exitcode=99 --leak-check=full $$t; done
 
 # ---- fuzzing (clang's libFuzzer) -----------------------------------------
 FUZZ_TARGETS := fuzz_frame fuzz_control fuzz_cm_mad fuzz_legacy fuzz_policy fuzz_config fuzz_text \

@@ -1521,10 +1521,11 @@ static void test_journal_fields(void **state)
 	char dir[] = "/tmp/rcm-journal.XXXXXX", path[64], target[96], cmd[96];
 	char buf[4096], text[8192] = "";
 	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	uint8_t mad[MAD_SIZE];
 	struct tclient a, b;
 	uint64_t deadline;
 	ssize_t n;
-	int jfd;
+	int jfd, i;
 
 	(void)state;
 	if (h_real_port())
@@ -1565,6 +1566,20 @@ static void test_journal_fields(void **state)
 	assert_non_null(strstr(text, "PORT=sim0\n"));
 	assert_non_null(strstr(text, "GID=fd00::1\n"));
 	assert_non_null(strstr(text, "ERRNO=17\n")); /* EEXIST */
+	/* At the default level nothing is logged per MAD or per request. */
+	while (recv(jfd, buf, sizeof(buf), 0) >= 0)
+		;
+	assert_int_equal(tc_register(&b, "fd00::2"), 0);
+	for (i = 0; i < 100; i++) {
+		h_req(mad, 0x700 + (uint32_t)i, "fd00::1", "fd00::2");
+		assert_int_equal(tc_send_sync(&a, "fd00::2", mad), 0);
+	}
+	assert_true(tc_pump_until(&b, tc_has_rx, 100, H_DEADLINE_MS));
+	n = recv(jfd, buf, sizeof(buf) - 1, 0);
+	if (n >= 0) {
+		buf[n] = '\0';
+		fail_msg("logged during traffic: %s", buf);
+	}
 	tc_close(&a);
 	tc_close(&b);
 	hd_stop(&f.d);
