@@ -173,7 +173,7 @@ $(B)/tests/test_router: $(B)/obj/tests/unit/test_router.o $(B)/obj/mux/router.o 
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(TEST_LIBS)
 
-$(B)/tests/test_conn_table: $(B)/obj/tests/unit/test_conn.o $(B)/obj/mux/conn.o \
+$(B)/tests/test_conn_table: $(B)/obj/tests/unit/test_conn_table.o $(B)/obj/mux/conn.o \
 		$(B)/obj/mux/conn_store.o $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(TEST_LIBS)
