@@ -576,6 +576,25 @@ int raw_send(int fd, uint8_t kind, uint8_t flags, uint32_t rid,
 	return 0;
 }
 
+int raw_hello_ok(const char *path, const char *name)
+{
+	uint8_t kind, flags, buf[1024];
+	char hello[256];
+	uint32_t rid;
+	int s = raw_connect(path);
+
+	assert_true(s >= 0);
+	snprintf(hello, sizeof(hello),
+		 "{\"op\":\"hello\",\"protocol\":{\"major\":1,\"minor\":0},"
+		 "\"name\":\"%s\"}",
+		 name);
+	assert_int_equal(raw_send_json(s, 1, hello), 0);
+	assert_true(raw_recv(s, &kind, &flags, &rid, buf, sizeof(buf),
+			     H_DEADLINE_MS) > 0);
+	assert_non_null(strstr((char *)buf, "\"ok\":true"));
+	return s;
+}
+
 int raw_send_json(int fd, uint32_t rid, const char *json)
 {
 	return raw_send(fd, PROTO_KIND_JSON, 0, rid, json, strlen(json));

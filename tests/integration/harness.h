@@ -114,6 +114,9 @@ int raw_send_json(int fd, uint32_t rid, const char *json);
  * EOF.  JSON payloads are NUL-terminated in buf. */
 int raw_recv(int fd, uint8_t *kind, uint8_t *flags, uint32_t *rid, uint8_t *buf,
 	     size_t cap, int timeout_ms);
+/* A raw connection to path that has said hello as name and been
+ * answered ok (asserted); its descriptor. */
+int raw_hello_ok(const char *path, const char *name);
 /* Waits for EOF; returns 1 if the peer closed within the deadline. */
 int raw_wait_eof(int fd, int timeout_ms);
 

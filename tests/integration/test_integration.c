@@ -1174,10 +1174,8 @@ static void test_systemd_notify_and_activation(void **state)
 	char dir[] = "/tmp/rcm-sd.XXXXXX", notify[64], sock[64], status[64];
 	char fabric[64], msg[512], pidtext[32], cmd[160];
 	struct sockaddr_un sun = { .sun_family = AF_UNIX };
-	uint8_t kind, flags, buf[1024];
 	const char *bin = getenv("RDMACM_MUXD");
 	int nfd, cfd, sfd, s, st;
-	uint32_t rid;
 	pid_t pid;
 
 	(void)state;
@@ -1218,16 +1216,7 @@ static void test_systemd_notify_and_activation(void **state)
 	assert_non_null(strstr(msg, pidtext));
 	assert_true(notify_wait(nfd, "WATCHDOG=1", msg, sizeof(msg)));
 	/* Clients are served on the sockets systemd made. */
-	s = raw_connect(sock);
-	assert_true(s >= 0);
-	assert_int_equal(raw_send_json(s, 1,
-				       "{\"op\":\"hello\",\"protocol\":"
-				       "{\"major\":1,\"minor\":0},\"name\":"
-				       "\"sd\"}"),
-			 0);
-	assert_true(raw_recv(s, &kind, &flags, &rid, buf, sizeof(buf),
-			     H_DEADLINE_MS) > 0);
-	assert_non_null(strstr((char *)buf, "\"ok\":true"));
+	s = raw_hello_ok(sock, "sd");
 	close(s);
 	s = raw_connect(status);
 	assert_true(s >= 0);
