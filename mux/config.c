@@ -842,6 +842,10 @@ int config_load(struct mux_config *cfg, int argc, char **argv,
 		} else if (j > 0 && strncmp(argv[j], "--config=", 9) == 0) {
 			cfg->config_path = argv[j] + 9;
 			cfg->config_named = 1;
+		} else if (j > 0 && strncmp(argv[j], "-c", 2) == 0 &&
+			   argv[j][2]) {
+			cfg->config_path = argv[j] + 2;
+			cfg->config_named = 1;
 		}
 		args[nargs++] = argv[j];
 	}
