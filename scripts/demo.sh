@@ -37,7 +37,7 @@ wait_for() {
 VM1_GID=10.0.0.1
 VM2_GID=10.0.0.2
 say "start rdmacm-muxd on a simulated port (GIDs $VM1_GID, $VM2_GID)"
-"$B/rdmacm-muxd" -s "$T/mux.sock" -S "$T/status.sock" \
+"$B/rdmacm-muxd" --config none -s "$T/mux.sock" -S "$T/status.sock" \
 	--sim-port "sim0=$VM1_GID,$VM2_GID" --timewait-ms 1000 2>"$T/daemon.log" &
 DPID=$!
 for i in $(seq 1 200); do [ -S "$T/status.sock" ] && break; sleep 0.05; done

@@ -736,13 +736,13 @@ static void daemon_start(const char *bin, const char *dir, int pairs)
 		dup2(fd, 1);
 		dup2(fd, 2);
 		if (umad_port)
-			execl(bin, bin, "-s", sock, "-S", status, "--port",
-			      umad_port, "--max-clients", "4096", state,
-			      (char *)NULL);
-		else
-			execl(bin, bin, "-s", sock, "-S", status,
-			      "--sim-fabric", fabric, simport, "--max-clients",
+			execl(bin, bin, "--config", "none", "-s", sock, "-S",
+			      status, "--port", umad_port, "--max-clients",
 			      "4096", state, (char *)NULL);
+		else
+			execl(bin, bin, "--config", "none", "-s", sock, "-S",
+			      status, "--sim-fabric", fabric, simport,
+			      "--max-clients", "4096", state, (char *)NULL);
 		_exit(127);
 	}
 	while (access(status, F_OK) != 0) {

@@ -222,11 +222,11 @@ static void daemon_start(void)
 			dup2(fd, 1);
 			dup2(fd, 2);
 		}
-		execl(S.bin, S.bin, "-s", S.sock, "-S", S.status,
-		      "--sim-fabric", S.fabric, gids, "--max-clients=2048",
-		      "--max-clients-per-uid=2048", "--timewait-ms=500",
-		      "--handshake-timeout-ms=5000", "--resume-grace-ms=10000",
-		      (char *)NULL);
+		execl(S.bin, S.bin, "--config", "none", "-s", S.sock, "-S",
+		      S.status, "--sim-fabric", S.fabric, gids,
+		      "--max-clients=2048", "--max-clients-per-uid=2048",
+		      "--timewait-ms=500", "--handshake-timeout-ms=5000",
+		      "--resume-grace-ms=10000", (char *)NULL);
 		_exit(127);
 	}
 	for (i = 0; i < 500; i++) {
