@@ -789,8 +789,10 @@ struct mux {
 	pthread_mutex_t policy_lock;
 	struct policy *policy;
 	struct log_ratelimit accept_rl; /* main thread only */
-	/* Refusals of admission logged by other threads (hello timeouts,
-	 * QEMU clients outside the policy): one budget for all. */
+	/* Lines a client can cause once per connection, from any thread
+	 * (refusals of admission, hello timeouts, malformed requests, a
+	 * session resumed or closed for not reading): one budget for all,
+	 * so that reconnecting buys no one more. */
 	pthread_mutex_t refusal_lock;
 	struct log_ratelimit refusal_rl;
 	struct unix_listener admin_listener;

@@ -60,6 +60,7 @@ static void requests_hello_session(struct mux *mux, struct client_info *ci,
 				   json_t *resume, json_t *reply)
 {
 	uint8_t token[16], old_token[16];
+	uint64_t suppressed;
 	char hex[33];
 	json_int_t old_id;
 	int rc = 0, i;
@@ -88,10 +89,16 @@ static void requests_hello_session(struct mux *mux, struct client_info *ci,
 			atomic_fetch_add(&mux->stats.resumes_refused, 1);
 		} else {
 			atomic_fetch_add(&mux->stats.resumes, 1);
-			log_info("client %llu (%s): resumed the session of "
-				 "client %lld",
-				 (unsigned long long)ci->id, ci->name,
-				 (long long)old_id);
+			if (mux_refusal_log_allowed(mux, &suppressed))
+				log_finfo(&(struct log_fields){ ci->id,
+								ci->name },
+					  "client %llu (%s): resumed the "
+					  "session "
+					  "of client %lld (%llu similar "
+					  "suppressed)",
+					  (unsigned long long)ci->id, ci->name,
+					  (long long)old_id,
+					  (unsigned long long)suppressed);
 		}
 	}
 	if (!resume || rc)

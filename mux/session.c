@@ -55,9 +55,8 @@ struct session {
 	int dirty; /* on the set's dirty list */
 	int write_armed;
 	unsigned malformed;
-	uint64_t lost_told; /* mads_lost the client has heard of */
-	char *lost_last;    /* the latest loss, for its report */
-	struct log_ratelimit log_rl;
+	uint64_t lost_told;           /* mads_lost the client has heard of */
+	char *lost_last;              /* the latest loss, for its report */
 	struct log_fields log_fields; /* filled by session_log_fields() */
 	struct event *close_timer;
 	struct event *hello_timer; /* until hello, then freed */
@@ -241,12 +240,18 @@ static void session_close_timeout(evutil_socket_t fd, short what, void *arg)
 {
 	struct session *s = arg;
 
+	uint64_t suppressed;
+
 	(void)fd;
 	(void)what;
-	log_info("client %llu: did not read its last %zu bytes in %d ms; "
-		 "closing anyway",
-		 (unsigned long long)s->id, outlet_len(&s->info->out),
-		 SESSION_CLOSE_GRACE_MS);
+	/* A line per connection: one budget for every client's. */
+	if (mux_refusal_log_allowed(worker_mux(s->w), &suppressed))
+		log_finfo(session_log_fields(s),
+			  "client %llu: did not read its last %zu bytes in %d "
+			  "ms; closing anyway (%llu similar suppressed)",
+			  (unsigned long long)s->id, outlet_len(&s->info->out),
+			  SESSION_CLOSE_GRACE_MS,
+			  (unsigned long long)suppressed);
 	session_destroy(s);
 }
 
@@ -370,11 +375,16 @@ static void session_send_json(struct session *s, uint8_t flags, uint32_t rid,
 			      json_t *msg)
 {
 	char *text = json_dumps(msg, JSON_COMPACT);
+	uint64_t suppressed;
 
 	if (text == NULL || session_send(s, PROTO_KIND_JSON, flags, rid, text,
 					 strlen(text)) < 0) {
-		log_warnx("client %llu: cannot queue reply; closing",
-			  (unsigned long long)s->id);
+		if (mux_refusal_log_allowed(worker_mux(s->w), &suppressed))
+			log_fwarn(session_log_fields(s), 0,
+				  "client %llu: cannot queue reply; closing "
+				  "(%llu similar suppressed)",
+				  (unsigned long long)s->id,
+				  (unsigned long long)suppressed);
 		s->closing = 1;
 	}
 	free(text);
@@ -406,15 +416,21 @@ static void session_malformed(struct session *s, const char *what)
 
 	atomic_fetch_add(&s->info->ctr.malformed, 1);
 	atomic_fetch_add(&mux->stats.protocol_errors, 1);
-	if (log_ratelimit_allow(&s->log_rl, &suppressed))
+	/* One budget for every client's: a client that reconnects to get
+	 * a fresh one gets nothing more. */
+	if (mux_refusal_log_allowed(mux, &suppressed))
 		log_fwarn(session_log_fields(s), 0,
 			  "client %llu (pid %d): %s (%llu similar suppressed)",
 			  (unsigned long long)s->id, (int)s->info->pid, what,
 			  (unsigned long long)suppressed);
 	/* The limit's own request is answered, then the connection ends. */
 	if (++s->malformed >= SESSION_MAX_MALFORMED) {
-		log_warnx("client %llu: too many malformed requests; closing",
-			  (unsigned long long)s->id);
+		if (mux_refusal_log_allowed(mux, &suppressed))
+			log_fwarn(session_log_fields(s), 0,
+				  "client %llu: too many malformed requests; "
+				  "closing (%llu similar suppressed)",
+				  (unsigned long long)s->id,
+				  (unsigned long long)suppressed);
 		s->closing = 1;
 	}
 }
@@ -765,7 +781,6 @@ void session_start(struct worker *w, int fd, struct client_info *info)
 	s->set = session_set_of(w);
 	s->fd = fd;
 	s->info = info;
-	s->log_rl = (struct log_ratelimit)LOG_RATELIMIT_INIT(5, 1);
 	proto_decoder_init(&s->dec, mux->cfg.max_payload);
 	s->in = evbuffer_new();
 	s->read_ev = event_new(base, fd, EV_READ | EV_PERSIST, session_read_cb,

@@ -719,6 +719,7 @@ static void test_untrusted_text(void **state)
 	struct fx *f = *state;
 	uint8_t gid[16];
 	char hello[256];
+	long long errors0;
 	int lines0, i;
 
 	for (i = 0; i < (int)(sizeof(bad_names) / sizeof(bad_names[0])); i++) {
@@ -747,6 +748,24 @@ static void test_untrusted_text(void **state)
 				 0);
 	}
 	assert_true(count_lines(f->d.log) - lines0 <= 10);
+
+	/* A tenant that reconnects for a fresh allowance of warnings gets
+	 * none: 50 connections, each closed for 64 malformed requests. */
+	lines0 = count_lines(f->d.log);
+	errors0 = hd_status_int(&f->d, "counters.protocol_errors");
+	for (i = 0; i < 50; i++) {
+		int s = raw_hello_ok(f->d.sock, "attacker"), j;
+
+		for (j = 0; j < 64; j++)
+			if (raw_send_json(s, (uint32_t)j + 2, "{\"op\":") < 0)
+				break;
+		assert_true(raw_wait_eof(s, H_DEADLINE_MS));
+		close(s);
+	}
+	assert_true(hd_status_int(&f->d, "counters.protocol_errors") -
+			    errors0 >=
+		    50 * 64);
+	assert_true(count_lines(f->d.log) - lines0 <= 20);
 	victim_untouched(f, 2);
 }
 
