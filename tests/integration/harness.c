@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -105,6 +106,7 @@ static void hd_spawn(struct hdaemon *d)
 	char portargs[8][256], wrap[512], *tok, *save = NULL;
 	uint64_t deadline;
 	int argc = 0, i, fd, status;
+	pid_t parent;
 
 	assert_non_null(bin);
 	/* e.g. RDMACM_MUXD_WRAPPER="valgrind -q --error-exitcode=99" */
@@ -140,9 +142,14 @@ static void hd_spawn(struct hdaemon *d)
 		argv[argc++] = extra[i];
 	argv[argc] = NULL;
 
+	parent = getpid();
 	d->pid = fork();
 	assert_true(d->pid >= 0);
 	if (d->pid == 0) {
+		/* A test that fails half-way (or is killed) leaves no daemon
+		 * behind: it dies with the suite. */
+		if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
+			_exit(126);
 		fd = open(d->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
 		if (fd >= 0) {
 			dup2(fd, 2);
