@@ -23,18 +23,49 @@ static struct {
 	enum { LOG_TO_STDERR, LOG_TO_SYSLOG, LOG_TO_JOURNAL } target;
 	const char *ident;
 	int journal_fd;
-	_Atomic int verbose;
-} log_conf = { .target = LOG_TO_STDERR, .ident = "", .journal_fd = -1 };
+	_Atomic int level; /* enum log_level */
+} log_conf = { .target = LOG_TO_STDERR,
+	       .ident = "",
+	       .journal_fd = -1,
+	       .level = LOG_LVL_INFO };
 
 static const char log_journal_default[] = "/run/systemd/journal/socket";
+static const char *const log_level_names[] = { "err", "warning", "info",
+					       "debug" };
 
 void log_init(const char *ident, int foreground, int verbose)
 {
 	log_conf.ident = ident;
 	log_conf.target = foreground ? LOG_TO_STDERR : LOG_TO_SYSLOG;
-	atomic_store(&log_conf.verbose, verbose);
+	log_set_level(LOG_LVL_INFO + verbose);
 	if (!foreground)
 		openlog(ident, LOG_PID | LOG_NDELAY, LOG_DAEMON);
+}
+
+/* The target a name stands for ("auto" resolved later), and for the
+ * journal the socket's path; -EINVAL for no target. */
+static int log_target_parse(const char *target, const char **journal_path)
+{
+	if (strcmp(target, "stderr") == 0 || strcmp(target, "auto") == 0)
+		return LOG_TO_STDERR;
+	if (strcmp(target, "syslog") == 0)
+		return LOG_TO_SYSLOG;
+	if (strcmp(target, "journal") == 0) {
+		*journal_path = log_journal_default;
+		return LOG_TO_JOURNAL;
+	}
+	if (strncmp(target, "journal:", 8) == 0 && target[8]) {
+		*journal_path = target + 8;
+		return LOG_TO_JOURNAL;
+	}
+	return -EINVAL;
+}
+
+int log_target_valid(const char *target)
+{
+	const char *path;
+
+	return log_target_parse(target, &path) >= 0;
 }
 
 /* systemd sets JOURNAL_STREAM to the device and inode of the stream it
@@ -65,30 +96,27 @@ static int log_journal_connect(const char *path, char *err, size_t errlen)
 int log_open(const char *ident, const char *target, int level, char *err,
 	     size_t errlen)
 {
-	int fd;
+	const char *path = NULL;
+	int to, fd;
 
 	log_conf.ident = ident;
-	atomic_store(&log_conf.verbose, level - LOG_LVL_INFO);
-	if (strcmp(target, "auto") == 0)
-		target = log_stderr_is_journal() ? "journal" : "stderr";
-	if (strcmp(target, "stderr") == 0) {
-		log_conf.target = LOG_TO_STDERR;
-	} else if (strcmp(target, "syslog") == 0) {
-		log_conf.target = LOG_TO_SYSLOG;
-		openlog(ident, LOG_PID | LOG_NDELAY, LOG_DAEMON);
-	} else if (strcmp(target, "journal") == 0 ||
-		   strncmp(target, "journal:", 8) == 0) {
-		fd = log_journal_connect(target[7] ? target + 8
-						   : log_journal_default,
-					 err, errlen);
+	log_set_level(level);
+	if (strcmp(target, "auto") == 0 && log_stderr_is_journal())
+		target = "journal";
+	to = log_target_parse(target, &path);
+	if (to < 0) {
+		snprintf(err, errlen, "unknown log target '%s'", target);
+		return to;
+	}
+	if (to == LOG_TO_JOURNAL) {
+		fd = log_journal_connect(path, err, errlen);
 		if (fd < 0)
 			return fd;
 		log_conf.journal_fd = fd;
-		log_conf.target = LOG_TO_JOURNAL;
-	} else {
-		snprintf(err, errlen, "unknown log target '%s'", target);
-		return -EINVAL;
+	} else if (to == LOG_TO_SYSLOG) {
+		openlog(ident, LOG_PID | LOG_NDELAY, LOG_DAEMON);
 	}
+	log_conf.target = to;
 	return 0;
 }
 
@@ -102,26 +130,43 @@ void log_close(void)
 	log_conf.target = LOG_TO_STDERR;
 }
 
-void log_set_verbose(int verbose)
+void log_set_level(int level)
 {
-	atomic_store(&log_conf.verbose, verbose);
+	if (level < LOG_LVL_ERR)
+		level = LOG_LVL_ERR;
+	if (level > LOG_LVL_DEBUG)
+		level = LOG_LVL_DEBUG;
+	atomic_store(&log_conf.level, level);
 }
 
-int log_get_verbose(void)
+int log_get_level(void)
 {
-	return atomic_load_explicit(&log_conf.verbose, memory_order_relaxed);
+	return atomic_load_explicit(&log_conf.level, memory_order_relaxed);
 }
 
 int log_level_parse(const char *name)
 {
-	static const char *const names[] = { "err", "warning", "info",
-					     "debug" };
 	int i;
 
-	for (i = 0; i < 4; i++)
-		if (strcmp(name, names[i]) == 0)
-			return i - 2; /* the verbosity it stands for */
-	return -100;
+	for (i = LOG_LVL_ERR; i <= LOG_LVL_DEBUG; i++)
+		if (strcmp(name, log_level_names[i]) == 0)
+			return i;
+	return -EINVAL;
+}
+
+const char *log_level_name(int level)
+{
+	return level >= LOG_LVL_ERR && level <= LOG_LVL_DEBUG
+		       ? log_level_names[level]
+		       : "invalid";
+}
+
+static void log_to_stderr(const char *line, const char *suffix)
+{
+	flockfile(stderr);
+	fprintf(stderr, "%s%s%s\n", line, suffix ? ": " : "",
+		suffix ? suffix : "");
+	funlockfile(stderr);
 }
 
 /* KEY=value lines of the journal's native protocol (sd_journal_send's
@@ -172,12 +217,8 @@ static void log_journal_send(int pri, const struct log_fields *f,
 	if (used > sizeof(buf))
 		used = sizeof(buf);
 	/* A journal that went away costs the line on stderr, not the line. */
-	if (send(log_conf.journal_fd, buf, used, MSG_NOSIGNAL) < 0) {
-		flockfile(stderr);
-		fprintf(stderr, "%s%s%s\n", line, suffix ? ": " : "",
-			suffix ? suffix : "");
-		funlockfile(stderr);
-	}
+	if (send(log_conf.journal_fd, buf, used, MSG_NOSIGNAL) < 0)
+		log_to_stderr(line, suffix);
 }
 
 static void vlog(int pri, const struct log_fields *f, int err, const char *fmt,
@@ -186,13 +227,12 @@ static void vlog(int pri, const struct log_fields *f, int err, const char *fmt,
 static void vlog(int pri, const struct log_fields *f, int err, const char *fmt,
 		 va_list ap)
 {
-	int verbose = log_get_verbose();
+	int level = log_get_level();
 	const char *suffix = err ? strerror(err) : NULL;
 
-	/* verbose < 0: --log-level below info (-1 warnings, -2 errors). */
-	if ((verbose < 0 && pri == LOG_INFO) ||
-	    (verbose < -1 && pri == LOG_WARNING) ||
-	    (verbose < 1 && pri == LOG_DEBUG))
+	if ((level < LOG_LVL_INFO && pri == LOG_INFO) ||
+	    (level < LOG_LVL_WARN && pri == LOG_WARNING) ||
+	    (level < LOG_LVL_DEBUG && pri == LOG_DEBUG))
 		return;
 	char raw[1024], line[1024];
 	int saved_errno = errno;
@@ -208,10 +248,7 @@ static void vlog(int pri, const struct log_fields *f, int err, const char *fmt,
 	if (log_conf.target == LOG_TO_JOURNAL) {
 		log_journal_send(pri, f, line, suffix, err);
 	} else if (log_conf.target == LOG_TO_STDERR) {
-		flockfile(stderr);
-		fprintf(stderr, "%s%s%s\n", line, suffix ? ": " : "",
-			suffix ? suffix : "");
-		funlockfile(stderr);
+		log_to_stderr(line, suffix);
 	} else {
 		syslog(pri, "%s%s%s", line, suffix ? ": " : "",
 		       suffix ? suffix : "");

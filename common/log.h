@@ -31,11 +31,15 @@ void log_init(const char *ident, int foreground, int verbose);
 int log_open(const char *ident, const char *target, int level, char *err,
 	     size_t errlen);
 void log_close(void);
-void log_set_verbose(int verbose);
-/* "err", "warning", "info" or "debug" as a verbosity (-2 .. 1): what
- * log_init() takes; -100 for anything else. */
+/* Whether log_open() knows target. */
+int log_target_valid(const char *target);
+/* What is logged from now on: an enum log_level (any thread). */
+void log_set_level(int level);
+int log_get_level(void);
+/* "err", "warning", "info" or "debug" as an enum log_level, or -EINVAL;
+ * and back. */
 int log_level_parse(const char *name);
-int log_get_verbose(void);
+const char *log_level_name(int level);
 
 void log_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_warnx(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

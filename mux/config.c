@@ -488,18 +488,16 @@ static int config_set(struct mux_config *cfg, const struct config_option *o,
 		return 0;
 	case CK_LEVEL:
 		rc = log_level_parse(value);
-		if (rc == -100) {
+		if (rc < 0) {
 			snprintf(err, errlen,
 				 "'%s' is not err, warning, info or debug",
 				 value);
 			return -EINVAL;
 		}
-		*(int *)field = rc + LOG_LVL_INFO;
+		*(int *)field = rc;
 		return 0;
 	case CK_TARGET:
-		if (strcmp(value, "auto") && strcmp(value, "stderr") &&
-		    strcmp(value, "syslog") && strcmp(value, "journal") &&
-		    strncmp(value, "journal:", 8)) {
+		if (!log_target_valid(value)) {
 			snprintf(err, errlen,
 				 "'%s' is not auto, stderr, syslog, journal or "
 				 "journal:PATH",
@@ -925,8 +923,6 @@ static void config_format(struct mux_config *cfg, const struct config_option *o,
 			  char *buf, size_t len)
 {
 	void *field = config_field(cfg, o);
-	static const char *const levels[] = { "err", "warning", "info",
-					      "debug" };
 	size_t used = 0;
 	int i;
 
@@ -950,7 +946,7 @@ static void config_format(struct mux_config *cfg, const struct config_option *o,
 	case CK_USER: snprintf(buf, len, "%d", (int)*(uid_t *)field); break;
 	case CK_GROUP: snprintf(buf, len, "%d", (int)*(gid_t *)field); break;
 	case CK_LEVEL:
-		snprintf(buf, len, "%s", levels[*(int *)field & 3]);
+		snprintf(buf, len, "%s", log_level_name(*(int *)field));
 		break;
 	case CK_LIST:
 		if (o->add == config_add_umad_port ||

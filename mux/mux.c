@@ -98,7 +98,7 @@ void mux_reload(struct mux *mux)
 	}
 	n = config_reload(&mux->cfg, &fresh, mux_reload_say, mux);
 	config_free(&fresh);
-	log_set_verbose(mux->cfg.log_level - LOG_LVL_INFO);
+	log_set_level(mux->cfg.log_level);
 	lim.max_gids_per_client = mux->cfg.max_gids_per_client;
 	lim.max_comm_ids_per_client = mux->cfg.max_comm_ids_per_client;
 	lim.max_peer_records_per_port = mux->cfg.max_peer_records;

@@ -86,7 +86,7 @@ void port_input(struct port *p, struct proto_mad *m)
 		enum drop_reason why = ROUTER_DROP_REASON(rc);
 
 		atomic_fetch_add(&mux->stats.drops[why], 1);
-		if (log_get_verbose() &&
+		if (log_get_level() >= LOG_LVL_DEBUG &&
 		    log_ratelimit_allow(port_drop_rl(), &suppressed))
 			log_debug("%s: dropped inbound %s: %s", p->name,
 				  m->mad_len >= MAD_HDR_SIZE

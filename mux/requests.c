@@ -691,7 +691,7 @@ int requests_send_mad(struct mux *mux, struct client_info *ci,
 				       "Local Comm ID (or SIDR "
 				       "request ID) 0 is not valid here",
 				       why);
-	if (log_get_verbose() &&
+	if (log_get_level() >= LOG_LVL_DEBUG &&
 	    cm_mad_sender_id(in->mad) != cm_mad_sender_id(m->mad))
 		log_debug("client %llu: %s local comm id 0x%08x sent as 0x%08x",
 			  (unsigned long long)ci->id,
