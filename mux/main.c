@@ -268,14 +268,7 @@ int main(int argc, char **argv)
 	sigterm = evsignal_new(base, SIGTERM, main_on_signal, base);
 	event_add(sigint, NULL);
 	event_add(sigterm, NULL);
-	lim.max_gids_per_client = mux->cfg.max_gids_per_client;
-	lim.max_comm_ids_per_client = mux->cfg.max_comm_ids_per_client;
-	lim.timewait_ms = mux->cfg.timewait_ms;
-	lim.handshake_ms = mux->cfg.handshake_ms;
-	lim.max_peer_records_per_port = mux->cfg.max_peer_records;
-	lim.max_peer_records_per_source = mux->cfg.max_peer_records_per_source;
-	lim.max_timewait = mux->cfg.max_timewait;
-	lim.state_path = NULL;
+	mux_router_limits(&mux->cfg, &lim);
 	if (mux->cfg.state_path == NULL) {
 		snprintf(state_path, sizeof(state_path), "%s.state",
 			 mux->cfg.socket_path);

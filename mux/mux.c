@@ -78,9 +78,21 @@ static void mux_reload_say(void *arg, const char *name, const char *was,
 			  name, was, now, was);
 }
 
+void mux_router_limits(const struct mux_config *cfg, struct router_limits *lim)
+{
+	memset(lim, 0, sizeof(*lim));
+	lim->max_gids_per_client = cfg->max_gids_per_client;
+	lim->max_comm_ids_per_client = cfg->max_comm_ids_per_client;
+	lim->timewait_ms = cfg->timewait_ms;
+	lim->handshake_ms = cfg->handshake_ms;
+	lim->max_peer_records_per_port = cfg->max_peer_records;
+	lim->max_peer_records_per_source = cfg->max_peer_records_per_source;
+	lim->max_timewait = cfg->max_timewait;
+}
+
 void mux_reload(struct mux *mux)
 {
-	struct router_limits lim = { 0 };
+	struct router_limits lim;
 	struct mux_config fresh;
 	struct config_errors errs;
 	char msg[512];
@@ -99,11 +111,7 @@ void mux_reload(struct mux *mux)
 	n = config_reload(&mux->cfg, &fresh, mux_reload_say, mux);
 	config_free(&fresh);
 	log_set_level(mux->cfg.log_level);
-	lim.max_gids_per_client = mux->cfg.max_gids_per_client;
-	lim.max_comm_ids_per_client = mux->cfg.max_comm_ids_per_client;
-	lim.max_peer_records_per_port = mux->cfg.max_peer_records;
-	lim.max_peer_records_per_source = mux->cfg.max_peer_records_per_source;
-	lim.max_timewait = mux->cfg.max_timewait;
+	mux_router_limits(&mux->cfg, &lim);
 	router_set_limits(mux->router, &lim);
 	rc = mux_policy_reload(mux, msg, sizeof(msg));
 	log_info("SIGHUP: %d option(s) changed; policy %s: %s", n,

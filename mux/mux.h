@@ -803,6 +803,8 @@ struct mux {
  * log level and policy that changed apply, the rest is logged as waiting
  * for a restart.  Errors keep the running configuration. */
 void mux_reload(struct mux *mux);
+/* The router's limits as cfg sets them (no state file). */
+void mux_router_limits(const struct mux_config *cfg, struct router_limits *lim);
 /* The policy in force (a reference: policy_unref() it). */
 struct policy *mux_policy_get(struct mux *mux);
 /* Read the policy file again; the new one applies to clients that connect
