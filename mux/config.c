@@ -424,6 +424,22 @@ static void config_list_reset(struct mux_config *cfg,
 	}
 }
 
+/* A user or group by name (found: its id, else -1) or by number. */
+static int config_account(const char *value, long found, const char *what,
+			  long *id, char *err, size_t errlen)
+{
+	if (found >= 0) {
+		*id = found;
+		return 0;
+	}
+	if (config_num(value, 0, 0x7fffffff, 10, id, err, errlen) < 0) {
+		snprintf(err, errlen, "'%s' is neither a %s nor a %cid", value,
+			 what, what[0]);
+		return -ENOENT;
+	}
+	return 0;
+}
+
 static int config_set(struct mux_config *cfg, const struct config_option *o,
 		      const char *value, char *err, size_t errlen)
 {
@@ -462,30 +478,18 @@ static int config_set(struct mux_config *cfg, const struct config_option *o,
 		return 0;
 	case CK_USER:
 		pw = getpwnam(value);
-		if (pw) {
-			*(uid_t *)field = pw->pw_uid;
-			return 0;
-		}
-		if (config_num(value, 0, 0x7fffffff, 10, &v, err, errlen) < 0) {
-			snprintf(err, errlen,
-				 "'%s' is neither a user nor a uid", value);
-			return -ENOENT;
-		}
-		*(uid_t *)field = (uid_t)v;
-		return 0;
+		rc = config_account(value, pw ? (long)pw->pw_uid : -1, "user",
+				    &v, err, errlen);
+		if (rc == 0)
+			*(uid_t *)field = (uid_t)v;
+		return rc;
 	case CK_GROUP:
 		gr = getgrnam(value);
-		if (gr) {
-			*(gid_t *)field = gr->gr_gid;
-			return 0;
-		}
-		if (config_num(value, 0, 0x7fffffff, 10, &v, err, errlen) < 0) {
-			snprintf(err, errlen,
-				 "'%s' is neither a group nor a gid", value);
-			return -ENOENT;
-		}
-		*(gid_t *)field = (gid_t)v;
-		return 0;
+		rc = config_account(value, gr ? (long)gr->gr_gid : -1, "group",
+				    &v, err, errlen);
+		if (rc == 0)
+			*(gid_t *)field = (gid_t)v;
+		return rc;
 	case CK_LEVEL:
 		rc = log_level_parse(value);
 		if (rc < 0) {
@@ -631,16 +635,11 @@ int config_apply_json(struct mux_config *cfg, const char *path,
 	return 0;
 }
 
-enum {
-	OPT_SYSLOG = 1000,
-	OPT_CHECK_CONFIG,
-	OPT_VERBOSE,
-	OPT_VERSION,
-	OPT_HELP,
-	OPT_TABLE = 2000
-};
+/* getopt's codes beyond the short options: --syslog, and the table's
+ * entries by index. */
+enum { OPT_SYSLOG = 1000, OPT_TABLE = 2000 };
 
-static void config_usage(FILE *f)
+void config_print_usage(FILE *f)
 {
 	fprintf(f,
 		"usage: rdmacm-muxd [options] (--port DEV:PORT | --sim-port "
@@ -911,11 +910,6 @@ int config_load(struct mux_config *cfg, int argc, char **argv,
 	if (!cfg->show_help && !cfg->show_version)
 		config_finish(cfg, errs);
 	return errs->n ? -EINVAL : 0;
-}
-
-void config_print_usage(FILE *f)
-{
-	config_usage(f);
 }
 
 /* An option's value as text, to compare two configurations and log it. */
