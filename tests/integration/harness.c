@@ -583,6 +583,15 @@ int raw_send(int fd, uint8_t kind, uint8_t flags, uint32_t rid,
 	return 0;
 }
 
+void h_write_file(const char *path, const char *text)
+{
+	FILE *fp = fopen(path, "w");
+
+	assert_non_null(fp);
+	fputs(text, fp);
+	assert_int_equal(fclose(fp), 0);
+}
+
 int raw_hello_ok(const char *path, const char *name)
 {
 	uint8_t kind, flags, buf[1024];

@@ -121,6 +121,8 @@ int raw_hello_ok(const char *path, const char *name);
 int raw_wait_eof(int fd, int timeout_ms);
 
 uint64_t h_now_ms(void);
+/* Write text to path (created or emptied), asserting it worked. */
+void h_write_file(const char *path, const char *text);
 
 /* One request line to the admin socket; the reply text in reply.
  * Returns its length or a negative errno. */

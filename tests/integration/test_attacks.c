@@ -61,15 +61,6 @@ struct fx {
 	uint32_t peer_pending; /* the peer's pending REQ to the victim */
 };
 
-static void write_file(const char *path, const char *text)
-{
-	FILE *f = fopen(path, "w");
-
-	assert_non_null(f);
-	fputs(text, f);
-	fclose(f);
-}
-
 static int setup(void **state)
 {
 	static struct fx f;
@@ -83,7 +74,7 @@ static int setup(void **state)
 		 getpid());
 	snprintf(f.admin, sizeof(f.admin), "/tmp/rcm-attack-admin.%d",
 		 getpid());
-	write_file(f.policy, policy_text);
+	h_write_file(f.policy, policy_text);
 	snprintf(pol_arg, sizeof(pol_arg), "--policy=%s", f.policy);
 	snprintf(admin_arg, sizeof(admin_arg), "--admin-socket=%s", f.admin);
 	extra[0] = pol_arg;
@@ -504,15 +495,16 @@ static void test_admin_socket(void **state)
 	assert_non_null(strstr(reply, "EOPNOTSUPP"));
 	/* A reload drops the "good" rule: new "good" clients are refused,
 	 * the connected one keeps working. */
-	write_file(f->policy, "{\"policy\": [{\"match\": {\"uid\": 0}, \"vm\": "
-			      "\"victim\"}]}");
+	h_write_file(f->policy,
+		     "{\"policy\": [{\"match\": {\"uid\": 0}, \"vm\": "
+		     "\"victim\"}]}");
 	assert_true(h_admin(f->admin, "{\"op\":\"reload_policy\"}", reply,
 			    sizeof(reply)) > 0);
 	assert_non_null(strstr(reply, "\"ok\":true"));
 	assert_true(tc_connect(&t, &f->d, "good", 1, 0, err, sizeof(err)) < 0);
 	assert_int_equal(muxbe_ping(f->good.mb), 0);
 	/* A broken policy file is refused, and the old one stays. */
-	write_file(f->policy, "{\"policy\": [{\"match\": {}}]}");
+	h_write_file(f->policy, "{\"policy\": [{\"match\": {}}]}");
 	assert_true(h_admin(f->admin, "{\"op\":\"reload_policy\"}", reply,
 			    sizeof(reply)) > 0);
 	assert_non_null(strstr(reply, "match needs"));
@@ -918,7 +910,7 @@ static void test_fair_admission(void **state)
 
 	(void)state;
 	snprintf(policy, sizeof(policy), "/tmp/rcm-fair-policy.%d", getpid());
-	write_file(policy, pol);
+	h_write_file(policy, pol);
 	snprintf(pol_arg, sizeof(pol_arg), "--policy=%s", policy);
 	snprintf(timeout_arg, sizeof(timeout_arg), "--hello-timeout-ms=%d",
 		 3000 * h_time_scale());

@@ -679,15 +679,12 @@ static void test_port_state_events(void **state)
 	struct tclient a;
 	uint8_t mad[MAD_SIZE];
 	char path[256];
-	FILE *fp;
 
 	if (h_real_port())
 		skip(); /* the sim port's down switch; rxe has none */
 	connect_client(&a, &f->d, "a", "fd00::1");
 	snprintf(path, sizeof(path), "%s/sim0.down", f->d.fabric);
-	fp = fopen(path, "w");
-	assert_non_null(fp);
-	fclose(fp);
+	h_write_file(path, "");
 	assert_true(tc_pump_until(&a, tc_port_down, 1, H_DEADLINE_MS));
 	h_req(mad, 0x31, "fd00::1", "fd00::2");
 	assert_int_equal(tc_send_sync(&a, "fd00::2", mad), -ENETDOWN);
@@ -1329,15 +1326,6 @@ static void test_example_device_model(void **state)
 	assert_non_null(strstr(out, "0 sent, 1 refused"));
 }
 
-static void write_file(const char *path, const char *text)
-{
-	FILE *fp = fopen(path, "w");
-
-	assert_non_null(fp);
-	fputs(text, fp);
-	assert_int_equal(fclose(fp), 0);
-}
-
 /* Waits until the daemon's log has a line containing each of the texts. */
 static int log_has(struct hdaemon *d, const char *const *texts)
 {
@@ -1395,7 +1383,7 @@ static void test_config_file_and_reload(void **state)
 		 "  \"hello-timeout-ms\": 3000,\n  \"log-level\": "
 		 "\"info\"\n}\n",
 		 dir);
-	write_file(conf, text);
+	h_write_file(conf, text);
 	{
 		const char *const ok[] = { "--check-config", conf, NULL };
 
@@ -1424,7 +1412,7 @@ static void test_config_file_and_reload(void **state)
 		 "\"max-clients\": 2,"
 		 " \"max-clients-per-uid\": 2, \"hello-timeout-ms\": 3000,"
 		 " \"log-level\": \"debug\"}\n");
-	write_file(conf, text);
+	h_write_file(conf, text);
 	kill(f.d.pid, SIGHUP);
 	{
 		const char *const said[] = {
@@ -1448,9 +1436,9 @@ static void test_config_file_and_reload(void **state)
 	}
 
 	/* A broken file: every error said, nothing changed. */
-	write_file(conf, "{\"sim-port\": \"sim0\", \"max-clients\": 0,\n"
-			 " \"workers\": \"many\", \"log-level\": \"loud\", "
-			 "\"colour\": 1}\n");
+	h_write_file(conf, "{\"sim-port\": \"sim0\", \"max-clients\": 0,\n"
+			   " \"workers\": \"many\", \"log-level\": \"loud\", "
+			   "\"colour\": 1}\n");
 	{
 		const char *const bad[] = { "--check-config", conf, NULL };
 
@@ -1470,7 +1458,7 @@ static void test_config_file_and_reload(void **state)
 
 		assert_true(log_has(&f.d, said));
 	}
-	write_file(conf, "{\"sim-port\": \"sim0\",\n \"workers\": 2\n");
+	h_write_file(conf, "{\"sim-port\": \"sim0\",\n \"workers\": 2\n");
 	{
 		const char *const bad[] = { "--check-config", conf, NULL };
 
