@@ -53,6 +53,14 @@ static void muxctl_metrics_sample(FILE *f, const char *name, const char *lk,
 	fprintf(f, " %lld\n", (long long)v);
 }
 
+/* A family of one sample without labels. */
+static void muxctl_metrics_single(FILE *f, const char *name, const char *type,
+				  const char *help, json_int_t v)
+{
+	muxctl_metrics_family(f, name, type, help);
+	muxctl_metrics_sample(f, name, NULL, NULL, v);
+}
+
 /* One muxctl_metrics_family from an object of counters: {"REQ": 3, ...} -> {lk="REQ"}. */
 static void muxctl_metrics_by_label(FILE *f, const char *name, const char *type,
 				    const char *help, const char *lk,
@@ -145,19 +153,16 @@ void muxctl_metrics_print(FILE *f, json_t *st)
 					      "disconnecting", "draining" };
 	size_t i;
 
-	muxctl_metrics_family(f, "up", "gauge",
-			      "1 while the daemon answers its status socket.");
-	muxctl_metrics_sample(f, "up", NULL, NULL, 1);
-	muxctl_metrics_family(f, "uptime_seconds", "gauge",
-			      "Seconds since the daemon started.");
-	muxctl_metrics_sample(f, "uptime_seconds", NULL, NULL,
+	muxctl_metrics_single(f, "up", "gauge",
+			      "1 while the daemon answers its status socket.",
+			      1);
+	muxctl_metrics_single(f, "uptime_seconds", "gauge",
+			      "Seconds since the daemon started.",
 			      muxctl_metrics_ival(d, "uptime_s"));
-	muxctl_metrics_family(f, "clients", "gauge", "Clients connected now.");
-	muxctl_metrics_sample(f, "clients", NULL, NULL,
+	muxctl_metrics_single(f, "clients", "gauge", "Clients connected now.",
 			      (json_int_t)json_array_size(clients));
-	muxctl_metrics_family(f, "clients_accepted_total", "counter",
-			      "Client connections accepted.");
-	muxctl_metrics_sample(f, "clients_accepted_total", NULL, NULL,
+	muxctl_metrics_single(f, "clients_accepted_total", "counter",
+			      "Client connections accepted.",
 			      muxctl_metrics_ival(ctr, "clients_accepted"));
 	muxctl_metrics_family(f, "clients_refused_total", "counter",
 			      "Client connections refused, by reason.");
@@ -188,24 +193,20 @@ void muxctl_metrics_print(FILE *f, json_t *st)
 			      muxctl_metrics_ival(ctr, "resumes"));
 	muxctl_metrics_sample(f, "resumes_total", "result", "refused",
 			      muxctl_metrics_ival(ctr, "resumes_refused"));
-	muxctl_metrics_family(f, "protocol_errors_total", "counter",
-			      "Malformed requests and frames.");
-	muxctl_metrics_sample(f, "protocol_errors_total", NULL, NULL,
+	muxctl_metrics_single(f, "protocol_errors_total", "counter",
+			      "Malformed requests and frames.",
 			      muxctl_metrics_ival(ctr, "protocol_errors"));
 
 	for (i = 0; i < sizeof(labelled) / sizeof(labelled[0]); i++)
 		muxctl_metrics_by_label(f, labelled[i].name, "counter",
 					labelled[i].help, labelled[i].label,
 					json_object_get(ctr, labelled[i].key));
-	muxctl_metrics_family(f, "mads_lost_reported_total", "counter",
+	muxctl_metrics_single(f, "mads_lost_reported_total", "counter",
 			      "Loss reports (mad_lost events) sent to "
-			      "senders.");
-	muxctl_metrics_sample(f, "mads_lost_reported_total", NULL, NULL,
+			      "senders.",
 			      muxctl_metrics_ival(ctr, "losses_reported"));
 
-	muxctl_metrics_family(f, "gids", "gauge",
-			      "GIDs registered by clients.");
-	muxctl_metrics_sample(f, "gids", NULL, NULL,
+	muxctl_metrics_single(f, "gids", "gauge", "GIDs registered by clients.",
 			      muxctl_metrics_ival(r, "gids"));
 	muxctl_metrics_family(f, "mappings", "gauge",
 			      "Live comm-ID and SIDR mappings, by kind.");
@@ -218,9 +219,8 @@ void muxctl_metrics_print(FILE *f, json_t *st)
 	for (i = 0; i < sizeof(states) / sizeof(states[0]); i++)
 		muxctl_metrics_sample(f, "connections", "state", states[i],
 				      muxctl_metrics_ival(r, states[i]));
-	muxctl_metrics_family(f, "peer_records", "gauge",
-			      "Peers' REQs no client has answered yet.");
-	muxctl_metrics_sample(f, "peer_records", NULL, NULL,
+	muxctl_metrics_single(f, "peer_records", "gauge",
+			      "Peers' REQs no client has answered yet.",
 			      muxctl_metrics_ival(r, "peer_records"));
 
 	muxctl_metrics_per_port(f, ports, "port_up", "gauge",
@@ -245,9 +245,8 @@ void muxctl_metrics_print(FILE *f, json_t *st)
 				  "full).",
 				  "mads_dropped");
 
-	muxctl_metrics_family(f, "status_queries_total", "counter",
-			      "Status queries answered.");
-	muxctl_metrics_sample(f, "status_queries_total", NULL, NULL,
+	muxctl_metrics_single(f, "status_queries_total", "counter",
+			      "Status queries answered.",
 			      muxctl_metrics_ival(status, "queries"));
 	muxctl_metrics_family(f, "status_dropped_total", "counter",
 			      "Status connections refused (limits) or dropped "
