@@ -912,6 +912,17 @@ int config_load(struct mux_config *cfg, int argc, char **argv,
 	return errs->n ? -EINVAL : 0;
 }
 
+static uint32_t config_gids_hash(const struct port_spec *ps)
+{
+	uint32_t h = 2166136261u; /* FNV-1a */
+	int i, k;
+
+	for (i = 0; i < ps->ngids; i++)
+		for (k = 0; k < 16; k++)
+			h = (h ^ ps->gids[i].raw[k]) * 16777619u;
+	return h;
+}
+
 /* An option's value as text, to compare two configurations and log it. */
 static void config_format(struct mux_config *cfg, const struct config_option *o,
 			  char *buf, size_t len)
@@ -952,12 +963,15 @@ static void config_format(struct mux_config *cfg, const struct config_option *o,
 
 				if ((ps->kind == PORT_SPEC_SIM) != sim)
 					continue;
+				/* A sim port's GIDs by a hash: another table
+				 * of the same size is a change too. */
 				used += (size_t)snprintf(buf + used, len - used,
-							 "%s%s:%d/%d/%d",
+							 "%s%s:%d/%d/%d/%08x",
 							 used ? "," : "",
 							 ps->name, ps->port_num,
 							 ps->roce_version,
-							 ps->ngids);
+							 ps->ngids,
+							 config_gids_hash(ps));
 			}
 		} else if (o->add == config_add_qemu_socket) {
 			for (i = 0; i < cfg->nqemu && used < len; i++)

@@ -1404,11 +1404,12 @@ static void test_config_file_and_reload(void **state)
 	snprintf(out, sizeof(out), "%s/not-used.sock", dir);
 	assert_int_equal(access(out, F_OK), -1);
 
-	/* A reload: two limits and the level change, workers must wait. */
+	/* A reload: two limits and the level change, workers and the sim
+	 * port's GID table (as many GIDs, one other) must wait. */
 	connect_client(&a, &f.d, "a", "fd00::1");
 	connect_client(&b, &f.d, "b", NULL);
 	snprintf(text, sizeof(text),
-		 "{\"sim-port\": \"sim0=fd00::1*4\", \"workers\": 2, "
+		 "{\"sim-port\": \"sim0=fd00::1*3,fd00::9\", \"workers\": 2, "
 		 "\"max-clients\": 2,"
 		 " \"max-clients-per-uid\": 2, \"hello-timeout-ms\": 3000,"
 		 " \"log-level\": \"debug\"}\n");
@@ -1419,7 +1420,9 @@ static void test_config_file_and_reload(void **state)
 			"SIGHUP: max-clients: 3 -> 2",
 			"SIGHUP: log-level: info -> debug",
 			"SIGHUP: workers: 1 -> 2 needs a restart",
-			"SIGHUP: 4 option(s) changed", NULL
+			"SIGHUP: sim-port: sim0:0/0/4/",
+			"SIGHUP: 5 option(s) changed",
+			NULL
 		};
 
 		assert_true(log_has(&f.d, said));
