@@ -272,8 +272,8 @@ static json_t *clients_view_json(const struct client_view *cv, struct router *r,
 	return o;
 }
 
-/* Status: every client with its identity, counters and its newest
- * conns_max connections.  The table's lock is held only to copy the
+/* Status: every client with its identity, counters and its first
+ * conns_max connections (by comm ID).  The table's lock is held only to copy the
  * identities: accepting, hello and routing never wait for the JSON. */
 json_t *clients_json(struct clients *c, struct router *r, unsigned conns_max)
 {

@@ -84,7 +84,9 @@ static const struct config_option config_options[] = {
 	{ "admin-socket", 'A', CK_PATH, F(admin_path), 0, 0, 0, NULL },
 	{ "policy", 'P', CK_PATH, F(policy_path), 0, 0, 0, NULL },
 	{ "workers", 'w', CK_INT, F(workers), 1, MUX_MAX_WORKERS, 0, NULL },
-	{ "max-clients", 0, CK_LIVE_UINT, F(max_clients), 1, 1 << 20,
+	/* Twice this (this life's owners and the last one's) fits the
+	 * connection table's 16-bit owner. */
+	{ "max-clients", 0, CK_LIVE_UINT, F(max_clients), 1, 32767,
 	  CONFIG_RELOAD, NULL },
 	{ "max-clients-per-uid", 0, CK_LIVE_UINT, F(max_clients_per_uid), 1,
 	  1 << 20, CONFIG_RELOAD, NULL },

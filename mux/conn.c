@@ -1,4 +1,26 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/*
+ * The connection table's storage (see conn.h for what it does).
+ *
+ * An entry is 44 bytes in one flat array, addressed by its index; it
+ * holds no pointer, so the same array serves from the heap (an anonymous
+ * mapping, touched as it fills) or from the state file that outlives the
+ * daemon (conn_store.c).  What it needs besides is shared or derived:
+ *   - host IDs are derived from the index and an 8-bit generation of the
+ *     slot, XORed with the random operand, as the kernel CM derives its
+ *     IDs from its xarray index: looking one up is arithmetic, and no
+ *     index of host IDs exists;
+ *   - wire TIDs are derived from the index and a per-entry sequence;
+ *   - paths (GIDs, P_Key, SL, ...) and our CA GUID are records shared by
+ *     every connection between the same two ports, counted by reference;
+ *   - each client has one open-addressing set of its entries' indexes,
+ *     keyed by comm ID: the lookup by guest ID and the client's list;
+ *   - the peers' comm IDs are one open-addressing set of indexes;
+ *   - timers are per-class FIFOs linked by index; deadlines are 32-bit
+ *     milliseconds, compared across their wrap.
+ * Freed slots are reused oldest first and only once thousands are free,
+ * so a host ID comes back only after about a million others.
+ */
 #include "conn.h"
 
 #include <errno.h>
@@ -6,9 +28,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "../common/cm_mad.h"
-#include "../common/tree.h"
 #include "../common/wire.h"
 #include "conn_store.h"
 
@@ -18,113 +40,105 @@ enum conn_kind { CK_COMM, CK_SIDR };
  * handshake extended by each of the 32 MRA Service Timeouts. */
 enum { TC_NONE, TC_HANDSHAKE, TC_TIMEWAIT, TC_MRA0, TC_MAX = TC_MRA0 + 32 };
 
+/* Entry flags. */
+enum {
+	CF_LIVE = 1 << 0,     /* written last: the slot holds an entry */
+	CF_SIDR = 1 << 1,     /* a SIDR request ID, not a comm ID */
+	CF_HOSTED = 1 << 2,   /* has a host ID */
+	CF_GUESTED = 1 << 3,  /* found by its guest ID */
+	CF_IN_PEER = 1 << 4,  /* found by its peer's ID */
+	CF_ORPHAN = 1 << 5,   /* the client has abandoned it */
+	CF_CHARGED = 1 << 6,  /* counts against the client's quota */
+	CF_PEER_REC = 1 << 7, /* a peer's REQ the client has not answered */
+};
+
 struct conn {
-	RB_ENTRY(conn) host_link;  /* by (kind, port, host_id) */
-	RB_ENTRY(conn) guest_link; /* by (kind, client, port, guest_id) */
-	RB_ENTRY(conn) peer_link;  /* by (port, peer_id, peer_gid) */
-	TAILQ_ENTRY(conn) timer_link;
-	LIST_ENTRY(conn) client_link;
-	uint8_t kind, state, timer;
-	uint8_t in_host, in_guest, in_peer;
-	uint8_t orphan;    /* the client has abandoned it */
-	uint8_t charged;   /* counts against the client's quota */
-	uint8_t peer_rec;  /* a peer's REQ the client has not answered */
-	uint16_t tid_attr; /* attribute of the last send */
-	unsigned port;
-	uint64_t client;
-	uint32_t host_id, guest_id;
+	uint32_t guest_id;
 	uint32_t peer_id; /* 0: not known yet */
 	uint32_t peer_qpn;
-	uint32_t wire_tid; /* low TID half of the last send */
-	uint64_t guest_tid;
-	uint64_t ca_guid; /* our REQ's Local CA GUID */
-	uint64_t deadline_ms;
+	uint32_t guest_tid_hi, guest_tid_lo; /* of the client's last send */
+	uint32_t path;                       /* its path record */
+	uint32_t deadline;                   /* table ms, modulo 2^32 */
+	uint32_t timer_prev, timer_next;     /* index + 1; a free list's too */
+	uint16_t owner;                      /* its client's record */
+	uint8_t port;
+	uint8_t gen;   /* of the slot: its host IDs name it */
+	uint8_t state; /* enum conn_state; the high nibble: last send's attr */
+	uint8_t flags;
+	uint8_t timer; /* class, TC_NONE */
+	uint8_t tid;   /* sequence of the last send's wire TID */
+};
+
+_Static_assert(sizeof(struct conn) == 44, "an entry is 44 bytes");
+
+/* A path and our CA GUID, shared by the connections that use them. */
+struct conn_pathrec {
 	struct conn_path path;
+	uint32_t refs; /* 0: free */
+	uint64_t ca_guid;
+	uint32_t next_free;
+	uint32_t pad;
+};
+
+/* An open-addressing set of indexes (index + 1 in a cell, 0: empty),
+ * linear probing, deletion by backward shift. */
+struct conn_hset {
+	uint32_t *cell;
+	uint32_t cap; /* 0 or a power of 2 */
+	uint32_t n;
 };
 
 struct conn_client {
-	RB_ENTRY(conn_client) link;
 	uint64_t id;
-	unsigned n;       /* entries listed */
-	unsigned charged; /* of them, what its quota counts */
-	LIST_HEAD(, conn) conns;
+	uint32_t n;       /* entries */
+	uint32_t charged; /* of them, what its quota counts */
+	struct conn_hset conns;
+	uint8_t used;
+	uint8_t pinned; /* an owner that may resume: kept without entries */
+	uint16_t next_free;
 };
 
 /* Peer records per (port, source GID); the zero GID counts a port's. */
 struct src_count {
-	RB_ENTRY(src_count) link;
 	unsigned port;
 	struct gid gid;
 	unsigned n;
 };
 
-static int conn_host_cmp(struct conn *a, struct conn *b)
-{
-	if (a->kind != b->kind)
-		return a->kind < b->kind ? -1 : 1;
-	if (a->port != b->port)
-		return a->port < b->port ? -1 : 1;
-	return a->host_id < b->host_id ? -1 : a->host_id > b->host_id;
-}
-
-static int conn_guest_cmp(struct conn *a, struct conn *b)
-{
-	if (a->kind != b->kind)
-		return a->kind < b->kind ? -1 : 1;
-	if (a->client != b->client)
-		return a->client < b->client ? -1 : 1;
-	if (a->port != b->port)
-		return a->port < b->port ? -1 : 1;
-	return a->guest_id < b->guest_id ? -1 : a->guest_id > b->guest_id;
-}
-
-static int conn_peer_cmp(struct conn *a, struct conn *b)
-{
-	if (a->kind != b->kind)
-		return a->kind < b->kind ? -1 : 1;
-	if (a->port != b->port)
-		return a->port < b->port ? -1 : 1;
-	if (a->peer_id != b->peer_id)
-		return a->peer_id < b->peer_id ? -1 : 1;
-	return gid_cmp(&a->path.peer_gid, &b->path.peer_gid);
-}
-
-static int conn_cclient_cmp(struct conn_client *a, struct conn_client *b)
-{
-	return a->id < b->id ? -1 : a->id > b->id;
-}
-
-static int conn_src_cmp(struct src_count *a, struct src_count *b)
-{
-	if (a->port != b->port)
-		return a->port < b->port ? -1 : 1;
-	return gid_cmp(&a->gid, &b->gid);
-}
-
-RB_HEAD(host_tree, conn);
-RB_HEAD(guest_tree, conn);
-RB_HEAD(peer_tree, conn);
-RB_HEAD(cclient_tree, conn_client);
-RB_HEAD(src_tree, src_count);
-TREE_GENERATE_STATIC(host_tree, conn, host_link, conn_host_cmp)
-TREE_GENERATE_STATIC(guest_tree, conn, guest_link, conn_guest_cmp)
-TREE_GENERATE_STATIC(peer_tree, conn, peer_link, conn_peer_cmp)
-TREE_GENERATE_STATIC(cclient_tree, conn_client, link, conn_cclient_cmp)
-TREE_GENERATE_STATIC(src_tree, src_count, link, conn_src_cmp)
+/* Slot indexes take 24 bits of a host ID; wire TIDs of entries are
+ * (index + 1) << 8 | sequence, those of the table's own sends are above
+ * them all. */
+#define CONN_MAX_ENTRIES 0xfe0000u
+#define CONN_OWN_TID_BASE 0xff000000u
+#define CONN_MAX_CLIENTS 0xffffu
+#define CONN_NO_OWNER 0xffffu
+/* A freed slot waits until this many are free before it is reused. */
+#define CONN_REUSE_AFTER 4096u
 
 struct conn_table {
 	struct conn_limits lim;
 	uint32_t random_operand;
-	uint32_t next;
 	uint32_t tid_seq;
 	conn_emit_fn emit;
 	void *emit_arg;
-	struct host_tree hosts;
-	struct guest_tree guests;
-	struct peer_tree peers;
-	struct cclient_tree clients;
-	struct src_tree sources;
-	TAILQ_HEAD(, conn) timers[TC_MAX];
+	uint64_t now_ms; /* the latest time a call gave: deadlines' reference */
+
+	struct conn *e; /* entries */
+	uint32_t cap, hwm;
+	uint32_t free_head, free_tail, nfree; /* FIFO, index + 1 */
+	struct conn_pathrec *paths;
+	uint32_t path_cap, path_hwm, path_free; /* LIFO, index + 1 */
+	struct conn_hset path_index;
+	struct conn_client *cl; /* clients' records */
+	uint32_t ncl;           /* records ever used (heap) */
+	uint32_t cl_free;       /* index + 1 */
+	struct conn_hset cl_index;
+	struct conn_hset peers;
+	struct src_count *src; /* peer record counts, dense */
+	uint32_t nsrc, src_cap;
+	struct conn_hset src_index;
+
+	uint32_t timer_head[TC_MAX], timer_tail[TC_MAX];
 	unsigned timer_len[TC_MAX];
 	uint64_t timer_ms[TC_MAX];
 	struct conn_counts counts;
@@ -133,6 +147,242 @@ struct conn_table {
 	int detached;             /* the daemon is going; entries stay */
 };
 
+/* ---- hashing -------------------------------------------------------------- */
+
+static uint32_t conn_mix(uint64_t x)
+{
+	/* splitmix64's finaliser */
+	x ^= x >> 30;
+	x *= 0xbf58476d1ce4e5b9ull;
+	x ^= x >> 27;
+	x *= 0x94d049bb133111ebull;
+	x ^= x >> 31;
+	return (uint32_t)x;
+}
+
+typedef uint32_t (*conn_hash_fn)(const struct conn_table *ct, uint32_t idx);
+
+/* Large sets are mappings of their own: as a set doubles, the arrays it
+ * leaves go back to the system instead of staying in the heap. */
+#define CONN_HSET_MAPPED (64u * 1024)
+
+static uint32_t *conn_cells_alloc(uint32_t cap)
+{
+	size_t bytes = (size_t)cap * sizeof(uint32_t);
+	void *p;
+
+	if (bytes < CONN_HSET_MAPPED)
+		return calloc(cap, sizeof(uint32_t));
+	p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+static void conn_cells_free(uint32_t *cell, uint32_t cap)
+{
+	size_t bytes = (size_t)cap * sizeof(uint32_t);
+
+	if (bytes < CONN_HSET_MAPPED)
+		free(cell);
+	else if (cell)
+		munmap(cell, bytes);
+}
+
+static int conn_hset_resize(const struct conn_table *ct, struct conn_hset *h,
+			    uint32_t cap, conn_hash_fn hash)
+{
+	uint32_t *cell = conn_cells_alloc(cap), i, j;
+
+	if (cell == NULL)
+		return -ENOMEM;
+	for (i = 0; i < h->cap; i++) {
+		if (h->cell[i] == 0)
+			continue;
+		for (j = hash(ct, h->cell[i] - 1) & (cap - 1); cell[j];
+		     j = (j + 1) & (cap - 1))
+			;
+		cell[j] = h->cell[i];
+	}
+	conn_cells_free(h->cell, h->cap);
+	h->cell = cell;
+	h->cap = cap;
+	return 0;
+}
+
+/* Room for one more, at most 3/4 full. */
+static int conn_hset_reserve(const struct conn_table *ct, struct conn_hset *h,
+			     conn_hash_fn hash)
+{
+	if ((uint64_t)(h->n + 1) * 4 <= (uint64_t)h->cap * 3)
+		return 0;
+	return conn_hset_resize(ct, h, h->cap ? h->cap * 2 : 8, hash);
+}
+
+/* After conn_hset_reserve(). */
+static void conn_hset_insert(const struct conn_table *ct, struct conn_hset *h,
+			     uint32_t idx, conn_hash_fn hash)
+{
+	uint32_t j;
+
+	for (j = hash(ct, idx) & (h->cap - 1); h->cell[j];
+	     j = (j + 1) & (h->cap - 1))
+		;
+	h->cell[j] = idx + 1;
+	h->n++;
+}
+
+static void conn_hset_remove(const struct conn_table *ct, struct conn_hset *h,
+			     uint32_t idx, conn_hash_fn hash)
+{
+	uint32_t mask = h->cap - 1, i, j, k;
+
+	if (h->cap == 0)
+		return;
+	for (i = hash(ct, idx) & mask; h->cell[i] != idx + 1;
+	     i = (i + 1) & mask)
+		if (h->cell[i] == 0)
+			return;
+	for (j = i;;) {
+		j = (j + 1) & mask;
+		if (h->cell[j] == 0)
+			break;
+		k = hash(ct, h->cell[j] - 1) & mask;
+		/* Stays if its home lies cyclically in (i, j]. */
+		if (i <= j ? (i < k && k <= j) : (i < k || k <= j))
+			continue;
+		h->cell[i] = h->cell[j];
+		i = j;
+	}
+	h->cell[i] = 0;
+	h->n--;
+	/* Give memory back once mostly empty. */
+	if (h->cap > 8 && (uint64_t)h->n * 8 < h->cap)
+		conn_hset_resize(ct, h, h->cap / 2, hash);
+}
+
+static void conn_hset_free(struct conn_hset *h)
+{
+	conn_cells_free(h->cell, h->cap);
+	memset(h, 0, sizeof(*h));
+}
+
+/* Probe the cells from a key's home: for (FOREACH) { idx = *cell - 1 } */
+#define CONN_HSET_PROBE(h, home, j)                        \
+	for ((j) = (h)->cap ? (home) & ((h)->cap - 1) : 0; \
+	     (h)->cap && (h)->cell[(j)]; (j) = ((j) + 1) & ((h)->cap - 1))
+
+/* ---- entries, paths, clients: access -------------------------------------- */
+
+static struct conn *conn_at(const struct conn_table *ct, uint32_t idx)
+{
+	return &ct->e[idx];
+}
+
+static uint32_t conn_idx(const struct conn_table *ct, const struct conn *c)
+{
+	return (uint32_t)(c - ct->e);
+}
+
+static enum conn_kind conn_kind_of(const struct conn *c)
+{
+	return c->flags & CF_SIDR ? CK_SIDR : CK_COMM;
+}
+
+static enum conn_state conn_state_of(const struct conn *c)
+{
+	return (enum conn_state)(c->state & 0x0f);
+}
+
+static const struct conn_path *conn_path_of(const struct conn_table *ct,
+					    const struct conn *c)
+{
+	return &ct->paths[c->path].path;
+}
+
+static struct conn_client *conn_client_of(const struct conn_table *ct,
+					  const struct conn *c)
+{
+	return &ct->cl[c->owner];
+}
+
+static uint64_t conn_client_id(const struct conn_table *ct,
+			       const struct conn *c)
+{
+	return ct->cl[c->owner].id;
+}
+
+static uint32_t conn_host_id(const struct conn_table *ct, const struct conn *c)
+{
+	if (!(c->flags & CF_HOSTED))
+		return 0;
+	return (((uint32_t)c->gen << 24) | conn_idx(ct, c)) ^
+	       ct->random_operand;
+}
+
+/* The keys: a client's set by comm ID (or, for an entry no guest ID
+ * finds, by its index), the peers' set by the peer's ID. */
+static uint32_t conn_guest_hash(unsigned kind, unsigned port, uint32_t guest)
+{
+	return conn_mix(((uint64_t)kind << 40) | ((uint64_t)port << 32) |
+			guest);
+}
+
+static uint32_t conn_client_key(const struct conn_table *ct, uint32_t idx)
+{
+	const struct conn *c = conn_at(ct, idx);
+
+	if (c->flags & CF_GUESTED)
+		return conn_guest_hash(conn_kind_of(c), c->port, c->guest_id);
+	return conn_mix((1ull << 48) | idx);
+}
+
+static uint32_t conn_peer_hash(unsigned kind, unsigned port, uint32_t peer)
+{
+	return conn_mix((3ull << 48) | ((uint64_t)kind << 40) |
+			((uint64_t)port << 32) | peer);
+}
+
+static uint32_t conn_peer_key(const struct conn_table *ct, uint32_t idx)
+{
+	const struct conn *c = conn_at(ct, idx);
+
+	return conn_peer_hash(conn_kind_of(c), c->port, c->peer_id);
+}
+
+static uint32_t conn_cl_key(const struct conn_table *ct, uint32_t idx)
+{
+	return conn_mix(ct->cl[idx].id);
+}
+
+static uint32_t conn_path_hash(const struct conn_path *p, uint64_t ca_guid)
+{
+	uint64_t h = ca_guid;
+	int i;
+
+	for (i = 0; i < 16; i += 8) {
+		h = conn_mix(h ^ wire_get64(p->local_gid.raw + i)) ^ (h << 7);
+		h = conn_mix(h ^ wire_get64(p->peer_gid.raw + i)) ^ (h << 7);
+	}
+	h ^= (uint64_t)p->pkey_index << 48 | (uint64_t)p->grh << 40 |
+	     (uint64_t)p->sl << 32 | (uint64_t)p->hop_limit << 24 |
+	     (uint64_t)p->traffic_class << 16;
+	return conn_mix(h ^ ((uint64_t)p->flow_label << 1));
+}
+
+static uint32_t conn_pathrec_key(const struct conn_table *ct, uint32_t idx)
+{
+	return conn_path_hash(&ct->paths[idx].path, ct->paths[idx].ca_guid);
+}
+
+static int conn_path_eq(const struct conn_path *a, const struct conn_path *b)
+{
+	return gid_cmp(&a->local_gid, &b->local_gid) == 0 &&
+	       gid_cmp(&a->peer_gid, &b->peer_gid) == 0 &&
+	       a->pkey_index == b->pkey_index && a->grh == b->grh &&
+	       a->sl == b->sl && a->hop_limit == b->hop_limit &&
+	       a->traffic_class == b->traffic_class &&
+	       a->flow_label == b->flow_label;
+}
 static const char *const conn_state_names[CONN_STATE_MAX] = {
 	[CONN_REQ_SENT] = "req_sent",           [CONN_REQ_RCVD] = "req_rcvd",
 	[CONN_REP_SENT] = "rep_sent",           [CONN_REP_RCVD] = "rep_rcvd",
@@ -161,9 +411,19 @@ const char *conn_answer_name(enum conn_answer a)
 	return (unsigned)a < CONN_ANS_MAX ? conn_answer_names[a] : "invalid";
 }
 
-struct conn_table *conn_table_new(const struct conn_limits *lim,
-				  uint32_t random_operand, conn_emit_fn emit,
-				  void *emit_arg)
+/* ---- the table ------------------------------------------------------------ */
+
+static void *conn_reserve_anon(size_t bytes)
+{
+	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+
+	return p == MAP_FAILED ? NULL : p;
+}
+
+static struct conn_table *conn_table_alloc(const struct conn_limits *lim,
+					   uint32_t random_operand,
+					   conn_emit_fn emit, void *emit_arg)
 {
 	struct conn_table *ct = calloc(1, sizeof(*ct));
 	int i;
@@ -172,22 +432,45 @@ struct conn_table *conn_table_new(const struct conn_limits *lim,
 		return NULL;
 	ct->lim = *lim;
 	ct->random_operand = random_operand;
-	ct->next = 1;
 	ct->tid_seq = random_operand;
 	ct->emit = emit;
 	ct->emit_arg = emit_arg;
-	RB_INIT(&ct->hosts);
-	RB_INIT(&ct->guests);
-	RB_INIT(&ct->peers);
-	RB_INIT(&ct->clients);
-	RB_INIT(&ct->sources);
-	for (i = 0; i < TC_MAX; i++)
-		TAILQ_INIT(&ct->timers[i]);
 	ct->timer_ms[TC_HANDSHAKE] = lim->handshake_ms;
 	ct->timer_ms[TC_TIMEWAIT] = lim->timewait_ms;
 	for (i = 0; i < 32; i++)
 		ct->timer_ms[TC_MRA0 + i] = lim->handshake_ms +
 					    cm_service_timeout_ms((unsigned)i);
+	/* Clients' records are few and never move: reserved, touched as
+	 * used. */
+	ct->cl = conn_reserve_anon(CONN_MAX_CLIENTS * sizeof(*ct->cl));
+	if (ct->cl == NULL) {
+		free(ct);
+		return NULL;
+	}
+	return ct;
+}
+
+/* On the heap, the arrays are reservations the entries touch as they
+ * come: as many as the state file could hold. */
+#define CONN_HEAP_ENTRIES (1u << 22)
+
+struct conn_table *conn_table_new(const struct conn_limits *lim,
+				  uint32_t random_operand, conn_emit_fn emit,
+				  void *emit_arg)
+{
+	struct conn_table *ct = conn_table_alloc(lim, random_operand, emit,
+						 emit_arg);
+
+	if (ct == NULL)
+		return NULL;
+	ct->cap = ct->path_cap = CONN_HEAP_ENTRIES;
+	ct->e = conn_reserve_anon((size_t)ct->cap * sizeof(*ct->e));
+	ct->paths = conn_reserve_anon((size_t)ct->path_cap *
+				      sizeof(*ct->paths));
+	if (ct->e == NULL || ct->paths == NULL) {
+		conn_table_free(ct);
+		return NULL;
+	}
 	return ct;
 }
 
@@ -201,24 +484,69 @@ void conn_table_set_limits(struct conn_table *ct, const struct conn_limits *lim)
 
 uint32_t conn_next_tid(struct conn_table *ct)
 {
-	if (++ct->tid_seq == 0)
-		ct->tid_seq = 1;
+	ct->tid_seq = (ct->tid_seq + 1) & 0xffffff;
 	if (ct->store)
 		*conn_store_counter(ct->store,
 				    CONN_STORE_TID_SEQ) = ct->tid_seq;
-	return ct->tid_seq;
+	return CONN_OWN_TID_BASE | ct->tid_seq;
+}
+
+/* Every call passes its time in; deadlines are read against the latest
+ * (kept with the entries, for the next daemon to read them). */
+static void conn_clock(struct conn_table *ct, uint64_t now_ms)
+{
+	if (now_ms <= ct->now_ms)
+		return;
+	ct->now_ms = now_ms;
+	if (ct->store) {
+		*conn_store_counter(ct->store,
+				    CONN_STORE_NOW_LO) = (uint32_t)now_ms;
+		*conn_store_counter(ct->store,
+				    CONN_STORE_NOW_HI) = (uint32_t)(now_ms >>
+								    32);
+	}
 }
 
 /* ---- timers: one FIFO per duration class -------------------------------- */
 
+/* A deadline read against now: negative once passed. */
+static int64_t conn_deadline_in(const struct conn *c, uint64_t now_ms)
+{
+	return (int32_t)(c->deadline - (uint32_t)now_ms);
+}
+
 static void conn_timer_stop(struct conn_table *ct, struct conn *c)
 {
-	if (c->timer != TC_NONE) {
-		TAILQ_REMOVE(&ct->timers[c->timer], c, timer_link);
-		ct->timer_len[c->timer]--;
-		c->timer = TC_NONE;
-		c->deadline_ms = 0;
-	}
+	uint32_t prev = c->timer_prev, next = c->timer_next;
+
+	if (c->timer == TC_NONE)
+		return;
+	if (prev)
+		conn_at(ct, prev - 1)->timer_next = next;
+	else
+		ct->timer_head[c->timer] = next;
+	if (next)
+		conn_at(ct, next - 1)->timer_prev = prev;
+	else
+		ct->timer_tail[c->timer] = prev;
+	ct->timer_len[c->timer]--;
+	c->timer = TC_NONE;
+	c->timer_prev = c->timer_next = 0;
+}
+
+static void conn_timer_append(struct conn_table *ct, struct conn *c, int tc)
+{
+	uint32_t self = conn_idx(ct, c) + 1, tail = ct->timer_tail[tc];
+
+	c->timer = (uint8_t)tc;
+	c->timer_prev = tail;
+	c->timer_next = 0;
+	if (tail)
+		conn_at(ct, tail - 1)->timer_next = self;
+	else
+		ct->timer_head[tc] = self;
+	ct->timer_tail[tc] = self;
+	ct->timer_len[tc]++;
 }
 
 /* (Re-)arm: to the tail, as every entry of a class has the same length. */
@@ -226,10 +554,13 @@ static void conn_timer_arm(struct conn_table *ct, struct conn *c, int tc,
 			   uint64_t now_ms)
 {
 	conn_timer_stop(ct, c);
-	c->timer = (uint8_t)tc;
-	c->deadline_ms = now_ms + ct->timer_ms[tc];
-	TAILQ_INSERT_TAIL(&ct->timers[tc], c, timer_link);
-	ct->timer_len[tc]++;
+	c->deadline = (uint32_t)(now_ms + ct->timer_ms[tc]);
+	conn_timer_append(ct, c, tc);
+}
+
+static struct conn *conn_timer_first(const struct conn_table *ct, int tc)
+{
+	return ct->timer_head[tc] ? conn_at(ct, ct->timer_head[tc] - 1) : NULL;
 }
 
 static void conn_remove(struct conn_table *ct, struct conn *c);
@@ -247,200 +578,421 @@ static void conn_timewait_trim(struct conn_table *ct)
 
 	while (ct->lim.max_timewait &&
 	       ct->timer_len[TC_TIMEWAIT] > ct->lim.max_timewait &&
-	       (c = TAILQ_FIRST(&ct->timers[TC_TIMEWAIT])) != NULL) {
+	       (c = conn_timer_first(ct, TC_TIMEWAIT)) != NULL) {
 		conn_remove(ct, c);
 		ct->counts.timewait_evicted++;
 	}
 }
 
+/* ---- paths: shared by the connections between the same two ports ------- */
+
+static int conn_path_ref(struct conn_table *ct, const struct conn_path *p,
+			 uint64_t ca_guid, uint32_t *out)
+{
+	uint32_t h = conn_path_hash(p, ca_guid), j, idx;
+	struct conn_pathrec *r;
+
+	CONN_HSET_PROBE(&ct->path_index, h, j) {
+		r = &ct->paths[ct->path_index.cell[j] - 1];
+		if (r->ca_guid == ca_guid && conn_path_eq(&r->path, p)) {
+			r->refs++;
+			*out = ct->path_index.cell[j] - 1;
+			return 0;
+		}
+	}
+	if (conn_hset_reserve(ct, &ct->path_index, conn_pathrec_key) < 0)
+		return -ENOMEM;
+	if (ct->path_free) {
+		idx = ct->path_free - 1;
+		ct->path_free = ct->paths[idx].next_free;
+	} else if (ct->path_hwm < ct->path_cap &&
+		   (ct->store == NULL ||
+		    conn_store_reserve(ct->store, CONN_STORE_PATHS,
+				       ct->path_hwm + 1) == 0)) {
+		idx = ct->path_hwm++;
+		if (ct->store)
+			*conn_store_counter(ct->store, CONN_STORE_PATHS_HWM) =
+				ct->path_hwm;
+	} else {
+		return -ENOSPC;
+	}
+	r = &ct->paths[idx];
+	memset(r, 0, sizeof(*r));
+	r->path = *p;
+	r->ca_guid = ca_guid;
+	__atomic_store_n(&r->refs, 1, __ATOMIC_RELEASE);
+	conn_hset_insert(ct, &ct->path_index, idx, conn_pathrec_key);
+	*out = idx;
+	return 0;
+}
+
+static void conn_path_unref(struct conn_table *ct, uint32_t idx)
+{
+	struct conn_pathrec *r = &ct->paths[idx];
+
+	if (r->refs == 0 || --r->refs)
+		return;
+	conn_hset_remove(ct, &ct->path_index, idx, conn_pathrec_key);
+	r->next_free = ct->path_free;
+	ct->path_free = idx + 1;
+}
+
+/* ---- clients' records ------------------------------------------------------ */
+
+static uint32_t conn_cl_find(const struct conn_table *ct, uint64_t id)
+{
+	uint32_t j;
+
+	CONN_HSET_PROBE(&ct->cl_index, conn_mix(id), j) {
+		if (ct->cl[ct->cl_index.cell[j] - 1].id == id)
+			return ct->cl_index.cell[j] - 1;
+	}
+	return CONN_NO_OWNER;
+}
+
+static struct conn_client *conn_cclient_get(struct conn_table *ct, uint64_t id)
+{
+	uint32_t i = conn_cl_find(ct, id);
+
+	return i == CONN_NO_OWNER ? NULL : &ct->cl[i];
+}
+
+/* A record for a new client; in the state file it is an owner record,
+ * whose index the entries name across a restart. */
+static uint32_t conn_cl_new(struct conn_table *ct, uint64_t id)
+{
+	struct conn_client *cc;
+	struct conn_owner *o;
+	uint32_t i, n;
+
+	if (conn_hset_reserve(ct, &ct->cl_index, conn_cl_key) < 0)
+		return CONN_NO_OWNER;
+	if (ct->store) {
+		o = conn_store_owners(ct->store, &n);
+		for (i = 0; i < n && i < CONN_MAX_CLIENTS; i++)
+			if (!o[i].live)
+				break;
+		if (i == n || i == CONN_MAX_CLIENTS)
+			return CONN_NO_OWNER;
+		memset(&o[i], 0, sizeof(o[i]));
+		o[i].client = id;
+		o[i].claimed = 1;
+		__atomic_store_n(&o[i].live, 1, __ATOMIC_RELEASE);
+	} else if (ct->cl_free) {
+		i = ct->cl_free - 1;
+		ct->cl_free = ct->cl[i].next_free;
+	} else if (ct->ncl < CONN_MAX_CLIENTS) {
+		i = ct->ncl++;
+	} else {
+		return CONN_NO_OWNER;
+	}
+	cc = &ct->cl[i];
+	memset(cc, 0, sizeof(*cc));
+	cc->id = id;
+	cc->used = 1;
+	conn_hset_insert(ct, &ct->cl_index, i, conn_cl_key);
+	return i;
+}
+
+static void conn_cl_free(struct conn_table *ct, uint32_t i)
+{
+	struct conn_client *cc = &ct->cl[i];
+	struct conn_owner *o;
+	uint32_t n;
+
+	conn_hset_remove(ct, &ct->cl_index, i, conn_cl_key);
+	conn_hset_free(&cc->conns);
+	cc->used = 0;
+	if (ct->store) {
+		o = conn_store_owners(ct->store, &n);
+		__atomic_store_n(&o[i].live, 0, __ATOMIC_RELEASE);
+	} else {
+		cc->next_free = (uint16_t)ct->cl_free;
+		ct->cl_free = i + 1;
+	}
+}
+
+static void conn_cl_forget_empty(struct conn_table *ct, uint32_t i)
+{
+	if (i != CONN_NO_OWNER && ct->cl[i].n == 0 && !ct->cl[i].pinned)
+		conn_cl_free(ct, i);
+}
+
 /* ---- peer records: bounded per port and per source, charged to nobody -- */
 
-static struct src_count *conn_src_get(struct conn_table *ct, unsigned port,
-				      const struct gid *gid, int create)
+static uint32_t conn_src_hash(unsigned port, const struct gid *gid)
 {
-	struct src_count key = { .port = port }, *sc;
-
-	if (gid)
-		key.gid = *gid;
-	sc = RB_FIND(src_tree, &ct->sources, &key);
-	if (sc || !create)
-		return sc;
-	sc = calloc(1, sizeof(*sc));
-	if (sc == NULL)
-		return NULL;
-	*sc = key;
-	RB_INSERT(src_tree, &ct->sources, sc);
-	return sc;
+	return conn_mix(wire_get64(gid->raw) ^
+			conn_mix(wire_get64(gid->raw + 8) ^ port));
 }
 
-static void conn_src_forget_empty(struct conn_table *ct, struct src_count *sc)
+static uint32_t conn_src_key(const struct conn_table *ct, uint32_t idx)
 {
-	if (sc && sc->n == 0) {
-		RB_REMOVE(src_tree, &ct->sources, sc);
-		free(sc);
+	return conn_src_hash(ct->src[idx].port, &ct->src[idx].gid);
+}
+
+static uint32_t conn_src_find(const struct conn_table *ct, unsigned port,
+			      const struct gid *gid)
+{
+	const struct src_count *sc;
+	uint32_t j;
+
+	CONN_HSET_PROBE(&ct->src_index, conn_src_hash(port, gid), j) {
+		sc = &ct->src[ct->src_index.cell[j] - 1];
+		if (sc->port == port && gid_cmp(&sc->gid, gid) == 0)
+			return ct->src_index.cell[j] - 1;
 	}
+	return UINT32_MAX;
 }
 
-static void conn_src_put(struct conn_table *ct, struct src_count *sc)
+static unsigned conn_src_count(const struct conn_table *ct, unsigned port,
+			       const struct gid *gid)
 {
-	if (sc && sc->n > 0) {
-		sc->n--;
-		conn_src_forget_empty(ct, sc);
+	uint32_t i = conn_src_find(ct, port, gid);
+
+	return i == UINT32_MAX ? 0 : ct->src[i].n;
+}
+
+/* One more (or one less) record of a REQ from gid on port; the array
+ * stays dense (the last count takes an emptied one's place). */
+static int conn_src_add(struct conn_table *ct, unsigned port,
+			const struct gid *gid, int delta)
+{
+	uint32_t i = conn_src_find(ct, port, gid), last;
+
+	if (i == UINT32_MAX) {
+		if (delta < 0)
+			return 0;
+		if (ct->nsrc == ct->src_cap) {
+			uint32_t ncap = ct->src_cap ? 2 * ct->src_cap : 8;
+			struct src_count *n = realloc(ct->src,
+						      ncap * sizeof(*n));
+
+			if (n == NULL)
+				return -ENOMEM;
+			ct->src = n;
+			ct->src_cap = ncap;
+		}
+		if (conn_hset_reserve(ct, &ct->src_index, conn_src_key) < 0)
+			return -ENOMEM;
+		i = ct->nsrc++;
+		ct->src[i].port = port;
+		ct->src[i].gid = *gid;
+		ct->src[i].n = 0;
+		conn_hset_insert(ct, &ct->src_index, i, conn_src_key);
 	}
+	if (delta > 0) {
+		ct->src[i].n++;
+		return 0;
+	}
+	if (ct->src[i].n && --ct->src[i].n)
+		return 0;
+	conn_hset_remove(ct, &ct->src_index, i, conn_src_key);
+	last = --ct->nsrc;
+	if (i != last) {
+		conn_hset_remove(ct, &ct->src_index, last, conn_src_key);
+		ct->src[i] = ct->src[last];
+		conn_hset_insert(ct, &ct->src_index, i, conn_src_key);
+	}
+	return 0;
 }
 
-/* One more peer record, on its port's and its source's counts (either
- * may be missing when memory ran out while restoring). */
-static void conn_peer_rec_count(struct conn_table *ct,
-				struct src_count *port_sc,
-				struct src_count *src_sc)
+static const struct gid conn_zero_gid;
+
+/* One more peer record, on its port's and its source's counts. */
+static int conn_peer_rec_count(struct conn_table *ct, unsigned port,
+			       const struct gid *gid)
 {
-	if (port_sc)
-		port_sc->n++;
-	if (src_sc)
-		src_sc->n++;
+	if (conn_src_add(ct, port, &conn_zero_gid, 1) < 0)
+		return -ENOMEM;
+	if (conn_src_add(ct, port, gid, 1) < 0) {
+		conn_src_add(ct, port, &conn_zero_gid, -1);
+		return -ENOMEM;
+	}
 	ct->counts.peer_records++;
+	return 0;
 }
 
 /* Room for one more record of a REQ from gid on port: 0, or -ENOSPC. */
 static int conn_peer_rec_take(struct conn_table *ct, unsigned port,
 			      const struct gid *gid)
 {
-	struct src_count *port_sc, *src_sc;
-
-	port_sc = conn_src_get(ct, port, NULL, 1);
-	src_sc = conn_src_get(ct, port, gid, 1);
-	if (port_sc == NULL || src_sc == NULL ||
-	    (ct->lim.max_peer_records_per_port &&
-	     port_sc->n >= ct->lim.max_peer_records_per_port) ||
+	if ((ct->lim.max_peer_records_per_port &&
+	     conn_src_count(ct, port, &conn_zero_gid) >=
+		     ct->lim.max_peer_records_per_port) ||
 	    (ct->lim.max_peer_records_per_source &&
-	     src_sc->n >= ct->lim.max_peer_records_per_source)) {
-		conn_src_forget_empty(ct, port_sc);
-		conn_src_forget_empty(ct, src_sc);
+	     conn_src_count(ct, port, gid) >=
+		     ct->lim.max_peer_records_per_source) ||
+	    conn_peer_rec_count(ct, port, gid) < 0) {
 		ct->counts.peer_records_refused++;
 		return -ENOSPC;
 	}
-	conn_peer_rec_count(ct, port_sc, src_sc);
 	return 0;
 }
 
 static void conn_peer_rec_undo(struct conn_table *ct, unsigned port,
 			       const struct gid *gid)
 {
-	conn_src_put(ct, conn_src_get(ct, port, NULL, 0));
-	conn_src_put(ct, conn_src_get(ct, port, gid, 0));
+	conn_src_add(ct, port, &conn_zero_gid, -1);
+	conn_src_add(ct, port, gid, -1);
 	ct->counts.peer_records--;
 }
 
 static void conn_peer_rec_drop(struct conn_table *ct, struct conn *c)
 {
-	if (!c->peer_rec)
+	if (!(c->flags & CF_PEER_REC))
 		return;
-	c->peer_rec = 0;
-	conn_peer_rec_undo(ct, c->port, &c->path.peer_gid);
+	c->flags &= (uint8_t)~CF_PEER_REC;
+	conn_peer_rec_undo(ct, c->port, &conn_path_of(ct, c)->peer_gid);
 }
 
-/* ---- entries ------------------------------------------------------------ */
-
-static struct conn_client *conn_cclient_get(struct conn_table *ct, uint64_t id,
-					    int create)
-{
-	struct conn_client key = { .id = id }, *cc;
-
-	cc = RB_FIND(cclient_tree, &ct->clients, &key);
-	if (cc || !create)
-		return cc;
-	cc = calloc(1, sizeof(*cc));
-	if (cc == NULL)
-		return NULL;
-	cc->id = id;
-	LIST_INIT(&cc->conns);
-	RB_INSERT(cclient_tree, &ct->clients, cc);
-	return cc;
-}
+/* ---- entries -------------------------------------------------------------- */
 
 static void conn_uncharge(struct conn_table *ct, struct conn *c)
 {
-	struct conn_client *cc;
-
-	if (!c->charged)
+	if (!(c->flags & CF_CHARGED))
 		return;
-	c->charged = 0;
-	cc = conn_cclient_get(ct, c->client, 0);
-	if (cc)
-		cc->charged--;
+	c->flags &= (uint8_t)~CF_CHARGED;
+	conn_client_of(ct, c)->charged--;
 }
 
 static void conn_set_state(struct conn_table *ct, struct conn *c,
 			   enum conn_state s)
 {
-	ct->counts.by_state[c->state]--;
-	c->state = (uint8_t)s;
+	ct->counts.by_state[conn_state_of(c)]--;
+	c->state = (uint8_t)((c->state & 0xf0) | s);
 	ct->counts.by_state[s]++;
 	if (s == CONN_TIMEWAIT)
 		conn_uncharge(ct, c);
 }
 
+/* The client's set is keyed by the guest ID while the entry has one that
+ * finds it: a change of that moves it. */
+static void conn_set_flags(struct conn_table *ct, struct conn *c, uint8_t set,
+			   uint8_t clear)
+{
+	struct conn_client *cc = conn_client_of(ct, c);
+	uint32_t idx = conn_idx(ct, c);
+	uint8_t flags = (uint8_t)((c->flags | set) & ~clear);
+
+	if ((flags ^ c->flags) & CF_GUESTED) {
+		/* Room was made before (conn_client_room). */
+		conn_hset_remove(ct, &cc->conns, idx, conn_client_key);
+		c->flags = flags;
+		conn_hset_insert(ct, &cc->conns, idx, conn_client_key);
+	} else {
+		c->flags = flags;
+	}
+}
+
 static void conn_guest_unlink(struct conn_table *ct, struct conn *c)
 {
-	if (c->in_guest) {
-		RB_REMOVE(guest_tree, &ct->guests, c);
-		c->in_guest = 0;
+	conn_set_flags(ct, c, 0, CF_GUESTED);
+}
+
+static void conn_peer_unlink(struct conn_table *ct, struct conn *c)
+{
+	if (c->flags & CF_IN_PEER) {
+		conn_hset_remove(ct, &ct->peers, conn_idx(ct, c),
+				 conn_peer_key);
+		c->flags &= (uint8_t)~CF_IN_PEER;
 	}
+}
+
+/* The slot goes back, oldest first; its generation and TID sequence
+ * stay, so that the next entry in it has other IDs. */
+static void conn_slot_free(struct conn_table *ct, struct conn *c)
+{
+	uint32_t self = conn_idx(ct, c) + 1;
+
+	__atomic_store_n(&c->flags, 0, __ATOMIC_RELEASE);
+	c->timer_next = 0;
+	if (ct->free_tail)
+		conn_at(ct, ct->free_tail - 1)->timer_next = self;
+	else
+		ct->free_head = self;
+	ct->free_tail = self;
+	ct->nfree++;
+}
+
+static struct conn *conn_slot_alloc(struct conn_table *ct)
+{
+	uint32_t idx;
+	struct conn *c;
+	uint8_t gen, tid;
+
+	if (ct->nfree < CONN_REUSE_AFTER && ct->hwm < ct->cap &&
+	    (ct->store == NULL ||
+	     conn_store_reserve(ct->store, CONN_STORE_ENTRIES, ct->hwm + 1) ==
+		     0)) {
+		idx = ct->hwm++;
+		if (ct->store)
+			*conn_store_counter(ct->store,
+					    CONN_STORE_ENTRIES_HWM) = ct->hwm;
+		c = conn_at(ct, idx);
+	} else if (ct->nfree) {
+		idx = ct->free_head - 1;
+		c = conn_at(ct, idx);
+		ct->free_head = c->timer_next;
+		if (ct->free_head == 0)
+			ct->free_tail = 0;
+		ct->nfree--;
+	} else {
+		return NULL;
+	}
+	gen = (uint8_t)(c->gen + 1);
+	tid = c->tid;
+	memset(c, 0, sizeof(*c));
+	c->tid = tid;
+	/* Host ID 0 is never given. */
+	if (((((uint32_t)gen << 24) | idx) ^ ct->random_operand) == 0)
+		gen++;
+	c->gen = gen;
+	return c;
+}
+
+/* The client's set has room for one more. */
+static int conn_client_room(struct conn_table *ct, struct conn_client *cc)
+{
+	return conn_hset_reserve(ct, &cc->conns, conn_client_key);
 }
 
 static void conn_remove(struct conn_table *ct, struct conn *c)
 {
-	struct conn_client *cc = conn_cclient_get(ct, c->client, 0);
+	uint32_t owner = c->owner;
 
 	conn_timer_stop(ct, c);
 	conn_uncharge(ct, c);
 	conn_peer_rec_drop(ct, c);
-	if (c->in_host)
-		RB_REMOVE(host_tree, &ct->hosts, c);
-	conn_guest_unlink(ct, c);
-	if (c->in_peer)
-		RB_REMOVE(peer_tree, &ct->peers, c);
-	LIST_REMOVE(c, client_link);
+	conn_peer_unlink(ct, c);
+	conn_hset_remove(ct, &ct->cl[owner].conns, conn_idx(ct, c),
+			 conn_client_key);
+	ct->cl[owner].n--;
 	ct->counts.total--;
-	ct->counts.by_state[c->state]--;
-	if (c->kind == CK_COMM)
-		ct->counts.comm--;
-	else
+	ct->counts.by_state[conn_state_of(c)]--;
+	if (c->flags & CF_SIDR)
 		ct->counts.sidr--;
-	if (cc && --cc->n == 0) {
-		RB_REMOVE(cclient_tree, &ct->clients, cc);
-		free(cc);
-	}
-	if (ct->store)
-		conn_store_free(ct->store, c);
 	else
-		free(c);
+		ct->counts.comm--;
+	conn_path_unref(ct, c->path);
+	conn_slot_free(ct, c);
+	conn_cl_forget_empty(ct, owner);
 }
 
-static void conn_cclient_forget_empty(struct conn_table *ct,
-				      struct conn_client *cc)
+/* The table's counts of an entry (new, or taken back from a previous
+ * daemon). */
+static void conn_account(struct conn_table *ct, struct conn *c)
 {
-	if (cc->n == 0) {
-		RB_REMOVE(cclient_tree, &ct->clients, cc);
-		free(cc);
-	}
-}
+	struct conn_client *cc = conn_client_of(ct, c);
 
-/* An entry joins its client's list and the table's counts (new, or
- * taken back from a previous daemon). */
-static void conn_account(struct conn_table *ct, struct conn_client *cc,
-			 struct conn *c)
-{
-	LIST_INSERT_HEAD(&cc->conns, c, client_link);
 	cc->n++;
-	cc->charged += c->charged;
+	cc->charged += (c->flags & CF_CHARGED) != 0;
 	ct->counts.total++;
-	ct->counts.by_state[c->state]++;
-	if (c->kind == CK_COMM)
-		ct->counts.comm++;
-	else
+	ct->counts.by_state[conn_state_of(c)]++;
+	if (c->flags & CF_SIDR)
 		ct->counts.sidr++;
+	else
+		ct->counts.comm++;
 }
 
 /* The client's quota: what it started or took on, live. */
@@ -457,70 +1009,110 @@ static int conn_quota_full(struct conn_table *ct, const struct conn_client *cc)
 static struct conn *conn_new(struct conn_table *ct, enum conn_kind kind,
 			     uint64_t client, unsigned port,
 			     enum conn_state state,
-			     const struct conn_path *path, int charge, int *err)
+			     const struct conn_path *path, uint64_t ca_guid,
+			     int charge, int *err)
 {
-	struct conn_client *cc = conn_cclient_get(ct, client, 1);
+	uint32_t owner = conn_cl_find(ct, client), pidx;
+	struct conn_client *cc;
 	struct conn *c;
 
-	if (cc == NULL) {
-		*err = -ENOMEM;
+	if (port > UINT8_MAX) {
+		*err = -EINVAL;
 		return NULL;
 	}
+	if (owner == CONN_NO_OWNER)
+		owner = conn_cl_new(ct, client);
+	if (owner == CONN_NO_OWNER) {
+		*err = -ENOSPC;
+		return NULL;
+	}
+	cc = &ct->cl[owner];
 	if (charge && conn_quota_full(ct, cc)) {
 		*err = -ENOSPC;
-		conn_cclient_forget_empty(ct, cc);
+		conn_cl_forget_empty(ct, owner);
 		return NULL;
 	}
-	c = ct->store ? conn_store_alloc(ct->store) : calloc(1, sizeof(*c));
+	/* Everything that can fail, before the slot is taken. */
+	if (conn_client_room(ct, cc) < 0) {
+		*err = -ENOMEM;
+		conn_cl_forget_empty(ct, owner);
+		return NULL;
+	}
+	*err = conn_path_ref(ct, path, ca_guid, &pidx);
+	if (*err) {
+		conn_cl_forget_empty(ct, owner);
+		return NULL;
+	}
+	c = conn_slot_alloc(ct);
 	if (c == NULL) {
-		*err = ct->store ? -ENOSPC : -ENOMEM;
-		conn_cclient_forget_empty(ct, cc);
+		*err = -ENOSPC;
+		conn_path_unref(ct, pidx);
+		conn_cl_forget_empty(ct, owner);
 		return NULL;
 	}
-	c->kind = (uint8_t)kind;
 	c->state = (uint8_t)state;
-	c->client = client;
-	c->port = port;
-	c->path = *path;
-	c->charged = charge != 0;
-	conn_account(ct, cc, c);
-	if (ct->store)
-		conn_store_commit(ct->store, c);
+	c->owner = (uint16_t)owner;
+	c->port = (uint8_t)port;
+	c->path = pidx;
+	c->flags = (uint8_t)((kind == CK_SIDR ? CF_SIDR : 0) |
+			     (charge ? CF_CHARGED : 0));
+	conn_hset_insert(ct, &cc->conns, conn_idx(ct, c), conn_client_key);
+	conn_account(ct, c);
+	/* Last: a restart takes the slot as an entry from here on. */
+	__atomic_store_n(&c->flags, (uint8_t)(c->flags | CF_LIVE),
+			 __ATOMIC_RELEASE);
 	return c;
 }
 
 static struct conn *conn_host_find(struct conn_table *ct, enum conn_kind kind,
 				   unsigned port, uint32_t host_id)
 {
-	struct conn key = { .kind = (uint8_t)kind,
-			    .port = port,
-			    .host_id = host_id };
+	uint32_t x = host_id ^ ct->random_operand, idx = x & 0xffffff;
+	struct conn *c;
 
-	return RB_FIND(host_tree, &ct->hosts, &key);
+	if (host_id == 0 || idx >= ct->hwm)
+		return NULL;
+	c = conn_at(ct, idx);
+	if ((c->flags & (CF_LIVE | CF_HOSTED)) != (CF_LIVE | CF_HOSTED) ||
+	    c->gen != x >> 24 || conn_kind_of(c) != kind || c->port != port)
+		return NULL;
+	return c;
 }
 
 static struct conn *conn_guest_find(struct conn_table *ct, enum conn_kind kind,
 				    uint64_t client, unsigned port,
 				    uint32_t guest_id)
 {
-	struct conn key = { .kind = (uint8_t)kind,
-			    .client = client,
-			    .port = port,
-			    .guest_id = guest_id };
+	struct conn_client *cc = conn_cclient_get(ct, client);
+	struct conn *c;
+	uint32_t j;
 
-	return RB_FIND(guest_tree, &ct->guests, &key);
+	if (cc == NULL)
+		return NULL;
+	CONN_HSET_PROBE(&cc->conns, conn_guest_hash(kind, port, guest_id), j) {
+		c = conn_at(ct, cc->conns.cell[j] - 1);
+		if ((c->flags & CF_GUESTED) && c->guest_id == guest_id &&
+		    c->port == port && conn_kind_of(c) == kind)
+			return c;
+	}
+	return NULL;
 }
 
 static struct conn *conn_peer_find_kind(struct conn_table *ct,
 					enum conn_kind kind, unsigned port,
 					uint32_t peer_id, const struct gid *gid)
 {
-	struct conn key = { .kind = (uint8_t)kind,
-			    .port = port,
-			    .peer_id = peer_id };
+	struct conn *c;
+	uint32_t j;
 
-	key.path.peer_gid = *gid;
-	return RB_FIND(peer_tree, &ct->peers, &key);
+	CONN_HSET_PROBE(&ct->peers, conn_peer_hash(kind, port, peer_id), j) {
+		c = conn_at(ct, ct->peers.cell[j] - 1);
+		if (c->peer_id == peer_id && c->port == port &&
+		    conn_kind_of(c) == kind &&
+		    gid_cmp(&conn_path_of(ct, c)->peer_gid, gid) == 0)
+			return c;
+	}
+	return NULL;
 }
 
 static struct conn *conn_peer_find(struct conn_table *ct, unsigned port,
@@ -535,16 +1127,17 @@ static struct conn *conn_peer_record_of(struct conn_table *ct,
 					enum conn_kind kind, uint64_t client,
 					unsigned port, uint32_t peer_id)
 {
-	struct conn key = { .kind = (uint8_t)kind,
-			    .port = port,
-			    .peer_id = peer_id },
-		    *c;
+	struct conn *c;
+	uint32_t j;
 
-	for (c = RB_NFIND(peer_tree, &ct->peers, &key);
-	     c && c->kind == kind && c->port == port && c->peer_id == peer_id;
-	     c = RB_NEXT(peer_tree, &ct->peers, c))
-		if (c->client == client && c->state == CONN_REQ_RCVD)
+	CONN_HSET_PROBE(&ct->peers, conn_peer_hash(kind, port, peer_id), j) {
+		c = conn_at(ct, ct->peers.cell[j] - 1);
+		if (c->peer_id == peer_id && c->port == port &&
+		    conn_kind_of(c) == kind &&
+		    conn_client_id(ct, c) == client &&
+		    conn_state_of(c) == CONN_REQ_RCVD)
 			return c;
+	}
 	return NULL;
 }
 
@@ -552,44 +1145,26 @@ static struct conn *conn_peer_record_of(struct conn_table *ct,
 static void conn_peer_set(struct conn_table *ct, struct conn *c,
 			  uint32_t peer_id)
 {
-	if (c->in_peer || peer_id == 0)
+	if ((c->flags & CF_IN_PEER) || peer_id == 0)
 		return;
 	c->peer_id = peer_id;
-	if (conn_peer_find(ct, c->port, peer_id, &c->path.peer_gid) == NULL) {
-		RB_INSERT(peer_tree, &ct->peers, c);
-		c->in_peer = 1;
+	if (conn_peer_find_kind(ct, conn_kind_of(c), c->port, peer_id,
+				&conn_path_of(ct, c)->peer_gid) == NULL &&
+	    conn_hset_reserve(ct, &ct->peers, conn_peer_key) == 0) {
+		conn_hset_insert(ct, &ct->peers, conn_idx(ct, c),
+				 conn_peer_key);
+		c->flags |= CF_IN_PEER;
 	}
 }
 
-/* A host ID nobody on this port uses: cyclic, XORed with a random
- * operand as the kernel CM does, never 0. */
-static uint32_t conn_alloc_host_id(struct conn_table *ct, enum conn_kind kind,
-				   unsigned port)
-{
-	uint32_t id;
-	unsigned tries;
-
-	for (tries = 0; tries < (1u << 22); tries++) {
-		id = ct->next++ ^ ct->random_operand;
-		if (ct->store)
-			*conn_store_counter(ct->store,
-					    CONN_STORE_NEXT_HOST) = ct->next;
-		if (id != 0 && conn_host_find(ct, kind, port, id) == NULL)
-			return id;
-	}
-	return 0;
-}
-
-/* Give an entry its guest and host IDs and index it by both. */
+/* Give an entry its guest ID and its host ID (derived from its slot), and
+ * let both find it. */
 static int conn_bind(struct conn_table *ct, struct conn *c, uint32_t guest_id)
 {
-	c->host_id = conn_alloc_host_id(ct, (enum conn_kind)c->kind, c->port);
-	if (c->host_id == 0)
-		return -ENOSPC;
+	if (conn_client_room(ct, conn_client_of(ct, c)) < 0)
+		return -ENOMEM;
 	c->guest_id = guest_id;
-	RB_INSERT(host_tree, &ct->hosts, c);
-	RB_INSERT(guest_tree, &ct->guests, c);
-	c->in_host = c->in_guest = 1;
+	conn_set_flags(ct, c, CF_HOSTED | CF_GUESTED, 0);
 	return 0;
 }
 
@@ -597,9 +1172,11 @@ static struct conn *conn_create_bound(struct conn_table *ct,
 				      enum conn_kind kind, uint64_t client,
 				      unsigned port, uint32_t guest_id,
 				      enum conn_state state,
-				      const struct conn_path *path, int *err)
+				      const struct conn_path *path,
+				      uint64_t ca_guid, int *err)
 {
-	struct conn *c = conn_new(ct, kind, client, port, state, path, 1, err);
+	struct conn *c = conn_new(ct, kind, client, port, state, path, ca_guid,
+				  1, err);
 
 	if (c == NULL)
 		return NULL;
@@ -615,26 +1192,48 @@ static struct conn *conn_create_bound(struct conn_table *ct,
 
 #define TID_HIGH 0xffffffff00000000ull
 
+static uint32_t conn_wire_tid(const struct conn_table *ct, const struct conn *c)
+{
+	return ((conn_idx(ct, c) + 1) << 8) | c->tid;
+}
+
+static uint64_t conn_guest_tid(const struct conn *c)
+{
+	return (uint64_t)c->guest_tid_hi << 32 | c->guest_tid_lo;
+}
+
+/* The attribute of the last send, in the state byte's high nibble (CM
+ * attributes are 0x10..0x1a; 0: nothing sent yet). */
+static unsigned conn_tid_attr(const struct conn *c)
+{
+	return c->state >> 4;
+}
+
 /* A client's send gets a fresh low TID half, unless it repeats its last
  * send (same attribute and guest TID): a retransmission keeps its TID. */
-static void conn_tid_out(struct conn_table *ct, struct conn *c, uint8_t *mad)
+static void conn_tid_out(struct conn *c, const struct conn_table *ct,
+			 uint8_t *mad)
 {
 	uint64_t tid = cm_mad_tid(mad);
-	uint16_t attr = cm_mad_attr_id(mad);
+	unsigned attr = (cm_mad_attr_id(mad) - 0x0f) & 0x0f;
 
-	if (c->wire_tid == 0 || c->tid_attr != attr || c->guest_tid != tid) {
-		c->wire_tid = conn_next_tid(ct);
-		c->tid_attr = attr;
-		c->guest_tid = tid;
+	if (conn_tid_attr(c) == 0 || conn_tid_attr(c) != attr ||
+	    conn_guest_tid(c) != tid) {
+		c->tid = (uint8_t)(c->tid == 0xff ? 1 : c->tid + 1);
+		c->state = (uint8_t)((attr << 4) | (c->state & 0x0f));
+		c->guest_tid_hi = (uint32_t)(tid >> 32);
+		c->guest_tid_lo = (uint32_t)tid;
 	}
-	wire_put64(mad + MAD_OFF_TID, (tid & TID_HIGH) | c->wire_tid);
+	wire_put64(mad + MAD_OFF_TID, (tid & TID_HIGH) | conn_wire_tid(ct, c));
 }
 
 /* A message that echoes the TID of our last send gets the guest's back. */
-static void conn_tid_in(struct conn *c, uint8_t *mad)
+static void conn_tid_in(const struct conn_table *ct, const struct conn *c,
+			uint8_t *mad)
 {
-	if ((cm_mad_tid(mad) & 0xffffffffull) == c->wire_tid && c->wire_tid)
-		wire_put64(mad + MAD_OFF_TID, c->guest_tid);
+	if (conn_tid_attr(c) &&
+	    (uint32_t)cm_mad_tid(mad) == conn_wire_tid(ct, c))
+		wire_put64(mad + MAD_OFF_TID, conn_guest_tid(c));
 }
 
 static void conn_tid_fresh(struct conn_table *ct, uint8_t *mad)
@@ -642,7 +1241,6 @@ static void conn_tid_fresh(struct conn_table *ct, uint8_t *mad)
 	wire_put64(mad + MAD_OFF_TID,
 		   (cm_mad_tid(mad) & TID_HIGH) | conn_next_tid(ct));
 }
-
 /* ---- speaking for a client (cm.c's cm_destroy_id) ------------------------ */
 
 static void conn_send_answer(struct conn_table *ct, enum conn_answer why,
@@ -663,11 +1261,11 @@ static void conn_emit_rej(struct conn_table *ct, struct conn *c, unsigned msg,
 
 	/* A timeout REJ names our CA GUID, by which the peer finds the
 	 * REQ it never answered (cm.c's cm_acquire_rejected_id). */
-	wire_put64(guid, c->ca_guid);
-	cm_build_rej(mad, conn_next_tid(ct), c->in_host ? c->host_id : 0,
-		     c->peer_id, msg, reason, timeout ? guid : NULL,
+	wire_put64(guid, ct->paths[c->path].ca_guid);
+	cm_build_rej(mad, conn_next_tid(ct), conn_host_id(ct, c), c->peer_id,
+		     msg, reason, timeout ? guid : NULL,
 		     timeout ? sizeof(guid) : 0);
-	conn_send_answer(ct, why, c->port, &c->path, mad);
+	conn_send_answer(ct, why, c->port, conn_path_of(ct, c), mad);
 }
 
 /*
@@ -679,9 +1277,9 @@ static void conn_abandon(struct conn_table *ct, struct conn *c, uint64_t now_ms)
 {
 	uint8_t mad[MAD_SIZE];
 
-	if (c->kind != CK_COMM)
+	if (conn_kind_of(c) != CK_COMM)
 		return;
-	switch (c->state) {
+	switch (conn_state_of(c)) {
 	case CONN_REQ_SENT:
 		conn_emit_rej(ct, c, CM_MSG_RESPONSE_REQ, CM_REJ_REASON_TIMEOUT,
 			      CONN_ANS_REJ_ABANDONED);
@@ -702,17 +1300,18 @@ static void conn_abandon(struct conn_table *ct, struct conn *c, uint64_t now_ms)
 			      CONN_ANS_REJ_ABANDONED);
 		break;
 	case CONN_ESTABLISHED:
-		cm_build_dreq(mad, conn_next_tid(ct), c->host_id, c->peer_id,
-			      c->peer_qpn);
-		conn_send_answer(ct, CONN_ANS_DREQ_ABANDONED, c->port, &c->path,
-				 mad);
+		cm_build_dreq(mad, conn_next_tid(ct), conn_host_id(ct, c),
+			      c->peer_id, c->peer_qpn);
+		conn_send_answer(ct, CONN_ANS_DREQ_ABANDONED, c->port,
+				 conn_path_of(ct, c), mad);
 		conn_set_state(ct, c, CONN_DREQ_SENT);
 		conn_timer_arm(ct, c, TC_HANDSHAKE, now_ms);
 		return;
 	case CONN_DREQ_RCVD:
-		cm_build_drep(mad, conn_next_tid(ct), c->host_id, c->peer_id);
-		conn_send_answer(ct, CONN_ANS_DREP_ABANDONED, c->port, &c->path,
-				 mad);
+		cm_build_drep(mad, conn_next_tid(ct), conn_host_id(ct, c),
+			      c->peer_id);
+		conn_send_answer(ct, CONN_ANS_DREP_ABANDONED, c->port,
+				 conn_path_of(ct, c), mad);
 		break;
 	default: return;
 	}
@@ -726,18 +1325,18 @@ static void conn_retire(struct conn_table *ct, struct conn *c, uint64_t now_ms)
 {
 	conn_abandon(ct, c, now_ms);
 	conn_guest_unlink(ct, c);
-	c->orphan = 1;
+	c->flags |= CF_ORPHAN;
 	if (c->timer == TC_NONE)
 		conn_timer_arm(ct, c, TC_TIMEWAIT, now_ms);
 }
 
 /* ---- outbound: the client's CM sends (cm.c's ib_send_cm_*) ---------------- */
 
-static int conn_same_peer(const struct conn *c, uint32_t peer_id,
-			  const struct conn_path *path)
+static int conn_same_peer(const struct conn_table *ct, const struct conn *c,
+			  uint32_t peer_id, const struct conn_path *path)
 {
 	return c->peer_id == peer_id &&
-	       gid_cmp(&c->path.peer_gid, &path->peer_gid) == 0;
+	       gid_cmp(&conn_path_of(ct, c)->peer_gid, &path->peer_gid) == 0;
 }
 
 /* The client's reply (REP, MRA, REJ) to a peer's REQ: its connection if
@@ -752,19 +1351,19 @@ static struct conn *conn_for_reply(struct conn_table *ct, uint64_t client,
 		    *r;
 	struct conn_client *cc;
 
-	if (c && conn_same_peer(c, peer_id, path))
+	if (c && conn_same_peer(ct, c, peer_id, path))
 		return c;
 	/* Only an answer to a REQ this client received: otherwise a VM
 	 * could accept (or reject) a connection meant for another. */
 	r = conn_peer_find(ct, port, peer_id, &path->peer_gid);
-	if (r == NULL || r->client != client || r->state != CONN_REQ_RCVD ||
-	    r->in_guest) {
+	if (r == NULL || conn_client_id(ct, r) != client ||
+	    conn_state_of(r) != CONN_REQ_RCVD || (r->flags & CF_GUESTED)) {
 		*err = -ENOENT;
 		return NULL;
 	}
 	/* Answering it makes the connection the client's own: from here
 	 * on its quota counts it. */
-	cc = conn_cclient_get(ct, client, 0);
+	cc = conn_cclient_get(ct, client);
 	if (cc == NULL || conn_quota_full(ct, cc)) {
 		*err = -ENOSPC;
 		return NULL;
@@ -775,7 +1374,7 @@ static struct conn *conn_for_reply(struct conn_table *ct, uint64_t client,
 	if (*err)
 		return NULL;
 	conn_peer_rec_drop(ct, r);
-	r->charged = 1;
+	r->flags |= CF_CHARGED;
 	cc->charged++;
 	return r;
 }
@@ -793,15 +1392,16 @@ static int conn_out_req(struct conn_table *ct, uint64_t client, unsigned port,
 	c = conn_guest_find(ct, CK_COMM, client, port, guest_id);
 	/* The same REQ again is a retransmission; anything else with this
 	 * ID is a new connection (a rebooted guest, a wrapped counter). */
-	if (c == NULL || c->state != CONN_REQ_SENT ||
-	    gid_cmp(&c->path.peer_gid, &path->peer_gid) != 0) {
+	if (c == NULL || conn_state_of(c) != CONN_REQ_SENT ||
+	    gid_cmp(&conn_path_of(ct, c)->peer_gid, &path->peer_gid) != 0) {
 		if (c)
 			conn_retire(ct, c, now_ms);
 		c = conn_create_bound(ct, CK_COMM, client, port, guest_id,
-				      CONN_REQ_SENT, path, &err);
+				      CONN_REQ_SENT, path,
+				      cm_field_get(mad, CM_REQ_LOCAL_CA_GUID),
+				      &err);
 		if (c == NULL)
 			return err;
-		c->ca_guid = cm_field_get(mad, CM_REQ_LOCAL_CA_GUID);
 	}
 	conn_timer_arm(ct, c, TC_HANDSHAKE, now_ms);
 	*out = c;
@@ -825,8 +1425,9 @@ static int conn_out_reply(struct conn_table *ct, uint64_t client, unsigned port,
 		 * must be a REQ this client received; the record goes, as
 		 * cm.c resets to idle. */
 		c = conn_peer_find(ct, port, peer_id, &path->peer_gid);
-		if (c == NULL || c->client != client ||
-		    c->state != CONN_REQ_RCVD || c->in_guest)
+		if (c == NULL || conn_client_id(ct, c) != client ||
+		    conn_state_of(c) != CONN_REQ_RCVD ||
+		    (c->flags & CF_GUESTED))
 			return -ENOENT;
 		conn_remove(ct, c);
 		conn_tid_fresh(ct, mad);
@@ -838,28 +1439,29 @@ static int conn_out_reply(struct conn_table *ct, uint64_t client, unsigned port,
 		return err;
 	switch (attr) {
 	case CM_ATTR_REP:
-		if (c->state == CONN_REQ_RCVD) {
+		if (conn_state_of(c) == CONN_REQ_RCVD) {
 			conn_set_state(ct, c, CONN_REP_SENT);
 			/* Kept until RTU, DREQ, REJ or teardown: the guest
 			 * goes established on its first data. */
 			conn_timer_stop(ct, c);
-		} else if (c->state != CONN_REP_SENT) {
+		} else if (conn_state_of(c) != CONN_REP_SENT) {
 			return -EPROTO;
 		}
 		break;
 	case CM_ATTR_MRA:
-		if (c->state == CONN_REQ_RCVD || c->state == CONN_REP_RCVD)
+		if (conn_state_of(c) == CONN_REQ_RCVD ||
+		    conn_state_of(c) == CONN_REP_RCVD)
 			conn_timer_arm(ct, c,
 				       TC_MRA0 +
 					       (int)cm_field_get(
 						       mad,
 						       CM_MRA_SERVICE_TIMEOUT),
 				       now_ms);
-		else if (c->state != CONN_ESTABLISHED)
+		else if (conn_state_of(c) != CONN_ESTABLISHED)
 			return -EPROTO;
 		break;
 	default: /* REJ */
-		switch (c->state) {
+		switch (conn_state_of(c)) {
 		case CONN_REQ_SENT:
 		case CONN_REQ_RCVD:
 		case CONN_REP_SENT:
@@ -893,32 +1495,34 @@ static int conn_out_conn(struct conn_table *ct, uint64_t client, unsigned port,
 		return -ENOENT;
 	switch (attr) {
 	case CM_ATTR_RTU:
-		if (c->state == CONN_REP_RCVD) {
+		if (conn_state_of(c) == CONN_REP_RCVD) {
 			conn_set_state(ct, c, CONN_ESTABLISHED);
 			conn_timer_stop(ct, c);
-		} else if (c->state != CONN_ESTABLISHED) {
+		} else if (conn_state_of(c) != CONN_ESTABLISHED) {
 			return -EPROTO;
 		}
 		break;
 	case CM_ATTR_DREQ:
 		/* In DREQ_RCVD the peer's DREQ is still on its way to the
 		 * guest: both sides disconnect at once, which cm.c takes. */
-		if (c->state == CONN_DREQ_RCVD)
+		if (conn_state_of(c) == CONN_DREQ_RCVD)
 			break;
-		if (c->state != CONN_ESTABLISHED && c->state != CONN_REP_SENT &&
-		    c->state != CONN_DREQ_SENT)
+		if (conn_state_of(c) != CONN_ESTABLISHED &&
+		    conn_state_of(c) != CONN_REP_SENT &&
+		    conn_state_of(c) != CONN_DREQ_SENT)
 			return -EPROTO;
 		conn_set_state(ct, c, CONN_DREQ_SENT);
 		conn_timer_arm(ct, c, TC_HANDSHAKE, now_ms);
 		break;
 	case CM_ATTR_DREP:
-		if (c->state != CONN_DREQ_RCVD && c->state != CONN_TIMEWAIT)
+		if (conn_state_of(c) != CONN_DREQ_RCVD &&
+		    conn_state_of(c) != CONN_TIMEWAIT)
 			return -EPROTO;
 		conn_set_state(ct, c, CONN_TIMEWAIT);
 		conn_timer_arm(ct, c, TC_TIMEWAIT, now_ms);
 		break;
 	default: /* LAP, APR */
-		if (c->state != CONN_ESTABLISHED)
+		if (conn_state_of(c) != CONN_ESTABLISHED)
 			return -EPROTO;
 		break;
 	}
@@ -938,13 +1542,13 @@ static int conn_out_sidr_req(struct conn_table *ct, uint64_t client,
 	if (guest_id == 0)
 		return -EINVAL;
 	c = conn_guest_find(ct, CK_SIDR, client, port, guest_id);
-	if (c && c->state != CONN_SIDR_REQ_SENT) {
+	if (c && conn_state_of(c) != CONN_SIDR_REQ_SENT) {
 		conn_retire(ct, c, now_ms);
 		c = NULL;
 	}
 	if (c == NULL)
 		c = conn_create_bound(ct, CK_SIDR, client, port, guest_id,
-				      CONN_SIDR_REQ_SENT, path, &err);
+				      CONN_SIDR_REQ_SENT, path, 0, &err);
 	if (c == NULL)
 		return err;
 	conn_timer_arm(ct, c, TC_HANDSHAKE, now_ms);
@@ -959,6 +1563,7 @@ int conn_outbound(struct conn_table *ct, uint64_t client, unsigned port,
 	struct conn *c = NULL;
 	int rc;
 
+	conn_clock(ct, now_ms);
 	conn_timewait_trim(ct);
 	ct->call_max = max_conns;
 	switch (cm_mad_attr_id(mad)) {
@@ -984,7 +1589,7 @@ int conn_outbound(struct conn_table *ct, uint64_t client, unsigned port,
 		c = conn_peer_find_kind(ct, CK_SIDR, port,
 					cm_mad_receiver_id(mad),
 					&path->peer_gid);
-		if (c == NULL || c->client != client) {
+		if (c == NULL || conn_client_id(ct, c) != client) {
 			rc = -ENOENT;
 			break;
 		}
@@ -999,8 +1604,8 @@ int conn_outbound(struct conn_table *ct, uint64_t client, unsigned port,
 	if (rc)
 		return rc;
 	/* From here on the MAD carries the host ID, not the guest's. */
-	cm_mad_set_sender_id(mad, c->host_id);
-	conn_tid_out(ct, c, mad);
+	cm_mad_set_sender_id(mad, conn_host_id(ct, c));
+	conn_tid_out(c, ct, mad);
 	return 0;
 }
 
@@ -1031,7 +1636,7 @@ static int conn_in_transition(struct conn_table *ct, struct conn *c,
 {
 	switch (cm_mad_attr_id(mad)) {
 	case CM_ATTR_REP:
-		if (c->state == CONN_REQ_SENT) {
+		if (conn_state_of(c) == CONN_REQ_SENT) {
 			conn_peer_set(ct, c, cm_mad_sender_id(mad));
 			c->peer_qpn = (uint32_t)cm_field_get(mad,
 							     CM_REP_LOCAL_QPN);
@@ -1040,12 +1645,14 @@ static int conn_in_transition(struct conn_table *ct, struct conn *c,
 			return 0;
 		}
 		/* A duplicate: the guest's CM answers it again (RTU). */
-		return c->state == CONN_REP_RCVD || c->state == CONN_ESTABLISHED
+		return conn_state_of(c) == CONN_REP_RCVD ||
+				       conn_state_of(c) == CONN_ESTABLISHED
 			       ? 0
 			       : -EPROTO;
 	case CM_ATTR_MRA:
-		if (c->state == CONN_REQ_SENT || c->state == CONN_REP_SENT) {
-			if (c->state == CONN_REQ_SENT)
+		if (conn_state_of(c) == CONN_REQ_SENT ||
+		    conn_state_of(c) == CONN_REP_SENT) {
+			if (conn_state_of(c) == CONN_REQ_SENT)
 				conn_timer_arm(
 					ct, c,
 					TC_MRA0 +
@@ -1055,15 +1662,15 @@ static int conn_in_transition(struct conn_table *ct, struct conn *c,
 					now_ms);
 			return 0;
 		}
-		return c->state == CONN_ESTABLISHED ? 0 : -EPROTO;
+		return conn_state_of(c) == CONN_ESTABLISHED ? 0 : -EPROTO;
 	case CM_ATTR_RTU:
-		if (c->state != CONN_REP_SENT)
+		if (conn_state_of(c) != CONN_REP_SENT)
 			return -EPROTO;
 		conn_set_state(ct, c, CONN_ESTABLISHED);
 		conn_timer_stop(ct, c);
 		return 0;
 	case CM_ATTR_DREQ:
-		switch (c->state) {
+		switch (conn_state_of(c)) {
 		case CONN_ESTABLISHED:
 		case CONN_REP_SENT:
 		case CONN_DREQ_SENT:
@@ -1078,13 +1685,14 @@ static int conn_in_transition(struct conn_table *ct, struct conn *c,
 		}
 	case CM_ATTR_DREP:
 		/* DREQ_RCVD too: both sides sent a DREQ at once. */
-		if (c->state != CONN_DREQ_SENT && c->state != CONN_DREQ_RCVD)
+		if (conn_state_of(c) != CONN_DREQ_SENT &&
+		    conn_state_of(c) != CONN_DREQ_RCVD)
 			return -EPROTO;
 		conn_set_state(ct, c, CONN_TIMEWAIT);
 		conn_timer_arm(ct, c, TC_TIMEWAIT, now_ms);
 		return 0;
 	case CM_ATTR_REJ:
-		switch (c->state) {
+		switch (conn_state_of(c)) {
 		case CONN_REQ_SENT:
 		case CONN_REQ_RCVD:
 		case CONN_REP_SENT:
@@ -1097,7 +1705,7 @@ static int conn_in_transition(struct conn_table *ct, struct conn *c,
 		default: return -EPROTO;
 		}
 	default: /* LAP, APR */
-		return c->state == CONN_ESTABLISHED ? 0 : -EPROTO;
+		return conn_state_of(c) == CONN_ESTABLISHED ? 0 : -EPROTO;
 	}
 }
 
@@ -1122,17 +1730,17 @@ static int conn_in_sidr_rep(struct conn_table *ct, unsigned port, uint8_t *mad,
 
 	if (c == NULL)
 		return -ENOENT;
-	if (gid_cmp(&c->path.peer_gid, &path->peer_gid) != 0)
+	if (gid_cmp(&conn_path_of(ct, c)->peer_gid, &path->peer_gid) != 0)
 		return -EPERM;
-	if (c->orphan)
+	if ((c->flags & CF_ORPHAN))
 		return -ESTALE;
-	if (c->state != CONN_SIDR_REQ_SENT)
+	if (conn_state_of(c) != CONN_SIDR_REQ_SENT)
 		return -EPROTO;
 	conn_set_state(ct, c, CONN_TIMEWAIT);
 	conn_timer_arm(ct, c, TC_TIMEWAIT, now_ms);
-	*client = c->client;
+	*client = conn_client_id(ct, c);
 	cm_mad_set_receiver_id(mad, c->guest_id);
-	conn_tid_in(c, mad);
+	conn_tid_in(ct, c, mad);
 	return 0;
 }
 
@@ -1147,12 +1755,12 @@ static int conn_in_rej_unnamed(struct conn_table *ct, unsigned port,
 
 	if (c == NULL)
 		return -EBADR;
-	if (c->orphan)
+	if ((c->flags & CF_ORPHAN))
 		return -ESTALE;
-	if (c->state != CONN_REQ_RCVD)
+	if (conn_state_of(c) != CONN_REQ_RCVD)
 		return -EPROTO;
-	*client = c->client;
-	if (!c->in_guest) {
+	*client = conn_client_id(ct, c);
+	if (!(c->flags & CF_GUESTED)) {
 		conn_remove(ct, c); /* cm.c: reset to idle */
 		return 0;
 	}
@@ -1171,6 +1779,7 @@ int conn_inbound(struct conn_table *ct, unsigned port, uint8_t *mad,
 	struct conn *c;
 	int rc;
 
+	conn_clock(ct, now_ms);
 	conn_timewait_trim(ct);
 	if (attr == CM_ATTR_SIDR_REP)
 		return conn_in_sidr_rep(ct, port, mad, path, now_ms, client);
@@ -1186,18 +1795,18 @@ int conn_inbound(struct conn_table *ct, unsigned port, uint8_t *mad,
 					 path);
 		return -ENOENT;
 	}
-	if (gid_cmp(&c->path.peer_gid, &path->peer_gid) != 0 ||
+	if (gid_cmp(&conn_path_of(ct, c)->peer_gid, &path->peer_gid) != 0 ||
 	    !conn_peer_matches(c, mad))
 		return -EPERM;
-	if (c->orphan) {
+	if ((c->flags & CF_ORPHAN)) {
 		if (attr == CM_ATTR_DREQ) {
 			conn_answer_drep(ct, CONN_ANS_DREP_ABANDONED, port, mad,
-					 &c->path);
-			if (c->state != CONN_TIMEWAIT)
+					 conn_path_of(ct, c));
+			if (conn_state_of(c) != CONN_TIMEWAIT)
 				conn_set_state(ct, c, CONN_TIMEWAIT);
 			conn_timer_arm(ct, c, TC_TIMEWAIT, now_ms);
 		} else if (attr == CM_ATTR_DREP || attr == CM_ATTR_REJ) {
-			if (c->state != CONN_TIMEWAIT) {
+			if (conn_state_of(c) != CONN_TIMEWAIT) {
 				conn_set_state(ct, c, CONN_TIMEWAIT);
 				conn_timer_arm(ct, c, TC_TIMEWAIT, now_ms);
 			}
@@ -1207,9 +1816,9 @@ int conn_inbound(struct conn_table *ct, unsigned port, uint8_t *mad,
 	rc = conn_in_transition(ct, c, mad, now_ms);
 	if (rc)
 		return rc;
-	*client = c->client;
+	*client = conn_client_id(ct, c);
 	cm_mad_set_receiver_id(mad, c->guest_id);
-	conn_tid_in(c, mad);
+	conn_tid_in(ct, c, mad);
 	return 0;
 }
 
@@ -1222,11 +1831,12 @@ int conn_note_req(struct conn_table *ct, uint64_t client, unsigned port,
 	struct conn *c;
 	int err = 0;
 
+	conn_clock(ct, now_ms);
 	conn_timewait_trim(ct);
 	if (peer_id == 0)
 		return 0; /* nothing to key a record by; the guest decides */
 	c = conn_peer_find(ct, port, peer_id, &path->peer_gid);
-	if (c && c->state == CONN_TIMEWAIT) {
+	if (c && conn_state_of(c) == CONN_TIMEWAIT) {
 		/* The peer reuses the comm ID of a connection still in
 		 * TimeWait: cm.c's cm_dup_req_handler() rejects it. */
 		/* As cm_issue_rej() does: the REQ's sender can only match
@@ -1234,13 +1844,15 @@ int conn_note_req(struct conn_table *ct, uint64_t client, unsigned port,
 		cm_build_rej(rej, conn_next_tid(ct), 0, peer_id,
 			     CM_MSG_RESPONSE_REQ, CM_REJ_REASON_STALE_CONN,
 			     NULL, 0);
-		conn_send_answer(ct, CONN_ANS_REJ_STALE, port, &c->path, rej);
+		conn_send_answer(ct, CONN_ANS_REJ_STALE, port,
+				 conn_path_of(ct, c), rej);
 		return -ESTALE;
 	}
 	if (c) {
 		/* A retransmitted REQ: keep the record as long; the guest's
 		 * CM decides what a duplicate deserves. */
-		if (c->client == client && c->state == CONN_REQ_RCVD &&
+		if (conn_client_id(ct, c) == client &&
+		    conn_state_of(c) == CONN_REQ_RCVD &&
 		    c->timer == TC_HANDSHAKE)
 			conn_timer_arm(ct, c, TC_HANDSHAKE, now_ms);
 		return 0;
@@ -1249,12 +1861,13 @@ int conn_note_req(struct conn_table *ct, uint64_t client, unsigned port,
 	 * answer it, and the peer times out, as with a lost MAD). */
 	if (conn_peer_rec_take(ct, port, &path->peer_gid) < 0)
 		return 0;
-	c = conn_new(ct, CK_COMM, client, port, CONN_REQ_RCVD, path, 0, &err);
+	c = conn_new(ct, CK_COMM, client, port, CONN_REQ_RCVD, path, 0, 0,
+		     &err);
 	if (c == NULL) {
 		conn_peer_rec_undo(ct, port, &path->peer_gid);
 		return 0;
 	}
-	c->peer_rec = 1;
+	c->flags |= CF_PEER_REC;
 	c->peer_qpn = (uint32_t)cm_field_get(mad, CM_REQ_LOCAL_QPN);
 	conn_peer_set(ct, c, peer_id);
 	conn_timer_arm(ct, c, TC_HANDSHAKE, now_ms);
@@ -1269,26 +1882,26 @@ int conn_note_sidr_req(struct conn_table *ct, uint64_t client, unsigned port,
 	struct conn *c;
 	int err = 0;
 
+	conn_clock(ct, now_ms);
 	conn_timewait_trim(ct);
 	if (peer_id == 0)
 		return 0;
 	c = conn_peer_find_kind(ct, CK_SIDR, port, peer_id, &path->peer_gid);
 	if (c) {
-		if (c->client == client)
+		if (conn_client_id(ct, c) == client)
 			conn_timer_arm(ct, c, TC_HANDSHAKE, now_ms);
 		return 0;
 	}
 	if (conn_peer_rec_take(ct, port, &path->peer_gid) < 0)
 		return 0; /* a full table loses the record, not the REQ */
-	c = conn_new(ct, CK_SIDR, client, port, CONN_REQ_RCVD, path, 0, &err);
+	c = conn_new(ct, CK_SIDR, client, port, CONN_REQ_RCVD, path, 0, 0,
+		     &err);
 	if (c == NULL) {
 		conn_peer_rec_undo(ct, port, &path->peer_gid);
 		return 0;
 	}
-	c->peer_rec = 1;
-	c->peer_id = peer_id;
-	RB_INSERT(peer_tree, &ct->peers, c);
-	c->in_peer = 1;
+	c->flags |= CF_PEER_REC;
+	conn_peer_set(ct, c, peer_id);
 	conn_timer_arm(ct, c, TC_HANDSHAKE, now_ms);
 	return 0;
 }
@@ -1327,7 +1940,7 @@ int conn_destination(struct conn_table *ct, uint64_t client, unsigned port,
 	}
 	if (r == NULL)
 		return -ENOENT;
-	*dst = r->path.peer_gid;
+	*dst = conn_path_of(ct, r)->peer_gid;
 	return 0;
 }
 
@@ -1337,9 +1950,10 @@ unsigned conn_expire_some(struct conn_table *ct, uint64_t now_ms, unsigned max)
 	unsigned n = 0;
 	int tc;
 
+	conn_clock(ct, now_ms);
 	for (tc = TC_HANDSHAKE; tc < TC_MAX && n < max; tc++) {
-		while (n < max && (c = TAILQ_FIRST(&ct->timers[tc])) != NULL &&
-		       c->deadline_ms <= now_ms) {
+		while (n < max && (c = conn_timer_first(ct, tc)) != NULL &&
+		       conn_deadline_in(c, now_ms) <= 0) {
 			conn_remove(ct, c);
 			n++;
 		}
@@ -1354,66 +1968,104 @@ unsigned conn_expire(struct conn_table *ct, uint64_t now_ms)
 
 uint64_t conn_next_deadline(struct conn_table *ct)
 {
-	uint64_t next = UINT64_MAX;
+	uint64_t next = UINT64_MAX, at;
 	struct conn *c;
+	int64_t in;
 	int tc;
 
 	for (tc = TC_HANDSHAKE; tc < TC_MAX; tc++) {
-		c = TAILQ_FIRST(&ct->timers[tc]);
-		if (c && c->deadline_ms < next)
-			next = c->deadline_ms;
+		c = conn_timer_first(ct, tc);
+		if (c == NULL)
+			continue;
+		in = conn_deadline_in(c, ct->now_ms);
+		at = in < 0 && (uint64_t)-in > ct->now_ms ? 0 : ct->now_ms + in;
+		if (at < next)
+			next = at;
 	}
 	return next;
 }
 
-static void conn_owner_forget(struct conn_table *ct, uint64_t client);
+/* Every entry of a client's record: abandoned as cm_destroy_id() would,
+ * then gone, and the record with them. */
+static void conn_purge_record(struct conn_table *ct, uint32_t owner)
+{
+	struct conn_client *cc = &ct->cl[owner];
+	struct conn *c;
+	uint32_t i;
+
+	cc->pinned = 0;
+	/* Removing from the set while walking it would move the cells: the
+	 * set goes as a whole at the end instead. */
+	for (i = 0; i < cc->conns.cap; i++) {
+		if (cc->conns.cell[i] == 0)
+			continue;
+		c = conn_at(ct, cc->conns.cell[i] - 1);
+		cc->conns.cell[i] = 0;
+		cc->conns.n--;
+		if (!(c->flags & CF_ORPHAN))
+			conn_abandon(ct, c, ct->now_ms);
+		conn_timer_stop(ct, c);
+		conn_uncharge(ct, c);
+		conn_peer_rec_drop(ct, c);
+		conn_peer_unlink(ct, c);
+		cc->n--;
+		ct->counts.total--;
+		ct->counts.by_state[conn_state_of(c)]--;
+		if (c->flags & CF_SIDR)
+			ct->counts.sidr--;
+		else
+			ct->counts.comm--;
+		conn_path_unref(ct, c->path);
+		conn_slot_free(ct, c);
+	}
+	conn_cl_free(ct, owner);
+}
 
 void conn_purge_client(struct conn_table *ct, uint64_t client)
 {
-	struct conn_client *cc = conn_cclient_get(ct, client, 0);
-	struct conn *c;
+	uint32_t owner;
 
 	/* The daemon is going, not the client: its entries stay in the
 	 * store for the next daemon. */
 	if (ct->detached)
 		return;
-	conn_owner_forget(ct, client);
-
-	/* conn_remove frees cc with the last entry. */
-	while (cc && (c = LIST_FIRST(&cc->conns)) != NULL) {
-		int last = cc->n == 1;
-
-		if (!c->orphan)
-			conn_abandon(ct, c, 0);
-		conn_remove(ct, c);
-		if (last)
-			break;
-	}
+	owner = conn_cl_find(ct, client);
+	if (owner != CONN_NO_OWNER)
+		conn_purge_record(ct, owner);
 }
 
 void conn_table_free(struct conn_table *ct)
 {
-	struct conn_client *cc, *next;
-	struct src_count *sc, *snext;
+	uint32_t i, n;
 
 	if (ct == NULL)
 		return;
 	ct->emit = NULL; /* shutting down: no one to tell */
-	if (ct->detached) {
-		/* The entries stay where they are; only the indexes go. */
-		RB_FOREACH_SAFE(cc, cclient_tree, &ct->clients, next) {
-			RB_REMOVE(cclient_tree, &ct->clients, cc);
-			free(cc);
-		}
-		RB_FOREACH_SAFE(sc, src_tree, &ct->sources, snext) {
-			RB_REMOVE(src_tree, &ct->sources, sc);
-			free(sc);
-		}
-	} else {
-		RB_FOREACH_SAFE(cc, cclient_tree, &ct->clients, next)
-			conn_purge_client(ct, cc->id);
+	n = ct->ncl;
+	for (i = 0; ct->cl && i < n; i++) {
+		if (!ct->cl[i].used)
+			continue;
+		if (ct->detached) /* the entries stay where they are */
+			conn_hset_free(&ct->cl[i].conns);
+		else
+			conn_purge_record(ct, i);
 	}
-	conn_store_close(ct->store);
+	conn_hset_free(&ct->peers);
+	conn_hset_free(&ct->path_index);
+	conn_hset_free(&ct->cl_index);
+	conn_hset_free(&ct->src_index);
+	free(ct->src);
+	if (ct->store) {
+		conn_store_close(ct->store);
+	} else {
+		if (ct->e)
+			munmap(ct->e, (size_t)ct->cap * sizeof(*ct->e));
+		if (ct->paths)
+			munmap(ct->paths,
+			       (size_t)ct->path_cap * sizeof(*ct->paths));
+	}
+	if (ct->cl)
+		munmap(ct->cl, CONN_MAX_CLIENTS * sizeof(*ct->cl));
 	free(ct);
 }
 
@@ -1424,110 +2076,160 @@ void conn_table_detach(struct conn_table *ct)
 
 /* ---- persistence: a restarted daemon's table -------------------------- */
 
-struct restore {
-	struct conn_table *ct;
-	struct conn **timed[TC_MAX];
-	unsigned ntimed[TC_MAX], cap[TC_MAX];
-	unsigned dropped;
+struct restore_timed {
+	uint32_t idx;
+	int32_t in; /* deadline against the restart */
 };
 
 static int conn_restore_by_deadline(const void *a, const void *b)
 {
-	const struct conn *x = *(struct conn *const *)a,
-			  *y = *(struct conn *const *)b;
+	const struct restore_timed *x = a, *y = b;
 
-	return x->deadline_ms < y->deadline_ms
-		       ? -1
-		       : x->deadline_ms > y->deadline_ms;
+	if (x->in != y->in)
+		return x->in < y->in ? -1 : 1;
+	return x->idx < y->idx ? -1 : x->idx > y->idx;
 }
 
-/* One entry back into the indexes it was in; dropped if it is not
- * consistent (changed at the instant of a crash) or collides. */
-static void conn_restore_one(void *arg, void *slot)
+/* Whether a slot of the previous daemon's holds an entry that fits
+ * together (not one changed at the instant of a crash). */
+static int conn_restore_valid(struct conn_table *ct, const struct conn *c)
 {
-	struct restore *r = arg;
-	struct conn_table *ct = r->ct;
-	struct conn *c = slot;
-	struct conn_client *cc;
-	int host = 0, guest = 0, peer = 0;
+	uint32_t nown;
+	const struct conn_owner *o = conn_store_owners(ct->store, &nown);
 
-	if (c->kind > CK_SIDR || c->state >= CONN_STATE_MAX ||
-	    c->timer >= TC_MAX || (!c->in_host && !c->in_guest && !c->in_peer))
-		goto drop;
-	if (c->in_host && RB_INSERT(host_tree, &ct->hosts, c) != NULL)
-		goto unindex;
-	host = c->in_host;
-	if (c->in_guest && RB_INSERT(guest_tree, &ct->guests, c) != NULL)
-		goto unindex;
-	guest = c->in_guest;
-	if (c->in_peer && RB_INSERT(peer_tree, &ct->peers, c) != NULL)
-		goto unindex;
-	peer = c->in_peer;
-	cc = conn_cclient_get(ct, c->client, 1);
-	if (cc == NULL)
-		goto unindex;
-	conn_account(ct, cc, c);
-	if (c->peer_rec)
-		conn_peer_rec_count(ct, conn_src_get(ct, c->port, NULL, 1),
-				    conn_src_get(ct, c->port, &c->path.peer_gid,
-						 1));
-	if (c->timer != TC_NONE) {
-		if (r->ntimed[c->timer] == r->cap[c->timer]) {
-			unsigned ncap = r->cap[c->timer] ? 2 * r->cap[c->timer]
-							 : 64;
-			struct conn **n = realloc(r->timed[c->timer],
-						  ncap * sizeof(*n));
-
-			if (n == NULL) {
-				c->timer = TC_NONE; /* lives until torn down */
-				return;
-			}
-			r->timed[c->timer] = n;
-			r->cap[c->timer] = ncap;
-		}
-		r->timed[c->timer][r->ntimed[c->timer]++] = c;
-	}
-	return;
-unindex:
-	if (host)
-		RB_REMOVE(host_tree, &ct->hosts, c);
-	if (guest)
-		RB_REMOVE(guest_tree, &ct->guests, c);
-	if (peer)
-		RB_REMOVE(peer_tree, &ct->peers, c);
-drop:
-	r->dropped++;
-	conn_store_free(ct->store, c);
+	return conn_state_of(c) < CONN_STATE_MAX && c->timer < TC_MAX &&
+	       c->owner < nown && c->owner < CONN_MAX_CLIENTS &&
+	       o[c->owner].live && ct->cl[c->owner].used &&
+	       c->path < ct->path_hwm &&
+	       (c->flags & (CF_HOSTED | CF_GUESTED | CF_IN_PEER)) &&
+	       !((c->flags & CF_GUESTED) && !(c->flags & CF_HOSTED));
 }
 
-static void conn_owners_reset_claims(struct conn_table *ct);
+/* One entry back into the sets it was in, or its slot freed. */
+static int conn_restore_one(struct conn_table *ct, uint32_t idx)
+{
+	struct conn *c = conn_at(ct, idx);
+	struct conn_client *cc;
 
+	if (!conn_restore_valid(ct, c))
+		return -EINVAL;
+	cc = &ct->cl[c->owner];
+	if ((c->flags & CF_GUESTED) &&
+	    conn_guest_find(ct, conn_kind_of(c), cc->id, c->port,
+			    c->guest_id) != NULL)
+		return -EEXIST;
+	if ((c->flags & CF_IN_PEER) &&
+	    conn_peer_find_kind(ct, conn_kind_of(c), c->port, c->peer_id,
+				&conn_path_of(ct, c)->peer_gid) != NULL)
+		c->flags &= (uint8_t)~CF_IN_PEER; /* first come */
+	if (conn_client_room(ct, cc) < 0 ||
+	    ((c->flags & CF_IN_PEER) &&
+	     conn_hset_reserve(ct, &ct->peers, conn_peer_key) < 0))
+		return -ENOMEM;
+	if ((c->flags & CF_PEER_REC) &&
+	    conn_peer_rec_count(ct, c->port, &conn_path_of(ct, c)->peer_gid) <
+		    0)
+		c->flags &= (uint8_t)~CF_PEER_REC;
+	conn_hset_insert(ct, &cc->conns, idx, conn_client_key);
+	if (c->flags & CF_IN_PEER)
+		conn_hset_insert(ct, &ct->peers, idx, conn_peer_key);
+	ct->paths[c->path].refs++;
+	conn_account(ct, c);
+	return 0;
+}
+
+/* Rebuilds the indexes from the file: owners, then entries (and the
+ * references of their paths), then timers in deadline order, then the
+ * free lists.  Returns the entries that could not be taken back. */
 static unsigned conn_table_restore(struct conn_table *ct)
 {
-	struct restore r = { .ct = ct };
-	unsigned tc, i;
+	struct restore_timed *timed = NULL;
+	struct conn_owner *o;
+	uint32_t nown, i, ntimed = 0;
+	unsigned dropped = 0;
+	struct conn *c;
 
 	ct->random_operand = *conn_store_counter(ct->store,
 						 CONN_STORE_RANDOM_OPERAND);
-	ct->next = *conn_store_counter(ct->store, CONN_STORE_NEXT_HOST);
+	ct->now_ms = (uint64_t)*conn_store_counter(ct->store, CONN_STORE_NOW_HI)
+			     << 32 |
+		     *conn_store_counter(ct->store, CONN_STORE_NOW_LO);
 	ct->tid_seq = *conn_store_counter(ct->store, CONN_STORE_TID_SEQ);
-	conn_store_foreach(ct->store, conn_restore_one, &r);
-	/* Each timer class is a FIFO by deadline, as it was built. */
-	for (tc = 1; tc < TC_MAX; tc++) {
-		if (r.ntimed[tc] == 0)
+	ct->hwm = *conn_store_counter(ct->store, CONN_STORE_ENTRIES_HWM);
+	ct->path_hwm = *conn_store_counter(ct->store, CONN_STORE_PATHS_HWM);
+	o = conn_store_owners(ct->store, &nown);
+	for (i = 0; i < nown && i < CONN_MAX_CLIENTS; i++) {
+		struct conn_client *cc = &ct->cl[i];
+
+		o[i].claimed = 0; /* every owner of the last life, once */
+		if (!o[i].live ||
+		    conn_cl_find(ct, o[i].client) != CONN_NO_OWNER ||
+		    conn_hset_reserve(ct, &ct->cl_index, conn_cl_key) < 0) {
+			o[i].live = 0;
 			continue;
-		qsort(r.timed[tc], r.ntimed[tc], sizeof(r.timed[tc][0]),
-		      conn_restore_by_deadline);
-		for (i = 0; i < r.ntimed[tc]; i++) {
-			TAILQ_INSERT_TAIL(&ct->timers[tc], r.timed[tc][i],
-					  timer_link);
-			ct->timer_len[tc]++;
 		}
-		free(r.timed[tc]);
+		memset(cc, 0, sizeof(*cc));
+		cc->id = o[i].client;
+		cc->used = 1;
+		cc->pinned = o[i].resumable;
+		conn_hset_insert(ct, &ct->cl_index, i, conn_cl_key);
 	}
-	return r.dropped;
+	for (i = 0; i < ct->path_hwm; i++)
+		ct->paths[i].refs = 0;
+	if (ct->hwm)
+		timed = calloc(ct->hwm, sizeof(*timed));
+	for (i = 0; i < ct->hwm; i++) {
+		c = conn_at(ct, i);
+		if (!(c->flags & CF_LIVE))
+			continue;
+		c->timer_prev = c->timer_next = 0;
+		if (conn_restore_one(ct, i) < 0) {
+			dropped++;
+			c->flags = 0;
+			continue;
+		}
+		if (c->timer == TC_NONE)
+			continue;
+		if (timed == NULL) {
+			c->timer = TC_NONE; /* lives until torn down */
+			continue;
+		}
+		timed[ntimed].idx = i;
+		timed[ntimed].in = (int32_t)conn_deadline_in(c, ct->now_ms);
+		ntimed++;
+	}
+	/* Each timer class is a FIFO by deadline, as it was built. */
+	if (ntimed)
+		qsort(timed, ntimed, sizeof(*timed), conn_restore_by_deadline);
+	for (i = 0; i < ntimed; i++) {
+		c = conn_at(ct, timed[i].idx);
+		conn_timer_append(ct, c, c->timer);
+	}
+	free(timed);
+	/* Free slots, lowest first. */
+	for (i = 0; i < ct->hwm; i++)
+		if (!(conn_at(ct, i)->flags & CF_LIVE))
+			conn_slot_free(ct, conn_at(ct, i));
+	for (i = ct->path_hwm; i-- > 0;) {
+		if (ct->paths[i].refs) {
+			if (conn_hset_reserve(ct, &ct->path_index,
+					      conn_pathrec_key) == 0)
+				conn_hset_insert(ct, &ct->path_index, i,
+						 conn_pathrec_key);
+		} else {
+			ct->paths[i].next_free = ct->path_free;
+			ct->path_free = i + 1;
+		}
+	}
+	/* Owners that nothing keeps. */
+	for (i = 0; i < nown && i < CONN_MAX_CLIENTS; i++)
+		if (ct->cl[i].used)
+			conn_cl_forget_empty(ct, i);
+	return dropped;
 }
 
+/* Each limit of a path record's or an entry's array, from the state
+ * file's size for entries. */
 struct conn_table *conn_table_open(const struct conn_limits *lim,
 				   uint32_t random_operand,
 				   conn_emit_fn emit_fn, void *emit_arg,
@@ -1535,25 +2237,39 @@ struct conn_table *conn_table_open(const struct conn_limits *lim,
 				   uint32_t max_owners, uint64_t ports_hash,
 				   int *restored, char *err, size_t errlen)
 {
-	struct conn_table *ct = conn_table_new(lim, random_operand, emit_fn,
-					       emit_arg);
+	struct conn_table *ct;
+	struct conn_store_layout lay = {
+		.size = { sizeof(struct conn), sizeof(struct conn_pathrec) },
+		.cap = { max_entries, max_entries },
+		.owner_cap = max_owners,
+	};
 	unsigned dropped;
 
 	*restored = 0;
+	if (max_entries > CONN_MAX_ENTRIES || max_owners > CONN_MAX_CLIENTS) {
+		snprintf(err, errlen,
+			 "at most %u entries and %u owners (asked for %u "
+			 "and %u)",
+			 CONN_MAX_ENTRIES, CONN_MAX_CLIENTS, max_entries,
+			 max_owners);
+		return NULL;
+	}
+	ct = conn_table_alloc(lim, random_operand, emit_fn, emit_arg);
 	if (ct == NULL) {
 		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}
-	ct->store = conn_store_open(path, sizeof(struct conn), max_entries,
-				    max_owners, ports_hash, restored, err,
+	ct->store = conn_store_open(path, &lay, ports_hash, restored, err,
 				    errlen);
 	if (ct->store == NULL) {
-		free(ct);
+		conn_table_free(ct);
 		return NULL;
 	}
+	ct->e = conn_store_array(ct->store, CONN_STORE_ENTRIES);
+	ct->paths = conn_store_array(ct->store, CONN_STORE_PATHS);
+	ct->cap = ct->path_cap = max_entries;
+	ct->ncl = max_owners; /* a client's record is its owner record */
 	if (*restored) {
-		/* Every owner of the previous life may claim, once. */
-		conn_owners_reset_claims(ct);
 		dropped = conn_table_restore(ct);
 		if (dropped)
 			snprintf(err, errlen,
@@ -1563,7 +2279,6 @@ struct conn_table *conn_table_open(const struct conn_limits *lim,
 	} else {
 		*conn_store_counter(ct->store, CONN_STORE_RANDOM_OPERAND) =
 			ct->random_operand;
-		*conn_store_counter(ct->store, CONN_STORE_NEXT_HOST) = ct->next;
 		*conn_store_counter(ct->store,
 				    CONN_STORE_TID_SEQ) = ct->tid_seq;
 	}
@@ -1572,88 +2287,62 @@ struct conn_table *conn_table_open(const struct conn_limits *lim,
 
 /* ---- owners: clients that may claim their entries after a restart ----- */
 
-static struct conn_owner *conn_owner_find(struct conn_table *ct,
-					  uint64_t client)
+static struct conn_owner *conn_owner_of(struct conn_table *ct, uint32_t i)
 {
-	struct conn_owner *o;
-	uint32_t n, i;
+	uint32_t n;
 
-	if (ct->store == NULL)
-		return NULL;
-	o = conn_store_owners(ct->store, &n);
-	for (i = 0; i < n; i++)
-		if (o[i].live && o[i].client == client)
-			return &o[i];
-	return NULL;
+	return &conn_store_owners(ct->store, &n)[i];
 }
 
 int conn_owner_add(struct conn_table *ct, uint64_t client, uint32_t uid,
 		   const uint8_t token[16])
 {
 	struct conn_owner *o;
-	uint32_t n, i;
+	uint32_t i;
 
 	if (ct->store == NULL)
 		return -ENOTSUP;
-	o = conn_store_owners(ct->store, &n);
-	for (i = 0; i < n; i++) {
-		if (o[i].live)
-			continue;
-		o[i].client = client;
-		o[i].uid = uid;
-		o[i].claimed = 1;
-		memcpy(o[i].token, token, 16);
-		__atomic_store_n(&o[i].live, 1, __ATOMIC_RELEASE);
-		return 0;
-	}
-	return -ENOSPC;
-}
-
-static void conn_owner_forget(struct conn_table *ct, uint64_t client)
-{
-	struct conn_owner *o = conn_owner_find(ct, client);
-
-	if (o)
-		__atomic_store_n(&o->live, 0, __ATOMIC_RELEASE);
+	i = conn_cl_find(ct, client);
+	if (i == CONN_NO_OWNER)
+		i = conn_cl_new(ct, client);
+	if (i == CONN_NO_OWNER)
+		return -ENOSPC;
+	o = conn_owner_of(ct, i);
+	o->uid = uid;
+	memcpy(o->token, token, 16);
+	o->resumable = 1;
+	ct->cl[i].pinned = 1;
+	return 0;
 }
 
 int conn_owner_claim(struct conn_table *ct, uint64_t old_client, uint32_t uid,
 		     const uint8_t token[16], uint64_t new_client,
 		     const uint8_t new_token[16])
 {
-	struct conn_owner *o = conn_owner_find(ct, old_client);
-	struct conn_client *from, *to;
-	struct conn *c;
+	struct conn_owner *o;
 	uint8_t diff = 0;
-	unsigned i;
+	uint32_t i;
+	unsigned k;
 
-	if (o == NULL || o->claimed)
+	if (ct->store == NULL)
 		return -ENOENT;
-	for (i = 0; i < 16; i++) /* in constant time */
-		diff |= o->token[i] ^ token[i];
+	i = conn_cl_find(ct, old_client);
+	if (i == CONN_NO_OWNER)
+		return -ENOENT;
+	o = conn_owner_of(ct, i);
+	if (!o->resumable || o->claimed)
+		return -ENOENT;
+	for (k = 0; k < 16; k++) /* in constant time */
+		diff |= o->token[k] ^ token[k];
 	if (diff || o->uid != uid)
 		return -EPERM;
-	from = conn_cclient_get(ct, old_client, 0);
-	if (from && from->n) {
-		to = conn_cclient_get(ct, new_client, 1);
-		if (to == NULL)
-			return -ENOMEM;
-		while ((c = LIST_FIRST(&from->conns)) != NULL) {
-			LIST_REMOVE(c, client_link);
-			if (c->in_guest)
-				RB_REMOVE(guest_tree, &ct->guests, c);
-			c->client = new_client;
-			if (c->in_guest)
-				RB_INSERT(guest_tree, &ct->guests, c);
-			LIST_INSERT_HEAD(&to->conns, c, client_link);
-			to->n++;
-			to->charged += c->charged;
-		}
-	}
-	if (from) {
-		RB_REMOVE(cclient_tree, &ct->clients, from);
-		free(from);
-	}
+	if (conn_cl_find(ct, new_client) != CONN_NO_OWNER)
+		return -EEXIST;
+	/* The entries name the record, not the client: renaming the record
+	 * hands them all over at once. */
+	conn_hset_remove(ct, &ct->cl_index, i, conn_cl_key);
+	ct->cl[i].id = new_client;
+	conn_hset_insert(ct, &ct->cl_index, i, conn_cl_key);
 	o->client = new_client;
 	memcpy(o->token, new_token, 16);
 	o->claimed = 1;
@@ -1662,17 +2351,16 @@ int conn_owner_claim(struct conn_table *ct, uint64_t old_client, uint32_t uid,
 
 unsigned conn_purge_unclaimed(struct conn_table *ct)
 {
-	struct conn_owner *o;
 	unsigned purged = 0;
-	uint32_t n, i;
+	uint32_t i, n;
 
 	if (ct->store == NULL)
 		return 0;
-	o = conn_store_owners(ct->store, &n);
-	for (i = 0; i < n; i++) {
-		if (!o[i].live || o[i].claimed)
+	conn_store_owners(ct->store, &n);
+	for (i = 0; i < n && i < CONN_MAX_CLIENTS; i++) {
+		if (!ct->cl[i].used || conn_owner_of(ct, i)->claimed)
 			continue;
-		conn_purge_client(ct, o[i].client); /* forgets o[i] too */
+		conn_purge_record(ct, i);
 		purged++;
 	}
 	return purged;
@@ -1680,33 +2368,13 @@ unsigned conn_purge_unclaimed(struct conn_table *ct)
 
 uint64_t conn_owners_max_client(struct conn_table *ct)
 {
-	struct conn_owner *o;
-	struct conn_client *cc;
 	uint64_t max = 0;
-	uint32_t n, i;
+	uint32_t i, n = ct->ncl;
 
-	if (ct->store) {
-		o = conn_store_owners(ct->store, &n);
-		for (i = 0; i < n; i++)
-			if (o[i].live && o[i].client > max)
-				max = o[i].client;
-	}
-	RB_FOREACH(cc, cclient_tree, &ct->clients)
-		if (cc->id > max)
-			max = cc->id;
-	return max;
-}
-
-static void conn_owners_reset_claims(struct conn_table *ct)
-{
-	struct conn_owner *o;
-	uint32_t n, i;
-
-	if (ct->store == NULL)
-		return;
-	o = conn_store_owners(ct->store, &n);
 	for (i = 0; i < n; i++)
-		o[i].claimed = 0;
+		if (ct->cl[i].used && ct->cl[i].id > max)
+			max = ct->cl[i].id;
+	return max;
 }
 
 void conn_counts(struct conn_table *ct, struct conn_counts *out)
@@ -1717,20 +2385,42 @@ void conn_counts(struct conn_table *ct, struct conn_counts *out)
 void conn_client_counts(struct conn_table *ct, uint64_t client,
 			struct conn_counts *out)
 {
-	struct conn_client *cc = conn_cclient_get(ct, client, 0);
-	struct conn *c;
+	struct conn_client *cc = conn_cclient_get(ct, client);
+	const struct conn *c;
+	uint32_t i;
 
 	memset(out, 0, sizeof(*out));
 	if (cc == NULL)
 		return;
-	LIST_FOREACH(c, &cc->conns, client_link) {
+	for (i = 0; i < cc->conns.cap; i++) {
+		if (cc->conns.cell[i] == 0)
+			continue;
+		c = conn_at(ct, cc->conns.cell[i] - 1);
 		out->total++;
-		out->by_state[c->state]++;
-		if (c->kind == CK_COMM)
-			out->comm++;
-		else
+		out->by_state[conn_state_of(c)]++;
+		if (c->flags & CF_SIDR)
 			out->sidr++;
+		else
+			out->comm++;
 	}
+}
+
+/* A client's entries in a stable order: comm IDs, then SIDR request IDs,
+ * each by the guest's ID (peer records, which have none yet, first). */
+static int conn_listing_cmp(const void *a, const void *b, void *arg)
+{
+	const struct conn_table *ct = arg;
+	const struct conn *x = conn_at(ct, *(const uint32_t *)a);
+	const struct conn *y = conn_at(ct, *(const uint32_t *)b);
+	uint32_t kx = conn_kind_of(x), ky = conn_kind_of(y);
+
+	if (kx != ky)
+		return kx < ky ? -1 : 1;
+	if (x->guest_id != y->guest_id)
+		return x->guest_id < y->guest_id ? -1 : 1;
+	if (x->port != y->port)
+		return x->port < y->port ? -1 : 1;
+	return *(const uint32_t *)a < *(const uint32_t *)b ? -1 : 1;
 }
 
 void conn_client_foreach(struct conn_table *ct, uint64_t client, unsigned skip,
@@ -1738,33 +2428,39 @@ void conn_client_foreach(struct conn_table *ct, uint64_t client, unsigned skip,
 			 void (*fn)(void *arg, const struct conn_view *v),
 			 void *arg)
 {
-	struct conn_client *cc = conn_cclient_get(ct, client, 0);
+	struct conn_client *cc = conn_cclient_get(ct, client);
 	struct conn_view v;
-	struct conn *c;
-	unsigned n = 0, seen = 0;
+	const struct conn *c;
+	uint32_t *list, n = 0, i;
 
-	if (cc == NULL)
+	conn_clock(ct, now_ms);
+	if (cc == NULL || cc->conns.n == 0 || skip >= cc->conns.n)
 		return;
-	LIST_FOREACH(c, &cc->conns, client_link) {
-		if (seen++ < skip)
-			continue;
-		if (n++ >= max)
-			break;
+	list = malloc(cc->conns.n * sizeof(*list));
+	if (list == NULL)
+		return;
+	for (i = 0; i < cc->conns.cap; i++)
+		if (cc->conns.cell[i])
+			list[n++] = cc->conns.cell[i] - 1;
+	qsort_r(list, n, sizeof(*list), conn_listing_cmp, ct);
+	for (i = skip; i < n && i - skip < max; i++) {
+		c = conn_at(ct, list[i]);
 		memset(&v, 0, sizeof(v));
-		v.sidr = c->kind == CK_SIDR;
-		v.state = (enum conn_state)c->state;
+		v.sidr = (c->flags & CF_SIDR) != 0;
+		v.state = conn_state_of(c);
 		v.port = c->port;
 		v.guest_id = c->guest_id;
-		v.host_id = c->host_id;
+		v.host_id = conn_host_id(ct, c);
 		v.peer_id = c->peer_id;
 		v.has_peer = c->peer_id != 0;
-		v.peer_gid = c->path.peer_gid;
-		v.expires_in_ms =
-			c->timer == TC_NONE
-				? -1
-				: (c->deadline_ms > now_ms
-					   ? (int64_t)(c->deadline_ms - now_ms)
-					   : 0);
+		v.peer_gid = conn_path_of(ct, c)->peer_gid;
+		v.expires_in_ms = c->timer == TC_NONE
+					  ? -1
+					  : (conn_deadline_in(c, now_ms) > 0
+						     ? conn_deadline_in(c,
+									now_ms)
+						     : 0);
 		fn(arg, &v);
 	}
+	free(list);
 }

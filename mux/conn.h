@@ -126,7 +126,8 @@ uint32_t conn_next_tid(struct conn_table *ct);
  * A client's outbound CM MAD on path, rewritten in place (its own comm
  * ID or SIDR request ID, and TID).  max_conns (0: the table's limit)
  * bounds the client's entries.  Returns 0, or
- * -EINVAL   a REQ, REP, MRA or SIDR_REQ with ID 0;
+ * -EINVAL   a REQ, REP, MRA or SIDR_REQ with ID 0, or a port index
+ *           above 255;
  * -ENOENT   RTU, DREQ, DREP, LAP or APR for a comm ID this client has not
  *           started, or a REP, MRA or REJ that answers no REQ this client
  *           received (a SIDR_REP no SIDR_REQ): a client can only act on
@@ -134,7 +135,8 @@ uint32_t conn_next_tid(struct conn_table *ct);
  * -EPROTO   the message does not fit the connection's state (an RTU
  *           without a REP, a DREP without a DREQ, ...);
  * -ENOSPC   the client's quota (a reply that would take on a peer's
- *           connection counts as much as a REQ);
+ *           connection counts as much as a REQ), or the table is full
+ *           (its entries, or 65,535 clients holding entries);
  * -ENOMEM.
  */
 int conn_outbound(struct conn_table *ct, uint64_t client, unsigned port,
@@ -185,6 +187,7 @@ int conn_destination(struct conn_table *ct, uint64_t client, unsigned port,
  * *restored is 1 then (err may note entries that were lost).  Their
  * clients are gone; each may claim its entries with the token it was
  * given (conn_owner_claim), and conn_purge_unclaimed() ends the rest.
+ * max_entries is at most 16,646,144 and max_owners at most 65,535.
  */
 struct conn_table *conn_table_open(const struct conn_limits *lim,
 				   uint32_t random_operand, conn_emit_fn emit,
@@ -200,7 +203,7 @@ int conn_owner_add(struct conn_table *ct, uint64_t client, uint32_t uid,
 		   const uint8_t token[16]);
 /* A new client (new_client, with new_token from now on) takes over
  * old_client's entries: 0, -ENOENT (no such owner, or claimed already),
- * -EPERM (wrong uid or token). */
+ * -EPERM (wrong uid or token), -EEXIST (new_client has entries already). */
 int conn_owner_claim(struct conn_table *ct, uint64_t old_client, uint32_t uid,
 		     const uint8_t token[16], uint64_t new_client,
 		     const uint8_t new_token[16]);
@@ -239,7 +242,8 @@ struct conn_view {
 	int64_t expires_in_ms; /* -1: no timer */
 };
 /* Calls fn for a client's entries after the first skip, at most max of
- * them (newest first). */
+ * them, in a stable order: comm IDs, then SIDR request IDs, each by the
+ * guest's ID (peer records, which have none yet, first). */
 void conn_client_foreach(struct conn_table *ct, uint64_t client, unsigned skip,
 			 unsigned max, uint64_t now_ms,
 			 void (*fn)(void *arg, const struct conn_view *v),

@@ -1,17 +1,16 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /*
  * Where the connection table keeps its entries so that they outlive the
- * daemon: fixed-size slots in a file mapped shared (under /run, a tmpfs).
- * Every write to an entry is a write to the file's pages, which the
- * kernel keeps however the process ends, kill -9 included; nothing is
- * written out and nothing is lost but an entry changed at the instant of
- * the crash.  A restarted daemon maps the file again and rebuilds its
- * indexes from the live slots (pointers in them mean nothing any more).
+ * daemon: arrays in a file mapped shared (under /run, a tmpfs).  Every
+ * write to an entry is a write to the file's pages, which the kernel
+ * keeps however the process ends, kill -9 included; nothing is written
+ * out and nothing is lost but an entry changed at the instant of the
+ * crash.  A restarted daemon maps the file again and rebuilds its indexes
+ * from the elements in use (the table marks them).
  *
  * Layout: a header page; owner records (a client's id, uid and resume
- * token, for the client to claim its entries back); a live byte per slot
- * (set once a slot is filled, cleared before it is freed); the slots.
- * The file is sparse: pages are used as slots are.
+ * token, for the client to claim its entries back); the entries; the
+ * path records.  The file is sparse: pages are used as elements are.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -25,19 +24,16 @@
 #include "conn_store.h"
 
 #define STORE_MAGIC 0x45544154534d4352ull /* "RCMSTATE" */
-#define STORE_VERSION 1
+#define STORE_VERSION 2
 #define STORE_HEADER_SIZE 4096
 
 struct store_header {
 	uint64_t magic;
 	uint32_t version;
-	uint32_t slot_size;
-	uint32_t slot_cap;
+	uint32_t size[CONN_STORE_N];
+	uint32_t cap[CONN_STORE_N];
 	uint32_t owner_cap;
-	uint32_t hwm; /* slots ever used: the scan's end */
-	uint32_t random_operand;
-	uint32_t next_host;
-	uint32_t tid_seq;
+	uint32_t counter[CONN_STORE_COUNTERS];
 	char boot_id[40];    /* deadlines are this boot's clock */
 	uint64_t ports_hash; /* port indexes mean the same ports */
 };
@@ -48,42 +44,31 @@ struct conn_store {
 	size_t map_len;
 	struct store_header *hdr;
 	struct conn_owner *owners;
-	uint8_t *live;
-	uint8_t *slots;
-	uint32_t *free_slots; /* a stack of free slot indexes */
-	uint32_t nfree;
-	uint32_t reserved; /* slots whose pages the file has */
+	uint8_t *array[CONN_STORE_N];
+	uint32_t reserved[CONN_STORE_N]; /* elements whose pages the file has */
 };
 
-/* Pages are reserved this many slots at a time. */
-#define STORE_RESERVE_STEP 256
+/* Pages are reserved this many elements at a time. */
+#define STORE_RESERVE_STEP 1024
 
-/*
- * The file is sparse; a page first written through the mapping on a full
- * tmpfs would kill the daemon with SIGBUS.  So pages are allocated
- * (fallocate) before slots use them, and a full /run refuses a new entry
- * (the client's MAD gets ENOSPC) instead.
- */
-static int conn_store_reserve(struct conn_store *s, uint32_t slots)
+int conn_store_reserve(struct conn_store *s, enum conn_store_array which,
+		       uint32_t n)
 {
-	uint32_t want = slots + STORE_RESERVE_STEP - 1;
-	off_t live_off, slot_off;
+	uint32_t want = n + STORE_RESERVE_STEP - 1, size = s->hdr->size[which];
+	off_t off = (off_t)(s->array[which] - (uint8_t *)s->map);
 
 	want -= want % STORE_RESERVE_STEP;
-	if (want > s->hdr->slot_cap)
-		want = s->hdr->slot_cap;
-	if (want <= s->reserved)
+	if (want > s->hdr->cap[which])
+		want = s->hdr->cap[which];
+	if (n > want)
+		return -ENOSPC;
+	if (want <= s->reserved[which])
 		return 0;
-	live_off = (off_t)(s->live - (uint8_t *)s->map);
-	slot_off = (off_t)(s->slots - (uint8_t *)s->map);
-	if ((fallocate(s->fd, 0, live_off + s->reserved, want - s->reserved) <
-		     0 ||
-	     fallocate(s->fd, 0,
-		       slot_off + (off_t)s->reserved * s->hdr->slot_size,
-		       (off_t)(want - s->reserved) * s->hdr->slot_size) < 0) &&
+	if (fallocate(s->fd, 0, off + (off_t)s->reserved[which] * size,
+		      (off_t)(want - s->reserved[which]) * size) < 0 &&
 	    errno != EOPNOTSUPP)
 		return -errno;
-	s->reserved = want;
+	s->reserved[which] = want;
 	return 0;
 }
 
@@ -99,47 +84,71 @@ static void conn_store_boot_id(char *out, size_t len)
 	}
 }
 
-static size_t conn_store_size(uint32_t slot_size, uint32_t slot_cap,
-			      uint32_t owner_cap)
+static size_t conn_store_size(const struct conn_store_layout *lay)
 {
-	return STORE_HEADER_SIZE +
-	       (size_t)owner_cap * sizeof(struct conn_owner) +
-	       (size_t)slot_cap + (size_t)slot_cap * slot_size;
+	size_t size = STORE_HEADER_SIZE +
+		      (size_t)lay->owner_cap * sizeof(struct conn_owner);
+	int a;
+
+	for (a = 0; a < CONN_STORE_N; a++) {
+		size = (size + 63) & ~(size_t)63;
+		size += (size_t)lay->size[a] * lay->cap[a];
+	}
+	return size;
 }
 
 static void conn_store_layout(struct conn_store *s)
 {
-	uint8_t *p = s->map;
+	uint8_t *base = s->map;
+	size_t off = STORE_HEADER_SIZE;
+	int a;
 
-	s->hdr = (struct store_header *)p;
-	p += STORE_HEADER_SIZE;
-	s->owners = (struct conn_owner *)p;
-	p += (size_t)s->hdr->owner_cap * sizeof(struct conn_owner);
-	s->live = p;
-	p += s->hdr->slot_cap;
-	s->slots = p;
+	s->hdr = (struct store_header *)base;
+	s->owners = (struct conn_owner *)(base + off);
+	off += (size_t)s->hdr->owner_cap * sizeof(struct conn_owner);
+	for (a = 0; a < CONN_STORE_N; a++) {
+		off = (off + 63) & ~(size_t)63;
+		s->array[a] = base + off;
+		off += (size_t)s->hdr->size[a] * s->hdr->cap[a];
+	}
 }
 
-struct conn_store *conn_store_open(const char *path, uint32_t slot_size,
-				   uint32_t slot_cap, uint32_t owner_cap,
+static int conn_store_matches(const struct store_header *h,
+			      const struct conn_store_layout *lay,
+			      uint64_t ports_hash, const char *boot)
+{
+	int a;
+
+	if (h->magic != STORE_MAGIC || h->version != STORE_VERSION ||
+	    h->owner_cap != lay->owner_cap || h->ports_hash != ports_hash ||
+	    strncmp(h->boot_id, boot, sizeof(h->boot_id)) != 0)
+		return 0;
+	for (a = 0; a < CONN_STORE_N; a++)
+		if (h->size[a] != lay->size[a] || h->cap[a] != lay->cap[a])
+			return 0;
+	return h->counter[CONN_STORE_ENTRIES_HWM] <= lay->cap[0] &&
+	       h->counter[CONN_STORE_PATHS_HWM] <= lay->cap[1];
+}
+
+struct conn_store *conn_store_open(const char *path,
+				   const struct conn_store_layout *lay,
 				   uint64_t ports_hash, int *restored,
 				   char *err, size_t errlen)
 {
 	struct conn_store *s = calloc(1, sizeof(*s));
 	struct store_header h;
 	char boot[40];
-	size_t size = conn_store_size(slot_size, slot_cap, owner_cap);
+	size_t size = conn_store_size(lay);
 	struct stat st;
-	uint32_t i;
+	int a;
 
 	*restored = 0;
 	if (s == NULL) {
 		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}
-	s->free_slots = calloc(slot_cap, sizeof(*s->free_slots));
 	s->fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (s->free_slots == NULL || s->fd < 0) {
+	if (s->fd < 0) {
 		snprintf(err, errlen, "%s", strerror(errno));
 		goto fail;
 	}
@@ -165,10 +174,7 @@ struct conn_store *conn_store_open(const char *path, uint32_t slot_size,
 	 * layout, these ports and this boot; anything else starts afresh. */
 	if (fstat(s->fd, &st) == 0 && (size_t)st.st_size == size &&
 	    pread(s->fd, &h, sizeof(h), 0) == (ssize_t)sizeof(h) &&
-	    h.magic == STORE_MAGIC && h.version == STORE_VERSION &&
-	    h.slot_size == slot_size && h.slot_cap == slot_cap &&
-	    h.owner_cap == owner_cap && h.hwm <= slot_cap &&
-	    h.ports_hash == ports_hash && strcmp(h.boot_id, boot) == 0) {
+	    conn_store_matches(&h, lay, ports_hash, boot)) {
 		*restored = 1;
 	} else if (ftruncate(s->fd, 0) < 0 ||
 		   ftruncate(s->fd, (off_t)size) < 0) {
@@ -185,9 +191,11 @@ struct conn_store *conn_store_open(const char *path, uint32_t slot_size,
 	s->hdr = s->map;
 	if (!*restored) {
 		memset(s->hdr, 0, sizeof(*s->hdr));
-		s->hdr->slot_size = slot_size;
-		s->hdr->slot_cap = slot_cap;
-		s->hdr->owner_cap = owner_cap;
+		for (a = 0; a < CONN_STORE_N; a++) {
+			s->hdr->size[a] = lay->size[a];
+			s->hdr->cap[a] = lay->cap[a];
+		}
+		s->hdr->owner_cap = lay->owner_cap;
 		s->hdr->ports_hash = ports_hash;
 		memcpy(s->hdr->boot_id, boot, sizeof(s->hdr->boot_id));
 		s->hdr->version = STORE_VERSION;
@@ -195,24 +203,23 @@ struct conn_store *conn_store_open(const char *path, uint32_t slot_size,
 		__atomic_store_n(&s->hdr->magic, STORE_MAGIC, __ATOMIC_RELEASE);
 	}
 	conn_store_layout(s);
-	if (fallocate(s->fd, 0, 0,
-		      (off_t)((uint8_t *)s->live - (uint8_t *)s->map)) < 0 &&
+	if (fallocate(s->fd, 0, 0, (off_t)(s->array[0] - (uint8_t *)s->map)) <
+		    0 &&
 	    errno != EOPNOTSUPP) {
 		snprintf(err, errlen, "cannot allocate its header: %s",
 			 strerror(errno));
 		goto fail;
 	}
-	if (conn_store_reserve(s, s->hdr->hwm) < 0) {
+	if (conn_store_reserve(s, CONN_STORE_ENTRIES,
+			       s->hdr->counter[CONN_STORE_ENTRIES_HWM]) < 0 ||
+	    conn_store_reserve(s, CONN_STORE_PATHS,
+			       s->hdr->counter[CONN_STORE_PATHS_HWM]) < 0) {
 		snprintf(err, errlen,
 			 "cannot allocate room for its %u entries: %s",
-			 s->hdr->hwm, strerror(errno));
+			 s->hdr->counter[CONN_STORE_ENTRIES_HWM],
+			 strerror(errno));
 		goto fail;
 	}
-	/* Free slots below the high-water mark, highest first so that the
-	 * lowest are reused first and the file stays compact. */
-	for (i = s->hdr->hwm; i-- > 0;)
-		if (!s->live[i])
-			s->free_slots[s->nfree++] = i;
 	return s;
 fail:
 	conn_store_close(s);
@@ -227,66 +234,18 @@ void conn_store_close(struct conn_store *s)
 		munmap(s->map, s->map_len);
 	if (s->fd >= 0)
 		close(s->fd);
-	free(s->free_slots);
 	free(s);
 }
 
-void *conn_store_alloc(struct conn_store *s)
+void *conn_store_array(struct conn_store *s, enum conn_store_array which)
 {
-	uint32_t i;
-	void *p;
-
-	if (s->nfree)
-		i = s->free_slots[--s->nfree];
-	else if (s->hdr->hwm < s->hdr->slot_cap &&
-		 conn_store_reserve(s, s->hdr->hwm + 1) == 0)
-		i = s->hdr->hwm++;
-	else
-		return NULL;
-	p = s->slots + (size_t)i * s->hdr->slot_size;
-	memset(p, 0, s->hdr->slot_size);
-	return p;
-}
-
-static uint32_t conn_store_index(struct conn_store *s, const void *slot)
-{
-	return (uint32_t)(((const uint8_t *)slot - s->slots) /
-			  s->hdr->slot_size);
-}
-
-void conn_store_commit(struct conn_store *s, void *slot)
-{
-	__atomic_store_n(&s->live[conn_store_index(s, slot)], 1,
-			 __ATOMIC_RELEASE);
-}
-
-void conn_store_free(struct conn_store *s, void *slot)
-{
-	uint32_t i = conn_store_index(s, slot);
-
-	__atomic_store_n(&s->live[i], 0, __ATOMIC_RELEASE);
-	s->free_slots[s->nfree++] = i;
-}
-
-void conn_store_foreach(struct conn_store *s, void (*fn)(void *arg, void *slot),
-			void *arg)
-{
-	uint32_t i;
-
-	for (i = 0; i < s->hdr->hwm; i++)
-		if (s->live[i])
-			fn(arg, s->slots + (size_t)i * s->hdr->slot_size);
+	return s->array[which];
 }
 
 uint32_t *conn_store_counter(struct conn_store *s,
 			     enum conn_store_counter which)
 {
-	switch (which) {
-	case CONN_STORE_RANDOM_OPERAND: return &s->hdr->random_operand;
-	case CONN_STORE_NEXT_HOST: return &s->hdr->next_host;
-	case CONN_STORE_TID_SEQ: return &s->hdr->tid_seq;
-	}
-	return NULL;
+	return &s->hdr->counter[which];
 }
 
 struct conn_owner *conn_store_owners(struct conn_store *s, uint32_t *n)

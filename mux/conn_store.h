@@ -3,9 +3,10 @@
 #define RCM_CONN_STORE_H
 
 /*
- * The connection table's entries in a shared file mapping that survives
- * the daemon (conn_store.c).  Slots are opaque here: the table fills a
- * slot, then commits it; a restarted daemon walks the committed ones.
+ * The connection table's arrays in a shared file mapping that survives
+ * the daemon (conn_store.c): its entries, its path records and the
+ * owners of entries.  Elements are opaque here: whether one is in use is
+ * written in it by the table, which walks them again after a restart.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -17,36 +18,45 @@ struct conn_owner {
 	uint64_t client;
 	uint32_t uid;
 	uint8_t live;
-	uint8_t claimed; /* by a client of this daemon's life */
-	uint8_t pad[2];
+	uint8_t claimed;   /* by a client of this daemon's life */
+	uint8_t resumable; /* it was given the token: it may claim */
+	uint8_t pad;
 	uint8_t token[16];
 };
 
-/* Opens (or creates) PATH for slot_cap slots of slot_size bytes and
- * owner_cap owners.  *restored: 1 when it holds a previous daemon's
- * entries (same layout, same ports_hash, same boot), 0 when it starts
- * empty.  NULL and a message in err on failure. */
-struct conn_store *conn_store_open(const char *path, uint32_t slot_size,
-				   uint32_t slot_cap, uint32_t owner_cap,
+enum conn_store_array { CONN_STORE_ENTRIES, CONN_STORE_PATHS, CONN_STORE_N };
+
+struct conn_store_layout {
+	uint32_t size[CONN_STORE_N]; /* bytes per element */
+	uint32_t cap[CONN_STORE_N];  /* elements */
+	uint32_t owner_cap;
+};
+
+/* Opens (or creates) PATH for the arrays of lay.  *restored: 1 when it
+ * holds a previous daemon's (same layout, same ports_hash, same boot),
+ * 0 when it starts empty.  NULL and a message in err on failure. */
+struct conn_store *conn_store_open(const char *path,
+				   const struct conn_store_layout *lay,
 				   uint64_t ports_hash, int *restored,
 				   char *err, size_t errlen);
 void conn_store_close(struct conn_store *s);
 
-/* A zeroed slot, or NULL when all are in use. */
-void *conn_store_alloc(struct conn_store *s);
-/* The slot is whole: a restart will see it. */
-void conn_store_commit(struct conn_store *s, void *slot);
-void conn_store_free(struct conn_store *s, void *slot);
-/* Every committed slot. */
-void conn_store_foreach(struct conn_store *s, void (*fn)(void *arg, void *slot),
-			void *arg);
+void *conn_store_array(struct conn_store *s, enum conn_store_array which);
+/* The file is sparse: pages for the first n elements of an array before
+ * they are written (0, or -errno: a full /run refuses an entry instead
+ * of killing the daemon with SIGBUS). */
+int conn_store_reserve(struct conn_store *s, enum conn_store_array which,
+		       uint32_t n);
 
-/* The table's counters that must carry over (host-ID and TID sequences,
- * so that a restarted daemon reuses neither). */
+/* The table's counters that must carry over. */
 enum conn_store_counter {
-	CONN_STORE_RANDOM_OPERAND,
-	CONN_STORE_NEXT_HOST,
-	CONN_STORE_TID_SEQ,
+	CONN_STORE_RANDOM_OPERAND, /* host IDs are derived with it */
+	CONN_STORE_TID_SEQ,        /* TIDs of the table's own sends */
+	CONN_STORE_ENTRIES_HWM,    /* entries ever used: the scan's end */
+	CONN_STORE_PATHS_HWM,
+	CONN_STORE_NOW_LO, /* the latest time the table was given */
+	CONN_STORE_NOW_HI,
+	CONN_STORE_COUNTERS
 };
 uint32_t *conn_store_counter(struct conn_store *s,
 			     enum conn_store_counter which);

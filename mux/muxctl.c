@@ -219,8 +219,8 @@ static void muxctl_print_connection_rows(json_int_t client, json_t *conns)
 	}
 }
 
-/* Live comm-ID and SIDR mappings, per client: the newest of each, and
- * how to page through the rest. */
+/* Live comm-ID and SIDR mappings, per client: the first of each (by
+ * comm ID), and how to page through the rest. */
 static void muxctl_print_connections(json_t *clients)
 {
 	json_t *c;

@@ -849,6 +849,81 @@ static void test_entries_never_outlive_their_lifetimes(void **state)
 	conn_table_free(ct);
 }
 
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Host IDs are derived from the slot an entry takes; a slot comes back
+ * only after thousands of others, with its generation moved on: 20,000
+ * connections one after the other get 20,000 different IDs, and a
+ * message for an ended one reaches nobody (cm.c's IDs are cyclic too). */
+static void test_host_ids_not_reused_soon(void **state)
+{
+	enum { ROUNDS = 20000 };
+	struct conn_table *ct = new_table(0x5eed);
+	uint32_t *ids = malloc(ROUNDS * sizeof(*ids));
+	uint64_t now = 0;
+	unsigned i;
+
+	(void)state;
+	assert_non_null(ids);
+	for (i = 0; i < ROUNDS; i++, now += TW + 1) {
+		ids[i] = out(ct, A, CM_ATTR_REQ, 1 + i % 8, 0, now);
+		assert_int_equal(in(ct, CM_ATTR_REJ, 0x700 + i, ids[i],
+				    1 + i % 8, now),
+				 A);
+		assert_int_equal(conn_expire(ct, now + TW), 1);
+		assert_int_equal(total(ct), 0);
+		assert_int_equal(in_rc(ct, CM_ATTR_DREQ, 0x700 + i, ids[i],
+				       now + TW),
+				 -ENOENT);
+		nemitted = 0;
+	}
+	qsort(ids, ROUNDS, sizeof(*ids), cmp_u32);
+	for (i = 1; i < ROUNDS; i++)
+		assert_true(ids[i] != ids[i - 1]);
+	free(ids);
+	conn_table_free(ct);
+}
+
+static void list_guest_ids(void *arg, const struct conn_view *v)
+{
+	uint32_t *out = arg;
+
+	out[++out[0]] = v->guest_id | (v->sidr ? 0x80000000u : 0);
+}
+
+/* A client's connections are listed by kind, then by its own IDs, and a
+ * page starts where the last one ended. */
+static void test_listing_is_ordered_and_pages(void **state)
+{
+	static const uint32_t ids[] = { 0x30, 0x10, 0x50, 0x20, 0x40 };
+	struct conn_table *ct = new_table(9);
+	uint32_t got[16] = { 0 };
+	uint8_t mad[MAD_SIZE];
+	unsigned i;
+
+	(void)state;
+	for (i = 0; i < 5; i++)
+		out(ct, A, CM_ATTR_REQ, ids[i], 0, 0);
+	mk(mad, CM_ATTR_SIDR_REQ, 0x05, 0, 1);
+	assert_int_equal(conn_outbound(ct, A, 0, mad, &path, 0, 0), 0);
+	out(ct, B, CM_ATTR_REQ, 0x15, 0, 0);
+	conn_client_foreach(ct, A, 0, 3, 0, list_guest_ids, got);
+	conn_client_foreach(ct, A, 3, 100, 0, list_guest_ids, got);
+	assert_int_equal(got[0], 6);
+	assert_int_equal(got[1], 0x10);
+	assert_int_equal(got[2], 0x20);
+	assert_int_equal(got[3], 0x30);
+	assert_int_equal(got[4], 0x40);
+	assert_int_equal(got[5], 0x50);
+	assert_int_equal(got[6], 0x80000005u);
+	conn_table_free(ct);
+}
+
 /* ---- persistence (conn_store.c) ---------------------------------------- */
 
 static struct conn_table *open_table(const char *file, uint64_t ports_hash,
@@ -960,6 +1035,8 @@ int main(void)
 		cmocka_unit_test(test_host_id_never_zero),
 		cmocka_unit_test(test_entries_never_outlive_their_lifetimes),
 		cmocka_unit_test(test_state_survives_the_daemon),
+		cmocka_unit_test(test_host_ids_not_reused_soon),
+		cmocka_unit_test(test_listing_is_ordered_and_pages),
 	};
 
 	/* RCM_TEST_FILTER=test_name runs one (a pattern, see cmocka). */
