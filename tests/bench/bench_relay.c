@@ -426,6 +426,20 @@ static void pump(int timeout_ms)
 		client_input(evs[i].data.ptr);
 }
 
+/* The same, waiting at most timeout_ns (epoll_wait's milliseconds are
+ * too coarse to pace an open loop). */
+static void pump_ns(uint64_t timeout_ns)
+{
+	struct timespec ts = { .tv_sec = (time_t)(timeout_ns / 1000000000u),
+			       .tv_nsec = (long)(timeout_ns % 1000000000u) };
+	struct epoll_event evs[256];
+	int n, i;
+
+	n = epoll_pwait2(epfd, evs, 256, &ts, NULL);
+	for (i = 0; i < n; i++)
+		client_input(evs[i].data.ptr);
+}
+
 /* Until nothing is in flight and nothing arrives for 50 ms (at most 5 s):
  * what one workload sent must not reach the next. */
 static void drain(void)
@@ -502,6 +516,8 @@ static void run_open(double rate, double seconds)
 	nlat = 0;
 	measuring = 1;
 	while ((t = now_s()) - t0 < seconds) {
+		double wait;
+
 		due = (uint64_t)((t - t0) * rate);
 		while (sent < due) {
 			struct client *c = &clients[next * 2 + senders_side()];
@@ -511,7 +527,12 @@ static void run_open(double rate, double seconds)
 			send_mad(c, mad);
 			sent++;
 		}
-		pump(1); /* wakes at once for input: no added latency */
+		/* Until the next send is due, reading what arrives: sends
+		 * evenly spaced, not in bursts a millisecond apart (the last
+		 * MAD of a burst measures the burst's queue, in the relay as
+		 * in the daemon). */
+		wait = (double)(sent + 1) / rate - (now_s() - t0);
+		pump_ns(wait > 0 ? (uint64_t)(wait * 1e9) : 0);
 	}
 	measuring = 0;
 	drain();
