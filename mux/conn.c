@@ -957,17 +957,14 @@ static int conn_client_room(struct conn_table *ct, struct conn_client *cc)
 	return conn_hset_reserve(ct, &cc->conns, conn_client_key);
 }
 
-static void conn_remove(struct conn_table *ct, struct conn *c)
+/* An entry out of everything but its client's set, and its slot freed. */
+static void conn_release(struct conn_table *ct, struct conn *c)
 {
-	uint32_t owner = c->owner;
-
 	conn_timer_stop(ct, c);
 	conn_uncharge(ct, c);
 	conn_peer_rec_drop(ct, c);
 	conn_peer_unlink(ct, c);
-	conn_hset_remove(ct, &ct->cl[owner].conns, conn_idx(ct, c),
-			 conn_client_key);
-	ct->cl[owner].n--;
+	ct->cl[c->owner].n--;
 	ct->counts.total--;
 	ct->counts.by_state[conn_state_of(c)]--;
 	if (c->flags & CF_SIDR)
@@ -976,6 +973,15 @@ static void conn_remove(struct conn_table *ct, struct conn *c)
 		ct->counts.comm--;
 	conn_path_unref(ct, c->path);
 	conn_slot_free(ct, c);
+}
+
+static void conn_remove(struct conn_table *ct, struct conn *c)
+{
+	uint32_t owner = c->owner;
+
+	conn_hset_remove(ct, &ct->cl[owner].conns, conn_idx(ct, c),
+			 conn_client_key);
+	conn_release(ct, c);
 	conn_cl_forget_empty(ct, owner);
 }
 
@@ -1098,6 +1104,14 @@ static struct conn *conn_guest_find(struct conn_table *ct, enum conn_kind kind,
 	return NULL;
 }
 
+/* The peers' set holds every GID's entries with one peer ID together. */
+static int conn_peer_is(const struct conn *c, enum conn_kind kind,
+			unsigned port, uint32_t peer_id)
+{
+	return c->peer_id == peer_id && c->port == port &&
+	       conn_kind_of(c) == kind;
+}
+
 static struct conn *conn_peer_find_kind(struct conn_table *ct,
 					enum conn_kind kind, unsigned port,
 					uint32_t peer_id, const struct gid *gid)
@@ -1107,8 +1121,7 @@ static struct conn *conn_peer_find_kind(struct conn_table *ct,
 
 	CONN_HSET_PROBE(&ct->peers, conn_peer_hash(kind, port, peer_id), j) {
 		c = conn_at(ct, ct->peers.cell[j] - 1);
-		if (c->peer_id == peer_id && c->port == port &&
-		    conn_kind_of(c) == kind &&
+		if (conn_peer_is(c, kind, port, peer_id) &&
 		    gid_cmp(&conn_path_of(ct, c)->peer_gid, gid) == 0)
 			return c;
 	}
@@ -1132,8 +1145,7 @@ static struct conn *conn_peer_record_of(struct conn_table *ct,
 
 	CONN_HSET_PROBE(&ct->peers, conn_peer_hash(kind, port, peer_id), j) {
 		c = conn_at(ct, ct->peers.cell[j] - 1);
-		if (c->peer_id == peer_id && c->port == port &&
-		    conn_kind_of(c) == kind &&
+		if (conn_peer_is(c, kind, port, peer_id) &&
 		    conn_client_id(ct, c) == client &&
 		    conn_state_of(c) == CONN_REQ_RCVD)
 			return c;
@@ -2004,19 +2016,7 @@ static void conn_purge_record(struct conn_table *ct, uint32_t owner)
 		cc->conns.n--;
 		if (!(c->flags & CF_ORPHAN))
 			conn_abandon(ct, c, ct->now_ms);
-		conn_timer_stop(ct, c);
-		conn_uncharge(ct, c);
-		conn_peer_rec_drop(ct, c);
-		conn_peer_unlink(ct, c);
-		cc->n--;
-		ct->counts.total--;
-		ct->counts.by_state[conn_state_of(c)]--;
-		if (c->flags & CF_SIDR)
-			ct->counts.sidr--;
-		else
-			ct->counts.comm--;
-		conn_path_unref(ct, c->path);
-		conn_slot_free(ct, c);
+		conn_release(ct, c);
 	}
 	conn_cl_free(ct, owner);
 }
