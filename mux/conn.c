@@ -130,7 +130,8 @@ struct conn_table {
 	uint32_t path_cap, path_hwm, path_free; /* LIFO, index + 1 */
 	struct conn_hset path_index;
 	struct conn_client *cl; /* clients' records */
-	uint32_t ncl;           /* records ever used (heap) */
+	uint32_t cl_cap;        /* records there can be */
+	uint32_t ncl;           /* records ever used */
 	uint32_t cl_free;       /* index + 1 */
 	struct conn_hset cl_index;
 	struct conn_hset peers;
@@ -443,6 +444,7 @@ static struct conn_table *conn_table_alloc(const struct conn_limits *lim,
 	/* Clients' records are few and never move: reserved, touched as
 	 * used. */
 	ct->cl = conn_reserve_anon(CONN_MAX_CLIENTS * sizeof(*ct->cl));
+	ct->cl_cap = CONN_MAX_CLIENTS;
 	if (ct->cl == NULL) {
 		free(ct);
 		return NULL;
@@ -667,24 +669,20 @@ static uint32_t conn_cl_new(struct conn_table *ct, uint64_t id)
 
 	if (conn_hset_reserve(ct, &ct->cl_index, conn_cl_key) < 0)
 		return CONN_NO_OWNER;
+	if (ct->cl_free) {
+		i = ct->cl_free - 1;
+		ct->cl_free = ct->cl[i].next_free;
+	} else if (ct->ncl < ct->cl_cap) {
+		i = ct->ncl++;
+	} else {
+		return CONN_NO_OWNER;
+	}
 	if (ct->store) {
 		o = conn_store_owners(ct->store, &n);
-		for (i = 0; i < n && i < CONN_MAX_CLIENTS; i++)
-			if (!o[i].live)
-				break;
-		if (i == n || i == CONN_MAX_CLIENTS)
-			return CONN_NO_OWNER;
 		memset(&o[i], 0, sizeof(o[i]));
 		o[i].client = id;
 		o[i].claimed = 1;
 		__atomic_store_n(&o[i].live, 1, __ATOMIC_RELEASE);
-	} else if (ct->cl_free) {
-		i = ct->cl_free - 1;
-		ct->cl_free = ct->cl[i].next_free;
-	} else if (ct->ncl < CONN_MAX_CLIENTS) {
-		i = ct->ncl++;
-	} else {
-		return CONN_NO_OWNER;
 	}
 	cc = &ct->cl[i];
 	memset(cc, 0, sizeof(*cc));
@@ -706,10 +704,9 @@ static void conn_cl_free(struct conn_table *ct, uint32_t i)
 	if (ct->store) {
 		o = conn_store_owners(ct->store, &n);
 		__atomic_store_n(&o[i].live, 0, __ATOMIC_RELEASE);
-	} else {
-		cc->next_free = (uint16_t)ct->cl_free;
-		ct->cl_free = i + 1;
 	}
+	cc->next_free = (uint16_t)ct->cl_free;
+	ct->cl_free = i + 1;
 }
 
 static void conn_cl_forget_empty(struct conn_table *ct, uint32_t i)
@@ -2174,6 +2171,14 @@ static unsigned conn_table_restore(struct conn_table *ct)
 		cc->pinned = o[i].resumable;
 		conn_hset_insert(ct, &ct->cl_index, i, conn_cl_key);
 	}
+	/* The records no owner holds are free, lowest first. */
+	ct->ncl = ct->cl_cap;
+	for (i = ct->cl_cap; i-- > 0;) {
+		if (ct->cl[i].used)
+			continue;
+		ct->cl[i].next_free = (uint16_t)ct->cl_free;
+		ct->cl_free = i + 1;
+	}
 	for (i = 0; i < ct->path_hwm; i++)
 		ct->paths[i].refs = 0;
 	if (ct->hwm)
@@ -2268,7 +2273,8 @@ struct conn_table *conn_table_open(const struct conn_limits *lim,
 	ct->e = conn_store_array(ct->store, CONN_STORE_ENTRIES);
 	ct->paths = conn_store_array(ct->store, CONN_STORE_PATHS);
 	ct->cap = ct->path_cap = max_entries;
-	ct->ncl = max_owners; /* a client's record is its owner record */
+	/* A client's record is its owner record. */
+	ct->cl_cap = max_owners;
 	if (*restored) {
 		dropped = conn_table_restore(ct);
 		if (dropped)
