@@ -31,6 +31,7 @@
 #include <sys/mman.h>
 
 #include "../common/cm_mad.h"
+#include "../common/tree.h"
 #include "../common/wire.h"
 #include "conn_store.h"
 
@@ -100,10 +101,21 @@ struct conn_client {
 
 /* Peer records per (port, source GID); the zero GID counts a port's. */
 struct src_count {
+	RB_ENTRY(src_count) link;
 	unsigned port;
 	struct gid gid;
 	unsigned n;
 };
+
+static int conn_src_cmp(struct src_count *a, struct src_count *b)
+{
+	if (a->port != b->port)
+		return a->port < b->port ? -1 : 1;
+	return gid_cmp(&a->gid, &b->gid);
+}
+
+RB_HEAD(src_tree, src_count);
+TREE_GENERATE_STATIC(src_tree, src_count, link, conn_src_cmp)
 
 /* Slot indexes take 24 bits of a host ID; wire TIDs of entries are
  * (index + 1) << 8 | sequence, those of the table's own sends are above
@@ -135,9 +147,7 @@ struct conn_table {
 	uint32_t cl_free;       /* index + 1 */
 	struct conn_hset cl_index;
 	struct conn_hset peers;
-	struct src_count *src; /* peer record counts, dense */
-	uint32_t nsrc, src_cap;
-	struct conn_hset src_index;
+	struct src_tree sources; /* peer record counts */
 
 	uint32_t timer_head[TC_MAX], timer_tail[TC_MAX];
 	unsigned timer_len[TC_MAX];
@@ -384,6 +394,7 @@ static int conn_path_eq(const struct conn_path *a, const struct conn_path *b)
 	       a->traffic_class == b->traffic_class &&
 	       a->flow_label == b->flow_label;
 }
+
 static const char *const conn_state_names[CONN_STATE_MAX] = {
 	[CONN_REQ_SENT] = "req_sent",           [CONN_REQ_RCVD] = "req_rcvd",
 	[CONN_REP_SENT] = "rep_sent",           [CONN_REP_RCVD] = "rep_rcvd",
@@ -436,6 +447,7 @@ static struct conn_table *conn_table_alloc(const struct conn_limits *lim,
 	ct->tid_seq = random_operand;
 	ct->emit = emit;
 	ct->emit_arg = emit_arg;
+	RB_INIT(&ct->sources);
 	ct->timer_ms[TC_HANDSHAKE] = lim->handshake_ms;
 	ct->timer_ms[TC_TIMEWAIT] = lim->timewait_ms;
 	for (i = 0; i < 32; i++)
@@ -717,121 +729,80 @@ static void conn_cl_forget_empty(struct conn_table *ct, uint32_t i)
 
 /* ---- peer records: bounded per port and per source, charged to nobody -- */
 
-static uint32_t conn_src_hash(unsigned port, const struct gid *gid)
+static struct src_count *conn_src_get(struct conn_table *ct, unsigned port,
+				      const struct gid *gid, int create)
 {
-	return conn_mix(wire_get64(gid->raw) ^
-			conn_mix(wire_get64(gid->raw + 8) ^ port));
+	struct src_count key = { .port = port }, *sc;
+
+	if (gid)
+		key.gid = *gid;
+	sc = RB_FIND(src_tree, &ct->sources, &key);
+	if (sc || !create)
+		return sc;
+	sc = calloc(1, sizeof(*sc));
+	if (sc == NULL)
+		return NULL;
+	*sc = key;
+	RB_INSERT(src_tree, &ct->sources, sc);
+	return sc;
 }
 
-static uint32_t conn_src_key(const struct conn_table *ct, uint32_t idx)
+static void conn_src_forget_empty(struct conn_table *ct, struct src_count *sc)
 {
-	return conn_src_hash(ct->src[idx].port, &ct->src[idx].gid);
+	if (sc && sc->n == 0) {
+		RB_REMOVE(src_tree, &ct->sources, sc);
+		free(sc);
+	}
 }
 
-static uint32_t conn_src_find(const struct conn_table *ct, unsigned port,
-			      const struct gid *gid)
+static void conn_src_put(struct conn_table *ct, struct src_count *sc)
 {
-	const struct src_count *sc;
-	uint32_t j;
-
-	CONN_HSET_PROBE(&ct->src_index, conn_src_hash(port, gid), j) {
-		sc = &ct->src[ct->src_index.cell[j] - 1];
-		if (sc->port == port && gid_cmp(&sc->gid, gid) == 0)
-			return ct->src_index.cell[j] - 1;
+	if (sc && sc->n > 0) {
+		sc->n--;
+		conn_src_forget_empty(ct, sc);
 	}
-	return UINT32_MAX;
 }
 
-static unsigned conn_src_count(const struct conn_table *ct, unsigned port,
-			       const struct gid *gid)
+/* One more peer record, on its port's and its source's counts (either
+ * may be missing when memory ran out while restoring). */
+static void conn_peer_rec_count(struct conn_table *ct,
+				struct src_count *port_sc,
+				struct src_count *src_sc)
 {
-	uint32_t i = conn_src_find(ct, port, gid);
-
-	return i == UINT32_MAX ? 0 : ct->src[i].n;
-}
-
-/* One more (or one less) record of a REQ from gid on port; the array
- * stays dense (the last count takes an emptied one's place). */
-static int conn_src_add(struct conn_table *ct, unsigned port,
-			const struct gid *gid, int delta)
-{
-	uint32_t i = conn_src_find(ct, port, gid), last;
-
-	if (i == UINT32_MAX) {
-		if (delta < 0)
-			return 0;
-		if (ct->nsrc == ct->src_cap) {
-			uint32_t ncap = ct->src_cap ? 2 * ct->src_cap : 8;
-			struct src_count *n = realloc(ct->src,
-						      ncap * sizeof(*n));
-
-			if (n == NULL)
-				return -ENOMEM;
-			ct->src = n;
-			ct->src_cap = ncap;
-		}
-		if (conn_hset_reserve(ct, &ct->src_index, conn_src_key) < 0)
-			return -ENOMEM;
-		i = ct->nsrc++;
-		ct->src[i].port = port;
-		ct->src[i].gid = *gid;
-		ct->src[i].n = 0;
-		conn_hset_insert(ct, &ct->src_index, i, conn_src_key);
-	}
-	if (delta > 0) {
-		ct->src[i].n++;
-		return 0;
-	}
-	if (ct->src[i].n && --ct->src[i].n)
-		return 0;
-	conn_hset_remove(ct, &ct->src_index, i, conn_src_key);
-	last = --ct->nsrc;
-	if (i != last) {
-		conn_hset_remove(ct, &ct->src_index, last, conn_src_key);
-		ct->src[i] = ct->src[last];
-		conn_hset_insert(ct, &ct->src_index, i, conn_src_key);
-	}
-	return 0;
-}
-
-static const struct gid conn_zero_gid;
-
-/* One more peer record, on its port's and its source's counts. */
-static int conn_peer_rec_count(struct conn_table *ct, unsigned port,
-			       const struct gid *gid)
-{
-	if (conn_src_add(ct, port, &conn_zero_gid, 1) < 0)
-		return -ENOMEM;
-	if (conn_src_add(ct, port, gid, 1) < 0) {
-		conn_src_add(ct, port, &conn_zero_gid, -1);
-		return -ENOMEM;
-	}
+	if (port_sc)
+		port_sc->n++;
+	if (src_sc)
+		src_sc->n++;
 	ct->counts.peer_records++;
-	return 0;
 }
 
 /* Room for one more record of a REQ from gid on port: 0, or -ENOSPC. */
 static int conn_peer_rec_take(struct conn_table *ct, unsigned port,
 			      const struct gid *gid)
 {
-	if ((ct->lim.max_peer_records_per_port &&
-	     conn_src_count(ct, port, &conn_zero_gid) >=
-		     ct->lim.max_peer_records_per_port) ||
+	struct src_count *port_sc, *src_sc;
+
+	port_sc = conn_src_get(ct, port, NULL, 1);
+	src_sc = conn_src_get(ct, port, gid, 1);
+	if (port_sc == NULL || src_sc == NULL ||
+	    (ct->lim.max_peer_records_per_port &&
+	     port_sc->n >= ct->lim.max_peer_records_per_port) ||
 	    (ct->lim.max_peer_records_per_source &&
-	     conn_src_count(ct, port, gid) >=
-		     ct->lim.max_peer_records_per_source) ||
-	    conn_peer_rec_count(ct, port, gid) < 0) {
+	     src_sc->n >= ct->lim.max_peer_records_per_source)) {
+		conn_src_forget_empty(ct, port_sc);
+		conn_src_forget_empty(ct, src_sc);
 		ct->counts.peer_records_refused++;
 		return -ENOSPC;
 	}
+	conn_peer_rec_count(ct, port_sc, src_sc);
 	return 0;
 }
 
 static void conn_peer_rec_undo(struct conn_table *ct, unsigned port,
 			       const struct gid *gid)
 {
-	conn_src_add(ct, port, &conn_zero_gid, -1);
-	conn_src_add(ct, port, gid, -1);
+	conn_src_put(ct, conn_src_get(ct, port, NULL, 0));
+	conn_src_put(ct, conn_src_get(ct, port, gid, 0));
 	ct->counts.peer_records--;
 }
 
@@ -873,7 +844,8 @@ static void conn_set_flags(struct conn_table *ct, struct conn *c, uint8_t set,
 	uint8_t flags = (uint8_t)((c->flags | set) & ~clear);
 
 	if ((flags ^ c->flags) & CF_GUESTED) {
-		/* Room was made before (conn_client_room). */
+		/* Out and back in: a set never needs more room for that,
+		 * even when taking it out shrank the set. */
 		conn_hset_remove(ct, &cc->conns, idx, conn_client_key);
 		c->flags = flags;
 		conn_hset_insert(ct, &cc->conns, idx, conn_client_key);
@@ -1168,13 +1140,10 @@ static void conn_peer_set(struct conn_table *ct, struct conn *c,
 
 /* Give an entry its guest ID and its host ID (derived from its slot), and
  * let both find it. */
-static int conn_bind(struct conn_table *ct, struct conn *c, uint32_t guest_id)
+static void conn_bind(struct conn_table *ct, struct conn *c, uint32_t guest_id)
 {
-	if (conn_client_room(ct, conn_client_of(ct, c)) < 0)
-		return -ENOMEM;
 	c->guest_id = guest_id;
 	conn_set_flags(ct, c, CF_HOSTED | CF_GUESTED, 0);
-	return 0;
 }
 
 static struct conn *conn_create_bound(struct conn_table *ct,
@@ -1187,13 +1156,8 @@ static struct conn *conn_create_bound(struct conn_table *ct,
 	struct conn *c = conn_new(ct, kind, client, port, state, path, ca_guid,
 				  1, err);
 
-	if (c == NULL)
-		return NULL;
-	*err = conn_bind(ct, c, guest_id);
-	if (*err) {
-		conn_remove(ct, c);
-		return NULL;
-	}
+	if (c)
+		conn_bind(ct, c, guest_id);
 	return c;
 }
 
@@ -1379,9 +1343,7 @@ static struct conn *conn_for_reply(struct conn_table *ct, uint64_t client,
 	}
 	if (c)
 		conn_retire(ct, c, now_ms); /* the guest reused the ID */
-	*err = conn_bind(ct, r, guest_id);
-	if (*err)
-		return NULL;
+	conn_bind(ct, r, guest_id);
 	conn_peer_rec_drop(ct, r);
 	r->flags |= CF_CHARGED;
 	cc->charged++;
@@ -2033,6 +1995,7 @@ void conn_purge_client(struct conn_table *ct, uint64_t client)
 
 void conn_table_free(struct conn_table *ct)
 {
+	struct src_count *sc, *snext;
 	uint32_t i, n;
 
 	if (ct == NULL)
@@ -2050,8 +2013,10 @@ void conn_table_free(struct conn_table *ct)
 	conn_hset_free(&ct->peers);
 	conn_hset_free(&ct->path_index);
 	conn_hset_free(&ct->cl_index);
-	conn_hset_free(&ct->src_index);
-	free(ct->src);
+	RB_FOREACH_SAFE(sc, src_tree, &ct->sources, snext) {
+		RB_REMOVE(src_tree, &ct->sources, sc);
+		free(sc);
+	}
 	if (ct->store) {
 		conn_store_close(ct->store);
 	} else {
@@ -2123,10 +2088,11 @@ static int conn_restore_one(struct conn_table *ct, uint32_t idx)
 	    ((c->flags & CF_IN_PEER) &&
 	     conn_hset_reserve(ct, &ct->peers, conn_peer_key) < 0))
 		return -ENOMEM;
-	if ((c->flags & CF_PEER_REC) &&
-	    conn_peer_rec_count(ct, c->port, &conn_path_of(ct, c)->peer_gid) <
-		    0)
-		c->flags &= (uint8_t)~CF_PEER_REC;
+	if (c->flags & CF_PEER_REC)
+		conn_peer_rec_count(ct, conn_src_get(ct, c->port, NULL, 1),
+				    conn_src_get(ct, c->port,
+						 &conn_path_of(ct, c)->peer_gid,
+						 1));
 	conn_hset_insert(ct, &cc->conns, idx, conn_client_key);
 	if (c->flags & CF_IN_PEER)
 		conn_hset_insert(ct, &ct->peers, idx, conn_peer_key);
