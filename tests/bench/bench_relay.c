@@ -416,18 +416,8 @@ static void epoll_all(void)
 	}
 }
 
-static void pump(int timeout_ms)
-{
-	struct epoll_event evs[256];
-	int n, i;
-
-	n = epoll_wait(epfd, evs, 256, timeout_ms);
-	for (i = 0; i < n; i++)
-		client_input(evs[i].data.ptr);
-}
-
-/* The same, waiting at most timeout_ns (epoll_wait's milliseconds are
- * too coarse to pace an open loop). */
+/* Reads what arrives, waiting at most timeout_ns (epoll_wait's
+ * milliseconds are too coarse to pace an open loop). */
 static void pump_ns(uint64_t timeout_ns)
 {
 	struct timespec ts = { .tv_sec = (time_t)(timeout_ns / 1000000000u),
@@ -438,6 +428,11 @@ static void pump_ns(uint64_t timeout_ns)
 	n = epoll_pwait2(epfd, evs, 256, &ts, NULL);
 	for (i = 0; i < n; i++)
 		client_input(evs[i].data.ptr);
+}
+
+static void pump(int timeout_ms)
+{
+	pump_ns((uint64_t)timeout_ms * 1000000u);
 }
 
 /* Until nothing is in flight and nothing arrives for 50 ms (at most 5 s):
