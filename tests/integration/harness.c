@@ -182,6 +182,21 @@ static void hd_spawn(struct hdaemon *d)
 	}
 }
 
+/* A daemon that will not stop: its log, and where each of its threads
+ * is (gdb, where installed), so that a failure in CI explains itself. */
+static void hd_dump_stuck(const struct hdaemon *d)
+{
+	char cmd[512];
+
+	snprintf(cmd, sizeof(cmd), "{ echo '--- daemon log:'; cat %s; "
+		 "grep -H '^Sig\\|^ShdPnd' /proc/%d/task/*/status; } >&2; "
+		 "command -v gdb >/dev/null && timeout 60 gdb -p %d -batch -nx "
+		 "-ex 'thread apply all bt' 2>&1 | grep -v '^\\[New LWP' "
+		 ">&2", d->log, (int)d->pid, (int)d->pid);
+	if (system(cmd) < 0)
+		perror("system");
+}
+
 void hd_stop(struct hdaemon *d)
 {
 	uint64_t deadline = h_now_ms() + H_DEADLINE_MS;
@@ -193,6 +208,7 @@ void hd_stop(struct hdaemon *d)
 	kill(d->pid, SIGTERM);
 	while (waitpid(d->pid, &status, WNOHANG) != d->pid) {
 		if (h_now_ms() > deadline) {
+			hd_dump_stuck(d);
 			kill(d->pid, SIGKILL);
 			waitpid(d->pid, &status, 0);
 			fail_msg("daemon did not stop on SIGTERM within %d ms",
