@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -379,8 +380,15 @@ int muxbe_dev_open(const struct muxbe_dev_options *o, struct muxbe_dev **out)
 		epoll_add(dev->epfd, muxbe_fd(dev->mux));
 	}
 	if (o->comp_thread) {
+		sigset_t all, was;
+
 		epoll_add(dev->epfd, dev->stop_fd);
+		/* The library's thread takes none of the application's
+		 * signals: they go to the threads the application made. */
+		sigfillset(&all);
+		pthread_sigmask(SIG_SETMASK, &all, &was);
 		rc = pthread_create(&dev->thread, NULL, comp_thread, dev);
+		pthread_sigmask(SIG_SETMASK, &was, NULL);
 		if (rc) {
 			rc = -rc;
 			goto fail;

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -147,15 +148,6 @@ static void main_close_ports(struct mux *mux)
 	}
 }
 
-static void main_on_sighup(evutil_socket_t sig, short what, void *arg)
-{
-	(void)sig;
-	(void)what;
-	sdnotify("RELOADING=1");
-	mux_reload(arg);
-	sdnotify("READY=1");
-}
-
 /* systemd's watchdog and status line (no-ops without systemd). */
 static void main_on_service_tick(evutil_socket_t fd, short what, void *arg)
 {
@@ -171,11 +163,73 @@ static void main_on_service_tick(evutil_socket_t fd, short what, void *arg)
 		 clients_count(&mux->clients), rc.established, rc.handshake);
 }
 
-static void main_on_signal(evutil_socket_t sig, short what, void *arg)
+/*
+ * The signals the daemon acts on are blocked in every thread from the
+ * start and read from a signalfd on the main loop: no handler runs at an
+ * arbitrary point of an arbitrary thread (ThreadSanitizer's deferred
+ * handlers lost about one SIGTERM in fifty that way), one that comes while
+ * the ports open waits for the loop (a SIGHUP then used to kill the
+ * daemon), and the log says who sent it.
+ */
+struct main_signals {
+	struct mux *mux;
+	struct event_base *base;
+	struct event *ev;
+	int fd;
+};
+
+static void main_on_signals(evutil_socket_t fd, short what, void *arg)
 {
+	struct main_signals *ms = arg;
+	struct signalfd_siginfo si;
+
 	(void)what;
-	log_info("signal %d: shutting down", (int)sig);
-	event_base_loopexit(arg, NULL);
+	while (read(fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+		if (si.ssi_signo == SIGHUP) {
+			log_info("signal %u from pid %u: reloading",
+				 si.ssi_signo, si.ssi_pid);
+			sdnotify("RELOADING=1");
+			mux_reload(ms->mux);
+			sdnotify("READY=1");
+		} else {
+			log_info("signal %u from pid %u: shutting down",
+				 si.ssi_signo, si.ssi_pid);
+			event_base_loopexit(ms->base, NULL);
+		}
+	}
+}
+
+static int main_signals_open(struct main_signals *ms, struct mux *mux,
+			     struct event_base *base)
+{
+	sigset_t set;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGHUP);
+	/* Before any thread exists: they all inherit the mask. */
+	errno = pthread_sigmask(SIG_BLOCK, &set, NULL);
+	if (errno)
+		return -errno;
+	ms->mux = mux;
+	ms->base = base;
+	ms->fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+	if (ms->fd < 0)
+		return -errno;
+	ms->ev = event_new(base, ms->fd, EV_READ | EV_PERSIST,
+			   main_on_signals, ms);
+	if (ms->ev == NULL || event_add(ms->ev, NULL) < 0)
+		return -ENOMEM;
+	return 0;
+}
+
+static void main_signals_close(struct main_signals *ms)
+{
+	if (ms->ev)
+		event_free(ms->ev);
+	if (ms->fd >= 0)
+		close(ms->fd);
 }
 
 /* --help, --version, --check-config, or a configuration with errors:
@@ -227,12 +281,13 @@ static int main_config_only(struct mux *mux, struct config_errors *errs)
 int main(int argc, char **argv)
 {
 	struct router_limits lim;
-	struct event *sigint, *sigterm, *sighup, *service;
+	struct main_signals signals = { .fd = -1 };
+	struct event *service;
 	uint32_t random_operand;
 	struct event_base *base;
 	char state_path[256];
 	uint64_t max_entries;
-	int i, exit_code = 1;
+	int i, rc, exit_code = 1;
 	struct config_errors errs;
 	char logerr[256];
 	struct mux *mux;
@@ -264,10 +319,9 @@ int main(int argc, char **argv)
 		fatalx("event_base_new failed");
 	/* Before anything a client can see exists: a SIGTERM that arrives
 	 * during start-up is then a clean shutdown once the loop runs. */
-	sigint = evsignal_new(base, SIGINT, main_on_signal, base);
-	sigterm = evsignal_new(base, SIGTERM, main_on_signal, base);
-	event_add(sigint, NULL);
-	event_add(sigterm, NULL);
+	rc = main_signals_open(&signals, mux, base);
+	if (rc < 0)
+		fatalx("signals: %s", strerror(-rc));
 	mux_router_limits(&mux->cfg, &lim);
 	if (mux->cfg.state_path == NULL) {
 		snprintf(state_path, sizeof(state_path), "%s.state",
@@ -361,8 +415,6 @@ int main(int argc, char **argv)
 	mux->portio = port_io_start(mux);
 	if (status_start(mux) < 0)
 		fatal("status thread");
-	sighup = evsignal_new(base, SIGHUP, main_on_sighup, mux);
-	event_add(sighup, NULL);
 	router_resume_grace(mux->router,
 			    mux_now_ms() + mux->cfg.resume_grace_ms);
 
@@ -403,7 +455,6 @@ int main(int argc, char **argv)
 	/* Ports' events live on the port thread's base: before it goes. */
 	main_close_ports(mux);
 	port_io_free(mux->portio);
-	event_free(sighup);
 	exit_code = 0;
 fail:
 	/* Whatever made start-up fail, the connections in the state are
@@ -419,8 +470,7 @@ fail:
 	policy_unref(mux->policy);
 	pthread_mutex_destroy(&mux->policy_lock);
 	pthread_mutex_destroy(&mux->refusal_lock);
-	event_free(sigint);
-	event_free(sigterm);
+	main_signals_close(&signals);
 	event_base_free(base);
 	config_free(&mux->cfg);
 	free(mux);
