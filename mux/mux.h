@@ -739,6 +739,8 @@ struct unix_listener {
 	int given;            /* systemd's: the path is not ours */
 	evconnlistener_cb accept;
 	void *arg;
+	unsigned pause_ms;       /* the last pause; 0 after an accept */
+	uint64_t short_since_ms; /* out of descriptors since; 0: not */
 };
 
 /* Bind PATH with MODE (and OWNER/GROUP unless -1) and listen on BASE, or

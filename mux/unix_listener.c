@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <event2/event.h>
@@ -22,8 +23,13 @@
 #include "../common/log.h"
 
 #define LISTEN_BACKLOG 128
-/* How long accepting pauses when the process is out of descriptors. */
-#define LISTENER_PAUSE_MS 500
+/* Out of descriptors, accepting pauses: first briefly (the descriptors a
+ * burst of closing clients frees come back within milliseconds, and the
+ * connections queued behind dead ones drain a few per retry), then for
+ * twice as long each time, up to the longest pause, so that a process
+ * that stays out of them does not spin. */
+#define LISTENER_PAUSE_MIN_MS 10
+#define LISTENER_PAUSE_MAX_MS 500
 
 static int unix_listener_socket(const char *path, mode_t mode, uid_t owner,
 				gid_t group)
@@ -81,11 +87,28 @@ static int unix_listener_socket(const char *path, mode_t mode, uid_t owner,
 	return fd;
 }
 
+static uint64_t unix_listener_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
 static void unix_listener_accept(struct evconnlistener *l, evutil_socket_t fd,
 				 struct sockaddr *sa, int salen, void *arg)
 {
 	struct unix_listener *ul = arg;
 
+	if (ul->short_since_ms) {
+		log_info("%s: accepting again after %llu ms out of "
+			 "descriptors",
+			 ul->path,
+			 (unsigned long long)(unix_listener_now_ms() -
+					      ul->short_since_ms));
+		ul->short_since_ms = 0;
+	}
+	ul->pause_ms = 0;
 	ul->accept(l, fd, sa, salen, ul->arg);
 }
 
@@ -101,14 +124,26 @@ static void unix_listener_resume(evutil_socket_t fd, short what, void *arg)
 static void unix_listener_error(struct evconnlistener *l, void *arg)
 {
 	struct unix_listener *ul = arg;
-	struct timeval tv = { 0, LISTENER_PAUSE_MS * 1000 };
 	int err = EVUTIL_SOCKET_ERROR();
+	struct timeval tv;
 
 	if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM) {
 		/* The connection stays queued and the socket readable;
 		 * retrying at once would spin.  Pause, then try again. */
-		log_warnx("%s: accept: %s; pausing for %d ms", ul->path,
-			  strerror(err), LISTENER_PAUSE_MS);
+		ul->pause_ms = ul->pause_ms == 0 ? LISTENER_PAUSE_MIN_MS
+			       : ul->pause_ms * 2 > LISTENER_PAUSE_MAX_MS
+				       ? LISTENER_PAUSE_MAX_MS
+				       : ul->pause_ms * 2;
+		/* One warning when it starts, one line when it ends. */
+		if (ul->short_since_ms == 0) {
+			ul->short_since_ms = unix_listener_now_ms();
+			log_warnx("%s: accept: %s; pausing, retrying for up "
+				  "to every %d ms",
+				  ul->path, strerror(err),
+				  LISTENER_PAUSE_MAX_MS);
+		}
+		tv.tv_sec = 0;
+		tv.tv_usec = (suseconds_t)ul->pause_ms * 1000;
 		evconnlistener_disable(l);
 		event_add(ul->resume, &tv);
 		return;
