@@ -391,12 +391,22 @@ int router_unregister_gid(struct router *r, unsigned port,
 			  const struct gid *gid, uint64_t client);
 int router_owns_gid(struct router *r, unsigned port, const struct gid *gid,
 		    uint64_t client);
-/* An outbound MAD from `client` on path, before it is sent: translated
- * in place (comm ID, request ID, TID); 0 or a negative errno from
+/* GIDs a MAD says are its sender's (its source, a REQ's local port GIDs,
+ * rdma_cm's source address): each must be the sender's on the port. */
+#define ROUTER_MAX_CLAIMS 4
+struct router_claims {
+	unsigned n;
+	struct gid gid[ROUTER_MAX_CLAIMS];
+};
+/* An outbound MAD from `client` on path, before it is sent: if a GID in
+ * claims (may be NULL) is not the client's on the port, -EADDRNOTAVAIL
+ * and its index in *not_owned, and nothing changes; otherwise translated
+ * in place (comm ID, request ID, TID): 0 or a negative errno from
  * conn_outbound() (conn.h). */
 int router_outbound(struct router *r, unsigned port, uint64_t client,
-		    uint8_t *mad, const struct conn_path *path, uint64_t now_ms,
-		    unsigned max_conns);
+		    const struct router_claims *claims, unsigned *not_owned,
+		    uint8_t *mad, const struct conn_path *path,
+		    uint64_t now_ms, unsigned max_conns);
 /* Decide who gets an inbound MAD arriving on path (peer_gid: the sender)
  * and translate it for them: 0 and *client, or a negative enum
  * drop_reason (ROUTER_DROP()); answers what a host's CM would answer. */

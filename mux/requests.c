@@ -514,32 +514,36 @@ static const char *requests_inner_text(const char *field)
 	return text;
 }
 
-/* The GIDs and addresses a MAD says are its sender's (REQ's local port
- * GIDs, LAP's alternate, rdma_cm's source address) must be the client's
- * own on that port: a peer builds its path back from them.  NULL, or
- * which one is not. */
-static const char *requests_foreign_inner_address(struct mux *mux,
-						  struct client_info *ci,
-						  struct port *port,
-						  const uint8_t *mad)
+/* The GIDs a MAD says are its sender's, which must be the client's own on
+ * the port (a peer builds its path back from them): its source GID,
+ * then the message's own (REQ's local port GIDs, LAP's alternate) and
+ * rdma_cm's source address; names[i] says which, for the refusal. */
+_Static_assert(ROUTER_MAX_CLAIMS >= 1 + CM_OWN_GIDS_MAX + 1,
+	       "a source GID, the message's own, rdma_cm's source address");
+
+static void requests_claims(const struct port *port, const uint8_t *mad,
+			    const struct gid *sgid,
+			    struct router_claims *claims, const char **names)
 {
 	const struct cm_attr_desc *d = cm_attr_desc(cm_mad_attr_id(mad));
-	struct gid g;
+	struct gid *g;
 	unsigned i;
 
+	claims->gid[0] = *sgid;
+	names[0] = NULL;
+	claims->n = 1;
 	for (i = 0; d && i < d->n_own_gids; i++) {
-		cm_get_gid(mad, d->own_gids[i].off, &g);
-		if (d->own_gids[i].zero_ok && gid_is_zero(&g))
+		g = &claims->gid[claims->n];
+		cm_get_gid(mad, d->own_gids[i].off, g);
+		if (d->own_gids[i].zero_ok && gid_is_zero(g))
 			continue;
-		if (!router_owns_gid(mux->router, port->index, &g, ci->id))
-			return d->own_gids[i].name;
+		names[claims->n++] = d->own_gids[i].name;
 	}
 	/* On RoCE rdma_cm's addresses are GIDs; on InfiniBand they are
 	 * IPoIB addresses, which the daemon cannot check. */
-	if (port->roce && cm_mad_cma_addrs(mad, &g, NULL, NULL) == 0 &&
-	    !router_owns_gid(mux->router, port->index, &g, ci->id))
-		return "rdma_cm header source address";
-	return NULL;
+	if (port->roce &&
+	    cm_mad_cma_addrs(mad, &claims->gid[claims->n], NULL, NULL) == 0)
+		names[claims->n++] = "rdma_cm header source address";
 }
 
 /* What QP1 CM traffic's address block is, and nothing else: QP1 with the
@@ -580,14 +584,59 @@ static int requests_address_fault(const struct proto_mad *m,
 	return 0;
 }
 
+/* What is wrong with where a MAD would go from (its port, P_Key, source
+ * GID's place in the table) and to (its address block), before the
+ * router sees it: 0, or a negative errno with *reason and *why.  Fills
+ * *idx, the source GID's index, and a QEMU client's destination. */
+static int requests_path_fault(struct mux *mux, struct client_info *ci,
+			       struct port *port, struct proto_mad *m,
+			       const struct gid *sgid, int *idx,
+			       enum refusal *reason, const char **why)
+{
+	if (m->addr.pkey_index >= port->ops->pkey_count(port)) {
+		*reason = REFUSE_PKEY_INDEX;
+		*why = "P_Key index outside the port's P_Key table";
+		return -ERANGE;
+	}
+	if (atomic_load(&port->state) != PORT_STATE_ACTIVE) {
+		*reason = REFUSE_PORT_DOWN;
+		*why = "port is down";
+		return -ENETDOWN;
+	}
+	*idx = port->ops->gid_index(port, sgid);
+	if (*idx < 0) {
+		*reason = REFUSE_SOURCE_GID;
+		*why = "source GID has left the port's GID table";
+		return -EADDRNOTAVAIL;
+	}
+	if (ci->qemu_port >= 0) {
+		/* QEMU addresses every MAD to the guest's own GID: where it
+		 * must go follows from the MAD and its connection. */
+		struct gid dgid;
+
+		if (router_destination(mux->router, port->index, ci->id,
+				       m->mad, &dgid) < 0) {
+			*reason = REFUSE_DESTINATION;
+			*why = "no destination follows from this MAD (no "
+			       "connection or REQ of this client names its "
+			       "peer)";
+			return -EDESTADDRREQ;
+		}
+		memcpy(m->addr.remote_gid, dgid.raw, 16);
+	}
+	return requests_address_fault(m, reason, why);
+}
+
 int requests_send_mad(struct mux *mux, struct client_info *ci,
 		      const struct proto_mad *in, uint32_t rid, int may_defer,
 		      const char **why)
 {
 	struct proto_mad wire = *in, *m = &wire;
 	const uint8_t *mad = m->mad;
+	const char *claim_names[ROUTER_MAX_CLAIMS];
+	struct router_claims claims;
 	struct conn_path path;
-	const char *inner;
+	unsigned not_owned = 0;
 	struct port *port;
 	enum refusal reason;
 	struct gid sgid;
@@ -623,50 +672,32 @@ int requests_send_mad(struct mux *mux, struct client_info *ci,
 		return requests_refuse(mux, ci, REFUSE_PORT, -EACCES,
 				       "policy does not allow this port", why);
 	memcpy(sgid.raw, m->addr.local_gid, 16);
-	if (!router_owns_gid(mux->router, port->index, &sgid, ci->id))
+	rc = requests_path_fault(mux, ci, port, m, &sgid, &idx, &reason, why);
+	if (rc) {
+		/* Who sends comes first: a foreign source is refused as
+		 * such, whatever else is wrong with its MAD. */
+		if (!router_owns_gid(mux->router, port->index, &sgid, ci->id))
+			return requests_refuse(
+				mux, ci, REFUSE_SOURCE_GID, -EADDRNOTAVAIL,
+				"source GID is not registered by this client",
+				why);
+		return requests_refuse(mux, ci, reason, rc, *why, why);
+	}
+	requests_claims(port, mad, &sgid, &claims, claim_names);
+	router_path_from_addr(&m->addr, 0, &path);
+	/* From here on the MAD carries host comm IDs, not the guest's. */
+	rc = router_outbound(mux->router, port->index, ci->id, &claims,
+			     &not_owned, m->mad, &path, mux_now_ms(),
+			     ci->rule->max_connections);
+	if (rc == -EADDRNOTAVAIL && not_owned == 0)
 		return requests_refuse(
 			mux, ci, REFUSE_SOURCE_GID, -EADDRNOTAVAIL,
 			"source GID is not registered by this client", why);
-	if (m->addr.pkey_index >= port->ops->pkey_count(port))
-		return requests_refuse(mux, ci, REFUSE_PKEY_INDEX, -ERANGE,
-				       "P_Key index outside the port's P_Key "
-				       "table",
-				       why);
-	if (atomic_load(&port->state) != PORT_STATE_ACTIVE)
-		return requests_refuse(mux, ci, REFUSE_PORT_DOWN, -ENETDOWN,
-				       "port is down", why);
-	idx = port->ops->gid_index(port, &sgid);
-	if (idx < 0)
-		return requests_refuse(
-			mux, ci, REFUSE_SOURCE_GID, -EADDRNOTAVAIL,
-			"source GID has left the port's GID table", why);
-	if (ci->qemu_port >= 0) {
-		/* QEMU addresses every MAD to the guest's own GID: where it
-		 * must go follows from the MAD and its connection. */
-		struct gid dgid;
-
-		if (router_destination(mux->router, port->index, ci->id, mad,
-				       &dgid) < 0)
-			return requests_refuse(
-				mux, ci, REFUSE_DESTINATION, -EDESTADDRREQ,
-				"no destination follows from this MAD "
-				"(no "
-				"connection or REQ of this client names "
-				"its peer)",
-				why);
-		memcpy(m->addr.remote_gid, dgid.raw, 16);
-	}
-	rc = requests_address_fault(m, &reason, why);
-	if (rc)
-		return requests_refuse(mux, ci, reason, rc, *why, why);
-	inner = requests_foreign_inner_address(mux, ci, port, mad);
-	if (inner)
+	if (rc == -EADDRNOTAVAIL)
 		return requests_refuse(mux, ci, REFUSE_INNER_GID, -EPERM,
-				       requests_inner_text(inner), why);
-	router_path_from_addr(&m->addr, 0, &path);
-	/* From here on the MAD carries host comm IDs, not the guest's. */
-	rc = router_outbound(mux->router, port->index, ci->id, m->mad, &path,
-			     mux_now_ms(), ci->rule->max_connections);
+				       requests_inner_text(
+					       claim_names[not_owned]),
+				       why);
 	if (rc == -ENOENT)
 		return requests_refuse(mux, ci, REFUSE_COMM_ID, rc,
 				       "no connection of this "

@@ -354,15 +354,22 @@ int router_unregister_gid(struct router *r, unsigned port,
 	return rc;
 }
 
+static uint64_t router_gid_owner_locked(struct router *r, unsigned port,
+					const struct gid *gid)
+{
+	struct gid_entry probe = { .port = port, .gid = *gid }, *e;
+
+	e = RB_FIND(gid_tree, &r->gids, &probe);
+	return e ? e->client : 0;
+}
+
 uint64_t router_gid_owner(struct router *r, unsigned port,
 			  const struct gid *gid)
 {
-	struct gid_entry probe = { .port = port, .gid = *gid }, *e;
 	uint64_t owner;
 
 	pthread_mutex_lock(&r->lock);
-	e = RB_FIND(gid_tree, &r->gids, &probe);
-	owner = e ? e->client : 0;
+	owner = router_gid_owner_locked(r, port, gid);
 	pthread_mutex_unlock(&r->lock);
 	return owner;
 }
@@ -385,12 +392,23 @@ int router_owns_gid(struct router *r, unsigned port, const struct gid *gid,
 }
 
 int router_outbound(struct router *r, unsigned port, uint64_t client,
-		    uint8_t *mad, const struct conn_path *path, uint64_t now_ms,
-		    unsigned max_conns)
+		    const struct router_claims *claims, unsigned *not_owned,
+		    uint8_t *mad, const struct conn_path *path,
+		    uint64_t now_ms, unsigned max_conns)
 {
+	unsigned i;
 	int rc;
 
+	/* The ownership checks and the send's state change under one
+	 * lock: a MAD takes the router's lock once on its way out. */
 	pthread_mutex_lock(&r->lock);
+	for (i = 0; claims && i < claims->n; i++)
+		if (router_gid_owner_locked(r, port, &claims->gid[i]) !=
+		    client) {
+			pthread_mutex_unlock(&r->lock);
+			*not_owned = i;
+			return -EADDRNOTAVAIL;
+		}
 	rc = conn_outbound(r->conns, client, port, mad, path, now_ms,
 			   max_conns);
 	router_unlock_flush(r);

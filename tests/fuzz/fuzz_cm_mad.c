@@ -85,8 +85,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		router_inbound(r, 0, mad, n, &path, off, &client);
 		memset(mad, 0, sizeof(mad));
 		memcpy(mad, data + off, n);
-		router_outbound(r, 0, 1 + (off / MAD_SIZE) % 2, mad, &path, off,
-				0);
+		router_outbound(r, 0, 1 + (off / MAD_SIZE) % 2, NULL, NULL, mad,
+				&path, off, 0);
 		/* Echo: the host ID it got, as a Remote Comm ID. */
 		memcpy(mad + 28, mad + 24, 4);
 		router_inbound(r, 0, mad, MAD_SIZE, &path, off + 1, &client);

@@ -101,7 +101,8 @@ static int outbound(struct router *r, unsigned port, uint64_t client,
 {
 	struct conn_path path = { .peer_gid = peer_gid };
 
-	return router_outbound(r, port, client, mad, &path, now, 0);
+	return router_outbound(r, port, client, NULL, NULL, mad, &path, now,
+			       0);
 }
 
 static void test_gid_registry(void **state)
@@ -392,6 +393,47 @@ static void test_unroutable(void **state)
 	router_free(r);
 }
 
+/* The GIDs a MAD claims as its sender's are checked under the same lock
+ * as the send: the first that is not the client's is named, and a
+ * refused MAD leaves no trace in the table. */
+static void test_outbound_claims(void **state)
+{
+	struct router *r = new_router();
+	struct gid a1 = G("fd00::a1"), a2 = G("fd00::a2"), b1 = G("fd00::b1");
+	struct router_claims claims = { 3, { a1, b1, a2 } };
+	struct conn_path path = { .peer_gid = peer_gid };
+	struct router_counts rc;
+	unsigned not_owned = 99;
+	uint8_t mad[MAD_SIZE];
+
+	(void)state;
+	assert_int_equal(router_register_gid(r, 0, &a1, A), 0);
+	assert_int_equal(router_register_gid(r, 0, &a2, A), 0);
+	assert_int_equal(router_register_gid(r, 0, &b1, B), 0);
+	req_to(mad, 0x10, "fd00::2");
+	assert_int_equal(router_outbound(r, 0, A, &claims, &not_owned, mad,
+					 &path, 0, 0),
+			 -EADDRNOTAVAIL);
+	assert_int_equal(not_owned, 1);
+	assert_int_equal(cm_field_get(mad, CM_REQ_LOCAL_COMM_ID), 0x10);
+	router_client_counts(r, A, &rc);
+	assert_int_equal(rc.comm_ids, 0);
+	/* The same GIDs on another port are nobody's there. */
+	claims.n = 1;
+	assert_int_equal(router_outbound(r, 1, A, &claims, &not_owned, mad,
+					 &path, 0, 0),
+			 -EADDRNOTAVAIL);
+	assert_int_equal(not_owned, 0);
+	claims = (struct router_claims){ 2, { a2, a1 } };
+	assert_int_equal(router_outbound(r, 0, A, &claims, &not_owned, mad,
+					 &path, 0, 0),
+			 0);
+	assert_true(cm_field_get(mad, CM_REQ_LOCAL_COMM_ID) != 0x10);
+	router_client_counts(r, A, &rc);
+	assert_int_equal(rc.comm_ids, 1);
+	router_free(r);
+}
+
 static void test_outbound_ownership(void **state)
 {
 	struct router *r = new_router();
@@ -447,6 +489,7 @@ int main(void)
 		cmocka_unit_test(test_no_listener_answered),
 		cmocka_unit_test(test_unroutable),
 		cmocka_unit_test(test_outbound_ownership),
+		cmocka_unit_test(test_outbound_claims),
 		cmocka_unit_test(test_timeout_rej_reaches_req_owner),
 	};
 
