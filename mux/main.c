@@ -217,8 +217,8 @@ static int main_signals_open(struct main_signals *ms, struct mux *mux,
 	ms->fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
 	if (ms->fd < 0)
 		return -errno;
-	ms->ev = event_new(base, ms->fd, EV_READ | EV_PERSIST,
-			   main_on_signals, ms);
+	ms->ev = event_new(base, ms->fd, EV_READ | EV_PERSIST, main_on_signals,
+			   ms);
 	if (ms->ev == NULL || event_add(ms->ev, NULL) < 0)
 		return -ENOMEM;
 	return 0;

@@ -405,8 +405,8 @@ struct router_claims {
  * conn_outbound() (conn.h). */
 int router_outbound(struct router *r, unsigned port, uint64_t client,
 		    const struct router_claims *claims, unsigned *not_owned,
-		    uint8_t *mad, const struct conn_path *path,
-		    uint64_t now_ms, unsigned max_conns);
+		    uint8_t *mad, const struct conn_path *path, uint64_t now_ms,
+		    unsigned max_conns);
 /* Decide who gets an inbound MAD arriving on path (peer_gid: the sender)
  * and translate it for them: 0 and *client, or a negative enum
  * drop_reason (ROUTER_DROP()); answers what a host's CM would answer. */

@@ -614,8 +614,8 @@ static int requests_path_fault(struct mux *mux, struct client_info *ci,
 		 * must go follows from the MAD and its connection. */
 		struct gid dgid;
 
-		if (router_destination(mux->router, port->index, ci->id,
-				       m->mad, &dgid) < 0) {
+		if (router_destination(mux->router, port->index, ci->id, m->mad,
+				       &dgid) < 0) {
 			*reason = REFUSE_DESTINATION;
 			*why = "no destination follows from this MAD (no "
 			       "connection or REQ of this client names its "
@@ -677,10 +677,11 @@ int requests_send_mad(struct mux *mux, struct client_info *ci,
 		/* Who sends comes first: a foreign source is refused as
 		 * such, whatever else is wrong with its MAD. */
 		if (!router_owns_gid(mux->router, port->index, &sgid, ci->id))
-			return requests_refuse(
-				mux, ci, REFUSE_SOURCE_GID, -EADDRNOTAVAIL,
-				"source GID is not registered by this client",
-				why);
+			return requests_refuse(mux, ci, REFUSE_SOURCE_GID,
+					       -EADDRNOTAVAIL,
+					       "source GID is not registered "
+					       "by this client",
+					       why);
 		return requests_refuse(mux, ci, reason, rc, *why, why);
 	}
 	requests_claims(port, mad, &sgid, &claims, claim_names);

@@ -393,8 +393,8 @@ int router_owns_gid(struct router *r, unsigned port, const struct gid *gid,
 
 int router_outbound(struct router *r, unsigned port, uint64_t client,
 		    const struct router_claims *claims, unsigned *not_owned,
-		    uint8_t *mad, const struct conn_path *path,
-		    uint64_t now_ms, unsigned max_conns)
+		    uint8_t *mad, const struct conn_path *path, uint64_t now_ms,
+		    unsigned max_conns)
 {
 	unsigned i;
 	int rc;

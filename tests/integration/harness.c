@@ -188,11 +188,13 @@ static void hd_dump_stuck(const struct hdaemon *d)
 {
 	char cmd[512];
 
-	snprintf(cmd, sizeof(cmd), "{ echo '--- daemon log:'; cat %s; "
+	snprintf(cmd, sizeof(cmd),
+		 "{ echo '--- daemon log:'; cat %s; "
 		 "grep -H '^Sig\\|^ShdPnd' /proc/%d/task/*/status; } >&2; "
 		 "command -v gdb >/dev/null && timeout 60 gdb -p %d -batch -nx "
 		 "-ex 'thread apply all bt' 2>&1 | grep -v '^\\[New LWP' "
-		 ">&2", d->log, (int)d->pid, (int)d->pid);
+		 ">&2",
+		 d->log, (int)d->pid, (int)d->pid);
 	if (system(cmd) < 0)
 		perror("system");
 }

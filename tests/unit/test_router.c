@@ -101,8 +101,7 @@ static int outbound(struct router *r, unsigned port, uint64_t client,
 {
 	struct conn_path path = { .peer_gid = peer_gid };
 
-	return router_outbound(r, port, client, NULL, NULL, mad, &path, now,
-			       0);
+	return router_outbound(r, port, client, NULL, NULL, mad, &path, now, 0);
 }
 
 static void test_gid_registry(void **state)
