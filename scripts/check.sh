@@ -28,8 +28,9 @@ run_suite() {
 	f=$(grep -Eo '\[  FAILED  \] [0-9]+ test' "$log" | awk '{s+=$4} END {print s+0}')
 	# Script suites end with "name: N passed, N failed".
 	if grep -Eq '^[a-z-]+: [0-9]+ passed, [0-9]+ failed' "$log"; then
-		p=$(sed -nE 's/^[a-z-]+: ([0-9]+) passed, ([0-9]+) failed/\1/p' "$log" | tail -n 1)
-		f=$(sed -nE 's/^[a-z-]+: ([0-9]+) passed, ([0-9]+) failed/\2/p' "$log" | tail -n 1)
+		# (the whole line: text after the counts is not a count)
+		p=$(sed -nE 's/^[a-z-]+: ([0-9]+) passed, ([0-9]+) failed.*/\1/p' "$log" | tail -n 1)
+		f=$(sed -nE 's/^[a-z-]+: ([0-9]+) passed, ([0-9]+) failed.*/\2/p' "$log" | tail -n 1)
 	fi
 	if [ "$rc" != 0 ] && [ "$f" = 0 ]; then f=1; fi
 	PASSED=$((PASSED + p))
