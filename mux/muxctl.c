@@ -26,7 +26,7 @@
 static void muxctl_usage(FILE *f)
 {
 	fprintf(f,
-		"muxctl_usage: rdmacm-muxctl [-S PATH] [-j] [-t MS] [-w "
+		"usage: rdmacm-muxctl [-S PATH] [-j] [-t MS] [-w "
 		"SECONDS] "
 		"[VIEW]\n"
 		"       VIEW: status (default), clients, ports, gids, "
@@ -39,12 +39,12 @@ static void muxctl_usage(FILE *f)
 		"  -j, --json                print the status as JSON\n"
 		"  -t, --timeout MS          give up after MS milliseconds "
 		"(default 5000)\n"
-		"  -w, --watch SECONDS       muxctl_show the view again every "
+		"  -w, --watch SECONDS       show the view again every "
 		"SECONDS\n"
-		"  -A, --admin-socket PATH   the daemon's admin socket "
-		"(default\n"
+		"  -A, --admin-socket PATH   the daemon's admin socket, root "
+		"only (default\n"
 		"                            $RDMACM_MUX_ADMIN "
-		"or " DEFAULT_ADMIN "); root only\n"
+		"or " DEFAULT_ADMIN ")\n"
 		"  connections ID [OFF [N]]  a client's connections, N "
 		"(default 256) from OFF\n"
 		"  metrics                   the counters in Prometheus' text "

@@ -1304,6 +1304,13 @@ static void test_muxctl_views(void **state)
 	assert_int_equal(muxctl_run(args, out, sizeof(out)), 2);
 	snprintf(args, sizeof(args), "-S %s.none status", f->d.status);
 	assert_int_equal(muxctl_run(args, out, sizeof(out)), 1);
+	/* --help: the usage, in plain words, every line in 80 columns. */
+	assert_int_equal(muxctl_run("--help", out, sizeof(out)), 0);
+	assert_true(strncmp(out, "usage: rdmacm-muxctl ", 21) == 0);
+	assert_non_null(strstr(out, "--watch SECONDS       show the view"));
+	for (line = strtok_r(out, "\n", &save); line;
+	     line = strtok_r(NULL, "\n", &save))
+		assert_true(strlen(line) <= 80);
 	tc_close(&a);
 }
 
