@@ -1386,7 +1386,7 @@ static int log_has(struct hdaemon *d, const char *const *texts)
 static void test_config_file_and_reload(void **state)
 {
 	struct fixture f;
-	char dir[] = "/tmp/rcm-conf.XXXXXX", conf[64], text[1024], out[4096];
+	char dir[] = "/tmp/rcm-conf.XXXXXX", conf[64], text[1024], out[8192];
 	char cmd[128];
 	struct tclient a, b, c;
 	char err[256] = "";
@@ -1412,6 +1412,17 @@ static void test_config_file_and_reload(void **state)
 
 		assert_int_equal(hd_run(ok, out, sizeof(out)), 0);
 		assert_non_null(strstr(out, ": ok"));
+	}
+	{
+		/* --help: every line fits an 80-column terminal. */
+		const char *const help[] = { "--help", NULL };
+		char *line, *save = NULL;
+
+		assert_int_equal(hd_run(help, out, sizeof(out)), 0);
+		assert_true(strncmp(out, "usage: rdmacm-muxd ", 19) == 0);
+		for (line = strtok_r(out, "\n", &save); line;
+		     line = strtok_r(NULL, "\n", &save))
+			assert_true(strlen(line) <= 80);
 	}
 	{
 		const char *const extra[] = { "--config", conf, NULL };
