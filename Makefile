@@ -43,7 +43,8 @@ endif
 ALL_CFLAGS = $(CPPFLAGS_ALL) $(CPPFLAGS) $(DEP_CFLAGS) $(CFLAGS) $(SANFLAGS) -fPIC -MMD -MP
 LDFLAGS_ALL = $(LDFLAGS) $(SANFLAGS) -pthread
 
-COMMON_SRC   := common/log.c common/text.c common/unix_socket.c common/gid.c common/cm_mad.c
+COMMON_SRC   := common/log.c common/text.c common/unix_socket.c common/gid.c common/gid_map.c \
+		common/cm_mad.c
 PROTOCOL_SRC := protocol/frame.c protocol/mad_frame.c protocol/control.c protocol/status_query.c
 LEGACY_SRC   := protocol/legacy.c
 MUXD_SRC     := mux/main.c mux/config.c mux/mux.c mux/worker.c mux/delivery.c mux/session.c mux/outlet.c mux/port_senders.c mux/requests.c \
@@ -71,7 +72,7 @@ LIBSO   := $(B)/libmuxbe.so.$(SOVERSION)
 PCFILE  := $(B)/muxbe.pc
 
 UNIT_TESTS := test_codec test_cm_mad test_router test_conn_table test_policy test_guest_cm \
-	      test_legacy test_text
+	      test_legacy test_text test_gid_map
 UNIT_BINS  := $(addprefix $(B)/tests/,$(UNIT_TESTS))
 INTEG_TESTS := test_integration test_cm test_attacks test_qemu
 INTEG_BINS := $(addprefix $(B)/tests/,$(INTEG_TESTS))
@@ -161,6 +162,10 @@ $(B)/tests/test_legacy: $(B)/obj/tests/unit/test_legacy.o $(call obj,$(LEGACY_SR
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(TEST_LIBS)
 
 $(B)/tests/test_text: $(B)/obj/tests/unit/test_text.o $(COMMON_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(TEST_LIBS)
+
+$(B)/tests/test_gid_map: $(B)/obj/tests/unit/test_gid_map.o $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(TEST_LIBS)
 

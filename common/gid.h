@@ -2,6 +2,7 @@
 #ifndef RCM_COMMON_GID_H
 #define RCM_COMMON_GID_H
 
+#include <endian.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -19,9 +20,31 @@ int gid_parse(const char *text, struct gid *out);
 /* Writes the IPv6 text form into buf (at least GID_STRLEN bytes). */
 const char *gid_format(const struct gid *gid, char *buf);
 
+/* memcmp()'s order, in two 64-bit comparisons the compiler inlines (a
+ * libc call per comparison showed in profiles of lookups by GID). */
 static inline int gid_cmp(const struct gid *a, const struct gid *b)
 {
-	return memcmp(a->raw, b->raw, sizeof(a->raw));
+	uint64_t x, y;
+	int i;
+
+	for (i = 0; i < 16; i += 8) {
+		memcpy(&x, a->raw + i, 8);
+		memcpy(&y, b->raw + i, 8);
+		if (x != y)
+			return be64toh(x) < be64toh(y) ? -1 : 1;
+	}
+	return 0;
+}
+
+static inline int gid_equal(const struct gid *a, const struct gid *b)
+{
+	uint64_t a0, a1, b0, b1;
+
+	memcpy(&a0, a->raw, 8);
+	memcpy(&a1, a->raw + 8, 8);
+	memcpy(&b0, b->raw, 8);
+	memcpy(&b1, b->raw + 8, 8);
+	return ((a0 ^ b0) | (a1 ^ b1)) == 0;
 }
 
 static inline int gid_is_zero(const struct gid *g)

@@ -22,6 +22,7 @@
 
 #include "mux.h"
 #include "sim_fabric.h"
+#include "../common/gid_map.h"
 #include "../common/log.h"
 
 #define SIM_RX_BUDGET 256 /* datagrams per wake-up */
@@ -34,19 +35,10 @@ struct sim_port {
 	struct event *rx_ev;
 	int ngids;
 	struct gid gids[MUX_SIM_MAX_GIDS];
-	/* The table sorted, for lookups in O(log n): a benchmark's port
-	 * has thousands of GIDs. */
-	struct sim_gid_ref {
-		struct gid gid;
-		int index;
-	} sorted[MUX_SIM_MAX_GIDS];
+	/* GID -> its first index, for lookups in O(1): a benchmark's port
+	 * has thousands of GIDs.  Written only while the port opens. */
+	struct gid_map index;
 };
-
-static int port_sim_gid_ref_cmp(const void *a, const void *b)
-{
-	return gid_cmp(&((const struct sim_gid_ref *)a)->gid,
-		       &((const struct sim_gid_ref *)b)->gid);
-}
 
 static int port_sim_open(struct port *p, const struct port_spec *spec)
 {
@@ -69,12 +61,11 @@ static int port_sim_open(struct port *p, const struct port_spec *spec)
 		 (int)(strlen(sp->sock_path) - 5), sp->sock_path);
 	sp->ngids = spec->ngids;
 	memcpy(sp->gids, spec->gids, sizeof(*sp->gids) * (size_t)spec->ngids);
-	for (i = 0; i < sp->ngids; i++) {
-		sp->sorted[i].gid = sp->gids[i];
-		sp->sorted[i].index = i;
-	}
-	qsort(sp->sorted, (size_t)sp->ngids, sizeof(sp->sorted[0]),
-	      port_sim_gid_ref_cmp);
+	gid_map_init(&sp->index, 0);
+	for (i = 0; i < sp->ngids; i++)
+		if (gid_map_add(&sp->index, 0, &sp->gids[i], (uint64_t)i) ==
+		    -ENOMEM)
+			return -ENOMEM;
 	sp->fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (sp->fd < 0)
 		return -errno;
@@ -94,11 +85,9 @@ static int port_sim_open(struct port *p, const struct port_spec *spec)
 static int port_sim_gid_index(struct port *p, const struct gid *gid)
 {
 	struct sim_port *sp = p->priv;
-	struct sim_gid_ref key = { .gid = *gid }, *r;
+	uint64_t i;
 
-	r = bsearch(&key, sp->sorted, (size_t)sp->ngids, sizeof(sp->sorted[0]),
-		    port_sim_gid_ref_cmp);
-	return r ? r->index : -ENOENT;
+	return gid_map_get(&sp->index, 0, gid, &i) == 0 ? (int)i : -ENOENT;
 }
 
 /* What a datagram addressed to one of our GIDs looks like from here: the
@@ -244,6 +233,7 @@ static void port_sim_close(struct port *p)
 		close(sp->fd);
 		unlink(sp->sock_path);
 	}
+	gid_map_fini(&sp->index);
 	free(sp);
 	p->priv = NULL;
 }

@@ -15,6 +15,7 @@
 
 #include "mux.h"
 #include "conn.h"
+#include "../common/gid_map.h"
 #include "../common/wire.h"
 
 struct gid_entry {
@@ -66,8 +67,9 @@ struct router {
 	void *ops_arg;
 	struct router_out *out;
 	unsigned nout, out_cap;
-	uint64_t out_lost; /* queue could not grow */
-	struct gid_tree gids;
+	uint64_t out_lost;        /* queue could not grow */
+	struct gid_tree gids;     /* ordered, for listings */
+	struct gid_map gid_owner; /* (port, GID) -> client, for lookups */
 	struct rclient_tree clients;
 	struct conn_table *conns;
 	unsigned ngids;
@@ -223,6 +225,7 @@ struct router *router_new(const struct router_limits *lim,
 	pthread_mutex_init(&r->lock, NULL);
 	r->lim = *lim;
 	RB_INIT(&r->gids);
+	gid_map_init(&r->gid_owner, (uint64_t)random_operand * 0x9e3779b1u);
 	RB_INIT(&r->clients);
 	return r;
 }
@@ -281,6 +284,7 @@ void router_free(struct router *r)
 	RB_FOREACH_SAFE(c, rclient_tree, &r->clients, next)
 		router_purge_client(r, c->id);
 	conn_table_free(r->conns);
+	gid_map_fini(&r->gid_owner);
 	pthread_mutex_destroy(&r->lock);
 	free(r->out);
 	free(r);
@@ -310,7 +314,8 @@ int router_register_gid(struct router *r, unsigned port, const struct gid *gid,
 		goto out;
 	}
 	e = calloc(1, sizeof(*e));
-	if (e == NULL) {
+	if (e == NULL || gid_map_add(&r->gid_owner, port, gid, client) < 0) {
+		free(e);
 		rc = -ENOMEM;
 		router_client_put_if_empty(r, c);
 		goto out;
@@ -342,6 +347,7 @@ int router_unregister_gid(struct router *r, unsigned port,
 	} else {
 		c = router_client_get(r, client, 0);
 		RB_REMOVE(gid_tree, &r->gids, e);
+		gid_map_del(&r->gid_owner, port, gid);
 		LIST_REMOVE(e, client_link);
 		free(e);
 		r->ngids--;
@@ -357,10 +363,9 @@ int router_unregister_gid(struct router *r, unsigned port,
 static uint64_t router_gid_owner_locked(struct router *r, unsigned port,
 					const struct gid *gid)
 {
-	struct gid_entry probe = { .port = port, .gid = *gid }, *e;
+	uint64_t owner;
 
-	e = RB_FIND(gid_tree, &r->gids, &probe);
-	return e ? e->client : 0;
+	return gid_map_get(&r->gid_owner, port, gid, &owner) == 0 ? owner : 0;
 }
 
 uint64_t router_gid_owner(struct router *r, unsigned port,
@@ -433,12 +438,8 @@ void router_path_from_addr(const struct proto_mad_addr *a, int inbound,
 static int router_route_by_gid(struct router *r, unsigned port,
 			       const struct gid *gid, uint64_t *client)
 {
-	struct gid_entry probe = { .port = port, .gid = *gid }, *e;
-
-	e = RB_FIND(gid_tree, &r->gids, &probe);
-	if (e == NULL)
+	if (gid_map_get(&r->gid_owner, port, gid, client) < 0)
 		return ROUTER_DROP(DROP_UNKNOWN_GID);
-	*client = e->client;
 	return 0;
 }
 
@@ -555,6 +556,7 @@ void router_purge_client(struct router *r, uint64_t client)
 	if (c) {
 		while ((g = LIST_FIRST(&c->gids)) != NULL) {
 			RB_REMOVE(gid_tree, &r->gids, g);
+			gid_map_del(&r->gid_owner, g->port, &g->gid);
 			LIST_REMOVE(g, client_link);
 			free(g);
 			r->ngids--;

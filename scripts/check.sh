@@ -52,7 +52,7 @@ build() {
 
 suites() {
 	local b="$1" tag="$2"
-	for t in test_codec test_cm_mad test_router test_conn_table test_policy test_guest_cm test_legacy test_text; do
+	for t in test_codec test_cm_mad test_router test_conn_table test_policy test_guest_cm test_legacy test_text test_gid_map; do
 		run_suite "$tag $t" "$b/tests/$t"
 	done
 	run_suite "$tag integration" env RDMACM_MUXD="$PWD/$b/rdmacm-muxd" \
@@ -106,7 +106,7 @@ if [ "$QUICK" = 0 ]; then
 	fi
 
 	VG="valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,indirect"
-	for t in test_codec test_cm_mad test_router test_conn_table test_policy test_guest_cm test_legacy test_text; do
+	for t in test_codec test_cm_mad test_router test_conn_table test_policy test_guest_cm test_legacy test_text test_gid_map; do
 		run_suite "valgrind $t" $VG build/tests/$t
 	done
 	run_suite "valgrind integration (daemon under valgrind)" env \

@@ -938,6 +938,15 @@ static void median_of(const struct run_figures *runs, int n,
 	}
 }
 
+/* With $BENCH_PHASES set, each phase says when it starts on stderr, so
+ * that a profiler can be pointed at one (scripts/bench-profile.sh). */
+static void phase(const char *name)
+{
+	if (getenv("BENCH_PHASES"))
+		fprintf(stderr, "bench: phase %s %s %d\n",
+			use_daemon ? "daemon" : "relay", name, npairs);
+}
+
 static void measure(const char *path, pid_t cpu_pid, pid_t cpu_tid, double secs,
 		    struct run_figures *r, int with_latency)
 {
@@ -950,8 +959,10 @@ static void measure(const char *path, pid_t cpu_pid, pid_t cpu_tid, double secs,
 		mads0 += clients[i].received;
 	wl = WL_REQ;
 	want_inflight = 1;
+	phase("req_by_gid_1_inflight");
 	r->req1 = run_closed(secs);
 	want_inflight = 16;
+	phase("req_by_gid_16_inflight");
 	r->req16 = run_closed(secs);
 	for (i = 0; i < 2 * npairs; i++)
 		mads1 += clients[i].received;
@@ -963,11 +974,14 @@ static void measure(const char *path, pid_t cpu_pid, pid_t cpu_tid, double secs,
 	/* In the daemon the REQ made B's peer record; B's MRAs answer it. */
 	wl = WL_REPLY;
 	want_inflight = 1;
+	phase("reply_by_comm_id_1_inflight");
 	r->rep1 = run_closed(secs);
 	want_inflight = 16;
+	phase("reply_by_comm_id_16_inflight");
 	r->rep16 = run_closed(secs);
 	if (with_latency) {
 		wl = WL_REQ;
+		phase("latency");
 		run_open(r->req16 / 2, secs);
 		qsort(lat, nlat, sizeof(*lat), u64_cmp);
 		r->p50 = pct(0.5);
@@ -975,8 +989,11 @@ static void measure(const char *path, pid_t cpu_pid, pid_t cpu_tid, double secs,
 		r->p999 = pct(0.999);
 	}
 	wl = WL_HANDSHAKE;
+	phase("handshakes");
 	r->hs = run_handshakes(secs, 1);
+	phase("handshakes_16_inflight");
 	r->hs16 = run_handshakes(secs, 16);
+	phase("end");
 	close_all();
 }
 
