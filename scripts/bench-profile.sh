@@ -1,0 +1,67 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+#
+# Profile the daemon in one phase of bench_relay: `perf record -g` on it
+# for the phase's first SECONDS, then its system calls per relayed MAD
+# over the same span (`perf stat`), so two pair counts or two daemons
+# compare per MAD rather than per second.
+#
+#   scripts/bench-profile.sh [-d DAEMON] [-p PAIRS] [-P PHASE] [-s SECONDS] [-o DIR]
+#
+# PHASE is one bench_relay prints with BENCH_PHASES set (default
+# req_by_gid_16_inflight).  Output: DIR/perf.data (read it with `perf
+# report -i DIR/perf.data`), DIR/syscalls.txt, and a summary on stdout.
+set -euo pipefail
+
+daemon=build/rdmacm-muxd
+pairs=1024
+phase=req_by_gid_16_inflight
+secs=3
+out=
+while getopts d:p:P:s:o: opt; do
+	case $opt in
+	d) daemon=$OPTARG ;;
+	p) pairs=$OPTARG ;;
+	P) phase=$OPTARG ;;
+	s) secs=$OPTARG ;;
+	o) out=$OPTARG ;;
+	*) sed -n '9,10p' "$0" >&2; exit 2 ;;
+	esac
+done
+command -v perf >/dev/null || { echo "bench-profile: perf is not installed" >&2; exit 2; }
+[ -x build/bench/bench_relay ] || { echo "bench-profile: make build/bench/bench_relay first" >&2; exit 2; }
+out=${out:-$(mktemp -d /tmp/rcm-profile.XXXXXX)}
+mkdir -p "$out"
+fifo=$out/phases
+rm -f "$fifo" && mkfifo "$fifo"
+
+# Each phase lasts 2 x SECONDS, so that the profile falls inside it.
+BENCH_PHASES=1 build/bench/bench_relay --daemon "$(realpath "$daemon")" \
+	--pairs "$pairs" --rounds 1 --seconds "$((2 * secs))" \
+	>"$out/bench.txt" 2>"$fifo" &
+bench=$!
+trap 'kill $bench 2>/dev/null || true' EXIT
+
+mads_out() {
+	build/rdmacm-muxctl -S "$1" -j counters |
+		python3 -c 'import json,sys; print(sum(json.load(sys.stdin)["counters"]["mads_out"].values()))'
+}
+
+while read -r line; do
+	echo "$line" >>"$out/bench.stderr"
+	[ "$line" = "bench: phase daemon $phase $pairs" ] || continue
+	pid=$(ps -eo pid=,ppid=,comm= | awk -v b=$bench '$2 == b && $3 == "rdmacm-muxd" {print $1}')
+	status=$(tr '\0' '\n' </proc/"$pid"/cmdline | grep -A1 -x -- -S | tail -n 1)
+	m0=$(mads_out "$status")
+	perf stat -x, -o "$out/syscalls.txt" \
+		-e 'syscalls:sys_enter_readv,syscalls:sys_enter_writev,syscalls:sys_enter_epoll_wait,syscalls:sys_enter_futex,syscalls:sys_enter_epoll_ctl,syscalls:sys_enter_read,syscalls:sys_enter_write' \
+		-p "$pid" -- perf record -q -g -F 999 -p "$pid" -o "$out/perf.data" -- sleep "$secs" 2>/dev/null
+	m1=$(mads_out "$status")
+	echo "bench-profile: $pairs pairs, phase $phase, $((m1 - m0)) MADs in ${secs} s"
+	awk -F, -v n=$((m1 - m0)) '/syscalls:/ { if (n > 0) printf "bench-profile: %-32s %.3f per MAD\n", $3, $1 / n }' "$out/syscalls.txt"
+	perf report -i "$out/perf.data" --no-children --sort sym --stdio 2>/dev/null |
+		grep -E '^ +[0-9]' | head -n 25 | sed 's/^/bench-profile: /'
+done <"$fifo"
+wait $bench
+trap - EXIT
+echo "bench-profile: output in $out"
