@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 #include "gid_map.h"
+#include "hash.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -26,19 +27,6 @@ void gid_map_fini(struct gid_map *m)
 	gid_map_init(m, m->seed);
 }
 
-/* MurmurHash3's 64-bit finaliser: every input bit reaches every output
- * bit, the low ones that index the table included (GIDs of one port
- * differ only in a few bytes, often the last). */
-static uint64_t gid_map_fmix64(uint64_t k)
-{
-	k ^= k >> 33;
-	k *= 0xff51afd7ed558ccdull;
-	k ^= k >> 33;
-	k *= 0xc4ceb9fe1a85ec53ull;
-	k ^= k >> 33;
-	return k;
-}
-
 static uint32_t gid_map_hash(const struct gid_map *m, uint32_t tag,
 			     const struct gid *gid)
 {
@@ -46,8 +34,8 @@ static uint32_t gid_map_hash(const struct gid_map *m, uint32_t tag,
 
 	memcpy(&a, gid->raw, 8);
 	memcpy(&b, gid->raw + 8, 8);
-	return (uint32_t)gid_map_fmix64(gid_map_fmix64(a ^ m->seed) ^ b ^
-					((uint64_t)tag << 32));
+	return (uint32_t)hash_mix64(hash_mix64(a ^ m->seed) ^ b ^
+				    ((uint64_t)tag << 32));
 }
 
 static int gid_map_slot_is(const struct gid_map_slot *s, uint32_t tag,

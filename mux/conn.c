@@ -31,6 +31,7 @@
 #include <sys/mman.h>
 
 #include "../common/cm_mad.h"
+#include "../common/hash.h"
 #include "../common/tree.h"
 #include "../common/wire.h"
 #include "conn_store.h"
@@ -162,13 +163,7 @@ struct conn_table {
 
 static uint32_t conn_mix(uint64_t x)
 {
-	/* splitmix64's finaliser */
-	x ^= x >> 30;
-	x *= 0xbf58476d1ce4e5b9ull;
-	x ^= x >> 27;
-	x *= 0x94d049bb133111ebull;
-	x ^= x >> 31;
-	return (uint32_t)x;
+	return (uint32_t)hash_mix64(x);
 }
 
 typedef uint32_t (*conn_hash_fn)(const struct conn_table *ct, uint32_t idx);
