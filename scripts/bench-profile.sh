@@ -59,8 +59,9 @@ while read -r line; do
 	m1=$(mads_out "$status")
 	echo "bench-profile: $pairs pairs, phase $phase, $((m1 - m0)) MADs in ${secs} s"
 	awk -F, -v n=$((m1 - m0)) '/syscalls:/ { if (n > 0) printf "bench-profile: %-32s %.3f per MAD\n", $3, $1 / n }' "$out/syscalls.txt"
+	# (sed reads to the end: an early exit would fail the pipe)
 	perf report -i "$out/perf.data" --no-children --sort sym --stdio 2>/dev/null |
-		grep -E '^ +[0-9]' | head -n 25 | sed 's/^/bench-profile: /'
+		grep -E '^ +[0-9]' | sed -n '1,25s/^/bench-profile: /p'
 done <"$fifo"
 wait $bench
 trap - EXIT

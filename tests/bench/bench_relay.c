@@ -750,6 +750,9 @@ static void daemon_start(const char *bin, const char *dir, int pairs)
 	unlink(daemon_state);
 	daemon_pid = fork();
 	if (daemon_pid == 0) {
+		/* A bench killed half-way (its exit handler does not run on
+		 * a signal) leaves no daemon behind. */
+		prctl(PR_SET_PDEATHSIG, SIGTERM, 0, 0, 0);
 		fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
 		dup2(fd, 1);
 		dup2(fd, 2);
