@@ -829,6 +829,16 @@ static void conn_set_state(struct conn_table *ct, struct conn *c,
 		conn_uncharge(ct, c);
 }
 
+/* TimeWait (cm.c's cm_enter_timewait()): entered, or its timer restarted
+ * for an entry in it already. */
+static void conn_enter_timewait(struct conn_table *ct, struct conn *c,
+				uint64_t now_ms)
+{
+	if (conn_state_of(c) != CONN_TIMEWAIT)
+		conn_set_state(ct, c, CONN_TIMEWAIT);
+	conn_timer_arm(ct, c, TC_TIMEWAIT, now_ms);
+}
+
 /* The client's set is keyed by the guest ID while the entry has one that
  * finds it: a change of that moves it. */
 static void conn_set_flags(struct conn_table *ct, struct conn *c, uint8_t set,
@@ -1283,8 +1293,7 @@ static void conn_abandon(struct conn_table *ct, struct conn *c, uint64_t now_ms)
 		break;
 	default: return;
 	}
-	conn_set_state(ct, c, CONN_TIMEWAIT);
-	conn_timer_arm(ct, c, TC_TIMEWAIT, now_ms);
+	conn_enter_timewait(ct, c, now_ms);
 }
 
 /* The guest reuses a comm ID: the old connection is abandoned and stays
@@ -1432,10 +1441,8 @@ static int conn_out_reply(struct conn_table *ct, uint64_t client, unsigned port,
 		case CONN_REQ_RCVD:
 		case CONN_REP_SENT:
 		case CONN_REP_RCVD:
-			conn_set_state(ct, c, CONN_TIMEWAIT);
-			/* fall through */
 		case CONN_TIMEWAIT: /* cm.c's REJ to a stale REQ */
-			conn_timer_arm(ct, c, TC_TIMEWAIT, now_ms);
+			conn_enter_timewait(ct, c, now_ms);
 			break;
 		default: return -EPROTO;
 		}
@@ -1484,8 +1491,7 @@ static int conn_out_conn(struct conn_table *ct, uint64_t client, unsigned port,
 		if (conn_state_of(c) != CONN_DREQ_RCVD &&
 		    conn_state_of(c) != CONN_TIMEWAIT)
 			return -EPROTO;
-		conn_set_state(ct, c, CONN_TIMEWAIT);
-		conn_timer_arm(ct, c, TC_TIMEWAIT, now_ms);
+		conn_enter_timewait(ct, c, now_ms);
 		break;
 	default: /* LAP, APR */
 		if (conn_state_of(c) != CONN_ESTABLISHED)
@@ -1654,8 +1660,7 @@ static int conn_in_transition(struct conn_table *ct, struct conn *c,
 		if (conn_state_of(c) != CONN_DREQ_SENT &&
 		    conn_state_of(c) != CONN_DREQ_RCVD)
 			return -EPROTO;
-		conn_set_state(ct, c, CONN_TIMEWAIT);
-		conn_timer_arm(ct, c, TC_TIMEWAIT, now_ms);
+		conn_enter_timewait(ct, c, now_ms);
 		return 0;
 	case CM_ATTR_REJ:
 		switch (conn_state_of(c)) {
@@ -1665,8 +1670,7 @@ static int conn_in_transition(struct conn_table *ct, struct conn *c,
 		case CONN_REP_RCVD:
 		case CONN_ESTABLISHED:
 		case CONN_DREQ_SENT:
-			conn_set_state(ct, c, CONN_TIMEWAIT);
-			conn_timer_arm(ct, c, TC_TIMEWAIT, now_ms);
+			conn_enter_timewait(ct, c, now_ms);
 			return 0;
 		default: return -EPROTO;
 		}
@@ -1702,8 +1706,7 @@ static int conn_in_sidr_rep(struct conn_table *ct, unsigned port, uint8_t *mad,
 		return -ESTALE;
 	if (conn_state_of(c) != CONN_SIDR_REQ_SENT)
 		return -EPROTO;
-	conn_set_state(ct, c, CONN_TIMEWAIT);
-	conn_timer_arm(ct, c, TC_TIMEWAIT, now_ms);
+	conn_enter_timewait(ct, c, now_ms);
 	*client = conn_client_id(ct, c);
 	cm_mad_set_receiver_id(mad, c->guest_id);
 	conn_tid_in(ct, c, mad);
@@ -1731,8 +1734,7 @@ static int conn_in_rej_unnamed(struct conn_table *ct, unsigned port,
 		return 0;
 	}
 	cm_mad_set_receiver_id(mad, c->guest_id);
-	conn_set_state(ct, c, CONN_TIMEWAIT);
-	conn_timer_arm(ct, c, TC_TIMEWAIT, now_ms);
+	conn_enter_timewait(ct, c, now_ms);
 	return 0;
 }
 
@@ -1768,14 +1770,10 @@ int conn_inbound(struct conn_table *ct, unsigned port, uint8_t *mad,
 		if (attr == CM_ATTR_DREQ) {
 			conn_answer_drep(ct, CONN_ANS_DREP_ABANDONED, port, mad,
 					 conn_path_of(ct, c));
-			if (conn_state_of(c) != CONN_TIMEWAIT)
-				conn_set_state(ct, c, CONN_TIMEWAIT);
-			conn_timer_arm(ct, c, TC_TIMEWAIT, now_ms);
-		} else if (attr == CM_ATTR_DREP || attr == CM_ATTR_REJ) {
-			if (conn_state_of(c) != CONN_TIMEWAIT) {
-				conn_set_state(ct, c, CONN_TIMEWAIT);
-				conn_timer_arm(ct, c, TC_TIMEWAIT, now_ms);
-			}
+			conn_enter_timewait(ct, c, now_ms);
+		} else if ((attr == CM_ATTR_DREP || attr == CM_ATTR_REJ) &&
+			   conn_state_of(c) != CONN_TIMEWAIT) {
+			conn_enter_timewait(ct, c, now_ms);
 		}
 		return -ESTALE;
 	}
