@@ -1316,6 +1316,21 @@ static int conn_same_peer(const struct conn_table *ct, const struct conn *c,
 	       gid_cmp(&conn_path_of(ct, c)->peer_gid, &path->peer_gid) == 0;
 }
 
+/* The record a peer's REQ left for this client that the client has not
+ * answered yet: what its REP, MRA or REJ may answer, and nothing else
+ * (otherwise a VM could accept or reject a connection meant for another). */
+static struct conn *conn_unanswered_req(struct conn_table *ct, uint64_t client,
+					unsigned port, uint32_t peer_id,
+					const struct gid *peer_gid)
+{
+	struct conn *r = conn_peer_find(ct, port, peer_id, peer_gid);
+
+	if (r == NULL || conn_client_id(ct, r) != client ||
+	    conn_state_of(r) != CONN_REQ_RCVD || (r->flags & CF_GUESTED))
+		return NULL;
+	return r;
+}
+
 /* The client's reply (REP, MRA, REJ) to a peer's REQ: its connection if
  * it has one with that peer, else the peer record the REQ left. */
 static struct conn *conn_for_reply(struct conn_table *ct, uint64_t client,
@@ -1330,11 +1345,8 @@ static struct conn *conn_for_reply(struct conn_table *ct, uint64_t client,
 
 	if (c && conn_same_peer(ct, c, peer_id, path))
 		return c;
-	/* Only an answer to a REQ this client received: otherwise a VM
-	 * could accept (or reject) a connection meant for another. */
-	r = conn_peer_find(ct, port, peer_id, &path->peer_gid);
-	if (r == NULL || conn_client_id(ct, r) != client ||
-	    conn_state_of(r) != CONN_REQ_RCVD || (r->flags & CF_GUESTED)) {
+	r = conn_unanswered_req(ct, client, port, peer_id, &path->peer_gid);
+	if (r == NULL) {
 		*err = -ENOENT;
 		return NULL;
 	}
@@ -1399,10 +1411,9 @@ static int conn_out_reply(struct conn_table *ct, uint64_t client, unsigned port,
 		/* Rejecting a REQ before replying: nothing to map, but it
 		 * must be a REQ this client received; the record goes, as
 		 * cm.c resets to idle. */
-		c = conn_peer_find(ct, port, peer_id, &path->peer_gid);
-		if (c == NULL || conn_client_id(ct, c) != client ||
-		    conn_state_of(c) != CONN_REQ_RCVD ||
-		    (c->flags & CF_GUESTED))
+		c = conn_unanswered_req(ct, client, port, peer_id,
+					&path->peer_gid);
+		if (c == NULL)
 			return -ENOENT;
 		conn_remove(ct, c);
 		conn_tid_fresh(ct, mad);
