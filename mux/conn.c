@@ -1797,6 +1797,30 @@ int conn_inbound(struct conn_table *ct, unsigned port, uint8_t *mad,
 	return 0;
 }
 
+/* The record of a peer's REQ or SIDR_REQ for client, charged to nobody.
+ * A full table loses the record, not the REQ (the client cannot answer
+ * it, and the peer times out, as with a lost MAD). */
+static void conn_peer_record_new(struct conn_table *ct, enum conn_kind kind,
+				 uint64_t client, unsigned port,
+				 uint32_t peer_id, uint32_t peer_qpn,
+				 const struct conn_path *path, uint64_t now_ms)
+{
+	struct conn *c;
+	int err = 0;
+
+	if (conn_peer_rec_take(ct, port, &path->peer_gid) < 0)
+		return;
+	c = conn_new(ct, kind, client, port, CONN_REQ_RCVD, path, 0, 0, &err);
+	if (c == NULL) {
+		conn_peer_rec_undo(ct, port, &path->peer_gid);
+		return;
+	}
+	c->flags |= CF_PEER_REC;
+	c->peer_qpn = peer_qpn;
+	conn_peer_set(ct, c, peer_id);
+	conn_timer_arm(ct, c, TC_HANDSHAKE, now_ms);
+}
+
 int conn_note_req(struct conn_table *ct, uint64_t client, unsigned port,
 		  const uint8_t *mad, const struct conn_path *path,
 		  uint64_t now_ms)
@@ -1804,7 +1828,6 @@ int conn_note_req(struct conn_table *ct, uint64_t client, unsigned port,
 	uint32_t peer_id = cm_mad_sender_id(mad);
 	uint8_t rej[MAD_SIZE];
 	struct conn *c;
-	int err = 0;
 
 	conn_clock(ct, now_ms);
 	conn_timewait_trim(ct);
@@ -1832,20 +1855,9 @@ int conn_note_req(struct conn_table *ct, uint64_t client, unsigned port,
 			conn_timer_arm(ct, c, TC_HANDSHAKE, now_ms);
 		return 0;
 	}
-	/* A full table loses the record, not the REQ (the client cannot
-	 * answer it, and the peer times out, as with a lost MAD). */
-	if (conn_peer_rec_take(ct, port, &path->peer_gid) < 0)
-		return 0;
-	c = conn_new(ct, CK_COMM, client, port, CONN_REQ_RCVD, path, 0, 0,
-		     &err);
-	if (c == NULL) {
-		conn_peer_rec_undo(ct, port, &path->peer_gid);
-		return 0;
-	}
-	c->flags |= CF_PEER_REC;
-	c->peer_qpn = (uint32_t)cm_field_get(mad, CM_REQ_LOCAL_QPN);
-	conn_peer_set(ct, c, peer_id);
-	conn_timer_arm(ct, c, TC_HANDSHAKE, now_ms);
+	conn_peer_record_new(ct, CK_COMM, client, port, peer_id,
+			     (uint32_t)cm_field_get(mad, CM_REQ_LOCAL_QPN),
+			     path, now_ms);
 	return 0;
 }
 
@@ -1855,7 +1867,6 @@ int conn_note_sidr_req(struct conn_table *ct, uint64_t client, unsigned port,
 {
 	uint32_t peer_id = cm_mad_sender_id(mad);
 	struct conn *c;
-	int err = 0;
 
 	conn_clock(ct, now_ms);
 	conn_timewait_trim(ct);
@@ -1867,17 +1878,8 @@ int conn_note_sidr_req(struct conn_table *ct, uint64_t client, unsigned port,
 			conn_timer_arm(ct, c, TC_HANDSHAKE, now_ms);
 		return 0;
 	}
-	if (conn_peer_rec_take(ct, port, &path->peer_gid) < 0)
-		return 0; /* a full table loses the record, not the REQ */
-	c = conn_new(ct, CK_SIDR, client, port, CONN_REQ_RCVD, path, 0, 0,
-		     &err);
-	if (c == NULL) {
-		conn_peer_rec_undo(ct, port, &path->peer_gid);
-		return 0;
-	}
-	c->flags |= CF_PEER_REC;
-	conn_peer_set(ct, c, peer_id);
-	conn_timer_arm(ct, c, TC_HANDSHAKE, now_ms);
+	conn_peer_record_new(ct, CK_SIDR, client, port, peer_id, 0, path,
+			     now_ms);
 	return 0;
 }
 
