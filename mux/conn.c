@@ -931,6 +931,17 @@ static int conn_client_room(struct conn_table *ct, struct conn_client *cc)
 	return conn_hset_reserve(ct, &cc->conns, conn_client_key);
 }
 
+/* An entry in (delta 1) or out of (-1) counts of entries. */
+static void conn_count(struct conn_counts *n, const struct conn *c, int delta)
+{
+	n->total += (unsigned)delta;
+	n->by_state[conn_state_of(c)] += (unsigned)delta;
+	if (c->flags & CF_SIDR)
+		n->sidr += (unsigned)delta;
+	else
+		n->comm += (unsigned)delta;
+}
+
 /* An entry out of everything but its client's set, and its slot freed. */
 static void conn_release(struct conn_table *ct, struct conn *c)
 {
@@ -939,12 +950,7 @@ static void conn_release(struct conn_table *ct, struct conn *c)
 	conn_peer_rec_drop(ct, c);
 	conn_peer_unlink(ct, c);
 	ct->cl[c->owner].n--;
-	ct->counts.total--;
-	ct->counts.by_state[conn_state_of(c)]--;
-	if (c->flags & CF_SIDR)
-		ct->counts.sidr--;
-	else
-		ct->counts.comm--;
+	conn_count(&ct->counts, c, -1);
 	conn_path_unref(ct, c->path);
 	conn_slot_free(ct, c);
 }
@@ -967,12 +973,7 @@ static void conn_account(struct conn_table *ct, struct conn *c)
 
 	cc->n++;
 	cc->charged += (c->flags & CF_CHARGED) != 0;
-	ct->counts.total++;
-	ct->counts.by_state[conn_state_of(c)]++;
-	if (c->flags & CF_SIDR)
-		ct->counts.sidr++;
-	else
-		ct->counts.comm++;
+	conn_count(&ct->counts, c, 1);
 }
 
 /* The client's quota: what it started or took on, live. */
@@ -2374,12 +2375,7 @@ void conn_client_counts(struct conn_table *ct, uint64_t client,
 		if (cc->conns.cell[i] == 0)
 			continue;
 		c = conn_at(ct, cc->conns.cell[i] - 1);
-		out->total++;
-		out->by_state[conn_state_of(c)]++;
-		if (c->flags & CF_SIDR)
-			out->sidr++;
-		else
-			out->comm++;
+		conn_count(out, c, 1);
 	}
 }
 
