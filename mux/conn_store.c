@@ -84,33 +84,35 @@ static void conn_store_boot_id(char *out, size_t len)
 	}
 }
 
-static size_t conn_store_size(const struct conn_store_layout *lay)
+/* Where each array starts (off[]), 64-byte aligned after the header
+ * page and the owner records; returns the file's size. */
+static size_t conn_store_offsets(const uint32_t size[CONN_STORE_N],
+				 const uint32_t cap[CONN_STORE_N],
+				 uint32_t owner_cap, size_t off[CONN_STORE_N])
 {
-	size_t size = STORE_HEADER_SIZE +
-		      (size_t)lay->owner_cap * sizeof(struct conn_owner);
+	size_t at = STORE_HEADER_SIZE +
+		    (size_t)owner_cap * sizeof(struct conn_owner);
 	int a;
 
 	for (a = 0; a < CONN_STORE_N; a++) {
-		size = (size + 63) & ~(size_t)63;
-		size += (size_t)lay->size[a] * lay->cap[a];
+		at = (at + 63) & ~(size_t)63;
+		off[a] = at;
+		at += (size_t)size[a] * cap[a];
 	}
-	return size;
+	return at;
 }
 
 static void conn_store_layout(struct conn_store *s)
 {
 	uint8_t *base = s->map;
-	size_t off = STORE_HEADER_SIZE;
+	size_t off[CONN_STORE_N];
 	int a;
 
 	s->hdr = (struct store_header *)base;
-	s->owners = (struct conn_owner *)(base + off);
-	off += (size_t)s->hdr->owner_cap * sizeof(struct conn_owner);
-	for (a = 0; a < CONN_STORE_N; a++) {
-		off = (off + 63) & ~(size_t)63;
-		s->array[a] = base + off;
-		off += (size_t)s->hdr->size[a] * s->hdr->cap[a];
-	}
+	s->owners = (struct conn_owner *)(base + STORE_HEADER_SIZE);
+	conn_store_offsets(s->hdr->size, s->hdr->cap, s->hdr->owner_cap, off);
+	for (a = 0; a < CONN_STORE_N; a++)
+		s->array[a] = base + off[a];
 }
 
 static int conn_store_matches(const struct store_header *h,
@@ -138,7 +140,9 @@ struct conn_store *conn_store_open(const char *path,
 	struct conn_store *s = calloc(1, sizeof(*s));
 	struct store_header h;
 	char boot[40];
-	size_t size = conn_store_size(lay);
+	size_t off[CONN_STORE_N],
+		size = conn_store_offsets(lay->size, lay->cap, lay->owner_cap,
+					  off);
 	struct stat st;
 	int a;
 
