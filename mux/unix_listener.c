@@ -12,7 +12,6 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <event2/event.h>
@@ -87,14 +86,6 @@ static int unix_listener_socket(const char *path, mode_t mode, uid_t owner,
 	return fd;
 }
 
-static uint64_t unix_listener_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 static void unix_listener_accept(struct evconnlistener *l, evutil_socket_t fd,
 				 struct sockaddr *sa, int salen, void *arg)
 {
@@ -104,7 +95,7 @@ static void unix_listener_accept(struct evconnlistener *l, evutil_socket_t fd,
 		log_info("%s: accepting again after %llu ms out of "
 			 "descriptors",
 			 ul->path,
-			 (unsigned long long)(unix_listener_now_ms() -
+			 (unsigned long long)(mux_now_ms() -
 					      ul->short_since_ms));
 		ul->short_since_ms = 0;
 	}
@@ -130,13 +121,13 @@ static void unix_listener_error(struct evconnlistener *l, void *arg)
 	if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM) {
 		/* The connection stays queued and the socket readable;
 		 * retrying at once would spin.  Pause, then try again. */
-		ul->pause_ms = ul->pause_ms == 0 ? LISTENER_PAUSE_MIN_MS
-			       : ul->pause_ms * 2 > LISTENER_PAUSE_MAX_MS
-				       ? LISTENER_PAUSE_MAX_MS
-				       : ul->pause_ms * 2;
+		ul->pause_ms = ul->pause_ms ? 2 * ul->pause_ms
+					    : LISTENER_PAUSE_MIN_MS;
+		if (ul->pause_ms > LISTENER_PAUSE_MAX_MS)
+			ul->pause_ms = LISTENER_PAUSE_MAX_MS;
 		/* One warning when it starts, one line when it ends. */
 		if (ul->short_since_ms == 0) {
-			ul->short_since_ms = unix_listener_now_ms();
+			ul->short_since_ms = mux_now_ms();
 			log_warnx("%s: accept: %s; pausing, retrying for up "
 				  "to every %d ms",
 				  ul->path, strerror(err),
