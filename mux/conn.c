@@ -593,6 +593,24 @@ static void conn_timewait_trim(struct conn_table *ct)
 	}
 }
 
+/* One more element at the end of the entries' or the paths' array (*hwm
+ * used so far, of cap), its pages reserved in the state file and the
+ * file's mark moved: its index, or -ENOSPC. */
+static int conn_array_grow(struct conn_table *ct, enum conn_store_array which,
+			   uint32_t *hwm, uint32_t cap, uint32_t *idx)
+{
+	if (*hwm >= cap ||
+	    (ct->store && conn_store_reserve(ct->store, which, *hwm + 1) < 0))
+		return -ENOSPC;
+	*idx = (*hwm)++;
+	if (ct->store)
+		*conn_store_counter(ct->store,
+				    which == CONN_STORE_ENTRIES
+					    ? CONN_STORE_ENTRIES_HWM
+					    : CONN_STORE_PATHS_HWM) = *hwm;
+	return 0;
+}
+
 /* ---- paths: shared by the connections between the same two ports ------- */
 
 static int conn_path_ref(struct conn_table *ct, const struct conn_path *p,
@@ -614,15 +632,8 @@ static int conn_path_ref(struct conn_table *ct, const struct conn_path *p,
 	if (ct->path_free) {
 		idx = ct->path_free - 1;
 		ct->path_free = ct->paths[idx].next_free;
-	} else if (ct->path_hwm < ct->path_cap &&
-		   (ct->store == NULL ||
-		    conn_store_reserve(ct->store, CONN_STORE_PATHS,
-				       ct->path_hwm + 1) == 0)) {
-		idx = ct->path_hwm++;
-		if (ct->store)
-			*conn_store_counter(ct->store, CONN_STORE_PATHS_HWM) =
-				ct->path_hwm;
-	} else {
+	} else if (conn_array_grow(ct, CONN_STORE_PATHS, &ct->path_hwm,
+				   ct->path_cap, &idx) < 0) {
 		return -ENOSPC;
 	}
 	r = &ct->paths[idx];
@@ -895,14 +906,9 @@ static struct conn *conn_slot_alloc(struct conn_table *ct)
 	struct conn *c;
 	uint8_t gen, tid;
 
-	if (ct->nfree < CONN_REUSE_AFTER && ct->hwm < ct->cap &&
-	    (ct->store == NULL ||
-	     conn_store_reserve(ct->store, CONN_STORE_ENTRIES, ct->hwm + 1) ==
-		     0)) {
-		idx = ct->hwm++;
-		if (ct->store)
-			*conn_store_counter(ct->store,
-					    CONN_STORE_ENTRIES_HWM) = ct->hwm;
+	if (ct->nfree < CONN_REUSE_AFTER &&
+	    conn_array_grow(ct, CONN_STORE_ENTRIES, &ct->hwm, ct->cap, &idx) ==
+		    0) {
 		c = conn_at(ct, idx);
 	} else if (ct->nfree) {
 		idx = ct->free_head - 1;
