@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "../../mux/conn.h"
 #include "../../common/cm_mad.h"
@@ -34,7 +35,7 @@ static long rss_bytes(void)
 			resident = -1;
 		fclose(f);
 	}
-	return resident * 4096;
+	return resident * sysconf(_SC_PAGESIZE);
 }
 
 static double now_s(void)
