@@ -1495,11 +1495,16 @@ static int conn_out_conn(struct conn_table *ct, uint64_t client, unsigned port,
 		break;
 	case CM_ATTR_DREQ:
 		/* In DREQ_RCVD the peer's DREQ is still on its way to the
-		 * guest: both sides disconnect at once, which cm.c takes. */
+		 * guest: both sides disconnect at once, which cm.c takes.
+		 * In REP_RCVD the guest's cm.c went established when it
+		 * posted its RTU, which did not reach us (refused, or lost
+		 * when the daemon restarted); the peer, in REP_SENT, takes
+		 * a DREQ (cm_dreq_handler()). */
 		if (conn_state_of(c) == CONN_DREQ_RCVD)
 			break;
 		if (conn_state_of(c) != CONN_ESTABLISHED &&
 		    conn_state_of(c) != CONN_REP_SENT &&
+		    conn_state_of(c) != CONN_REP_RCVD &&
 		    conn_state_of(c) != CONN_DREQ_SENT)
 			return -EPROTO;
 		conn_set_state(ct, c, CONN_DREQ_SENT);

@@ -865,7 +865,7 @@ static int has_link_down(struct tclient *tc, int n)
 static void restart_keeps_connections(struct fx *f, int sig)
 {
 	uint8_t m[MAD_SIZE], r[MAD_SIZE];
-	uint32_t h1, h2, h3;
+	uint32_t h1, h2, h3, h4;
 	uint64_t t0;
 	int n;
 
@@ -889,6 +889,16 @@ static void restart_keeps_connections(struct fx *f, int sig)
 	assert_int_equal(tc_send_sync(&f->a, PEER, m), 0);
 	peer_expect(f, CM_ATTR_REQ, r);
 	h3 = local_of(r);
+	/* Answered, its RTU not yet sent when the daemon goes (A's cm.c
+	 * posts it and goes established; the RTU is lost with the link). */
+	n = f->a.nrx;
+	h_req(m, 0x2223, "fd00::1", PEER);
+	assert_int_equal(tc_send_sync(&f->a, PEER, m), 0);
+	peer_expect(f, CM_ATTR_REQ, r);
+	h4 = local_of(r);
+	h_mad(m, CM_ATTR_REP, 0x9005, h4, 1);
+	simpeer_send(&f->p, "fd00::1", m);
+	vm_expect(&f->a, n + 1, CM_ATTR_REP);
 
 	hd_kill(&f->d, sig);
 	/* Down: A's calls fail at once, without waiting for anything. */
@@ -937,6 +947,17 @@ static void restart_keeps_connections(struct fx *f, int sig)
 	simpeer_send(&f->p, "fd00::1", m);
 	vm_expect(&f->a, n + 3, CM_ATTR_DREP);
 	assert_int_equal(remote_of(f->a.rx[n + 2].mad), 0x5678);
+	/* A ends the one whose RTU was lost: its DREQ is taken, as the
+	 * peer (in REP_SENT) takes it. */
+	h_mad(m, CM_ATTR_DREQ, 0x2223, 0x9005, 1);
+	assert_int_equal(tc_send_sync(&f->a, PEER, m), 0);
+	peer_expect(f, CM_ATTR_DREQ, r);
+	assert_int_equal(local_of(r), h4);
+	assert_int_equal(remote_of(r), 0x9005);
+	h_mad(m, CM_ATTR_DREP, 0x9005, h4, 1);
+	simpeer_send(&f->p, "fd00::1", m);
+	vm_expect(&f->a, n + 4, CM_ATTR_DREP);
+	assert_int_equal(remote_of(f->a.rx[n + 3].mad), 0x2223);
 	/* And a new connection, at once. */
 	establish(f, 0x3333, 0x9004);
 }

@@ -358,6 +358,31 @@ static void test_passive_side_without_rtu(void **state)
 	conn_table_free(ct);
 }
 
+/* The guest's RTU did not reach the daemon (it was refused, or lost when
+ * the daemon restarted) while its cm.c went established on posting it:
+ * its DREQ is taken in REP_RCVD, as the peer in REP_SENT takes it, and
+ * the connection ends as any other. */
+static void test_active_side_rtu_lost(void **state)
+{
+	struct conn_table *ct = new_table(7);
+	uint32_t h;
+
+	(void)state;
+	h = out(ct, A, CM_ATTR_REQ, 0x81, 0, 0);
+	in(ct, CM_ATTR_REP, 0x801, h, 0x81, 1);
+	assert_int_equal(count(ct, CONN_REP_RCVD), 1);
+	assert_int_equal(out(ct, A, CM_ATTR_DREQ, 0x81, 0x801, 2), h);
+	assert_int_equal(count(ct, CONN_DREQ_SENT), 1);
+	/* Nothing established can follow: no RTU, no LAP. */
+	assert_int_equal(out_rc(ct, A, CM_ATTR_RTU, 0x81, 0x801, 2), -EPROTO);
+	assert_int_equal(out_rc(ct, A, CM_ATTR_LAP, 0x81, 0x801, 2), -EPROTO);
+	assert_true(in(ct, CM_ATTR_DREP, 0x801, h, 0x81, 3) == A);
+	assert_int_equal(count(ct, CONN_TIMEWAIT), 1);
+	assert_int_equal(count(ct, CONN_REP_RCVD) + count(ct, CONN_DREQ_SENT),
+			 0);
+	conn_table_free(ct);
+}
+
 static void test_rej_from_the_client(void **state)
 {
 	struct conn_table *ct = new_table(7);
@@ -418,10 +443,10 @@ static void test_refusals(void **state)
 		assert_int_equal(out_rc(ct, A, need[i], 0, 0x1, 0), -ENOENT);
 		assert_int_equal(out_rc(ct, A, need[i], 0x61, 0x2, 0), -ENOENT);
 	}
-	/* What cm.c would not send in REP_RCVD: DREQ, DREP, LAP, APR. */
-	assert_int_equal(out_rc(ct, A, CM_ATTR_DREQ, 0x61, 0x1, 0), -EPROTO);
+	/* What cm.c would not send in REP_RCVD: DREP, LAP, APR. */
 	assert_int_equal(out_rc(ct, A, CM_ATTR_DREP, 0x61, 0x1, 0), -EPROTO);
 	assert_int_equal(out_rc(ct, A, CM_ATTR_LAP, 0x61, 0x1, 0), -EPROTO);
+	assert_int_equal(out_rc(ct, A, CM_ATTR_APR, 0x61, 0x1, 0), -EPROTO);
 	assert_int_equal(count(ct, CONN_REP_RCVD), 1);
 	/* The passive side cannot send an RTU; nor REJ once established. */
 	note_req(ct, B, 0x71, 0);
@@ -1023,6 +1048,7 @@ int main(void)
 		cmocka_unit_test(test_mra_extends_by_service_timeout),
 		cmocka_unit_test(test_abandoned_handshake),
 		cmocka_unit_test(test_passive_side_without_rtu),
+		cmocka_unit_test(test_active_side_rtu_lost),
 		cmocka_unit_test(test_rej_from_the_client),
 		cmocka_unit_test(test_refusals),
 		cmocka_unit_test(test_inbound_matches_peer),
