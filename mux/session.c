@@ -90,6 +90,11 @@ struct session_set {
 	struct mux *mux;
 	struct event *flush_ev;
 	int flush_armed;
+	/* Where a session's reads land while it has nothing buffered: only
+	 * a partial frame (or what its budget left) moves to its own
+	 * buffer, so a read costs no allocation and touches no memory of
+	 * the session's but its decoder. */
+	uint8_t read_buf[SESSION_READ_CHUNK];
 };
 
 /* Write a client's queued output from a thread that is not its
@@ -618,21 +623,21 @@ static int session_read_qemu(struct session *s, int budget)
 	return done;
 }
 
-/* Our protocol's frames; how many were handled. */
-static int session_read_frames(struct session *s, int budget)
+/* Our protocol's frames from data[0..len), within budget; how many were
+ * handled, and in *taken how many bytes went to the decoder. */
+static int session_feed_frames(struct session *s, const uint8_t *data,
+			       size_t len, int budget, size_t *taken)
 {
-	struct evbuffer_iovec v;
 	struct proto_frame f;
 	int rc, done = 0;
 	size_t used;
 
+	*taken = 0;
 	while (done < budget && !s->closing && !s->read_paused &&
-	       evbuffer_get_length(s->in) > 0) {
-		if (evbuffer_peek(s->in, -1, NULL, &v, 1) < 1)
-			break;
-		rc = proto_decoder_feed(&s->dec, v.iov_base, v.iov_len, &used,
-					&f);
-		evbuffer_drain(s->in, used);
+	       *taken < len) {
+		rc = proto_decoder_feed(&s->dec, data + *taken, len - *taken,
+					&used, &f);
+		*taken += used;
 		if (rc < 0) {
 			session_framing_error(s, rc);
 			break;
@@ -642,6 +647,51 @@ static int session_read_frames(struct session *s, int budget)
 			done++;
 			session_pause_if_full(s);
 		}
+	}
+	return done;
+}
+
+/* Our protocol's frames from the session's buffer; how many were
+ * handled. */
+static int session_read_frames(struct session *s, int budget)
+{
+	struct evbuffer_iovec v;
+	size_t taken;
+	int done = 0;
+
+	while (done < budget && !s->closing && !s->read_paused &&
+	       evbuffer_peek(s->in, -1, NULL, &v, 1) == 1) {
+		done += session_feed_frames(s, v.iov_base, v.iov_len,
+					    budget - done, &taken);
+		evbuffer_drain(s->in, taken);
+		if (taken < v.iov_len)
+			break;
+	}
+	return done;
+}
+
+/* One read into the set's buffer, its frames handled within budget (*n
+ * the bytes read, or 0 or -1 as read() says); what is left (a partial
+ * frame, or frames past the budget or a pause) moves to the session's
+ * own buffer.  How many frames were handled. */
+static int session_read_direct(struct session *s, int fd, int budget,
+			       ssize_t *n)
+{
+	size_t taken;
+	int done;
+
+	*n = read(fd, s->set->read_buf, sizeof(s->set->read_buf));
+	if (*n <= 0)
+		return 0;
+	done = session_feed_frames(s, s->set->read_buf, (size_t)*n, budget,
+				   &taken);
+	if (taken < (size_t)*n && !s->closing &&
+	    evbuffer_add(s->in, s->set->read_buf + taken, (size_t)*n - taken) <
+		    0) {
+		log_fwarn(session_log_fields(s), ENOMEM,
+			  "client %llu: no memory for its input; closing",
+			  (unsigned long long)s->id);
+		s->closing = 1;
 	}
 	return done;
 }
@@ -685,43 +735,61 @@ static int session_read_socket(struct evbuffer *in, int fd)
 	return (int)n;
 }
 
-static void session_read_cb(evutil_socket_t fd, short what, void *arg)
+/* One read onto what the session has buffered.  At the end of its
+ * input, what it sent before it went is acted on (a DREQ before exit),
+ * with nobody left to answer, and the session ends: -1. */
+static int session_read_buffered(struct session *s, int fd)
 {
-	struct session *s = arg;
 	uint64_t suppressed;
 	size_t left;
 	int n;
 
+	n = session_read_socket(s->in, fd);
+	if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EINTR)))
+		return 0;
+	if (s->qemu)
+		session_read_qemu(s, INT_MAX);
+	else
+		session_read_frames(s, INT_MAX);
+	left = evbuffer_get_length(s->in);
+	if (s->qemu && left % LEGACY_MSG_SIZE &&
+	    mux_refusal_log_allowed(worker_mux(s->w), &suppressed))
+		log_fwarn(session_log_fields(s), 0,
+			  "client %llu (QEMU): closed with %zu bytes of a "
+			  "message unsent",
+			  (unsigned long long)s->id, left % LEGACY_MSG_SIZE);
+	session_destroy(s);
+	return -1;
+}
+
+static void session_read_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct session *s = arg;
+	int n;
+
 	(void)what;
-	/* What was read and not yet handled is handled first; the socket
-	 * holds the rest. */
-	if (evbuffer_get_length(s->in) < SESSION_READ_CHUNK) {
-		n = session_read_socket(s->in, fd);
-		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
-			/* What it sent before it went is acted on (a DREQ
-			 * before exit); nobody is left to answer. */
-			if (s->qemu)
-				session_read_qemu(s, INT_MAX);
-			else
-				session_read_frames(s, INT_MAX);
-			left = evbuffer_get_length(s->in);
-			if (s->qemu && left % LEGACY_MSG_SIZE &&
-			    mux_refusal_log_allowed(worker_mux(s->w),
-						    &suppressed))
-				log_fwarn(session_log_fields(s), 0,
-					  "client %llu (QEMU): closed with %zu "
-					  "bytes "
-					  "of a message unsent",
-					  (unsigned long long)s->id,
-					  left % LEGACY_MSG_SIZE);
+	if (!s->qemu && evbuffer_get_length(s->in) == 0) {
+		/* The common case: nothing buffered, nothing copied but by
+		 * the decoder; at the end of input, nothing left to act on. */
+		ssize_t got;
+
+		n = session_read_direct(s, fd, SESSION_FRAMES_PER_EVENT, &got);
+		if (got == 0 ||
+		    (got < 0 && errno != EAGAIN && errno != EINTR)) {
 			session_destroy(s);
 			return;
 		}
+	} else {
+		/* What was read and not yet handled is handled first; the
+		 * socket holds the rest. */
+		if (evbuffer_get_length(s->in) < SESSION_READ_CHUNK &&
+		    session_read_buffered(s, fd) < 0)
+			return;
+		if (s->qemu)
+			n = session_read_qemu(s, SESSION_FRAMES_PER_EVENT);
+		else
+			n = session_read_frames(s, SESSION_FRAMES_PER_EVENT);
 	}
-	if (s->qemu)
-		n = session_read_qemu(s, SESSION_FRAMES_PER_EVENT);
-	else
-		n = session_read_frames(s, SESSION_FRAMES_PER_EVENT);
 	/* Out of budget: the rest after the other clients of this pass. */
 	if (n == SESSION_FRAMES_PER_EVENT && !s->closing && !s->read_paused &&
 	    session_input_whole(s))

@@ -371,6 +371,41 @@ static void test_protocol_edges(void **state)
 	victim_untouched(f, 2);
 }
 
+/* However a client's bytes are cut into writes, every frame is taken, in
+ * order: 200 in one write (past what one read handles before the other
+ * clients' turn), then 20 a byte at a time. */
+static void test_frames_across_reads(void **state)
+{
+	struct fx *f = *state;
+	uint8_t kind, flags, buf[1024], frames[220 * 64];
+	const char *ping = "{\"op\":\"ping\"}";
+	size_t len = 0, one = PROTO_HDR_SIZE + strlen(ping), i;
+	uint32_t rid;
+	int s, n;
+
+	s = raw_hello_ok(f->d.sock, "attacker");
+	for (i = 0; i < 220; i++) {
+		proto_header_encode(frames + len, PROTO_KIND_JSON, 0,
+				    (uint32_t)(100 + i),
+				    (uint32_t)strlen(ping));
+		memcpy(frames + len + PROTO_HDR_SIZE, ping, strlen(ping));
+		len += one;
+	}
+	assert_int_equal(send(s, frames, 200 * one, MSG_NOSIGNAL),
+			 (ssize_t)(200 * one));
+	for (i = 200 * one; i < len; i++)
+		assert_int_equal(send(s, frames + i, 1, MSG_NOSIGNAL), 1);
+	for (i = 0; i < 220; i++) {
+		n = raw_recv(s, &kind, &flags, &rid, buf, sizeof(buf),
+			     H_DEADLINE_MS);
+		assert_true(n > 0);
+		assert_int_equal(rid, 100 + i);
+		assert_non_null(strstr((char *)buf, "\"ok\":true"));
+	}
+	close(s);
+	victim_untouched(f, 2);
+}
+
 static void test_flood_is_rate_limited(void **state)
 {
 	struct fx *f = *state;
@@ -1237,6 +1272,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_malformed_mads, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_protocol_edges, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_frames_across_reads, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_flood_is_rate_limited,
 						setup, teardown),
