@@ -72,14 +72,14 @@ LIBSO   := $(B)/libmuxbe.so.$(SOVERSION)
 PCFILE  := $(B)/muxbe.pc
 
 UNIT_TESTS := test_codec test_cm_mad test_router test_conn_table test_policy test_guest_cm \
-	      test_legacy test_text test_gid_map
+	      test_legacy test_text test_gid_map test_outlet
 UNIT_BINS  := $(addprefix $(B)/tests/,$(UNIT_TESTS))
 INTEG_TESTS := test_integration test_cm test_attacks test_qemu
 INTEG_BINS := $(addprefix $(B)/tests/,$(INTEG_TESTS))
 
 
 .PHONY: soak
-.PHONY: check-house check-format check-units bench bench-lab check-lab all clean check check-quick check-unit \
+.PHONY: print-unit-tests check-house check-format check-units bench bench-lab check-lab all clean check check-quick check-unit \
 	demo install uninstall dist distcheck deb fuzz tests
 UNITS   := $(B)/systemd/rdmacm-muxd.service $(B)/systemd/rdmacm-muxd.socket
 EXAMPLE := $(B)/example/device_model
@@ -107,6 +107,10 @@ check-units: $(MUXD)
 		rdmacm-muxd.service rdmacm-muxd.socket 2>&1); \
 	if [ -n "$$out" ]; then echo "$$out"; echo "units: 0 passed, 1 failed"; exit 1; fi; \
 	echo "units: 1 passed, 0 failed"
+
+# The unit suites, for scripts/check.sh to run.
+print-unit-tests:
+	@echo $(UNIT_TESTS)
 
 # House rules a compiler does not check (scripts/check-house.sh).
 check-house:
@@ -166,6 +170,10 @@ $(B)/tests/test_text: $(B)/obj/tests/unit/test_text.o $(COMMON_OBJ)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(TEST_LIBS)
 
 $(B)/tests/test_gid_map: $(B)/obj/tests/unit/test_gid_map.o $(COMMON_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(TEST_LIBS)
+
+$(B)/tests/test_outlet: $(B)/obj/tests/unit/test_outlet.o $(B)/obj/mux/outlet.o
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(TEST_LIBS)
 

@@ -231,9 +231,10 @@ struct outlet {
 	int fd;               /* -1 until the session starts */
 	int open;             /* taking output */
 	size_t max_msg_write; /* QEMU: one message per write; else 0 */
-	struct evbuffer *buf;
+	uint8_t *buf;         /* what is queued: buf[head .. head + len) */
+	size_t head, len, cap;
 	int owner_asked;           /* its worker was asked to flush */
-	_Atomic size_t queued;     /* bytes in buf, for the status */
+	_Atomic size_t queued;     /* len, for the status */
 	_Atomic uint64_t flushers; /* workers that will flush it (bit each) */
 };
 

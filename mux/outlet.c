@@ -11,13 +11,17 @@
  * reused descriptor.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <event2/buffer.h>
-
 #include "mux.h"
+
+/* A buffer emptied by a write is kept up to this size, so that steady
+ * traffic allocates nothing; a larger one (a burst's) is let go. */
+#define OUTLET_KEEP (16 * 1024)
+#define OUTLET_FIRST 4096
 
 void outlet_init(struct outlet *o)
 {
@@ -28,12 +32,7 @@ void outlet_init(struct outlet *o)
 
 int outlet_open(struct outlet *o, int fd, size_t max_msg_write)
 {
-	struct evbuffer *buf = evbuffer_new();
-
-	if (buf == NULL)
-		return -ENOMEM;
 	pthread_mutex_lock(&o->lock);
-	o->buf = buf;
 	o->fd = fd;
 	o->max_msg_write = max_msg_write;
 	o->open = 1;
@@ -43,7 +42,59 @@ int outlet_open(struct outlet *o, int fd, size_t max_msg_write)
 
 static void outlet_account(struct outlet *o)
 {
-	atomic_store(&o->queued, evbuffer_get_length(o->buf));
+	atomic_store(&o->queued, o->len);
+}
+
+/* Room for need more bytes after what is queued. */
+static int outlet_reserve(struct outlet *o, size_t need)
+{
+	size_t cap;
+	uint8_t *nb;
+
+	if (o->head + o->len + need <= o->cap)
+		return 0;
+	if (o->len + need <= o->cap) {
+		memmove(o->buf, o->buf + o->head, o->len);
+		o->head = 0;
+		return 0;
+	}
+	for (cap = o->cap ? o->cap : OUTLET_FIRST; cap < o->len + need;
+	     cap *= 2)
+		;
+	nb = malloc(cap);
+	if (nb == NULL)
+		return -ENOMEM;
+	if (o->len)
+		memcpy(nb, o->buf + o->head, o->len);
+	free(o->buf);
+	o->buf = nb;
+	o->head = 0;
+	o->cap = cap;
+	return 0;
+}
+
+static int outlet_add(struct outlet *o, const void *p, size_t n)
+{
+	if (outlet_reserve(o, n) < 0)
+		return -ENOMEM;
+	memcpy(o->buf + o->head + o->len, p, n);
+	o->len += n;
+	return 0;
+}
+
+/* n bytes went out. */
+static void outlet_consume(struct outlet *o, size_t n)
+{
+	o->head += n;
+	o->len -= n;
+	if (o->len)
+		return;
+	o->head = 0;
+	if (o->cap > OUTLET_KEEP) {
+		free(o->buf);
+		o->buf = NULL;
+		o->cap = 0;
+	}
 }
 
 int outlet_append(struct outlet *o, size_t max, const void *hdr, size_t hlen,
@@ -54,13 +105,16 @@ int outlet_append(struct outlet *o, size_t max, const void *hdr, size_t hlen,
 	pthread_mutex_lock(&o->lock);
 	if (!o->open)
 		rc = -EPIPE;
-	else if (max && evbuffer_get_length(o->buf) + hlen + len > max)
+	else if (max && o->len + hlen + len > max)
 		rc = -ENOBUFS;
-	else if (evbuffer_add(o->buf, hdr, hlen) ||
-		 (len && evbuffer_add(o->buf, payload, len)))
+	else if (outlet_reserve(o, hlen + len) < 0)
 		rc = -ENOMEM;
-	else
+	else {
+		outlet_add(o, hdr, hlen);
+		if (len)
+			outlet_add(o, payload, len);
 		outlet_account(o);
+	}
 	pthread_mutex_unlock(&o->lock);
 	return rc;
 }
@@ -74,15 +128,15 @@ int outlet_write_or_queue(struct outlet *o, const void *msg, size_t len)
 	if (!o->open) {
 		rc = -EPIPE;
 	} else {
-		if (evbuffer_get_length(o->buf) == 0) {
+		if (o->len == 0) {
 			n = send(o->fd, msg, len, MSG_DONTWAIT | MSG_NOSIGNAL);
 			if (n < 0)
 				n = 0; /* full, or an error the next write reports */
 		}
 		if ((size_t)n == len)
 			rc = 1;
-		else if (evbuffer_add(o->buf, (const uint8_t *)msg + n,
-				      len - (size_t)n))
+		else if (outlet_add(o, (const uint8_t *)msg + n,
+				    len - (size_t)n) < 0)
 			rc = -ENOMEM;
 		outlet_account(o);
 	}
@@ -92,8 +146,9 @@ int outlet_write_or_queue(struct outlet *o, const void *msg, size_t len)
 
 int outlet_flush(struct outlet *o, int owner, size_t *left, int *ask_owner)
 {
-	int n, rc = 0;
-	size_t len;
+	ssize_t n;
+	size_t chunk;
+	int rc = 0;
 
 	*ask_owner = 0;
 	pthread_mutex_lock(&o->lock);
@@ -102,21 +157,22 @@ int outlet_flush(struct outlet *o, int owner, size_t *left, int *ask_owner)
 		pthread_mutex_unlock(&o->lock);
 		return 0;
 	}
-	while ((len = evbuffer_get_length(o->buf)) > 0) {
-		n = o->max_msg_write
-			    ? evbuffer_write_atmost(o->buf, o->fd,
-						    (ev_ssize_t)
-							    o->max_msg_write)
-			    : evbuffer_write(o->buf, o->fd);
+	while (o->len > 0) {
+		chunk = o->max_msg_write && o->max_msg_write < o->len
+				? o->max_msg_write
+				: o->len;
+		n = send(o->fd, o->buf + o->head, chunk,
+			 MSG_DONTWAIT | MSG_NOSIGNAL);
 		if (n < 0) {
 			if (errno != EAGAIN && errno != EINTR)
 				rc = -errno;
 			break;
 		}
-		if (!o->max_msg_write && (size_t)n < len)
+		outlet_consume(o, (size_t)n);
+		if ((size_t)n < chunk)
 			break; /* the socket is full */
 	}
-	*left = evbuffer_get_length(o->buf);
+	*left = o->len;
 	if (owner) {
 		o->owner_asked = 0;
 	} else if (*left && rc == 0 && !o->owner_asked) {
@@ -149,16 +205,16 @@ void outlet_close(struct outlet *o)
 {
 	pthread_mutex_lock(&o->lock);
 	o->open = 0;
-	if (o->buf)
-		evbuffer_drain(o->buf, evbuffer_get_length(o->buf));
+	if (o->len)
+		outlet_consume(o, o->len);
 	atomic_store(&o->queued, 0);
 	pthread_mutex_unlock(&o->lock);
 }
 
 void outlet_fini(struct outlet *o)
 {
-	if (o->buf)
-		evbuffer_free(o->buf);
+	free(o->buf);
+	o->buf = NULL;
 	if (o->fd >= 0)
 		close(o->fd);
 	pthread_mutex_destroy(&o->lock);

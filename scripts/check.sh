@@ -15,6 +15,8 @@ LOGDIR=$(mktemp -d /tmp/rdmacm-mux-check.XXXXXX)
 PASSED=0
 FAILED=0
 FAILURES=()
+# The Makefile's list, so that a suite added there runs here.
+UNIT_TESTS=$(make -s --no-print-directory print-unit-tests)
 
 # run_suite NAME CMD...: counts cmocka's (or the demo's) totals.
 run_suite() {
@@ -52,7 +54,7 @@ build() {
 
 suites() {
 	local b="$1" tag="$2"
-	for t in test_codec test_cm_mad test_router test_conn_table test_policy test_guest_cm test_legacy test_text test_gid_map; do
+	for t in $UNIT_TESTS; do
 		run_suite "$tag $t" "$b/tests/$t"
 	done
 	run_suite "$tag integration" env RDMACM_MUXD="$PWD/$b/rdmacm-muxd" \
@@ -106,7 +108,7 @@ if [ "$QUICK" = 0 ]; then
 	fi
 
 	VG="valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,indirect"
-	for t in test_codec test_cm_mad test_router test_conn_table test_policy test_guest_cm test_legacy test_text test_gid_map; do
+	for t in $UNIT_TESTS; do
 		run_suite "valgrind $t" $VG build/tests/$t
 	done
 	run_suite "valgrind integration (daemon under valgrind)" env \
