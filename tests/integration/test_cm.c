@@ -858,6 +858,26 @@ static int has_link_down(struct tclient *tc, int n)
 	return tc->link_downs >= n;
 }
 
+/* A's DREQ for its connection guest (the peer's peer_id, the host's
+ * host_id) reaches the peer with the host's ID; the peer's DREP reaches A
+ * with A's. */
+static void a_disconnects(struct fx *f, uint32_t guest, uint32_t peer_id,
+			  uint32_t host_id)
+{
+	uint8_t m[MAD_SIZE], r[MAD_SIZE];
+	int n = f->a.nrx;
+
+	h_mad(m, CM_ATTR_DREQ, guest, peer_id, 1);
+	assert_int_equal(tc_send_sync(&f->a, PEER, m), 0);
+	peer_expect(f, CM_ATTR_DREQ, r);
+	assert_int_equal(local_of(r), host_id);
+	assert_int_equal(remote_of(r), peer_id);
+	h_mad(m, CM_ATTR_DREP, peer_id, host_id, 1);
+	simpeer_send(&f->p, "fd00::1", m);
+	vm_expect(&f->a, n + 1, CM_ATTR_DREP);
+	assert_int_equal(remote_of(f->a.rx[n].mad), guest);
+}
+
 /* The daemon dies (kill -9) or stops (SIGTERM) and starts again: A's
  * library comes back by itself with its session, and A's connections,
  * active and passive, and a handshake in progress, go on with the right
@@ -938,26 +958,10 @@ static void restart_keeps_connections(struct fx *f, int sig)
 	assert_int_equal(local_of(r), h1);
 	assert_int_equal(remote_of(r), 0x9001);
 	/* A ends the passive one: DREQ out, DREP in. */
-	h_mad(m, CM_ATTR_DREQ, 0x5678, 0x9002, 1);
-	assert_int_equal(tc_send_sync(&f->a, PEER, m), 0);
-	peer_expect(f, CM_ATTR_DREQ, r);
-	assert_int_equal(local_of(r), h2);
-	assert_int_equal(remote_of(r), 0x9002);
-	h_mad(m, CM_ATTR_DREP, 0x9002, h2, 1);
-	simpeer_send(&f->p, "fd00::1", m);
-	vm_expect(&f->a, n + 3, CM_ATTR_DREP);
-	assert_int_equal(remote_of(f->a.rx[n + 2].mad), 0x5678);
+	a_disconnects(f, 0x5678, 0x9002, h2);
 	/* A ends the one whose RTU was lost: its DREQ is taken, as the
 	 * peer (in REP_SENT) takes it. */
-	h_mad(m, CM_ATTR_DREQ, 0x2223, 0x9005, 1);
-	assert_int_equal(tc_send_sync(&f->a, PEER, m), 0);
-	peer_expect(f, CM_ATTR_DREQ, r);
-	assert_int_equal(local_of(r), h4);
-	assert_int_equal(remote_of(r), 0x9005);
-	h_mad(m, CM_ATTR_DREP, 0x9005, h4, 1);
-	simpeer_send(&f->p, "fd00::1", m);
-	vm_expect(&f->a, n + 4, CM_ATTR_DREP);
-	assert_int_equal(remote_of(f->a.rx[n + 3].mad), 0x2223);
+	a_disconnects(f, 0x2223, 0x9005, h4);
 	/* And a new connection, at once. */
 	establish(f, 0x3333, 0x9004);
 }
