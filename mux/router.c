@@ -401,19 +401,25 @@ int router_outbound(struct router *r, unsigned port, uint64_t client,
 		    uint8_t *mad, const struct conn_path *path, uint64_t now_ms,
 		    unsigned max_conns)
 {
-	unsigned i;
+	unsigned i, j;
 	int rc;
 
 	/* The ownership checks and the send's state change under one
 	 * lock: a MAD takes the router's lock once on its way out. */
 	pthread_mutex_lock(&r->lock);
-	for (i = 0; claims && i < claims->n; i++)
-		if (router_gid_owner_locked(r, port, &claims->gid[i]) !=
-		    client) {
+	for (i = 0; claims && i < claims->n; i++) {
+		/* A REQ names its source GID up to three times. */
+		for (j = 0;
+		     j < i && !gid_equal(&claims->gid[j], &claims->gid[i]); j++)
+			;
+		if (j == i &&
+		    router_gid_owner_locked(r, port, &claims->gid[i]) !=
+			    client) {
 			pthread_mutex_unlock(&r->lock);
 			*not_owned = i;
 			return -EADDRNOTAVAIL;
 		}
+	}
 	rc = conn_outbound(r->conns, client, port, mad, path, now_ms,
 			   max_conns);
 	router_unlock_flush(r);
