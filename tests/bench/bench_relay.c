@@ -823,6 +823,26 @@ static void daemon_start(const char *bin, const char *dir, int pairs)
 	}
 }
 
+/* The time this VM's CPUs were runnable but not run (the hypervisor's
+ * steal), and all their time, from /proc/stat, in clock ticks. */
+static void steal_ticks(uint64_t *steal, uint64_t *total)
+{
+	unsigned long long v[8] = { 0 };
+	FILE *f = fopen("/proc/stat", "r");
+	int i;
+
+	*steal = *total = 0;
+	if (f == NULL)
+		return;
+	if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0],
+		   &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]) == 8) {
+		for (i = 0; i < 8; i++)
+			*total += v[i];
+		*steal = v[7];
+	}
+	fclose(f);
+}
+
 static uint64_t schedstat_ns(const char *path)
 {
 	unsigned long long ns = 0;
@@ -961,7 +981,7 @@ static void setup_replies(void)
 
 struct run_figures {
 	double req1, req16, rep1, rep16, hs, hs16, p50, p99, p999;
-	double open_sat, cpu_us;
+	double open_sat, steal_pct, cpu_us;
 };
 
 #define MAX_ROUNDS 9
@@ -1001,7 +1021,7 @@ static void phase(const char *name)
 static void measure(const char *path, pid_t cpu_pid, pid_t cpu_tid, double secs,
 		    struct run_figures *r, int with_latency)
 {
-	uint64_t c0, c1, mads0 = 0, mads1 = 0;
+	uint64_t c0, c1, mads0 = 0, mads1 = 0, st0, st1, tot0, tot1;
 	int i;
 
 	connect_all(path);
@@ -1036,7 +1056,12 @@ static void measure(const char *path, pid_t cpu_pid, pid_t cpu_tid, double secs,
 		r->open_sat = open_loop_saturation(r->req1 / 2, r->req16,
 						   secs / 4);
 		phase("latency");
+		steal_ticks(&st0, &tot0);
 		run_open(r->open_sat / 2, secs);
+		steal_ticks(&st1, &tot1);
+		r->steal_pct = tot1 > tot0 ? 100.0 * (double)(st1 - st0) /
+						     (double)(tot1 - tot0)
+					   : 0;
 		qsort(lat, nlat, sizeof(*lat), u64_cmp);
 		r->p50 = pct(0.5);
 		r->p99 = pct(0.99);
@@ -1163,6 +1188,9 @@ int main(int argc, char **argv)
 		FIG("relay_latency_p50_us", b.p50);
 		FIG("relay_latency_p99_us", b.p99);
 		FIG("relay_latency_p999_us", b.p999);
+		/* What the hypervisor took meanwhile: a VM's tail. */
+		FIG("latency_steal_pct", d.steal_pct);
+		FIG("relay_latency_steal_pct", b.steal_pct);
 		FIG("daemon_cpu_us_per_mad", d.cpu_us);
 		FIG("relay_cpu_us_per_mad", b.cpu_us);
 		FIG("daemon_peak_rss_kb", (double)peak_rss_kb(daemon_pid));
