@@ -420,7 +420,8 @@ static void test_class_port_info(void **state)
 
 /* A REQ from A to the peer, answered, confirmed: A's established
  * connection (guest ID g, peer ID p); returns the host ID. */
-static uint32_t establish(struct fx *f, uint32_t g, uint32_t p)
+/* A's REQ g answered by the peer's REP p (A in REP_RCVD); the host ID. */
+static uint32_t answered(struct fx *f, uint32_t g, uint32_t p)
 {
 	uint8_t m[MAD_SIZE], r[MAD_SIZE];
 	int n = f->a.nrx;
@@ -433,6 +434,14 @@ static uint32_t establish(struct fx *f, uint32_t g, uint32_t p)
 	h_mad(m, CM_ATTR_REP, p, h, 1);
 	simpeer_send(&f->p, "fd00::1", m);
 	vm_expect(&f->a, n + 1, CM_ATTR_REP);
+	return h;
+}
+
+static uint32_t establish(struct fx *f, uint32_t g, uint32_t p)
+{
+	uint8_t m[MAD_SIZE], r[MAD_SIZE];
+	uint32_t h = answered(f, g, p);
+
 	h_mad(m, CM_ATTR_RTU, g, p, 1);
 	assert_int_equal(tc_send_sync(&f->a, PEER, m), 0);
 	peer_expect(f, CM_ATTR_RTU, r);
@@ -911,14 +920,7 @@ static void restart_keeps_connections(struct fx *f, int sig)
 	h3 = local_of(r);
 	/* Answered, its RTU not yet sent when the daemon goes (A's cm.c
 	 * posts it and goes established; the RTU is lost with the link). */
-	n = f->a.nrx;
-	h_req(m, 0x2223, "fd00::1", PEER);
-	assert_int_equal(tc_send_sync(&f->a, PEER, m), 0);
-	peer_expect(f, CM_ATTR_REQ, r);
-	h4 = local_of(r);
-	h_mad(m, CM_ATTR_REP, 0x9005, h4, 1);
-	simpeer_send(&f->p, "fd00::1", m);
-	vm_expect(&f->a, n + 1, CM_ATTR_REP);
+	h4 = answered(f, 0x2223, 0x9005);
 
 	hd_kill(&f->d, sig);
 	/* Down: A's calls fail at once, without waiting for anything. */
