@@ -640,10 +640,11 @@ int requests_send_mad(struct mux *mux, struct client_info *ci,
 	struct port *port;
 	enum refusal reason;
 	struct gid sgid;
+	uint64_t now = mux_now_ms(); /* one clock read per MAD */
 	int idx, rc;
 
 	/* Cheapest first; the rate limit before anything touches state. */
-	if (!policy_token_bucket_take(&ci->tb, mux_now_ms()))
+	if (!policy_token_bucket_take(&ci->tb, now))
 		return requests_refuse(mux, ci, REFUSE_RATE, -EAGAIN,
 				       "MAD rate limit of this client exceeded",
 				       why);
@@ -688,7 +689,7 @@ int requests_send_mad(struct mux *mux, struct client_info *ci,
 	router_path_from_addr(&m->addr, 0, &path);
 	/* From here on the MAD carries host comm IDs, not the guest's. */
 	rc = router_outbound(mux->router, port->index, ci->id, &claims,
-			     &not_owned, m->mad, &path, mux_now_ms(),
+			     &not_owned, m->mad, &path, now,
 			     ci->rule->max_connections);
 	if (rc == -EADDRNOTAVAIL && not_owned == 0)
 		return requests_refuse(

@@ -54,14 +54,14 @@ while read -r line; do
 	status=$(tr '\0' '\n' </proc/"$pid"/cmdline | grep -A1 -x -- -S | tail -n 1)
 	m0=$(mads_out "$status")
 	perf stat -x, -o "$out/syscalls.txt" \
-		-e 'syscalls:sys_enter_readv,syscalls:sys_enter_writev,syscalls:sys_enter_epoll_wait,syscalls:sys_enter_futex,syscalls:sys_enter_epoll_ctl,syscalls:sys_enter_read,syscalls:sys_enter_write' \
+		-e 'syscalls:sys_enter_read,syscalls:sys_enter_readv,syscalls:sys_enter_recvfrom,syscalls:sys_enter_write,syscalls:sys_enter_writev,syscalls:sys_enter_sendto,syscalls:sys_enter_epoll_wait,syscalls:sys_enter_epoll_ctl,syscalls:sys_enter_futex' \
 		-p "$pid" -- perf record -q -g -F 999 -p "$pid" -o "$out/perf.data" -- sleep "$secs" 2>/dev/null
 	m1=$(mads_out "$status")
 	echo "bench-profile: $pairs pairs, phase $phase, $((m1 - m0)) MADs in ${secs} s"
 	awk -F, -v n=$((m1 - m0)) '/syscalls:/ { if (n > 0) printf "bench-profile: %-32s %.3f per MAD\n", $3, $1 / n }' "$out/syscalls.txt"
 	# (sed reads to the end: an early exit would fail the pipe)
-	perf report -i "$out/perf.data" --no-children --sort sym --stdio 2>/dev/null |
-		grep -E '^ +[0-9]' | sed -n '1,25s/^/bench-profile: /p'
+	perf report -i "$out/perf.data" --no-children --sort sym --stdio -g none 2>/dev/null |
+		grep -E '^ +[0-9.]+%' | sed -n '1,25s/^/bench-profile: /p'
 done <"$fifo"
 wait $bench
 trap - EXIT
