@@ -570,7 +570,7 @@ static double open_loop_saturation(double lo, double hi, double window)
 		hi = lo;
 		lo /= 2;
 	}
-	for (i = 0; i < 5; i++) {
+	for (i = 0; i < 12 && hi > 1.05 * lo; i++) {
 		double mid = (lo + hi) / 2;
 
 		if (open_loop_keeps_up(mid, window))
