@@ -90,10 +90,10 @@ struct session_set {
 	struct mux *mux;
 	struct event *flush_ev;
 	int flush_armed;
-	/* Where a session's reads land while it has nothing buffered: only
-	 * a partial frame (or what its budget left) moves to its own
-	 * buffer, so a read costs no allocation and touches no memory of
-	 * the session's but its decoder. */
+	/* Where every read of a session lands.  While it has nothing
+	 * buffered, only a partial frame (or what its budget left) moves
+	 * on to its own buffer, so a read costs no allocation and touches
+	 * no memory of the session's but its decoder. */
 	uint8_t read_buf[SESSION_READ_CHUNK];
 };
 
@@ -703,35 +703,16 @@ static int session_input_whole(struct session *s)
 	return s->qemu ? left >= LEGACY_MSG_SIZE : left > 0;
 }
 
-/* One read of up to SESSION_READ_CHUNK bytes (evbuffer_read asks the
- * kernel how much there is first, and takes at most 4 KiB). */
-static int session_read_socket(struct evbuffer *in, int fd)
+/* One read of up to SESSION_READ_CHUNK bytes into the set's buffer, then
+ * onto what the session has buffered: read() as to its result. */
+static int session_read_socket(struct session *s, int fd)
 {
-	struct evbuffer_iovec v[2];
-	struct iovec iov[2];
-	ssize_t n;
-	size_t got;
-	int nv, i;
+	ssize_t n = read(fd, s->set->read_buf, sizeof(s->set->read_buf));
 
-	nv = evbuffer_reserve_space(in, SESSION_READ_CHUNK, v, 2);
-	if (nv < 1) {
+	if (n > 0 && evbuffer_add(s->in, s->set->read_buf, (size_t)n) < 0) {
 		errno = ENOMEM;
 		return -1;
 	}
-	for (i = 0; i < nv; i++) {
-		iov[i].iov_base = v[i].iov_base;
-		iov[i].iov_len = v[i].iov_len;
-	}
-	n = readv(fd, iov, nv);
-	if (n <= 0) {
-		evbuffer_commit_space(in, v, 0);
-		return (int)n;
-	}
-	for (got = (size_t)n, i = 0; i < nv; i++) {
-		v[i].iov_len = got < v[i].iov_len ? got : v[i].iov_len;
-		got -= v[i].iov_len;
-	}
-	evbuffer_commit_space(in, v, nv);
 	return (int)n;
 }
 
@@ -744,7 +725,7 @@ static int session_read_buffered(struct session *s, int fd)
 	size_t left;
 	int n;
 
-	n = session_read_socket(s->in, fd);
+	n = session_read_socket(s, fd);
 	if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EINTR)))
 		return 0;
 	if (s->qemu)
