@@ -74,13 +74,11 @@ static int outlet_reserve(struct outlet *o, size_t need)
 	return 0;
 }
 
-static int outlet_add(struct outlet *o, const void *p, size_t n)
+/* After outlet_reserve(). */
+static void outlet_put(struct outlet *o, const void *p, size_t n)
 {
-	if (outlet_reserve(o, n) < 0)
-		return -ENOMEM;
 	memcpy(o->buf + o->head + o->len, p, n);
 	o->len += n;
-	return 0;
 }
 
 /* n bytes went out. */
@@ -111,9 +109,9 @@ int outlet_append(struct outlet *o, size_t max, const void *hdr, size_t hlen,
 	else if (outlet_reserve(o, hlen + len) < 0)
 		rc = -ENOMEM;
 	else {
-		outlet_add(o, hdr, hlen);
+		outlet_put(o, hdr, hlen);
 		if (len)
-			outlet_add(o, payload, len);
+			outlet_put(o, payload, len);
 		outlet_account(o);
 	}
 	pthread_mutex_unlock(&o->lock);
@@ -136,9 +134,11 @@ int outlet_write_or_queue(struct outlet *o, const void *msg, size_t len)
 		}
 		if ((size_t)n == len)
 			rc = 1;
-		else if (outlet_add(o, (const uint8_t *)msg + n,
-				    len - (size_t)n) < 0)
+		else if (outlet_reserve(o, len - (size_t)n) < 0)
 			rc = -ENOMEM;
+		else
+			outlet_put(o, (const uint8_t *)msg + n,
+				   len - (size_t)n);
 		outlet_account(o);
 	}
 	pthread_mutex_unlock(&o->lock);
