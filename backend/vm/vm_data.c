@@ -2,6 +2,7 @@
 #include "vm_data.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -156,6 +157,24 @@ void vm_data_process(struct vm_data *d)
 {
 	muxbe_dev_process(d->dev);
 }
+void vm_data_settle(struct vm_data *d, int expected, int timeout_ms)
+{
+	struct pollfd pfd = { .fd = muxbe_dev_fd(d->dev), .events = POLLIN };
+	struct timespec start, now;
+	int left = timeout_ms;
+
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	muxbe_dev_process(d->dev);
+	while ((d->sent < expected || d->received < expected) && left > 0) {
+		poll(&pfd, 1, left);
+		muxbe_dev_process(d->dev);
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		left = timeout_ms -
+		       (int)((now.tv_sec - start.tv_sec) * 1000 +
+			     (now.tv_nsec - start.tv_nsec) / 1000000);
+	}
+}
+
 int vm_data_received(struct vm_data *d)
 {
 	return d->received;

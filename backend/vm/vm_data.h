@@ -25,6 +25,9 @@ int vm_data_rtr(struct vm_data *d, uint32_t remote_qpn, uint32_t remote_psn,
 int vm_data_rts(struct vm_data *d);
 int vm_data_fd(struct vm_data *d);
 void vm_data_process(struct vm_data *d);
+/* Wait up to timeout_ms for completions until expected messages went
+ * each way. */
+void vm_data_settle(struct vm_data *d, int expected, int timeout_ms);
 int vm_data_send_all(struct vm_data *d);
 int vm_data_received(struct vm_data *d);
 int vm_data_sent(struct vm_data *d);
