@@ -4,11 +4,13 @@
  * so that no query, however large or slow, holds up a client's accept or
  * hello.  A connection may send one query line (a JSON object); without
  * one within STATUS_QUERY_WAIT_MS it gets the default snapshot.  One
- * answer, then the connection is closed.  Readers that do not take their
- * answer within --status-timeout-ms are dropped, and connections are
- * bounded in all and per uid.
+ * answer, then the connection is closed.  Readers that take less than
+ * 4 KiB of their answer in --status-timeout-ms are dropped, and
+ * connections are bounded in all and per uid.
  */
 #include <errno.h>
+#include <limits.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <linux/sockios.h>
@@ -30,6 +32,8 @@
 #define STATUS_QUERY_MAX PROTO_STATUS_QUERY_MAX
 /* How long a connection may take to send its query. */
 #define STATUS_QUERY_WAIT_MS 100
+/* A reader that takes less in --status-timeout-ms is dropped. */
+#define STATUS_WRITE_CHUNK 4096
 /* Connections listed per client in the snapshot (all are counted). */
 #define STATUS_CONNS_PER_CLIENT 64
 
@@ -40,8 +44,11 @@ struct status_conn {
 	struct event *query_timer;
 	uid_t uid;
 	int answered;
-	size_t answer_len; /* bytes of the answer, all told */
-	size_t consumed;   /* of those, read by the peer */
+	/* Watching the reader once the answer is queued: */
+	struct event *watch;
+	uint64_t progress_ms; /* when it last took something */
+	size_t left_seen;     /* of the answer, not yet written */
+	int outq_seen;        /* SIOCOUTQ: in its socket, unread */
 };
 
 struct status_server {
@@ -207,6 +214,8 @@ static void status_conn_free(struct status_conn *sc)
 	sc->srv->nconns--;
 	if (sc->query_timer)
 		event_free(sc->query_timer);
+	if (sc->watch)
+		event_free(sc->watch);
 	bufferevent_free(sc->bev);
 	free(sc);
 }
@@ -218,10 +227,43 @@ static void status_free_text(const void *data, size_t len, void *arg)
 	free((void *)data);
 }
 
+/*
+ * The timeout measures the reader, not this thread: building other
+ * answers may keep it from writing for a while.  A reader keeps up while
+ * it takes something within each timeout: this thread wrote more of its
+ * answer (there was room), or its socket holds less than at the last
+ * look, or nothing.  SIOCOUTQ on a unix socket counts the buffers of
+ * what is unread, not bytes, and a buffer is freed only once read
+ * whole, so answers go out in STATUS_WRITE_CHUNK pieces: a reader's
+ * progress shows at that grain.  A look every quarter of the timeout
+ * sees it between two writes, and one after a busy spell of this thread
+ * sees what the reader did meanwhile.
+ */
+static void status_watch(evutil_socket_t fd, short what, void *arg)
+{
+	struct status_conn *sc = arg;
+	size_t left = evbuffer_get_length(bufferevent_get_output(sc->bev));
+	uint64_t now = mux_now_ms();
+	int outq = 0;
+
+	(void)fd;
+	(void)what;
+	if (ioctl(bufferevent_getfd(sc->bev), SIOCOUTQ, &outq) < 0)
+		outq = 0;
+	if (left < sc->left_seen || outq < sc->outq_seen || outq == 0)
+		sc->progress_ms = now;
+	sc->left_seen = left;
+	sc->outq_seen = outq;
+	if (now - sc->progress_ms >= sc->srv->mux->cfg.status_timeout_ms) {
+		atomic_fetch_add(&sc->srv->mux->stats.status_dropped_slow, 1);
+		status_conn_free(sc);
+	}
+}
+
 static void status_send(struct status_conn *sc, json_t *answer)
 {
-	unsigned ms = sc->srv->mux->cfg.status_timeout_ms;
-	struct timeval wt = { ms / 1000, (ms % 1000) * 1000 };
+	unsigned ms = sc->srv->mux->cfg.status_timeout_ms / 4 + 1;
+	struct timeval look = { ms / 1000, (ms % 1000) * 1000 };
 	struct evbuffer *out = bufferevent_get_output(sc->bev);
 	char *text = answer ? json_dumps(answer, JSON_COMPACT) : NULL;
 
@@ -237,10 +279,18 @@ static void status_send(struct status_conn *sc, json_t *answer)
 		return;
 	}
 	atomic_fetch_add(&sc->srv->mux->stats.status_queries, 1);
-	sc->answer_len = strlen(text) + 1;
 	evbuffer_add_reference(out, text, strlen(text), status_free_text, NULL);
 	evbuffer_add(out, "\n", 1);
-	bufferevent_set_timeouts(sc->bev, NULL, &wt);
+	sc->watch = event_new(sc->srv->base, -1, EV_PERSIST, status_watch, sc);
+	if (sc->watch == NULL) {
+		status_conn_free(sc);
+		return;
+	}
+	sc->progress_ms = mux_now_ms();
+	sc->left_seen = SIZE_MAX;
+	sc->outq_seen = INT_MAX;
+	event_add(sc->watch, &look);
+	bufferevent_set_max_single_write(sc->bev, STATUS_WRITE_CHUNK);
 	bufferevent_enable(sc->bev, EV_WRITE);
 }
 
@@ -285,28 +335,6 @@ static void status_written(struct bufferevent *bev, void *arg)
 		status_conn_free(sc);
 }
 
-/*
- * The write timeout measures the reader, not this thread: building other
- * answers may keep it from writing for a while.  A reader has kept up if
- * it has read everything written to its socket so far, or has read more
- * of it since the last timeout; only one that sits on unread bytes for a
- * whole timeout is dropped.
- */
-static int status_reader_kept_up(struct status_conn *sc)
-{
-	size_t written = sc->answer_len -
-			 evbuffer_get_length(bufferevent_get_output(sc->bev));
-	int unread;
-
-	if (ioctl(bufferevent_getfd(sc->bev), SIOCOUTQ, &unread) < 0)
-		return 0;
-	if (unread == 0 || written - (size_t)unread > sc->consumed) {
-		sc->consumed = written - (size_t)unread;
-		return 1;
-	}
-	return 0;
-}
-
 static void status_event(struct bufferevent *bev, short what, void *arg)
 {
 	struct status_conn *sc = arg;
@@ -318,12 +346,6 @@ static void status_event(struct bufferevent *bev, short what, void *arg)
 		status_send(sc, status_snapshot(sc->srv->mux));
 		return;
 	}
-	if ((what & BEV_EVENT_TIMEOUT) && status_reader_kept_up(sc)) {
-		bufferevent_enable(bev, EV_WRITE);
-		return;
-	}
-	if (what & BEV_EVENT_TIMEOUT)
-		atomic_fetch_add(&sc->srv->mux->stats.status_dropped_slow, 1);
 	status_conn_free(sc);
 }
 

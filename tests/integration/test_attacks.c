@@ -1095,8 +1095,9 @@ static void test_status_cannot_be_blinded(void **state)
 {
 	static const char *const many_gids[] = { "sim0=fd00::1*200", NULL };
 	static struct muxbe *mb[BLIND_CLIENTS];
-	const char *extra[] = { "--status-timeout-ms=500", "--status-mode=0666",
-				"--max-clients=600", NULL };
+	const char *extra[] = { "--status-timeout-ms=1000",
+				"--status-mode=0666", "--max-clients=600",
+				NULL };
 	struct status_reader readers[BLIND_READERS];
 	struct muxbe_options o = { .timeout_ms = H_DEADLINE_MS };
 	struct muxbe_addr a = { .grh = 1,
@@ -1211,8 +1212,29 @@ static void test_status_cannot_be_blinded(void **state)
 	assert_true(readers[0].queries > 0);
 	/* A few ms at most (a scheduler tick on this 2-vCPU machine). */
 	assert_true(l95 <= b95 + 5000u * (unsigned)h_time_scale());
+	/* Readers that read all along were never taken for slow ones,
+	 * however long the status thread kept them waiting; nor is one
+	 * that takes 4 KiB every 100 ms for three seconds, far less in a
+	 * timeout than its socket holds.  Dropped, it would find the end
+	 * of its socket's contents within the 30 reads. */
+	{
+		char buf[4096];
+		ssize_t n = 1;
+		int fd = raw_connect(d.status), reads = 0;
 
-	/* Readers that never read: dropped after the write timeout.  Those
+		assert_true(fd >= 0);
+		assert_int_equal(send(fd, "{\"op\":\"status\"}\n", 16,
+				      MSG_NOSIGNAL),
+				 16);
+		usleep(300 * 1000); /* the answer fills the socket */
+		while (reads++ < 30 && (n = read(fd, buf, sizeof(buf))) > 0)
+			usleep(100 * 1000);
+		assert_true(n > 0);
+		close(fd);
+	}
+	assert_int_equal(hd_status_int(&d, "counters.status.dropped_slow"), 0);
+
+	/* Readers that never read: dropped after the timeout.  Those
 	 * of one uid beyond its share: refused at once.  Another uid's
 	 * query is answered all along. */
 	pid = fork();
