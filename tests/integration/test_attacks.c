@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -1112,7 +1113,7 @@ static void test_status_cannot_be_blinded(void **state)
 	json_t *st, *cl, *page;
 	struct gid g;
 	int i, k, fds[40], pid_status;
-	pid_t pid;
+	pid_t pid, parent;
 
 	(void)state;
 	hd_start(&d, NULL, many_gids, extra);
@@ -1237,12 +1238,16 @@ static void test_status_cannot_be_blinded(void **state)
 	/* Readers that never read: dropped after the timeout.  Those
 	 * of one uid beyond its share: refused at once.  Another uid's
 	 * query is answered all along. */
+	parent = getpid();
 	pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
 		static const char q[] = "{\"op\":\"status\"}\n";
 
-		if (setgid(65534) || setuid(65534))
+		/* Gone with the test, even one that fails before its kill
+		 * (set after setuid(), which clears it). */
+		if (setgid(65534) || setuid(65534) ||
+		    prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
 			_exit(10);
 		for (i = 0; i < 40; i++) {
 			fds[i] = raw_connect(d.status);
