@@ -27,6 +27,10 @@
 
 /* Requests handled per read callback before yielding to other clients. */
 #define SESSION_FRAMES_PER_EVENT 64
+/* Output waits for the end of a loop pass, so that a client's replies
+ * and MADs go out in one write; but no longer than this many frames'
+ * handling, or the first of a long pass waits for all the others. */
+#define SESSION_FLUSH_AFTER_FRAMES 64
 /* Bytes read from the socket per read callback, at most. */
 #define SESSION_READ_CHUNK 65536
 /* Well-framed but malformed requests tolerated before the client is cut. */
@@ -90,6 +94,7 @@ struct session_set {
 	struct mux *mux;
 	struct event *flush_ev;
 	int flush_armed;
+	unsigned frames_unflushed; /* handled since the last flush */
 	/* Where every read of a session lands.  While it has nothing
 	 * buffered, only a partial frame (or what its budget left) moves
 	 * on to its own buffer, so a read costs no allocation and touches
@@ -136,6 +141,7 @@ static void session_set_flush(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	set->flush_armed = 0;
+	set->frames_unflushed = 0;
 	while ((s = TAILQ_FIRST(&set->dirty)) != NULL)
 		session_flush(s);
 	for (i = 0; i < set->nforeign; i++)
@@ -775,8 +781,13 @@ static void session_read_cb(evutil_socket_t fd, short what, void *arg)
 	if (n == SESSION_FRAMES_PER_EVENT && !s->closing && !s->read_paused &&
 	    session_input_whole(s))
 		event_active(s->read_ev, EV_READ, 0);
-	if (s->closing)
+	if (s->closing) {
 		session_flush(s);
+		return;
+	}
+	s->set->frames_unflushed += (unsigned)n;
+	if (s->set->frames_unflushed >= SESSION_FLUSH_AFTER_FRAMES)
+		session_set_flush(-1, 0, s->set);
 }
 
 /* A slot is not held by a connection that never says hello. */
