@@ -130,16 +130,12 @@ static void session_flush_foreign(struct session_set *set,
 
 static int session_flush(struct session *s);
 
-/* Runs after the I/O callbacks of a loop pass (it is activated by the
- * first of them that queues output, so it sits behind them all). */
-static void session_set_flush(evutil_socket_t fd, short what, void *arg)
+/* Write out what this worker queued for its clients and others'. */
+static void session_set_flush(struct session_set *set)
 {
-	struct session_set *set = arg;
 	struct session *s;
 	size_t i;
 
-	(void)fd;
-	(void)what;
 	set->flush_armed = 0;
 	set->frames_unflushed = 0;
 	while ((s = TAILQ_FIRST(&set->dirty)) != NULL)
@@ -147,6 +143,15 @@ static void session_set_flush(evutil_socket_t fd, short what, void *arg)
 	for (i = 0; i < set->nforeign; i++)
 		session_flush_foreign(set, set->foreign[i]);
 	set->nforeign = 0;
+}
+
+/* Runs after the I/O callbacks of a loop pass (it is activated by the
+ * first of them that queues output, so it sits behind them all). */
+static void session_set_flush_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	session_set_flush(arg);
 }
 
 struct session_set *session_set_new(struct mux *mux, unsigned worker,
@@ -160,7 +165,7 @@ struct session_set *session_set_new(struct mux *mux, unsigned worker,
 	set->worker = worker;
 	RB_INIT(&set->tree);
 	TAILQ_INIT(&set->dirty);
-	set->flush_ev = event_new(base, -1, 0, session_set_flush, set);
+	set->flush_ev = event_new(base, -1, 0, session_set_flush_cb, set);
 	if (set->flush_ev == NULL) {
 		free(set);
 		return NULL;
@@ -787,7 +792,7 @@ static void session_read_cb(evutil_socket_t fd, short what, void *arg)
 	}
 	s->set->frames_unflushed += (unsigned)n;
 	if (s->set->frames_unflushed >= SESSION_FLUSH_AFTER_FRAMES)
-		session_set_flush(-1, 0, s->set);
+		session_set_flush(s->set);
 }
 
 /* A slot is not held by a connection that never says hello. */
