@@ -1014,9 +1014,11 @@ struct status_reader {
 };
 
 /* A full status query, read to the end: no cmocka here (threads). */
+/* The status socket's default query, as a reader sends it. */
+static const char status_query[] = "{\"op\":\"status\"}\n";
+
 static void *status_reader_loop(void *arg)
 {
-	static const char q[] = "{\"op\":\"status\"}\n";
 	struct status_reader *r = arg;
 	char *buf = malloc(1 << 20);
 	size_t len;
@@ -1027,8 +1029,8 @@ static void *status_reader_loop(void *arg)
 		fd = raw_connect(r->path);
 		if (fd < 0)
 			continue;
-		if (send(fd, q, sizeof(q) - 1, MSG_NOSIGNAL) ==
-		    (ssize_t)sizeof(q) - 1) {
+		if (send(fd, status_query, sizeof(status_query) - 1,
+			 MSG_NOSIGNAL) == (ssize_t)sizeof(status_query) - 1) {
 			len = 0;
 			while ((n = read(fd, buf, 1 << 20)) > 0)
 				len += (size_t)n;
@@ -1215,18 +1217,18 @@ static void test_status_cannot_be_blinded(void **state)
 	assert_true(l95 <= b95 + 5000u * (unsigned)h_time_scale());
 	/* Readers that read all along were never taken for slow ones,
 	 * however long the status thread kept them waiting; nor is one
-	 * that takes 4 KiB every 100 ms for three seconds, far less in a
-	 * timeout than its socket holds.  Dropped, it would find the end
-	 * of its socket's contents within the 30 reads. */
+	 * that takes 4 KiB every 100 ms for three seconds.  Dropped, it
+	 * would reach the end of what its socket holds (about a dozen such
+	 * reads) within the 30. */
 	{
 		char buf[4096];
 		ssize_t n = 1;
 		int fd = raw_connect(d.status), reads = 0;
 
 		assert_true(fd >= 0);
-		assert_int_equal(send(fd, "{\"op\":\"status\"}\n", 16,
-				      MSG_NOSIGNAL),
-				 16);
+		assert_int_equal(send(fd, status_query,
+				      sizeof(status_query) - 1, MSG_NOSIGNAL),
+				 (ssize_t)sizeof(status_query) - 1);
 		usleep(300 * 1000); /* the answer fills the socket */
 		while (reads++ < 30 && (n = read(fd, buf, sizeof(buf))) > 0)
 			usleep(100 * 1000);
@@ -1242,8 +1244,6 @@ static void test_status_cannot_be_blinded(void **state)
 	pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
-		static const char q[] = "{\"op\":\"status\"}\n";
-
 		/* Gone with the test, even one that fails before its kill
 		 * (set after setuid(), which clears it). */
 		if (setgid(65534) || setuid(65534) ||
@@ -1252,7 +1252,8 @@ static void test_status_cannot_be_blinded(void **state)
 		for (i = 0; i < 40; i++) {
 			fds[i] = raw_connect(d.status);
 			if (fds[i] < 0 ||
-			    send(fds[i], q, sizeof(q) - 1, MSG_NOSIGNAL) < 0)
+			    send(fds[i], status_query, sizeof(status_query) - 1,
+				 MSG_NOSIGNAL) < 0)
 				_exit(11);
 			/* Small buffers: the answer cannot be taken by the
 			 * kernel on the reader's behalf. */
