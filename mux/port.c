@@ -314,6 +314,7 @@ static void *port_io_main(void *arg)
 {
 	struct portio *pio = arg;
 
+	pthread_setname_np(pthread_self(), "muxd-ports");
 	event_base_dispatch(pio->base);
 	return NULL;
 }

@@ -38,6 +38,7 @@ static void *port_senders_main(void *arg)
 	struct port_send *ps;
 	int rc;
 
+	pthread_setname_np(pthread_self(), "muxd-umad-send");
 	pthread_mutex_lock(&s->lock);
 	for (;;) {
 		while (!s->stop && (ps = TAILQ_FIRST(&s->queue)) == NULL)

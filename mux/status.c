@@ -409,6 +409,7 @@ static void *status_thread(void *arg)
 {
 	struct status_server *srv = arg;
 
+	pthread_setname_np(pthread_self(), "muxd-status");
 	event_base_loop(srv->base, EVLOOP_NO_EXIT_ON_EMPTY);
 	return NULL;
 }

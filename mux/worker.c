@@ -126,7 +126,11 @@ struct worker *worker_self(void)
 static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
+	char name[16];
 
+	/* Named for top -H, perf and gdb (pthread names hold 15 bytes). */
+	snprintf(name, sizeof(name), "muxd-worker%u", w->index);
+	pthread_setname_np(pthread_self(), name);
 	worker_current = w;
 	event_base_dispatch(w->base);
 	return NULL;

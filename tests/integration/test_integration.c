@@ -1000,6 +1000,67 @@ static void test_sigterm_right_after_start(void **state)
 	}
 }
 
+/* How many of the daemon's threads carry each of want's names. */
+static int count_named_threads(pid_t pid, const char *const *want, int *seen)
+{
+	char path[64], name[32];
+	struct dirent *e;
+	int n = 0, i;
+	DIR *dir;
+	FILE *fp;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	dir = opendir(path);
+	assert_non_null(dir);
+	for (i = 0; want[i] != NULL; i++)
+		seen[i] = 0;
+	while ((e = readdir(dir)) != NULL) {
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%.16s/comm",
+			 (int)pid, e->d_name);
+		fp = fopen(path, "r");
+		if (fp == NULL)
+			continue; /* a thread that has just ended */
+		if (fgets(name, sizeof(name), fp) != NULL) {
+			name[strcspn(name, "\n")] = '\0';
+			for (i = 0; want[i] != NULL; i++)
+				if (strcmp(name, want[i]) == 0 &&
+				    seen[i]++ == 0)
+					n++;
+		}
+		fclose(fp);
+	}
+	closedir(dir);
+	return n;
+}
+
+/* Every thread says what it is, as rdmacm-muxd(8) lists them, one per
+ * worker (three asked for here). */
+static void test_threads_are_named(void **state)
+{
+	static const char *const extra[] = { "--workers", "3", NULL };
+	static const char *const want[] = { "muxd-worker0", "muxd-worker1",
+					    "muxd-worker2", "muxd-ports",
+					    "muxd-status",  NULL };
+	uint64_t deadline = h_now_ms() + H_DEADLINE_MS;
+	int seen[5], found = 0;
+	struct hdaemon d;
+
+	(void)state;
+	hd_start(&d, NULL, one_port, extra);
+	/* A thread names itself as it starts: wait for the last one. */
+	while (h_now_ms() < deadline &&
+	       (found = count_named_threads(d.pid, want, seen)) < 5)
+		usleep(10000);
+	for (int i = 0; i < 5; i++)
+		if (!seen[i])
+			print_error("no thread named %s\n", want[i]);
+	assert_int_equal(found, 5);
+	assert_int_equal(seen[0] + seen[1] + seen[2], 3);
+	hd_stop(&d);
+}
+
 /* Entries of /tmp named like the daemon's private sim fabrics. */
 static int count_private_fabrics(void)
 {
@@ -1641,6 +1702,7 @@ int main(void)
 						setup_two_ports,
 						teardown_daemon),
 		cmocka_unit_test(test_sigterm_right_after_start),
+		cmocka_unit_test(test_threads_are_named),
 		cmocka_unit_test_setup_teardown(
 			test_one_daemon_per_socket_and_port, setup_daemon,
 			teardown_daemon),
