@@ -1053,12 +1053,12 @@ static void test_threads_are_named(void **state)
 	while (h_now_ms() < deadline &&
 	       (found = count_named_threads(d.pid, want, seen)) < 5)
 		usleep(10000);
+	hd_stop(&d); /* first: a failed assertion would leave it running */
 	for (int i = 0; i < 5; i++)
 		if (!seen[i])
 			print_error("no thread named %s\n", want[i]);
 	assert_int_equal(found, 5);
 	assert_int_equal(seen[0] + seen[1] + seen[2], 3);
-	hd_stop(&d);
 }
 
 /* Entries of /tmp named like the daemon's private sim fabrics. */
