@@ -509,6 +509,12 @@ static double run_closed(double seconds)
  * open (a burst of catching up follows), whoever is the slower side. */
 #define OPEN_LOOP_LATE_NS 1000000ull
 
+/* When the open loop's MAD number k is due, from its start t0 (ns). */
+static uint64_t open_loop_due(uint64_t t0, double rate, uint64_t k)
+{
+	return t0 + (uint64_t)((double)k * 1e9 / rate);
+}
+
 /*
  * Open loop at rate MADs/s for seconds, latency samples in lat[], each
  * from the time its MAD was due to be sent: a send that is late counts
@@ -522,28 +528,22 @@ static double run_closed(double seconds)
 static int run_open(double rate, double seconds)
 {
 	uint8_t mad[MAD_SIZE];
-	uint64_t t0_ns = now_ns(), sent = 0, due, delivered = 0, late = 0;
-	double t0 = (double)t0_ns / 1e9, t; /* the same clock reading */
+	uint64_t t0 = now_ns(), end = t0 + (uint64_t)(seconds * 1e9), now;
+	uint64_t sent = 0, when, delivered = 0, late = 0;
 	int next = 0, i;
 
 	for (i = 0; i < 2 * npairs; i++)
 		delivered -= clients[i].received;
 	nlat = 0;
 	measuring = 1;
-	while ((t = now_s()) - t0 < seconds) {
-		double wait;
-
-		due = (uint64_t)((t - t0) * rate);
-		while (sent < due) {
+	while ((now = now_ns()) < end) {
+		while ((when = open_loop_due(t0, rate, sent)) <= now) {
 			struct client *c = &clients[next * 2 + senders_side()];
-			uint64_t when = t0_ns +
-					(uint64_t)((double)sent * 1e9 / rate);
-			uint64_t now = now_ns();
 
 			next = (next + 1) % npairs;
 			workload_mad(c, mad);
 			wire_put64(mad + TS_OFF, when);
-			late += now > when + OPEN_LOOP_LATE_NS;
+			late += now_ns() > when + OPEN_LOOP_LATE_NS;
 			send_mad(c, mad);
 			sent++;
 		}
@@ -551,8 +551,8 @@ static int run_open(double rate, double seconds)
 		 * evenly spaced, not in bursts a millisecond apart (the last
 		 * MAD of a burst measures the burst's queue, in the relay as
 		 * in the daemon). */
-		wait = (double)(sent + 1) / rate - (now_s() - t0);
-		pump_ns(wait > 0 ? (uint64_t)(wait * 1e9) : 0);
+		now = now_ns();
+		pump_ns(when > now ? when - now : 0);
 	}
 	measuring = 0;
 	for (i = 0; i < 2 * npairs; i++)
