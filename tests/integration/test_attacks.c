@@ -1013,10 +1013,10 @@ struct status_reader {
 	size_t last_len;
 };
 
-/* A full status query, read to the end: no cmocka here (threads). */
 /* The status socket's default query, as a reader sends it. */
 static const char status_query[] = "{\"op\":\"status\"}\n";
 
+/* A full status query, read to the end: no cmocka here (threads). */
 static void *status_reader_loop(void *arg)
 {
 	struct status_reader *r = arg;
