@@ -1043,21 +1043,22 @@ static void test_threads_are_named(void **state)
 	static const char *const want[] = { "muxd-worker0", "muxd-worker1",
 					    "muxd-worker2", "muxd-ports",
 					    "muxd-status",  NULL };
+	enum { NWANT = sizeof(want) / sizeof(want[0]) - 1 };
 	uint64_t deadline = h_now_ms() + H_DEADLINE_MS;
-	int seen[5], found = 0;
+	int seen[NWANT], found = 0;
 	struct hdaemon d;
 
 	(void)state;
 	hd_start(&d, NULL, one_port, extra);
 	/* A thread names itself as it starts: wait for the last one. */
 	while (h_now_ms() < deadline &&
-	       (found = count_named_threads(d.pid, want, seen)) < 5)
+	       (found = count_named_threads(d.pid, want, seen)) < NWANT)
 		usleep(10000);
 	hd_stop(&d); /* first: a failed assertion would leave it running */
-	for (int i = 0; i < 5; i++)
+	for (int i = 0; i < NWANT; i++)
 		if (!seen[i])
 			print_error("no thread named %s\n", want[i]);
-	assert_int_equal(found, 5);
+	assert_int_equal(found, NWANT);
 	assert_int_equal(seen[0] + seen[1] + seen[2], 3);
 }
 
