@@ -21,7 +21,7 @@ CC      ?= cc
 CFLAGS  ?= -O2 -g
 WARNINGS := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wmissing-prototypes \
 	    -Wmissing-declarations -Wwrite-strings -Wno-missing-field-initializers
-CPPFLAGS_ALL := -std=c11 -D_GNU_SOURCE $(WARNINGS) -pthread
+CPPFLAGS_ALL := -std=c11 -D_GNU_SOURCE -I. $(WARNINGS) -pthread
 PKG_LIBS := libevent libevent_pthreads jansson
 DEP_CFLAGS := $(shell pkg-config --cflags $(PKG_LIBS))
 DEP_LIBS   := $(shell pkg-config --libs $(PKG_LIBS))
@@ -266,7 +266,7 @@ bench-lab: all tests
 FUZZ_TARGETS := fuzz_frame fuzz_control fuzz_cm_mad fuzz_legacy fuzz_policy fuzz_config fuzz_text \
 		fuzz_status_query
 FUZZ_SECONDS ?= 20
-FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined $(DEP_CFLAGS)
+FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -I. -g -O1 -fsanitize=fuzzer,address,undefined $(DEP_CFLAGS)
 FUZZ_LINK := $(PROTOCOL_SRC) $(LEGACY_SRC) $(COMMON_SRC) mux/router.c mux/conn.c mux/conn_store.c \
 	     mux/policy.c mux/config.c backend/vm/guest_cm.c
 $(B)/fuzz/%: tests/fuzz/%.c $(FUZZ_LINK)

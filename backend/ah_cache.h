@@ -12,7 +12,7 @@
 
 #include <infiniband/verbs.h>
 
-#include "../common/tree.h"
+#include "common/tree.h"
 
 struct ah_entry;
 RB_HEAD(ah_tree, ah_entry);

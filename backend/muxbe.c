@@ -21,11 +21,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "muxbe.h"
-#include "../common/unix_socket.h"
-#include "../common/tree.h"
-#include "../common/wire.h"
-#include "../protocol/rdmacm_mux_proto.h"
+#include "backend/muxbe.h"
+#include "common/unix_socket.h"
+#include "common/tree.h"
+#include "common/wire.h"
+#include "protocol/rdmacm_mux_proto.h"
 
 #define MUXBE_MAX_REPLY (1u << 20)
 

@@ -23,10 +23,10 @@
 
 #include <jansson.h>
 
-#include "muxbe_verbs.h"
-#include "ah_cache.h"
-#include "../common/ibdev.h"
-#include "../common/tree.h"
+#include "backend/muxbe_verbs.h"
+#include "backend/ah_cache.h"
+#include "common/ibdev.h"
+#include "common/tree.h"
 
 #define DEV_AH_CACHE_MAX 1024
 #define GSI_QKEY 0x80010000u

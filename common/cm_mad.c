@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
-#include "cm_mad.h"
+#include "common/cm_mad.h"
 
 #include <errno.h>
 #include <string.h>
 
-#include "wire.h"
+#include "common/wire.h"
 
 static const char *const cm_attr_names[CM_IDX_MAX] = {
 	[CM_IDX_CLASS_PORT_INFO] = "ClassPortInfo",

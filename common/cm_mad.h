@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gid.h"
+#include "common/gid.h"
 
 #define MAD_SIZE 256
 #define MAD_HDR_SIZE 24

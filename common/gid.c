@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
-#include "gid.h"
+#include "common/gid.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

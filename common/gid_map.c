@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
-#include "gid_map.h"
-#include "hash.h"
+#include "common/gid_map.h"
+#include "common/hash.h"
 
 #include <errno.h>
 #include <stdlib.h>

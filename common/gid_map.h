@@ -12,7 +12,7 @@
  */
 #include <stdint.h>
 
-#include "gid.h"
+#include "common/gid.h"
 
 struct gid_map_slot;
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
-#include "log.h"
-#include "text.h"
-#include "unix_socket.h"
+#include "common/log.h"
+#include "common/text.h"
+#include "common/unix_socket.h"
 
 #include <errno.h>
 #include <stdatomic.h>

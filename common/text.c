@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
-#include "text.h"
+#include "common/text.h"
 
 #include <stdint.h>
 #include <stdio.h>

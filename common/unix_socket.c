@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
-#include "unix_socket.h"
+#include "common/unix_socket.h"
 
 #include <errno.h>
 #include <stddef.h>

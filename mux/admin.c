@@ -15,7 +15,7 @@
 #include <event2/bufferevent.h>
 #include <event2/listener.h>
 
-#include "mux.h"
+#include "mux/mux.h"
 
 #define ADMIN_MAX_REQUEST 4096
 

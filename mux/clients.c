@@ -9,7 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "mux.h"
+#include "mux/mux.h"
 
 static int clients_info_cmp(struct client_info *a, struct client_info *b)
 {

@@ -18,7 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "mux.h"
+#include "mux/mux.h"
 
 enum config_kind {
 	CK_UINT,      /* unsigned field, decimal */

@@ -21,7 +21,7 @@
  * Freed slots are reused oldest first and only once thousands are free,
  * so a host ID comes back only after about a million others.
  */
-#include "conn.h"
+#include "mux/conn.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -30,11 +30,11 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "../common/cm_mad.h"
-#include "../common/hash.h"
-#include "../common/tree.h"
-#include "../common/wire.h"
-#include "conn_store.h"
+#include "common/cm_mad.h"
+#include "common/hash.h"
+#include "common/tree.h"
+#include "common/wire.h"
+#include "mux/conn_store.h"
 
 enum conn_kind { CK_COMM, CK_SIDR };
 

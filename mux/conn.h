@@ -41,7 +41,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../common/gid.h"
+#include "common/gid.h"
 
 struct conn_table;
 

@@ -21,7 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "conn_store.h"
+#include "mux/conn_store.h"
 
 #define STORE_MAGIC 0x45544154534d4352ull /* "RCMSTATE" */
 #define STORE_VERSION 2

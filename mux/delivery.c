@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "mux.h"
+#include "mux/mux.h"
 
 /* QEMU's sessions order their output themselves: through their worker. */
 static int delivery_post_mad(struct mux *mux, struct client_info *ci,

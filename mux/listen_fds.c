@@ -14,7 +14,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "mux.h"
+#include "mux/mux.h"
 
 void listen_fds_take(struct listen_fds *lf)
 {

@@ -13,8 +13,8 @@
 
 #include <event2/listener.h>
 
-#include "mux.h"
-#include "../common/log.h"
+#include "mux/mux.h"
+#include "common/log.h"
 
 static void listener_refuse_client(int fd, int err, const char *message)
 {

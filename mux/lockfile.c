@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "mux.h"
+#include "mux/mux.h"
 
 #define LOCKFILE_TRIES 8
 

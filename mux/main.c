@@ -17,8 +17,8 @@
 #include <event2/event.h>
 #include <event2/thread.h>
 
-#include "mux.h"
-#include "../common/log.h"
+#include "mux/mux.h"
+#include "common/log.h"
 
 static int main_setup_sim_fabric(struct mux *mux)
 {

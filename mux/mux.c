@@ -5,7 +5,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "mux.h"
+#include "mux/mux.h"
 
 uint64_t mux_now_ms(void)
 {

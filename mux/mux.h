@@ -20,14 +20,14 @@
 #include <event2/listener.h>
 #include <jansson.h>
 
-#include "../common/cm_mad.h"
-#include "../common/gid.h"
-#include "../common/log.h"
-#include "../common/tree.h"
-#include "conn.h"
-#include "policy.h"
-#include "../protocol/legacy.h"
-#include "../protocol/rdmacm_mux_proto.h"
+#include "common/cm_mad.h"
+#include "common/gid.h"
+#include "common/log.h"
+#include "common/tree.h"
+#include "mux/conn.h"
+#include "mux/policy.h"
+#include "protocol/legacy.h"
+#include "protocol/rdmacm_mux_proto.h"
 
 #define MUX_VERSION "0.1.0"
 #define MUX_MAX_PORTS 16

@@ -15,9 +15,9 @@
 
 #include <jansson.h>
 
-#include "../common/text.h"
-#include "muxctl.h"
-#include "../common/unix_socket.h"
+#include "common/text.h"
+#include "mux/muxctl.h"
+#include "common/unix_socket.h"
 
 #define DEFAULT_STATUS "/run/rdmacm-mux/status.sock"
 #define DEFAULT_ADMIN "/run/rdmacm-mux/admin.sock"

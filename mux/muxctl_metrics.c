@@ -10,7 +10,7 @@
 
 #include <jansson.h>
 
-#include "muxctl.h"
+#include "mux/muxctl.h"
 
 #define NS "rdmacm_mux_"
 

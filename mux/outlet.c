@@ -16,7 +16,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "mux.h"
+#include "mux/mux.h"
 
 /* A buffer emptied by a write is kept up to this size, so that steady
  * traffic allocates nothing; a larger one (a burst's) is let go.  Kept

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
-#include "policy.h"
+#include "mux/policy.h"
 
 #include <errno.h>
 #include <grp.h>

@@ -17,7 +17,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "../common/gid.h"
+#include "common/gid.h"
 
 struct gid_prefix {
 	struct gid gid;

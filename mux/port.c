@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mux.h"
-#include "../common/log.h"
+#include "mux/mux.h"
+#include "common/log.h"
 
 /* How often the port thread expires drained routes and polls port state. */
 #define PORTIO_TICK_MS 250

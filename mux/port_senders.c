@@ -12,8 +12,8 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "mux.h"
-#include "../common/log.h"
+#include "mux/mux.h"
+#include "common/log.h"
 
 struct port_sender {
 	struct port *port;

@@ -20,10 +20,10 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "mux.h"
-#include "sim_fabric.h"
-#include "../common/gid_map.h"
-#include "../common/log.h"
+#include "mux/mux.h"
+#include "mux/sim_fabric.h"
+#include "common/gid_map.h"
+#include "common/log.h"
 
 #define SIM_RX_BUDGET 256 /* datagrams per wake-up */
 

@@ -30,9 +30,9 @@
 #include <infiniband/umad.h>
 #include <infiniband/verbs.h>
 
-#include "mux.h"
-#include "../common/ibdev.h"
-#include "../common/log.h"
+#include "mux/mux.h"
+#include "common/ibdev.h"
+#include "common/log.h"
 
 #define UMAD_RX_BUDGET 256
 #define UMAD_GID_MAX 256

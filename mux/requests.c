@@ -9,9 +9,9 @@
 #include <string.h>
 #include <sys/random.h>
 
-#include "mux.h"
-#include "../common/text.h"
-#include "../common/log.h"
+#include "mux/mux.h"
+#include "common/text.h"
+#include "common/log.h"
 
 static const char *const mux_features[] = { "mad", "port-events" };
 

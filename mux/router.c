@@ -13,10 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mux.h"
-#include "conn.h"
-#include "../common/gid_map.h"
-#include "../common/wire.h"
+#include "mux/mux.h"
+#include "mux/conn.h"
+#include "common/gid_map.h"
+#include "common/wire.h"
 
 struct gid_entry {
 	RB_ENTRY(gid_entry) link;

@@ -15,8 +15,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "mux.h"
-#include "../common/unix_socket.h"
+#include "mux/mux.h"
+#include "common/unix_socket.h"
 
 int sdnotify(const char *fmt, ...)
 {

@@ -22,8 +22,8 @@
 
 #include <event2/buffer.h>
 
-#include "mux.h"
-#include "../common/log.h"
+#include "mux/mux.h"
+#include "common/log.h"
 
 /* Requests handled per read callback before yielding to other clients. */
 #define SESSION_FRAMES_PER_EVENT 64

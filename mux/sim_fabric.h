@@ -12,7 +12,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "../protocol/rdmacm_mux_proto.h"
+#include "protocol/rdmacm_mux_proto.h"
 
 #define SIM_MAGIC "RCMSIM1" /* 8 bytes with its NUL */
 #define SIM_MAGIC_LEN 8

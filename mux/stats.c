@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
-#include "mux.h"
+#include "mux/mux.h"
 
 static const char *const drop_reason_names[DROP_MAX] = {
 	[DROP_NOT_CM] = "not_cm",

@@ -22,8 +22,8 @@
 #include <event2/bufferevent.h>
 #include <event2/listener.h>
 
-#include "mux.h"
-#include "../common/log.h"
+#include "mux/mux.h"
+#include "common/log.h"
 
 /* Concurrent status connections, in all and per uid. */
 #define STATUS_MAX_CONNS 64

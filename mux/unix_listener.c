@@ -17,9 +17,9 @@
 #include <event2/event.h>
 #include <event2/listener.h>
 
-#include "mux.h"
-#include "../common/unix_socket.h"
-#include "../common/log.h"
+#include "mux/mux.h"
+#include "common/unix_socket.h"
+#include "common/log.h"
 
 #define LISTEN_BACKLOG 128
 /* Out of descriptors, accepting pauses: first briefly (the descriptors a

@@ -12,8 +12,8 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "mux.h"
-#include "../common/log.h"
+#include "mux/mux.h"
+#include "common/log.h"
 
 struct worker {
 	struct mux *mux;

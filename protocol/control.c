@@ -4,8 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "rdmacm_mux_proto.h"
-#include "../common/gid.h"
+#include "protocol/rdmacm_mux_proto.h"
+#include "common/gid.h"
 
 static const struct {
 	int err;

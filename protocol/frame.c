@@ -3,8 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rdmacm_mux_proto.h"
-#include "../common/wire.h"
+#include "protocol/rdmacm_mux_proto.h"
+#include "common/wire.h"
 
 void proto_decoder_init(struct proto_decoder *dec, uint32_t max_payload)
 {

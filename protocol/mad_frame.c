@@ -2,8 +2,8 @@
 #include <errno.h>
 #include <string.h>
 
-#include "rdmacm_mux_proto.h"
-#include "../common/wire.h"
+#include "protocol/rdmacm_mux_proto.h"
+#include "common/wire.h"
 
 int proto_mad_encode(const struct proto_mad *m, uint8_t *out, size_t cap)
 {

@@ -7,7 +7,7 @@
 
 #include <jansson.h>
 
-#include "rdmacm_mux_proto.h"
+#include "protocol/rdmacm_mux_proto.h"
 
 int proto_status_query_parse(const char *line, size_t len,
 			     struct proto_status_query *q, char *err,

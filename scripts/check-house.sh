@@ -17,7 +17,7 @@ ok() { echo "ok: $*"; PASS=$((PASS + 1)); }
 bad() { echo "FAIL: $*"; FAIL=$((FAIL + 1)); }
 
 # -O0, so that no static function is inlined out of sight.
-CFLAGS="-std=c11 -D_GNU_SOURCE -pthread -O0 $(pkg-config --cflags libevent jansson)"
+CFLAGS="-std=c11 -D_GNU_SOURCE -I. -pthread -O0 $(pkg-config --cflags libevent jansson)"
 for f in mux/*.c; do
 	cc $CFLAGS -c -o "$T/$(basename "${f%.c}").o" "$f" || bad "compile $f"
 done

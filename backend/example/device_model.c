@@ -23,7 +23,7 @@
 
 #include <arpa/inet.h>
 
-#include "../muxbe.h"
+#include "backend/muxbe.h"
 
 #define QP1_RECV_DEPTH 16
 

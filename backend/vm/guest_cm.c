@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
-#include "guest_cm.h"
+#include "backend/vm/guest_cm.h"
 
 #include <errno.h>
 #include <string.h>
 
-#include "../../common/wire.h"
+#include "common/wire.h"
 
 static const char *const gcm_state_names[GCM_STATE_MAX] = {
 	[GCM_IDLE] = "idle",

@@ -14,8 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../../common/cm_mad.h"
-#include "../../common/gid.h"
+#include "common/cm_mad.h"
+#include "common/gid.h"
 
 enum gcm_state {
 	GCM_IDLE,

@@ -22,9 +22,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../muxbe.h"
-#include "guest_cm.h"
-#include "vm_data.h"
+#include "backend/muxbe.h"
+#include "backend/vm/guest_cm.h"
+#include "backend/vm/vm_data.h"
 
 #define VM_RECV_BUFS 16
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
-#include "vm_data.h"
+#include "backend/vm/vm_data.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -8,7 +8,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "../muxbe_verbs.h"
+#include "backend/muxbe_verbs.h"
 
 struct vm_data {
 	struct muxbe_dev *dev;

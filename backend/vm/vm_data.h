@@ -11,7 +11,7 @@
  */
 #include <stdint.h>
 
-#include "../../common/gid.h"
+#include "common/gid.h"
 
 struct vm_data;
 

@@ -16,9 +16,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../mux/conn.h"
-#include "../../common/cm_mad.h"
-#include "../../common/wire.h"
+#include "mux/conn.h"
+#include "common/cm_mad.h"
+#include "common/wire.h"
 
 #define CLIENTS 1000u
 #define PER_CLIENT 1000u

@@ -58,10 +58,10 @@
 
 #include <jansson.h>
 
-#include "../../common/cm_mad.h"
-#include "../../common/gid.h"
-#include "../../common/wire.h"
-#include "../../protocol/rdmacm_mux_proto.h"
+#include "common/cm_mad.h"
+#include "common/gid.h"
+#include "common/wire.h"
+#include "protocol/rdmacm_mux_proto.h"
 
 #define MAX_PAIRS 1024
 #define MAX_PAIR_COUNTS 16 /* in --pairs */

@@ -19,8 +19,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../backend/muxbe.h"
-#include "../../backend/vm/guest_cm.h"
+#include "backend/muxbe.h"
+#include "backend/vm/guest_cm.h"
 
 #define RECV_BUFS 256
 #define COMM_BASE 0x51000000u

@@ -19,10 +19,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../backend/muxbe.h"
-#include "../../common/cm_mad.h"
-#include "../../common/gid.h"
-#include "../../protocol/rdmacm_mux_proto.h"
+#include "backend/muxbe.h"
+#include "common/cm_mad.h"
+#include "common/gid.h"
+#include "protocol/rdmacm_mux_proto.h"
 
 int main(int argc, char **argv)
 {

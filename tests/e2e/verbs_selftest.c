@@ -21,11 +21,11 @@
 
 #include <cmocka.h>
 
-#include "../../backend/muxbe_verbs.h"
-#include "../../common/cm_mad.h"
-#include "../../common/gid.h"
-#include "../../common/wire.h"
-#include "../integration/harness.h"
+#include "backend/muxbe_verbs.h"
+#include "common/cm_mad.h"
+#include "common/gid.h"
+#include "common/wire.h"
+#include "tests/integration/harness.h"
 
 #define MAX_WC 256
 

@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "../../mux/mux.h"
+#include "mux/mux.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

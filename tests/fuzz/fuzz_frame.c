@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../protocol/rdmacm_mux_proto.h"
+#include "protocol/rdmacm_mux_proto.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

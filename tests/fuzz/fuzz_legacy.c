@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../protocol/legacy.h"
+#include "protocol/legacy.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

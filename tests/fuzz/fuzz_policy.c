@@ -5,7 +5,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "../../mux/policy.h"
+#include "mux/policy.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

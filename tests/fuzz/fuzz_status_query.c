@@ -4,7 +4,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../../protocol/rdmacm_mux_proto.h"
+#include "protocol/rdmacm_mux_proto.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

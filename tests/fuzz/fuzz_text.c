@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../common/text.h"
+#include "common/text.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
-#include "harness.h"
+#include "tests/integration/harness.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -23,11 +23,11 @@
 
 #include <cmocka.h>
 
-#include "../../common/cm_mad.h"
-#include "../../common/gid.h"
-#include "../../common/wire.h"
-#include "../../protocol/rdmacm_mux_proto.h"
-#include "../../mux/sim_fabric.h"
+#include "common/cm_mad.h"
+#include "common/gid.h"
+#include "common/wire.h"
+#include "protocol/rdmacm_mux_proto.h"
+#include "mux/sim_fabric.h"
 
 int h_time_scale(void)
 {

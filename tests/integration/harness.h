@@ -12,7 +12,7 @@
 
 #include <jansson.h>
 
-#include "../../backend/muxbe.h"
+#include "backend/muxbe.h"
 
 /* Deadlines and latency bounds are multiplied by $RCM_TIME_SCALE (for
  * runs under valgrind, which slows the daemon some 20-50 times). */

@@ -30,11 +30,11 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
-#include "../../common/cm_mad.h"
-#include "../../common/gid.h"
-#include "../../common/wire.h"
-#include "../../protocol/rdmacm_mux_proto.h"
+#include "tests/integration/harness.h"
+#include "common/cm_mad.h"
+#include "common/gid.h"
+#include "common/wire.h"
+#include "protocol/rdmacm_mux_proto.h"
 
 #define PEER "fd99::1"
 static const char *const ports[] = {

@@ -20,10 +20,10 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
-#include "../../common/cm_mad.h"
-#include "../../common/gid.h"
-#include "../../common/wire.h"
+#include "tests/integration/harness.h"
+#include "common/cm_mad.h"
+#include "common/gid.h"
+#include "common/wire.h"
 
 #define PEER "fd99::1"
 static const char *const ports[] = { "sim0=fd00::1,fd00::2,fd00::3", NULL };

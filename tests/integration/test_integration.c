@@ -24,11 +24,11 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
-#include "../../common/cm_mad.h"
-#include "../../common/gid.h"
-#include "../../common/wire.h"
-#include "../../protocol/rdmacm_mux_proto.h"
+#include "tests/integration/harness.h"
+#include "common/cm_mad.h"
+#include "common/gid.h"
+#include "common/wire.h"
+#include "protocol/rdmacm_mux_proto.h"
 
 #define SIM0 "sim0=fd00::1,fd00::2,fd00::3,fd00::4,fd00::5,10.1.0.1,10.1.0.2"
 

@@ -21,11 +21,11 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
-#include "../../common/cm_mad.h"
-#include "../../common/gid.h"
-#include "../../common/wire.h"
-#include "../../protocol/legacy.h"
+#include "tests/integration/harness.h"
+#include "common/cm_mad.h"
+#include "common/gid.h"
+#include "common/wire.h"
+#include "protocol/legacy.h"
 
 #define PEER "fd99::1"
 #define GUEST "fd00::1"

@@ -40,11 +40,11 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "../../backend/muxbe.h"
-#include "../../common/cm_mad.h"
-#include "../../common/gid.h"
-#include "../../common/wire.h"
-#include "../../mux/sim_fabric.h"
+#include "backend/muxbe.h"
+#include "common/cm_mad.h"
+#include "common/gid.h"
+#include "common/wire.h"
+#include "mux/sim_fabric.h"
 
 #define NCLIENTS 1000
 #define SLOTS 4 /* connections per client at once */

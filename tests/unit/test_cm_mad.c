@@ -11,8 +11,8 @@
 
 #include <cmocka.h>
 
-#include "../../common/cm_mad.h"
-#include "../../common/wire.h"
+#include "common/cm_mad.h"
+#include "common/wire.h"
 
 struct field_case {
 	const char *name;

@@ -11,8 +11,8 @@
 
 #include <cmocka.h>
 
-#include "../../protocol/rdmacm_mux_proto.h"
-#include "../../common/wire.h"
+#include "protocol/rdmacm_mux_proto.h"
+#include "common/wire.h"
 
 struct msg {
 	uint8_t kind, flags;

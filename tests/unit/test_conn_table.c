@@ -13,9 +13,9 @@
 
 #include <cmocka.h>
 
-#include "../../mux/conn.h"
-#include "../../common/cm_mad.h"
-#include "../../common/wire.h"
+#include "mux/conn.h"
+#include "common/cm_mad.h"
+#include "common/wire.h"
 
 #define A 1
 #define B 2

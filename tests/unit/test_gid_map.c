@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "../../common/gid_map.h"
+#include "common/gid_map.h"
 
 static struct gid gid_n(uint32_t n)
 {

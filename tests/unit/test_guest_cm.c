@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "../../backend/vm/guest_cm.h"
+#include "backend/vm/guest_cm.h"
 
 #define WIRE_MAX 64
 

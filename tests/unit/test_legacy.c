@@ -15,7 +15,7 @@
 #include <infiniband/umad.h>
 #include <infiniband/verbs.h>
 
-#include "../../protocol/legacy.h"
+#include "protocol/legacy.h"
 
 /* QEMU's declarations, field for field. */
 enum qemu_type { QEMU_REQ = 0, QEMU_RESP = 1 };

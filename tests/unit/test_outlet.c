@@ -18,7 +18,7 @@
 
 #include <cmocka.h>
 
-#include "../../mux/mux.h"
+#include "mux/mux.h"
 
 /* An outlet writing to sv[0]; the test reads sv[1]. */
 static void open_pair(struct outlet *o, int type, size_t max_msg_write,

@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "../../mux/policy.h"
+#include "mux/policy.h"
 
 static char path[] = "/tmp/rcm-policy.XXXXXX";
 

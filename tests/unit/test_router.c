@@ -10,8 +10,8 @@
 
 #include <cmocka.h>
 
-#include "../../mux/mux.h"
-#include "../../common/wire.h"
+#include "mux/mux.h"
+#include "common/wire.h"
 
 #define A 11
 #define B 22

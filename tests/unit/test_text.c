@@ -14,8 +14,8 @@
 
 #include <cmocka.h>
 
-#include "../../common/log.h"
-#include "../../common/text.h"
+#include "common/log.h"
+#include "common/text.h"
 
 static void test_clean(void **state)
 {
