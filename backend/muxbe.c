@@ -522,12 +522,12 @@ static void resume_step(struct muxbe *mb, json_t *reply)
 			snprintf(mb->resume_note, sizeof(mb->resume_note),
 				 "the daemon kept this client's connections");
 		else
-			snprintf(mb->resume_note, sizeof(mb->resume_note),
-				 "the daemon did not keep this client's "
-				 "connections (%s)",
-				 json_string_value(
-					 json_object_get(reply, "resume_error"))
-					 ?: "it keeps no state");
+			snprintf(
+				mb->resume_note, sizeof(mb->resume_note),
+				"the daemon did not keep this client's connections (%s)",
+				json_string_value(
+					json_object_get(reply, "resume_error"))
+					?: "it keeps no state");
 		mb->down_err = json_is_true(json_object_get(reply, "resumed"))
 				       ? 0
 				       : -ESTALE;

@@ -230,33 +230,27 @@ static json_t *clients_view_json(const struct client_view *cv, struct router *r,
 	json_t *o;
 
 	router_client_counts(r, ci->id, &rc);
-	o = json_pack("{s:I, s:s, s:i, s:i, s:i, s:i, s:I, s:o, s:o*,"
-		      " s:{s:i, s:i, s:i, s:i, s:i, s:i, s:i},"
-		      " s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}}",
-		      "id", (json_int_t)ci->id, "name", cv->name, "pid",
-		      (int)ci->pid, "uid", (int)ci->uid, "gid", (int)ci->gid,
-		      "worker", (int)ci->worker, "connected",
-		      (json_int_t)ci->connected, "gids",
-		      router_gids_json(r, ci->id), "connections",
-		      router_conns_json(r, ci->id, 0, conns_max, now),
-		      "routing", "gids", (int)rc.gids, "comm_ids",
-		      (int)rc.comm_ids, "sidr_ids", (int)rc.sidr_ids,
-		      "handshake", (int)rc.handshake, "established",
-		      (int)rc.established, "disconnecting",
-		      (int)rc.disconnecting, "draining", (int)rc.draining,
-		      "counters", "requests",
-		      (json_int_t)atomic_load(&ci->ctr.requests), "errors",
-		      (json_int_t)atomic_load(&ci->ctr.errors), "mads_sent",
-		      (json_int_t)atomic_load(&ci->ctr.mads_sent),
-		      "mads_delivered",
-		      (json_int_t)atomic_load(&ci->ctr.mads_delivered),
-		      "mads_dropped",
-		      (json_int_t)atomic_load(&ci->ctr.mads_dropped),
-		      "mads_lost", (json_int_t)atomic_load(&ci->ctr.mads_lost),
-		      "malformed", (json_int_t)atomic_load(&ci->ctr.malformed),
-		      "outq_bytes",
-		      (json_int_t)(outlet_len(&ci->out) +
-				   atomic_load(&ci->ctr.qemu_pending_bytes)));
+	o = json_pack(
+		"{s:I, s:s, s:i, s:i, s:i, s:i, s:I, s:o, s:o*, s:{s:i, s:i, s:i, s:i, s:i, s:i, s:i}, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}}",
+		"id", (json_int_t)ci->id, "name", cv->name, "pid", (int)ci->pid,
+		"uid", (int)ci->uid, "gid", (int)ci->gid, "worker",
+		(int)ci->worker, "connected", (json_int_t)ci->connected, "gids",
+		router_gids_json(r, ci->id), "connections",
+		router_conns_json(r, ci->id, 0, conns_max, now), "routing",
+		"gids", (int)rc.gids, "comm_ids", (int)rc.comm_ids, "sidr_ids",
+		(int)rc.sidr_ids, "handshake", (int)rc.handshake, "established",
+		(int)rc.established, "disconnecting", (int)rc.disconnecting,
+		"draining", (int)rc.draining, "counters", "requests",
+		(json_int_t)atomic_load(&ci->ctr.requests), "errors",
+		(json_int_t)atomic_load(&ci->ctr.errors), "mads_sent",
+		(json_int_t)atomic_load(&ci->ctr.mads_sent), "mads_delivered",
+		(json_int_t)atomic_load(&ci->ctr.mads_delivered),
+		"mads_dropped", (json_int_t)atomic_load(&ci->ctr.mads_dropped),
+		"mads_lost", (json_int_t)atomic_load(&ci->ctr.mads_lost),
+		"malformed", (json_int_t)atomic_load(&ci->ctr.malformed),
+		"outq_bytes",
+		(json_int_t)(outlet_len(&ci->out) +
+			     atomic_load(&ci->ctr.qemu_pending_bytes)));
 	if (o == NULL)
 		return NULL;
 	/* The listing is bounded; the rest is paged (status query

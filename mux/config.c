@@ -211,11 +211,10 @@ static int config_add_umad_port(struct mux_config *cfg, const char *arg,
 	}
 	if (colon == NULL || colon == arg || (colon - arg) >= 20 ||
 	    config_num(colon + 1, 1, 255, 10, &num, err, errlen) < 0) {
-		snprintf(err, errlen,
-			 "'%s': expected DEV:PORT with DEV under 20 characters "
-			 "and "
-			 "PORT in [1, 255], e.g. rxe0:1",
-			 arg);
+		snprintf(
+			err, errlen,
+			"'%s': expected DEV:PORT with DEV under 20 characters and PORT in [1, 255], e.g. rxe0:1",
+			arg);
 		return -EINVAL;
 	}
 	ps = &cfg->ports[cfg->nports++];
@@ -364,11 +363,10 @@ static int config_add_sim_port(struct mux_config *cfg, const char *arg,
 	if (eq)
 		*eq = '\0';
 	if (copy[0] == '\0' || strlen(copy) >= 32 || strpbrk(copy, "/:. ")) {
-		snprintf(err, errlen,
-			 "'%s': NAME must be 1-31 characters without '/', ':', "
-			 "'.' or "
-			 "spaces",
-			 arg);
+		snprintf(
+			err, errlen,
+			"'%s': NAME must be 1-31 characters without '/', ':', '.' or spaces",
+			arg);
 		free(copy);
 		return -EINVAL;
 	}
@@ -504,10 +502,10 @@ static int config_set(struct mux_config *cfg, const struct config_option *o,
 		return 0;
 	case CK_TARGET:
 		if (!log_target_valid(value)) {
-			snprintf(err, errlen,
-				 "'%s' is not auto, stderr, syslog, journal or "
-				 "journal:PATH",
-				 value);
+			snprintf(
+				err, errlen,
+				"'%s' is not auto, stderr, syslog, journal or journal:PATH",
+				value);
 			return -EINVAL;
 		}
 		*(const char **)field = value;
@@ -552,10 +550,10 @@ static void config_apply_file_key(struct mux_config *cfg, const char *path,
 	size_t i, n = json_is_array(v) ? json_array_size(v) : 1;
 
 	if (o->kind == CK_MODE && !json_is_string(v)) {
-		config_error(errs,
-			     "%s: key '%s': give a mode as a string, e.g. "
-			     "\"0660\"",
-			     path, o->name);
+		config_error(
+			errs,
+			"%s: key '%s': give a mode as a string, e.g. \"0660\"",
+			path, o->name);
 		return;
 	}
 	if (json_is_array(v) && o->kind != CK_LIST) {
@@ -644,57 +642,36 @@ enum { OPT_SYSLOG = 1000, OPT_TABLE = 2000 };
 void config_print_usage(FILE *f)
 {
 	fprintf(f,
-		"usage: rdmacm-muxd [options] (--port DEV:PORT | --sim-port "
-		"NAME[=GID,...])...\n"
+		"usage: rdmacm-muxd [options] (--port DEV:PORT | --sim-port NAME[=GID,...])...\n"
 		"       rdmacm-muxd --check-config [FILE] [options]\n"
-		"  -c, --config FILE           options from FILE (JSON; "
-		"default\n"
+		"  -c, --config FILE           options from FILE (JSON; default\n"
 		"                              " MUX_DEFAULT_CONFIG
 		" if it exists;\n"
-		"                              \"none\": no file); the command "
-		"line wins\n"
-		"      --check-config [FILE]   validate FILE (default: "
-		"--config's) with the\n"
-		"                              command line, print each error, "
-		"exit 0 or 1\n"
-		"  -p, --port DEV:PORT         serve a real RDMA port through "
-		"umad (repeatable)\n"
-		"      --qemu-socket PORT[=PATH]  also serve QEMU's pvrdma on "
-		"PORT in the\n"
-		"                              protocol of QEMU's old "
-		"rdmacm-mux (default\n"
-		"                              PATH "
-		"/var/run/rdmacm-mux-DEV-PORTNUM, as it did)\n"
-		"      --roce-version DEV:PORT=V  RoCE version (1 or 2) whose "
-		"GID index the\n"
-		"                              daemon sends from where an "
-		"address is in the\n"
+		"                              \"none\": no file); the command line wins\n"
+		"      --check-config [FILE]   validate FILE (default: --config's) with the\n"
+		"                              command line, print each error, exit 0 or 1\n"
+		"  -p, --port DEV:PORT         serve a real RDMA port through umad (repeatable)\n"
+		"      --qemu-socket PORT[=PATH]  also serve QEMU's pvrdma on PORT in the\n"
+		"                              protocol of QEMU's old rdmacm-mux (default\n"
+		"                              PATH /var/run/rdmacm-mux-DEV-PORTNUM, as it did)\n"
+		"      --roce-version DEV:PORT=V  RoCE version (1 or 2) whose GID index the\n"
+		"                              daemon sends from where an address is in the\n"
 		"                              port's table twice (default 2)\n"
-		"      --sim-port NAME[=GIDS]  serve a simulated port "
-		"(repeatable); GIDS is a\n"
-		"                              comma-separated GID table, "
-		"GID*N for N in a\n"
-		"                              row (at most 4096; default: 8 "
-		"GIDs\n"
-		"                              fd53:494d::N:1 .. "
-		"fd53:494d::N:8,\n"
+		"      --sim-port NAME[=GIDS]  serve a simulated port (repeatable); GIDS is a\n"
+		"                              comma-separated GID table, GID*N for N in a\n"
+		"                              row (at most 4096; default: 8 GIDs\n"
+		"                              fd53:494d::N:1 .. fd53:494d::N:8,\n"
 		"                              N = port index + 1)\n"
-		"      --sim-fabric DIR        directory shared by sim ports "
-		"of all daemons\n"
-		"                              that form one simulated fabric "
-		"(default: private)\n"
-		"  -s, --socket PATH           client socket "
-		"(default " MUX_DEFAULT_SOCKET ")\n"
+		"      --sim-fabric DIR        directory shared by sim ports of all daemons\n"
+		"                              that form one simulated fabric (default: private)\n"
+		"  -s, --socket PATH           client socket (default " MUX_DEFAULT_SOCKET
+		")\n"
 		"      --state-file PATH       connection state kept across "
 		"restarts (default\n"
-		"                              SOCKET.state; \"none\": "
-		"forgotten at exit)\n"
-		"      --resume-grace-ms MS    how long clients of a previous "
-		"daemon have to\n"
-		"                              come back for their connections "
-		"(default 60000)\n"
-		"      --run-dir DIR           where the locks of real ports "
-		"live (default\n"
+		"                              SOCKET.state; \"none\": forgotten at exit)\n"
+		"      --resume-grace-ms MS    how long clients of a previous daemon have to\n"
+		"                              come back for their connections (default 60000)\n"
+		"      --run-dir DIR           where the locks of real ports live (default\n"
 		"                              " MUX_DEFAULT_RUN_DIR
 		"; sockets lock PATH.lock)\n"
 		"  -S, --status-socket PATH    read-only status socket "
@@ -709,72 +686,45 @@ void config_print_usage(FILE *f)
 		"      --status-mode MODE      octal mode of the status socket "
 		"(default 0660)\n"
 		"      --status-group GROUP    group of the status socket\n"
-		"      --status-timeout-ms MS  drop a status reader that takes "
-		"less than\n"
-		"                              4 KiB of its answer in MS "
-		"(default 5000)\n"
-		"  -A, --admin-socket PATH     root-only control socket "
-		"(disconnect a client,\n"
-		"                              reload the policy); default: "
-		"none\n"
-		"  -P, --policy FILE           who may connect and do what "
-		"(JSON, see\n"
-		"                              rdmacm-muxd(8)); default: only "
-		"the daemon's own\n"
+		"      --status-timeout-ms MS  drop a status reader that takes less than\n"
+		"                              4 KiB of its answer in MS (default 5000)\n"
+		"  -A, --admin-socket PATH     root-only control socket (disconnect a client,\n"
+		"                              reload the policy); default: none\n"
+		"  -P, --policy FILE           who may connect and do what (JSON, see\n"
+		"                              rdmacm-muxd(8)); default: only the daemon's own\n"
 		"                              user and root\n"
 		"  -w, --workers N             worker threads (default 2)\n"
 		"      --max-clients N         (default 1024)\n"
 		"      --max-clients-per-uid N  clients of one uid at once "
 		"(default: half of\n"
 		"                              --max-clients)\n"
-		"      --hello-timeout-ms MS   close a connection that has not "
-		"completed\n"
+		"      --hello-timeout-ms MS   close a connection that has not completed\n"
 		"                              hello in MS (default 5000)\n"
 		"      --max-gids N            GIDs per client (default 64)\n"
-		"      --max-comm-ids N        connections per client: those "
-		"it started or\n"
-		"                              answered, until they end "
-		"(default 4096)\n"
-		"      --max-peer-records N    peers' REQs no client has "
-		"answered yet, per\n"
-		"                              port (default 65536; charged to "
-		"no client)\n"
-		"      --max-peer-records-per-source N  the same per source "
-		"GID (default 4096)\n"
-		"      --max-timewait N        ended connections draining, in "
-		"all; above it\n"
-		"                              the oldest leave early (default "
-		"65536)\n"
-		"      --max-frame BYTES       largest frame a client may send "
-		"(default 65536)\n"
-		"      --client-queue BYTES    output queued to one client "
-		"before its inbound\n"
-		"                              MADs are dropped (default "
-		"1048576)\n"
-		"      --handshake-timeout-ms MS  how long a handshake or "
-		"teardown without\n"
-		"                              progress keeps its comm-ID "
-		"mapping (default\n"
-		"                              60000; an MRA adds its Service "
-		"Timeout)\n"
-		"      --timewait-ms MS        how long an ended connection's "
-		"mapping drains\n"
-		"                              after DREP or REJ (default "
-		"10000)\n"
-		"      --log-level LEVEL       err, warning, info (default) or "
-		"debug\n"
-		"      --log-target TARGET     auto (default: the journal when "
-		"stderr is\n"
-		"                              connected to it, else stderr), "
-		"stderr, syslog,\n"
+		"      --max-comm-ids N        connections per client: those it started or\n"
+		"                              answered, until they end (default 4096)\n"
+		"      --max-peer-records N    peers' REQs no client has answered yet, per\n"
+		"                              port (default 65536; charged to no client)\n"
+		"      --max-peer-records-per-source N  the same per source GID (default 4096)\n"
+		"      --max-timewait N        ended connections draining, in all; above it\n"
+		"                              the oldest leave early (default 65536)\n"
+		"      --max-frame BYTES       largest frame a client may send (default 65536)\n"
+		"      --client-queue BYTES    output queued to one client before its inbound\n"
+		"                              MADs are dropped (default 1048576)\n"
+		"      --handshake-timeout-ms MS  how long a handshake or teardown without\n"
+		"                              progress keeps its comm-ID mapping (default\n"
+		"                              60000; an MRA adds its Service Timeout)\n"
+		"      --timewait-ms MS        how long an ended connection's mapping drains\n"
+		"                              after DREP or REJ (default 10000)\n"
+		"      --log-level LEVEL       err, warning, info (default) or debug\n"
+		"      --log-target TARGET     auto (default: the journal when stderr is\n"
+		"                              connected to it, else stderr), stderr, syslog,\n"
 		"                              journal or journal:PATH\n"
-		"      --syslog                the same as --log-target "
-		"syslog\n"
+		"      --syslog                the same as --log-target syslog\n"
 		"  -v, --verbose               --log-level debug\n"
 		"  -V, --version               print the version and exit\n"
 		"  -h, --help                  this text\n"
-		"SIGHUP reloads the policy and the options marked as such in "
-		"rdmacm-muxd(8).\n");
+		"SIGHUP reloads the policy and the options marked as such in rdmacm-muxd(8).\n");
 }
 
 /* --check-config takes its FILE as the next word when that is not an
@@ -811,8 +761,7 @@ static void config_finish(struct mux_config *cfg, struct config_errors *errs)
 	if (cfg->nports == 0 && errs->n == 0)
 		config_error(
 			errs,
-			"no ports: give --port DEV:PORT or --sim-port NAME "
-			"(\"port\" or \"sim-port\" in the configuration file)");
+			"no ports: give --port DEV:PORT or --sim-port NAME (\"port\" or \"sim-port\" in the configuration file)");
 }
 
 int config_load(struct mux_config *cfg, int argc, char **argv,

@@ -2236,11 +2236,11 @@ struct conn_table *conn_table_open(const struct conn_limits *lim,
 
 	*restored = 0;
 	if (max_entries > CONN_MAX_ENTRIES || max_owners > CONN_MAX_CLIENTS) {
-		snprintf(err, errlen,
-			 "at most %u entries and %u owners (asked for %u "
-			 "and %u)",
-			 CONN_MAX_ENTRIES, CONN_MAX_CLIENTS, max_entries,
-			 max_owners);
+		snprintf(
+			err, errlen,
+			"at most %u entries and %u owners (asked for %u and %u)",
+			CONN_MAX_ENTRIES, CONN_MAX_CLIENTS, max_entries,
+			max_owners);
 		return NULL;
 	}
 	ct = conn_table_alloc(lim, random_operand, emit_fn, emit_arg);
@@ -2262,10 +2262,10 @@ struct conn_table *conn_table_open(const struct conn_limits *lim,
 	if (*restored) {
 		dropped = conn_table_restore(ct);
 		if (dropped)
-			snprintf(err, errlen,
-				 "%u entries were being changed when the "
-				 "previous daemon ended and are lost",
-				 dropped);
+			snprintf(
+				err, errlen,
+				"%u entries were being changed when the previous daemon ended and are lost",
+				dropped);
 	} else {
 		*conn_store_counter(ct->store, CONN_STORE_RANDOM_OPERAND) =
 			ct->random_operand;

@@ -164,10 +164,10 @@ struct conn_store *conn_store_open(const char *path,
 
 		if ((errno == EAGAIN || errno == EACCES) &&
 		    fcntl(s->fd, F_GETLK, &q) == 0 && q.l_type != F_UNLCK)
-			snprintf(err, errlen,
-				 "is in use by another rdmacm-muxd "
-				 "(pid %d; one daemon per state file)",
-				 (int)q.l_pid);
+			snprintf(
+				err, errlen,
+				"is in use by another rdmacm-muxd (pid %d; one daemon per state file)",
+				(int)q.l_pid);
 		else
 			snprintf(err, errlen, "cannot lock: %s",
 				 strerror(errno));

@@ -84,10 +84,9 @@ void listen_fds_close_unclaimed(struct listen_fds *lf)
 	for (i = 0; i < lf->n; i++) {
 		if (lf->fd[i] < 0)
 			continue;
-		log_warnx("socket activation: descriptor %d (\"%s\") matches "
-			  "no socket "
-			  "of this daemon; closed",
-			  lf->fd[i], lf->name[i]);
+		log_warnx(
+			"socket activation: descriptor %d (\"%s\") matches no socket of this daemon; closed",
+			lf->fd[i], lf->name[i]);
 		close(lf->fd[i]);
 		lf->fd[i] = -1;
 	}

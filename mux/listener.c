@@ -84,10 +84,10 @@ static void listener_accept_cb(struct evconnlistener *l, evutil_socket_t fd,
 			 "uid %d gid %d is not allowed by policy",
 			 (int)cred.uid, (int)cred.gid);
 		if (log_ratelimit_allow(&mux->accept_rl, &suppressed))
-			log_warnx("refusing client pid %d: %s (%llu similar "
-				  "suppressed)",
-				  (int)cred.pid, why,
-				  (unsigned long long)suppressed);
+			log_warnx(
+				"refusing client pid %d: %s (%llu similar suppressed)",
+				(int)cred.pid, why,
+				(unsigned long long)suppressed);
 		listener_refuse(cl, fd, EACCES, why);
 		return;
 	}
@@ -102,10 +102,10 @@ static void listener_accept_cb(struct evconnlistener *l, evutil_socket_t fd,
 		if (rc == -EUSERS) {
 			atomic_fetch_add(&mux->stats.clients_refused_uid_limit,
 					 1);
-			snprintf(why, sizeof(why),
-				 "uid %d already has %u clients "
-				 "(--max-clients-per-uid)",
-				 (int)cred.uid, mux->cfg.max_clients_per_uid);
+			snprintf(
+				why, sizeof(why),
+				"uid %d already has %u clients (--max-clients-per-uid)",
+				(int)cred.uid, mux->cfg.max_clients_per_uid);
 		} else if (rc == -EBUSY) {
 			snprintf(why, sizeof(why), "too many clients (%u)",
 				 mux->cfg.max_clients);
@@ -113,11 +113,10 @@ static void listener_accept_cb(struct evconnlistener *l, evutil_socket_t fd,
 			snprintf(why, sizeof(why), "out of memory");
 		}
 		if (log_ratelimit_allow(&mux->accept_rl, &suppressed))
-			log_warnx("refusing client pid %d uid %d: %s (%llu "
-				  "similar "
-				  "suppressed)",
-				  (int)cred.pid, (int)cred.uid, why,
-				  (unsigned long long)suppressed);
+			log_warnx(
+				"refusing client pid %d uid %d: %s (%llu similar suppressed)",
+				(int)cred.pid, (int)cred.uid, why,
+				(unsigned long long)suppressed);
 		listener_refuse(cl, fd, -rc, why);
 		return;
 	}

@@ -72,9 +72,9 @@ int lockfile_take_or_say(struct lockfile *lf, const char *path,
 	int rc = lockfile_take(lf, path, &holder);
 
 	if (rc == -EADDRINUSE && holder > 0)
-		log_warnx("%s is in use by another rdmacm-muxd (pid %d; lock "
-			  "%s)",
-			  what, (int)holder, path);
+		log_warnx(
+			"%s is in use by another rdmacm-muxd (pid %d; lock %s)",
+			what, (int)holder, path);
 	else if (rc == -EADDRINUSE)
 		log_warnx("%s is in use by another rdmacm-muxd (lock %s)", what,
 			  path);

@@ -157,10 +157,10 @@ static void main_on_service_tick(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	router_counts(mux->router, &rc);
-	sdnotify("%sSTATUS=%u client(s), %u connection(s) established, %u in "
-		 "handshake",
-		 sdnotify_watchdog_usec() ? "WATCHDOG=1\n" : "",
-		 clients_count(&mux->clients), rc.established, rc.handshake);
+	sdnotify(
+		"%sSTATUS=%u client(s), %u connection(s) established, %u in handshake",
+		sdnotify_watchdog_usec() ? "WATCHDOG=1\n" : "",
+		clients_count(&mux->clients), rc.established, rc.handshake);
 }
 
 /*
@@ -270,8 +270,8 @@ static int main_config_only(struct mux *mux, struct config_errors *errs)
 		if (errs->n)
 			code = cfg->check_config ? 1 : 2;
 		if (errs->n && !cfg->check_config)
-			fprintf(stderr, "usage: rdmacm-muxd [options]; --help "
-					"lists them\n");
+			fprintf(stderr,
+				"usage: rdmacm-muxd [options]; --help lists them\n");
 	}
 	config_free(cfg);
 	free(mux);
@@ -372,12 +372,10 @@ int main(int argc, char **argv)
 			mux->clients.next_id = router_max_client_id(
 						       mux->router) +
 					       1;
-			log_info("connection state %s: %u comm-ID and %u SIDR "
-				 "mapping(s) of the previous daemon, kept for "
-				 "its "
-				 "clients for %u ms",
-				 lim.state_path, was.comm_ids, was.sidr_ids,
-				 mux->cfg.resume_grace_ms);
+			log_info(
+				"connection state %s: %u comm-ID and %u SIDR mapping(s) of the previous daemon, kept for its clients for %u ms",
+				lim.state_path, was.comm_ids, was.sidr_ids,
+				mux->cfg.resume_grace_ms);
 		}
 	}
 	pthread_mutex_init(&mux->policy_lock, NULL);
@@ -418,11 +416,10 @@ int main(int argc, char **argv)
 	router_resume_grace(mux->router,
 			    mux_now_ms() + mux->cfg.resume_grace_ms);
 
-	log_info("rdmacm-muxd %s ready: %d port(s), %d worker(s), clients on "
-		 "%s, "
-		 "status on %s",
-		 MUX_VERSION, mux->nports, mux->nworkers, mux->cfg.socket_path,
-		 mux->cfg.status_path);
+	log_info(
+		"rdmacm-muxd %s ready: %d port(s), %d worker(s), clients on %s, status on %s",
+		MUX_VERSION, mux->nports, mux->nworkers, mux->cfg.socket_path,
+		mux->cfg.status_path);
 	/* Every port's agent is registered and the sockets listen. */
 	sdnotify("READY=1\nMAINPID=%d\nSTATUS=%d port(s), clients on %s",
 		 (int)getpid(), mux->nports, mux->cfg.socket_path);

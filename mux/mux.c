@@ -73,9 +73,9 @@ static void mux_reload_say(void *arg, const char *name, const char *was,
 	if (applied)
 		log_info("SIGHUP: %s: %s -> %s", name, was, now);
 	else
-		log_warnx("SIGHUP: %s: %s -> %s needs a restart; %s stays in "
-			  "force",
-			  name, was, now, was);
+		log_warnx(
+			"SIGHUP: %s: %s -> %s needs a restart; %s stays in force",
+			name, was, now, was);
 }
 
 void mux_router_limits(const struct mux_config *cfg, struct router_limits *lim)
@@ -102,9 +102,9 @@ void mux_reload(struct mux *mux)
 	if (config_load(&fresh, mux->argc, mux->argv, &errs) < 0) {
 		for (i = 0; i < errs.n && i < CONFIG_MAX_ERRORS; i++)
 			log_warnx("SIGHUP: %s", errs.msg[i]);
-		log_warnx("SIGHUP: %d error(s): nothing reloaded, the running "
-			  "configuration stays in force",
-			  errs.n);
+		log_warnx(
+			"SIGHUP: %d error(s): nothing reloaded, the running configuration stays in force",
+			errs.n);
 		config_free(&fresh);
 		return;
 	}

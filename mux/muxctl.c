@@ -26,25 +26,18 @@
 static void muxctl_usage(FILE *f)
 {
 	fprintf(f,
-		"usage: rdmacm-muxctl [-S PATH] [-j] [-t MS] [-w "
-		"SECONDS] "
-		"[VIEW]\n"
-		"       VIEW: status (default), clients, ports, gids, "
-		"counters, metrics,\n"
+		"usage: rdmacm-muxctl [-S PATH] [-j] [-t MS] [-w SECONDS] [VIEW]\n"
+		"       VIEW: status (default), clients, ports, gids, counters, metrics,\n"
 		"             connections [CLIENT-ID [OFFSET [LIMIT]]]\n"
 		"       rdmacm-muxctl [-A PATH] disconnect CLIENT-ID | reload\n"
-		"  -S, --status-socket PATH  daemon status socket (default "
-		"$RDMACM_MUX_STATUS\n"
+		"  -S, --status-socket PATH  daemon status socket (default $RDMACM_MUX_STATUS\n"
 		"                            or " DEFAULT_STATUS ")\n"
 		"  -j, --json                print the status as JSON\n"
-		"  -t, --timeout MS          give up after MS milliseconds "
-		"(default 5000)\n"
-		"  -w, --watch SECONDS       show the view again every "
-		"SECONDS\n"
-		"  -A, --admin-socket PATH   the daemon's admin socket, root "
-		"only (default\n"
-		"                            $RDMACM_MUX_ADMIN "
-		"or " DEFAULT_ADMIN ")\n"
+		"  -t, --timeout MS          give up after MS milliseconds (default 5000)\n"
+		"  -w, --watch SECONDS       show the view again every SECONDS\n"
+		"  -A, --admin-socket PATH   the daemon's admin socket, root only (default\n"
+		"                            $RDMACM_MUX_ADMIN or " DEFAULT_ADMIN
+		")\n"
 		"  connections ID [OFF [N]]  a client's connections, N "
 		"(default 256) from OFF\n"
 		"  metrics                   the counters in Prometheus' text "
@@ -78,9 +71,9 @@ static char *muxctl_fetch_status(const char *path, const char *query,
 	ssize_t n;
 	int fd;
 
-	fd = muxctl_connect_unix(path,
-				 "is rdmacm-muxd running, and may you open its "
-				 "status socket?");
+	fd = muxctl_connect_unix(
+		path,
+		"is rdmacm-muxd running, and may you open its status socket?");
 	if (fd < 0)
 		return NULL;
 	if (send(fd, query, strlen(query), MSG_NOSIGNAL) !=
@@ -96,8 +89,7 @@ static char *muxctl_fetch_status(const char *path, const char *query,
 	while (buf) {
 		if (poll(&pfd, 1, timeout_ms) <= 0) {
 			fprintf(stderr,
-				"rdmacm-muxctl: no status from %s within %d "
-				"ms\n",
+				"rdmacm-muxctl: no status from %s within %d ms\n",
 				path, timeout_ms);
 			goto fail;
 		}
@@ -240,8 +232,7 @@ static void muxctl_print_connections(json_t *clients)
 			json_object_get(c, "connections"));
 
 		if ((size_t)muxctl_jint(c, "connections_total") > shown)
-			printf("  client %lld: %lld more (rdmacm-muxctl "
-			       "connections %lld %zu)\n",
+			printf("  client %lld: %lld more (rdmacm-muxctl connections %lld %zu)\n",
 			       (long long)muxctl_jint(c, "id"),
 			       (long long)muxctl_jint(c, "connections_total") -
 				       (long long)shown,
@@ -308,15 +299,13 @@ static void muxctl_print_clients(json_t *st)
 	json_t *clients = json_object_get(st, "clients"), *c;
 	size_t i;
 
-	printf("\nCLIENTS (%zu)\n  %-4s %-14s %-4s %-7s %-6s %6s %7s %7s %5s "
-	       "%5s\n",
+	printf("\nCLIENTS (%zu)\n  %-4s %-14s %-4s %-7s %-6s %6s %7s %7s %5s %5s\n",
 	       json_array_size(clients), "ID", "NAME", "PROT", "PID", "UID",
 	       "CONNS", "MAD>", "MAD<", "DROP", "GIDS");
 	json_array_foreach(clients, i, c) {
 		json_t *cc = json_object_get(c, "counters");
 
-		printf("  %-4lld %-14.14s %-4s %-7lld %-6lld %6lld %7lld %7lld "
-		       "%5lld %5zu\n",
+		printf("  %-4lld %-14.14s %-4s %-7lld %-6lld %6lld %7lld %7lld %5lld %5zu\n",
 		       (long long)muxctl_jint(c, "id"),
 		       json_string_length(json_object_get(c, "name"))
 			       ? muxctl_jstr(c, "name")
@@ -381,8 +370,7 @@ static void muxctl_print_counters(json_t *st)
 	printf("  %-10s refused=%lld errors=%lld\n", "tx",
 	       (long long)muxctl_jint(ctr, "tx_refused"),
 	       (long long)muxctl_jint(ctr, "tx_errors"));
-	printf("  %-10s accepted=%lld refused=%lld hello timeouts=%lld "
-	       "resumed=%lld\n",
+	printf("  %-10s accepted=%lld refused=%lld hello timeouts=%lld resumed=%lld\n",
 	       "clients", (long long)muxctl_jint(ctr, "clients_accepted"),
 	       (long long)muxctl_jint(ctr, "clients_refused"),
 	       (long long)muxctl_jint(ctr, "hello_timeouts"),
@@ -412,9 +400,9 @@ static int muxctl_admin_request(const char *path, const char *request,
 	ssize_t n;
 	int fd, ok;
 
-	fd = muxctl_connect_unix(path,
-				 "admin commands need root and the daemon's "
-				 "--admin-socket");
+	fd = muxctl_connect_unix(
+		path,
+		"admin commands need root and the daemon's --admin-socket");
 	if (fd < 0)
 		return 1;
 	if (write(fd, request, strlen(request)) < 0 || write(fd, "\n", 1) < 0) {
@@ -581,8 +569,7 @@ int main(int argc, char **argv)
 		if (optind + 1 >= argc ||
 		    (id = strtoull(argv[optind + 1], &end, 10)) == 0 || *end) {
 			fprintf(stderr,
-				"rdmacm-muxctl: disconnect needs a client id "
-				"(see rdmacm-muxctl status)\n");
+				"rdmacm-muxctl: disconnect needs a client id (see rdmacm-muxctl status)\n");
 			return 2;
 		}
 		snprintf(req, sizeof(req),
@@ -603,14 +590,13 @@ int main(int argc, char **argv)
 		     ((limit = strtoull(argv[optind + 3], &end, 10)),
 		      *end || limit == 0 || limit > 4096))) {
 			fprintf(stderr,
-				"rdmacm-muxctl: connections [CLIENT-ID [OFFSET "
-				"[LIMIT]]] (LIMIT 1..4096)\n");
+				"rdmacm-muxctl: connections [CLIENT-ID [OFFSET [LIMIT]]] (LIMIT 1..4096)\n");
 			return 2;
 		}
-		snprintf(query, sizeof(query),
-			 "{\"op\":\"connections\",\"client\":%llu,"
-			 "\"offset\":%llu,\"limit\":%llu}",
-			 id, offset, limit);
+		snprintf(
+			query, sizeof(query),
+			"{\"op\":\"connections\",\"client\":%llu,\"offset\":%llu,\"limit\":%llu}",
+			id, offset, limit);
 		view = V_PAGE;
 	} else if (optind < argc) {
 		for (i = 0; i < sizeof(views) / sizeof(views[0]); i++)

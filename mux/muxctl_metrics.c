@@ -136,8 +136,7 @@ static const struct {
 	{ "mads_refused_total", "Clients' MADs refused, by reason.", "reason",
 	  "refusals" },
 	{ "answers_total",
-	  "MADs the daemon sent on a client's or nobody's behalf, "
-	  "by kind.",
+	  "MADs the daemon sent on a client's or nobody's behalf, by kind.",
 	  "kind", "answers" },
 };
 
@@ -172,10 +171,9 @@ void muxctl_metrics_print(FILE *f, json_t *st)
 	muxctl_metrics_sample(f, "clients_refused_total", "reason", "uid_limit",
 			      muxctl_metrics_ival(ctr,
 						  "clients_refused_uid_limit"));
-	muxctl_metrics_sample(f, "clients_refused_total", "reason",
-			      "rule_limit",
-			      muxctl_metrics_ival(ctr, "clients_refused_rule_"
-						       "limit"));
+	muxctl_metrics_sample(
+		f, "clients_refused_total", "reason", "rule_limit",
+		muxctl_metrics_ival(ctr, "clients_refused_rule_limit"));
 	muxctl_metrics_sample(f, "clients_refused_total", "reason",
 			      "hello_timeout",
 			      muxctl_metrics_ival(ctr, "hello_timeouts"));
@@ -185,10 +183,9 @@ void muxctl_metrics_print(FILE *f, json_t *st)
 			muxctl_metrics_ival(ctr, "clients_refused_policy") -
 			muxctl_metrics_ival(ctr, "clients_refused_uid_limit") -
 			muxctl_metrics_ival(ctr, "clients_refused_rule_limit"));
-	muxctl_metrics_family(f, "resumes_total", "counter",
-			      "Sessions of a previous daemon's clients taken "
-			      "over, by "
-			      "result.");
+	muxctl_metrics_family(
+		f, "resumes_total", "counter",
+		"Sessions of a previous daemon's clients taken over, by result.");
 	muxctl_metrics_sample(f, "resumes_total", "result", "resumed",
 			      muxctl_metrics_ival(ctr, "resumes"));
 	muxctl_metrics_sample(f, "resumes_total", "result", "refused",
@@ -202,8 +199,7 @@ void muxctl_metrics_print(FILE *f, json_t *st)
 					labelled[i].help, labelled[i].label,
 					json_object_get(ctr, labelled[i].key));
 	muxctl_metrics_single(f, "mads_lost_reported_total", "counter",
-			      "Loss reports (mad_lost events) sent to "
-			      "senders.",
+			      "Loss reports (mad_lost events) sent to senders.",
 			      muxctl_metrics_ival(ctr, "losses_reported"));
 
 	muxctl_metrics_single(f, "gids", "gauge", "GIDs registered by clients.",
@@ -240,18 +236,17 @@ void muxctl_metrics_print(FILE *f, json_t *st)
 	muxctl_metrics_per_client(f, clients, "client_mads_delivered_total",
 				  "MADs delivered to a client.",
 				  "mads_delivered");
-	muxctl_metrics_per_client(f, clients, "client_mads_dropped_total",
-				  "MADs for a client dropped (its queue was "
-				  "full).",
-				  "mads_dropped");
+	muxctl_metrics_per_client(
+		f, clients, "client_mads_dropped_total",
+		"MADs for a client dropped (its queue was full).",
+		"mads_dropped");
 
 	muxctl_metrics_single(f, "status_queries_total", "counter",
 			      "Status queries answered.",
 			      muxctl_metrics_ival(status, "queries"));
-	muxctl_metrics_family(f, "status_dropped_total", "counter",
-			      "Status connections refused (limits) or dropped "
-			      "(did not read), "
-			      "by reason.");
+	muxctl_metrics_family(
+		f, "status_dropped_total", "counter",
+		"Status connections refused (limits) or dropped (did not read), by reason.");
 	muxctl_metrics_sample(f, "status_dropped_total", "reason", "refused",
 			      muxctl_metrics_ival(status, "refused"));
 	muxctl_metrics_sample(f, "status_dropped_total", "reason",

@@ -180,8 +180,7 @@ static struct policy *policy_from_json(json_t *root, const char *path,
 		}
 		match = json_object_get(rule, "match");
 		if (!json_is_object(match))
-			BAD("%s: rule %zu: needs \"match\": {\"uid\": ...} or "
-			    "{\"gid\": ...}",
+			BAD("%s: rule %zu: needs \"match\": {\"uid\": ...} or {\"gid\": ...}",
 			    path, i + 1);
 		if ((v = json_object_get(match, "uid")) != NULL) {
 			if (policy_id_from_json(v, 0, &id))
@@ -203,15 +202,13 @@ static struct policy *policy_from_json(json_t *root, const char *path,
 		if ((v = json_object_get(rule, "vm")) != NULL) {
 			if (!json_is_string(v) || json_string_length(v) == 0 ||
 			    json_string_length(v) >= sizeof(r->vm))
-				BAD("%s: rule %zu: \"vm\" must be a name of "
-				    "1-63 characters",
+				BAD("%s: rule %zu: \"vm\" must be a name of 1-63 characters",
 				    path, i + 1);
 			strcpy(r->vm, json_string_value(v));
 		}
 		if ((v = json_object_get(rule, "ports")) != NULL) {
 			if (!json_is_array(v) || json_array_size(v) > 16)
-				BAD("%s: rule %zu: \"ports\" must be a list of "
-				    "at most 16 names",
+				BAD("%s: rule %zu: \"ports\" must be a list of at most 16 names",
 				    path, i + 1);
 			json_array_foreach(v, j, match) {
 				if (!json_is_string(match) ||
@@ -224,15 +221,13 @@ static struct policy *policy_from_json(json_t *root, const char *path,
 		}
 		if ((v = json_object_get(rule, "gids")) != NULL) {
 			if (!json_is_array(v) || json_array_size(v) > 32)
-				BAD("%s: rule %zu: \"gids\" must be a list of "
-				    "at most 32 prefixes",
+				BAD("%s: rule %zu: \"gids\" must be a list of at most 32 prefixes",
 				    path, i + 1);
 			json_array_foreach(v, j, match) {
 				if (policy_gid_prefix_parse(
 					    json_string_value(match),
 					    &r->prefixes[r->nprefixes++]))
-					BAD("%s: rule %zu: \"%s\" is not a GID "
-					    "or IP prefix",
+					BAD("%s: rule %zu: \"%s\" is not a GID or IP prefix",
 					    path, i + 1,
 					    json_string_value(match) ?: "?");
 			}

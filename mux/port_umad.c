@@ -163,11 +163,9 @@ static int port_umad_attach(struct port *p, int reopen)
 		up->fd = -1;
 		if (!reopen) {
 			errno = -err;
-			log_warn("umad port %s: cannot open %s port %d (need "
-				 "ib_umad "
-				 "loaded and read-write access to "
-				 "/dev/infiniband/umad*)",
-				 p->name, up->dev, up->port_num);
+			log_warn(
+				"umad port %s: cannot open %s port %d (need ib_umad loaded and read-write access to /dev/infiniband/umad*)",
+				p->name, up->dev, up->port_num);
 		}
 		return err;
 	}
@@ -185,17 +183,13 @@ static int port_umad_attach(struct port *p, int reopen)
 		else if (err == EINVAL)
 			log_fwarn(
 				&(struct log_fields){ .port = p->name }, 0,
-				"umad port %s: cannot register the CM agent: "
-				"the kernel CM (ib_cm) already owns class 0x07 "
-				"method Send on %s port %d. Unload it "
-				"(modprobe -r rdma_ucm rdma_cm iw_cm ib_cm) or "
-				"blacklist ib_cm, then restart the daemon",
+				"umad port %s: cannot register the CM agent: the kernel CM (ib_cm) already owns class 0x07 method Send on %s port %d. Unload it (modprobe -r rdma_ucm rdma_cm iw_cm ib_cm) or blacklist ib_cm, then restart the daemon",
 				p->name, up->dev, up->port_num);
 		else
-			log_fwarn(&(struct log_fields){ .port = p->name }, 0,
-				  "umad port %s: cannot register the CM agent: "
-				  "%s",
-				  p->name, strerror(err));
+			log_fwarn(
+				&(struct log_fields){ .port = p->name }, 0,
+				"umad port %s: cannot register the CM agent: %s",
+				p->name, strerror(err));
 		return -err;
 	}
 	port_umad_read_gids(p);
@@ -203,9 +197,7 @@ static int port_umad_attach(struct port *p, int reopen)
 		if (!reopen)
 			log_fwarn(
 				&(struct log_fields){ .port = p->name }, 0,
-				"umad port %s: cannot read the GID table of %s "
-				"(is ib_uverbs loaded, /dev/infiniband/uverbs* "
-				"readable?)",
+				"umad port %s: cannot read the GID table of %s (is ib_uverbs loaded, /dev/infiniband/uverbs* readable?)",
 				p->name, up->dev);
 		return -ENODEV;
 	}
@@ -266,10 +258,10 @@ static void port_umad_lost(struct port *p, const char *why)
 
 	if (up->lost)
 		return;
-	log_fwarn(&(struct log_fields){ .port = p->name }, 0,
-		  "umad port %s: device %s went away (%s); the port is down "
-		  "until it comes back",
-		  p->name, up->dev, why);
+	log_fwarn(
+		&(struct log_fields){ .port = p->name }, 0,
+		"umad port %s: device %s went away (%s); the port is down until it comes back",
+		p->name, up->dev, why);
 	up->lost = 1;
 	port_umad_detach(p);
 	port_set_state(p, PORT_STATE_DOWN);
@@ -392,11 +384,10 @@ static int port_umad_send(struct port *p, const struct proto_mad *m,
 		rc = -errno;
 	/* Any sender may get here, so the warning is rate-limited. */
 	if (rc < 0 && log_ratelimit_allow(&up->send_rl, &suppressed))
-		log_fwarn(&(struct log_fields){ .port = p->name }, 0,
-			  "umad port %s: umad_send: %s (%llu similar "
-			  "suppressed)",
-			  p->name, strerror(-rc),
-			  (unsigned long long)suppressed);
+		log_fwarn(
+			&(struct log_fields){ .port = p->name }, 0,
+			"umad port %s: umad_send: %s (%llu similar suppressed)",
+			p->name, strerror(-rc), (unsigned long long)suppressed);
 	return rc < 0 ? rc : 0;
 }
 

@@ -90,15 +90,13 @@ static void requests_hello_session(struct mux *mux, struct client_info *ci,
 		} else {
 			atomic_fetch_add(&mux->stats.resumes, 1);
 			if (mux_refusal_log_allowed(mux, &suppressed))
-				log_finfo(&(struct log_fields){ ci->id,
-								ci->name },
-					  "client %llu (%s): resumed the "
-					  "session "
-					  "of client %lld (%llu similar "
-					  "suppressed)",
-					  (unsigned long long)ci->id, ci->name,
-					  (long long)old_id,
-					  (unsigned long long)suppressed);
+				log_finfo(
+					&(struct log_fields){ ci->id,
+							      ci->name },
+					"client %llu (%s): resumed the session of client %lld (%llu similar suppressed)",
+					(unsigned long long)ci->id, ci->name,
+					(long long)old_id,
+					(unsigned long long)suppressed);
 		}
 	}
 	if (!resume || rc)
@@ -127,27 +125,26 @@ static json_t *requests_op_hello(struct mux *mux, struct client_info *ci,
 	if (!json_is_integer(json_object_get(proto, "major")) ||
 	    !json_is_integer(json_object_get(proto, "minor"))) {
 		*close_after = 1;
-		return proto_reply_error(EINVAL,
-					 "hello needs \"protocol\": "
-					 "{\"major\": N, \"minor\": N}");
+		return proto_reply_error(
+			EINVAL,
+			"hello needs \"protocol\": {\"major\": N, \"minor\": N}");
 	}
 	major = json_integer_value(json_object_get(proto, "major"));
 	minor = json_integer_value(json_object_get(proto, "minor"));
 	if (major < 0 || major > 65535 || minor < 0 || minor > 65535) {
 		*close_after = 1;
-		return proto_reply_error(EINVAL,
-					 "protocol version numbers are "
-					 "0..65535, not %lld.%lld",
-					 (long long)major, (long long)minor);
+		return proto_reply_error(
+			EINVAL,
+			"protocol version numbers are 0..65535, not %lld.%lld",
+			(long long)major, (long long)minor);
 	}
 	if (major != PROTO_VERSION_MAJOR) {
 		*close_after = 1;
-		return proto_reply_error(EPROTONOSUPPORT,
-					 "protocol %lld.%lld not supported; "
-					 "this daemon speaks %d.%d",
-					 (long long)major, (long long)minor,
-					 PROTO_VERSION_MAJOR,
-					 PROTO_VERSION_MINOR);
+		return proto_reply_error(
+			EPROTONOSUPPORT,
+			"protocol %lld.%lld not supported; this daemon speaks %d.%d",
+			(long long)major, (long long)minor, PROTO_VERSION_MAJOR,
+			PROTO_VERSION_MINOR);
 	}
 	if (name != NULL && !json_is_string(name))
 		return proto_reply_error(EINVAL, "\"name\" must be a string");
@@ -156,11 +153,10 @@ static json_t *requests_op_hello(struct mux *mux, struct client_info *ci,
 			     !text_is_clean(json_string_value(name),
 					    json_string_length(name)))) {
 		*close_after = 1;
-		return proto_reply_error(EINVAL,
-					 "\"name\" must be UTF-8 of at "
-					 "most %d bytes without control "
-					 "characters",
-					 MUX_NAME_MAX);
+		return proto_reply_error(
+			EINVAL,
+			"\"name\" must be UTF-8 of at most %d bytes without control characters",
+			MUX_NAME_MAX);
 	}
 	if (features != NULL && !json_is_array(features))
 		return proto_reply_error(EINVAL,
@@ -173,11 +169,11 @@ static json_t *requests_op_hello(struct mux *mux, struct client_info *ci,
 	if (rule == NULL) {
 		policy_unref(pol);
 		*close_after = 1;
-		return proto_reply_error(EACCES,
-					 "no policy rule lets uid %d gid %d "
-					 "run VM \"%s\"",
-					 (int)ci->uid, (int)ci->gid,
-					 name ? json_string_value(name) : "");
+		return proto_reply_error(
+			EACCES,
+			"no policy rule lets uid %d gid %d run VM \"%s\"",
+			(int)ci->uid, (int)ci->gid,
+			name ? json_string_value(name) : "");
 	}
 	/* Under the table's lock: the status thread reads these, and the
 	 * rule's client count is checked where it is kept. */
@@ -188,12 +184,11 @@ static json_t *requests_op_hello(struct mux *mux, struct client_info *ci,
 		atomic_fetch_add(&mux->stats.clients_refused_rule_limit, 1);
 		atomic_fetch_add(&mux->stats.clients_refused, 1);
 		*close_after = 1;
-		return proto_reply_error(EUSERS,
-					 "the policy rule for uid %d VM "
-					 "\"%s\" allows %u clients at once",
-					 (int)ci->uid,
-					 name ? json_string_value(name) : "",
-					 rule_max);
+		return proto_reply_error(
+			EUSERS,
+			"the policy rule for uid %d VM \"%s\" allows %u clients at once",
+			(int)ci->uid, name ? json_string_value(name) : "",
+			rule_max);
 	}
 	policy_token_bucket_init(&ci->tb, rule->mad_rate, rule->mad_burst,
 				 mux_now_ms());
@@ -222,10 +217,10 @@ static struct port *requests_port(struct mux *mux, json_t *req, json_t **err)
 	if (p == NULL) {
 		if (mux->nports == 1)
 			return &mux->ports[0];
-		*err = proto_reply_error(EINVAL,
-					 "\"port\" is required: this daemon "
-					 "has %d ports",
-					 mux->nports);
+		*err = proto_reply_error(
+			EINVAL,
+			"\"port\" is required: this daemon has %d ports",
+			mux->nports);
 		return NULL;
 	}
 	if (json_is_integer(p)) {
@@ -259,8 +254,8 @@ static struct port *requests_port_gid(struct mux *mux, json_t *req,
 		return NULL;
 	if (proto_gid_from_json(json_object_get(req, "gid"), gid->raw) == 0)
 		return port;
-	*err = proto_reply_error(EINVAL, "\"gid\" must be an IPv6-form GID or "
-					 "an IPv4 address");
+	*err = proto_reply_error(
+		EINVAL, "\"gid\" must be an IPv6-form GID or an IPv4 address");
 	return NULL;
 }
 
@@ -290,11 +285,11 @@ static int requests_gid_register(struct mux *mux, struct client_info *ci,
 		struct log_fields lf = { ci->id, ci->name, port->name,
 					 gid_format(gid, buf) };
 
-		log_fwarn(&lf, -rc,
-			  "client %llu (%s): GID %s on %s refused: %s "
-			  "(%llu similar suppressed)",
-			  (unsigned long long)ci->id, ci->name, buf, port->name,
-			  text, (unsigned long long)suppressed);
+		log_fwarn(
+			&lf, -rc,
+			"client %llu (%s): GID %s on %s refused: %s (%llu similar suppressed)",
+			(unsigned long long)ci->id, ci->name, buf, port->name,
+			text, (unsigned long long)suppressed);
 	}
 	return rc;
 }
@@ -311,15 +306,13 @@ static int requests_gid_register_checked(struct mux *mux,
 
 	if (!policy_rule_allows_port(ci->rule, port->name)) {
 		snprintf(text, len,
-			 "policy does not allow port %s for this "
-			 "client",
+			 "policy does not allow port %s for this client",
 			 port->name);
 		return -EACCES;
 	}
 	if (!policy_rule_allows_gid(ci->rule, gid)) {
 		snprintf(text, len,
-			 "policy does not allow GID %s for this "
-			 "client",
+			 "policy does not allow GID %s for this client",
 			 gid_format(gid, buf));
 		return -EACCES;
 	}
@@ -348,8 +341,7 @@ static int requests_gid_register_checked(struct mux *mux,
 	rc = router_register_gid(mux->router, port->index, gid, ci->id);
 	if (rc == -EEXIST)
 		snprintf(text, len,
-			 "GID %s on port %s is registered by another "
-			 "client",
+			 "GID %s on port %s is registered by another client",
 			 gid_format(gid, buf), port->name);
 	else if (rc == -ENOSPC)
 		snprintf(text, len, "client already has the maximum of %u GIDs",
@@ -405,10 +397,9 @@ static json_t *requests_op_unregister_gid(struct mux *mux,
 					 "GID %s is not registered on %s",
 					 gid_format(&gid, buf), port->name);
 	if (rc == -EACCES)
-		return proto_reply_error(EACCES,
-					 "GID %s on %s is registered by "
-					 "another client",
-					 gid_format(&gid, buf), port->name);
+		return proto_reply_error(
+			EACCES, "GID %s on %s is registered by another client",
+			gid_format(&gid, buf), port->name);
 	return proto_reply_ok();
 }
 
@@ -489,11 +480,11 @@ static int requests_refuse(struct mux *mux, struct client_info *ci,
 	if (log_ratelimit_allow(&ci->rl, &suppressed)) {
 		struct log_fields lf = { .client_id = ci->id, .vm = ci->name };
 
-		log_fwarn(&lf, -err,
-			  "client %llu (%s, pid %d): MAD refused: %s "
-			  "(%llu similar suppressed)",
-			  (unsigned long long)ci->id, ci->name, (int)ci->pid,
-			  text, (unsigned long long)suppressed);
+		log_fwarn(
+			&lf, -err,
+			"client %llu (%s, pid %d): MAD refused: %s (%llu similar suppressed)",
+			(unsigned long long)ci->id, ci->name, (int)ci->pid,
+			text, (unsigned long long)suppressed);
 	}
 	return err;
 }
@@ -508,9 +499,7 @@ static const char *requests_inner_text(const char *field)
 	static _Thread_local char text[128];
 
 	snprintf(text, sizeof(text),
-		 "%s is not a GID this client owns on "
-		 "this port",
-		 field);
+		 "%s is not a GID this client owns on this port", field);
 	return text;
 }
 
@@ -617,9 +606,7 @@ static int requests_path_fault(struct mux *mux, struct client_info *ci,
 		if (router_destination(mux->router, port->index, ci->id, m->mad,
 				       &dgid) < 0) {
 			*reason = REFUSE_DESTINATION;
-			*why = "no destination follows from this MAD (no "
-			       "connection or REQ of this client names its "
-			       "peer)";
+			*why = "no destination follows from this MAD (no connection or REQ of this client names its peer)";
 			return -EDESTADDRREQ;
 		}
 		memcpy(m->addr.remote_gid, dgid.raw, 16);
@@ -661,10 +648,9 @@ int requests_send_mad(struct mux *mux, struct client_info *ci,
 		return requests_refuse(mux, ci, REFUSE_METHOD, -EOPNOTSUPP,
 				       "the CM uses method Send only", why);
 	if (!requests_cm_message_attr(cm_mad_attr_id(mad)))
-		return requests_refuse(mux, ci, REFUSE_ATTRIBUTE, -ENOMSG,
-				       "not a CM message attribute (REQ..APR, "
-				       "SIDR)",
-				       why);
+		return requests_refuse(
+			mux, ci, REFUSE_ATTRIBUTE, -ENOMSG,
+			"not a CM message attribute (REQ..APR, SIDR)", why);
 	if (m->addr.port >= mux->nports)
 		return requests_refuse(mux, ci, REFUSE_PORT, -ENODEV,
 				       "no such port", why);
@@ -678,11 +664,10 @@ int requests_send_mad(struct mux *mux, struct client_info *ci,
 		/* Who sends comes first: a foreign source is refused as
 		 * such, whatever else is wrong with its MAD. */
 		if (!router_owns_gid(mux->router, port->index, &sgid, ci->id))
-			return requests_refuse(mux, ci, REFUSE_SOURCE_GID,
-					       -EADDRNOTAVAIL,
-					       "source GID is not registered "
-					       "by this client",
-					       why);
+			return requests_refuse(
+				mux, ci, REFUSE_SOURCE_GID, -EADDRNOTAVAIL,
+				"source GID is not registered by this client",
+				why);
 		return requests_refuse(mux, ci, reason, rc, *why, why);
 	}
 	requests_claims(port, mad, &sgid, &claims, claim_names);
@@ -701,29 +686,25 @@ int requests_send_mad(struct mux *mux, struct client_info *ci,
 					       claim_names[not_owned]),
 				       why);
 	if (rc == -ENOENT)
-		return requests_refuse(mux, ci, REFUSE_COMM_ID, rc,
-				       "no connection of this "
-				       "client has that comm ID, or it answers "
-				       "no REQ "
-				       "this "
-				       "client received",
-				       why);
+		return requests_refuse(
+			mux, ci, REFUSE_COMM_ID, rc,
+			"no connection of this client has that comm ID, or it answers no REQ this client received",
+			why);
 	if (rc == -EPROTO)
-		return requests_refuse(mux, ci, REFUSE_STATE, rc,
-				       "the message does not fit "
-				       "the connection's state (cm.c would not "
-				       "send it)",
-				       why);
+		return requests_refuse(
+			mux, ci, REFUSE_STATE, rc,
+			"the message does not fit the connection's state (cm.c would not send it)",
+			why);
 	if (rc == -ENOSPC)
-		return requests_refuse(mux, ci, REFUSE_QUOTA, rc,
-				       "client has the maximum "
-				       "number of live communication IDs",
-				       why);
+		return requests_refuse(
+			mux, ci, REFUSE_QUOTA, rc,
+			"client has the maximum number of live communication IDs",
+			why);
 	if (rc)
-		return requests_refuse(mux, ci, REFUSE_COMM_ID, rc,
-				       "Local Comm ID (or SIDR "
-				       "request ID) 0 is not valid here",
-				       why);
+		return requests_refuse(
+			mux, ci, REFUSE_COMM_ID, rc,
+			"Local Comm ID (or SIDR request ID) 0 is not valid here",
+			why);
 	if (log_get_level() >= LOG_LVL_DEBUG &&
 	    cm_mad_sender_id(in->mad) != cm_mad_sender_id(m->mad))
 		log_debug("client %llu: %s local comm id 0x%08x sent as 0x%08x",
@@ -750,11 +731,10 @@ static int requests_qemu_refuse(struct mux *mux, struct client_info *ci,
 	atomic_fetch_add(counter, 1);
 	atomic_fetch_add(&mux->stats.clients_refused, 1);
 	if (mux_refusal_log_allowed(mux, &suppressed))
-		log_warnx("client %llu (QEMU, pid %d): %s; closing (%llu "
-			  "similar "
-			  "suppressed)",
-			  (unsigned long long)ci->id, (int)ci->pid, why,
-			  (unsigned long long)suppressed);
+		log_warnx(
+			"client %llu (QEMU, pid %d): %s; closing (%llu similar suppressed)",
+			(unsigned long long)ci->id, (int)ci->pid, why,
+			(unsigned long long)suppressed);
 	return err;
 }
 
@@ -771,8 +751,7 @@ int requests_qemu_hello(struct mux *mux, struct client_info *ci)
 	if (rule == NULL) {
 		policy_unref(pol);
 		snprintf(why, sizeof(why),
-			 "no policy rule for uid %d gid %d without "
-			 "a VM name",
+			 "no policy rule for uid %d gid %d without a VM name",
 			 (int)ci->uid, (int)ci->gid);
 		return requests_qemu_refuse(mux, ci,
 					    &mux->stats.clients_refused_policy,
@@ -782,8 +761,7 @@ int requests_qemu_hello(struct mux *mux, struct client_info *ci)
 	rule_max = rule->max_clients; /* pol may be gone after a refusal */
 	if (clients_set_hello(&mux->clients, ci, name, pol, rule) < 0) {
 		snprintf(why, sizeof(why),
-			 "the policy rule for uid %d allows %u "
-			 "clients at once",
+			 "the policy rule for uid %d allows %u clients at once",
 			 (int)ci->uid, rule_max);
 		return requests_qemu_refuse(
 			mux, ci, &mux->stats.clients_refused_rule_limit,

@@ -589,10 +589,9 @@ unsigned router_expire(struct router *r, uint64_t now_ms)
 		r->grace_until_ms = 0;
 		n = conn_purge_unclaimed(r->conns);
 		if (n)
-			log_info("%u client(s) of the previous daemon did not "
-				 "come "
-				 "back; their connections are ended",
-				 n);
+			log_info(
+				"%u client(s) of the previous daemon did not come back; their connections are ended",
+				n);
 		router_unlock_flush(r);
 	} else {
 		pthread_mutex_unlock(&r->lock);

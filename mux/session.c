@@ -262,12 +262,11 @@ static void session_close_timeout(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	/* A line per connection: one budget for every client's. */
 	if (mux_refusal_log_allowed(worker_mux(s->w), &suppressed))
-		log_finfo(session_log_fields(s),
-			  "client %llu: did not read its last %zu bytes in %d "
-			  "ms; closing anyway (%llu similar suppressed)",
-			  (unsigned long long)s->id, outlet_len(&s->info->out),
-			  SESSION_CLOSE_GRACE_MS,
-			  (unsigned long long)suppressed);
+		log_finfo(
+			session_log_fields(s),
+			"client %llu: did not read its last %zu bytes in %d ms; closing anyway (%llu similar suppressed)",
+			(unsigned long long)s->id, outlet_len(&s->info->out),
+			SESSION_CLOSE_GRACE_MS, (unsigned long long)suppressed);
 	session_destroy(s);
 }
 
@@ -396,11 +395,11 @@ static void session_send_json(struct session *s, uint8_t flags, uint32_t rid,
 	if (text == NULL || session_send(s, PROTO_KIND_JSON, flags, rid, text,
 					 strlen(text)) < 0) {
 		if (mux_refusal_log_allowed(worker_mux(s->w), &suppressed))
-			log_fwarn(session_log_fields(s), 0,
-				  "client %llu: cannot queue reply; closing "
-				  "(%llu similar suppressed)",
-				  (unsigned long long)s->id,
-				  (unsigned long long)suppressed);
+			log_fwarn(
+				session_log_fields(s), 0,
+				"client %llu: cannot queue reply; closing (%llu similar suppressed)",
+				(unsigned long long)s->id,
+				(unsigned long long)suppressed);
 		s->closing = 1;
 	}
 	free(text);
@@ -442,11 +441,11 @@ static void session_malformed(struct session *s, const char *what)
 	/* The limit's own request is answered, then the connection ends. */
 	if (++s->malformed >= SESSION_MAX_MALFORMED) {
 		if (mux_refusal_log_allowed(mux, &suppressed))
-			log_fwarn(session_log_fields(s), 0,
-				  "client %llu: too many malformed requests; "
-				  "closing (%llu similar suppressed)",
-				  (unsigned long long)s->id,
-				  (unsigned long long)suppressed);
+			log_fwarn(
+				session_log_fields(s), 0,
+				"client %llu: too many malformed requests; closing (%llu similar suppressed)",
+				(unsigned long long)s->id,
+				(unsigned long long)suppressed);
 		s->closing = 1;
 	}
 }
@@ -493,9 +492,10 @@ static void session_handle_mad(struct session *s, const struct proto_frame *f)
 
 	if (!s->hello_done) {
 		session_malformed(s, "MAD before hello");
-		session_reply(s, f->request_id,
-			      proto_reply_error(ENOTCONN, "send hello before "
-							  "anything else"));
+		session_reply(
+			s, f->request_id,
+			proto_reply_error(ENOTCONN,
+					  "send hello before anything else"));
 		return;
 	}
 	rc = proto_mad_decode(f->payload, f->length, &m);
@@ -607,17 +607,16 @@ static int session_read_qemu(struct session *s, int budget)
 			atomic_fetch_add(&s->info->ctr.malformed, 1);
 			atomic_fetch_add(&mux->stats.protocol_errors, 1);
 			if (mux_refusal_log_allowed(mux, &suppressed))
-				log_fwarn(session_log_fields(s), -rc,
-					  "client %llu (QEMU, pid %d): %s "
-					  "(type %u, op %u, "
-					  "umad_len %d); closing",
-					  (unsigned long long)s->id,
-					  (int)s->info->pid,
-					  rc == -EBADMSG ? "not a request"
-					  : rc == -EOPNOTSUPP
-						  ? "unknown op code"
-						  : "MAD length outside 1..256",
-					  req.type, req.op, req.umad_len);
+				log_fwarn(
+					session_log_fields(s), -rc,
+					"client %llu (QEMU, pid %d): %s (type %u, op %u, umad_len %d); closing",
+					(unsigned long long)s->id,
+					(int)s->info->pid,
+					rc == -EBADMSG ? "not a request"
+					: rc == -EOPNOTSUPP
+						? "unknown op code"
+						: "MAD length outside 1..256",
+					req.type, req.op, req.umad_len);
 			s->closing = 1;
 			break;
 		}
@@ -746,10 +745,10 @@ static int session_read_buffered(struct session *s, int fd)
 	left = evbuffer_get_length(s->in);
 	if (s->qemu && left % LEGACY_MSG_SIZE &&
 	    mux_refusal_log_allowed(worker_mux(s->w), &suppressed))
-		log_fwarn(session_log_fields(s), 0,
-			  "client %llu (QEMU): closed with %zu bytes of a "
-			  "message unsent",
-			  (unsigned long long)s->id, left % LEGACY_MSG_SIZE);
+		log_fwarn(
+			session_log_fields(s), 0,
+			"client %llu (QEMU): closed with %zu bytes of a message unsent",
+			(unsigned long long)s->id, left % LEGACY_MSG_SIZE);
 	session_destroy(s);
 	return -1;
 }
@@ -810,12 +809,12 @@ static void session_hello_timeout(evutil_socket_t fd, short what, void *arg)
 		return;
 	atomic_fetch_add(&mux->stats.hello_timeouts, 1);
 	if (mux_refusal_log_allowed(mux, &suppressed))
-		log_fwarn(session_log_fields(s), ETIMEDOUT,
-			  "client %llu (pid %d uid %d): no hello within %u ms; "
-			  "closing (%llu similar suppressed)",
-			  (unsigned long long)s->id, (int)s->info->pid,
-			  (int)s->info->uid, mux->cfg.hello_timeout_ms,
-			  (unsigned long long)suppressed);
+		log_fwarn(
+			session_log_fields(s), ETIMEDOUT,
+			"client %llu (pid %d uid %d): no hello within %u ms; closing (%llu similar suppressed)",
+			(unsigned long long)s->id, (int)s->info->pid,
+			(int)s->info->uid, mux->cfg.hello_timeout_ms,
+			(unsigned long long)suppressed);
 	snprintf(msg, sizeof(msg), "no hello within %u ms",
 		 mux->cfg.hello_timeout_ms);
 	ev = json_pack("{s:s, s:s, s:i, s:s}", "event", "refused", "code",

@@ -87,29 +87,25 @@ json_t *stats_to_json(struct mux_stats *st)
 		json_object_set_new(drops, stats_drop_reason_name(i),
 				    json_integer((json_int_t)atomic_load(
 					    &st->drops[i])));
-	json_t *o =
-		json_pack("{s:o, s:o, s:o, s:o, s:o, s:I, s:I, s:I, s:I, s:I, "
-			  "s:I, s:I, s:I, s:I}",
-			  "mads_in", stats_attr_counters(st->mads_in),
-			  "mads_out", stats_attr_counters(st->mads_out),
-			  "drops", drops, "refusals", refusals, "answers",
-			  answers, "tx_refused",
-			  (json_int_t)atomic_load(&st->tx_refused), "tx_errors",
-			  (json_int_t)atomic_load(&st->tx_errors),
-			  "clients_accepted",
-			  (json_int_t)atomic_load(&st->clients_accepted),
-			  "clients_refused",
-			  (json_int_t)atomic_load(&st->clients_refused),
-			  "clients_refused_policy",
-			  (json_int_t)atomic_load(&st->clients_refused_policy),
-			  "admin_actions",
-			  (json_int_t)atomic_load(&st->admin_actions),
-			  "protocol_errors",
-			  (json_int_t)atomic_load(&st->protocol_errors),
-			  "class_requests_answered",
-			  (json_int_t)atomic_load(&st->class_requests_answered),
-			  "losses_reported",
-			  (json_int_t)atomic_load(&st->losses_reported));
+	json_t *o = json_pack(
+		"{s:o, s:o, s:o, s:o, s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
+		"mads_in", stats_attr_counters(st->mads_in), "mads_out",
+		stats_attr_counters(st->mads_out), "drops", drops, "refusals",
+		refusals, "answers", answers, "tx_refused",
+		(json_int_t)atomic_load(&st->tx_refused), "tx_errors",
+		(json_int_t)atomic_load(&st->tx_errors), "clients_accepted",
+		(json_int_t)atomic_load(&st->clients_accepted),
+		"clients_refused",
+		(json_int_t)atomic_load(&st->clients_refused),
+		"clients_refused_policy",
+		(json_int_t)atomic_load(&st->clients_refused_policy),
+		"admin_actions", (json_int_t)atomic_load(&st->admin_actions),
+		"protocol_errors",
+		(json_int_t)atomic_load(&st->protocol_errors),
+		"class_requests_answered",
+		(json_int_t)atomic_load(&st->class_requests_answered),
+		"losses_reported",
+		(json_int_t)atomic_load(&st->losses_reported));
 
 	json_object_set_new(o, "clients_refused_uid_limit",
 			    json_integer((json_int_t)atomic_load(

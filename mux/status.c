@@ -126,46 +126,35 @@ static json_t *status_snapshot(struct mux *mux)
 							worker_inbox_dropped(
 								mux->workers
 									[i])));
-	snap = json_pack("{s:{s:s, s:i, s:I, s:s, s:s, s:i, s:{s:i, s:i, s:i, "
-			 "s:i, s:I, s:i, s:i,"
-			 " s:i, s:i, s:i, s:i}},"
-			 " s:o, s:o*, s:{s:i, s:i, s:i, s:i, s:i, s:i, s:i, "
-			 "s:i, s:I, s:I}, s:o, s:o}",
-			 "daemon", "version", MUX_VERSION, "pid", (int)getpid(),
-			 "uptime_s",
-			 (json_int_t)(now.tv_sec - mux->started.tv_sec),
-			 "socket", mux->cfg.socket_path, "status_socket",
-			 mux->cfg.status_path, "protocol_major",
-			 PROTO_VERSION_MAJOR, "limits", "max_clients",
-			 (int)mux->cfg.max_clients, "max_clients_per_uid",
-			 (int)mux->cfg.max_clients_per_uid,
-			 "max_gids_per_client",
-			 (int)mux->cfg.max_gids_per_client,
-			 "max_comm_ids_per_client",
-			 (int)mux->cfg.max_comm_ids_per_client,
-			 "client_queue_bytes",
-			 (json_int_t)mux->cfg.client_outq_max, "timewait_ms",
-			 (int)mux->cfg.timewait_ms, "handshake_timeout_ms",
-			 (int)mux->cfg.handshake_ms, "hello_timeout_ms",
-			 (int)mux->cfg.hello_timeout_ms, "max_peer_records",
-			 (int)mux->cfg.max_peer_records,
-			 "max_peer_records_per_source",
-			 (int)mux->cfg.max_peer_records_per_source,
-			 "max_timewait", (int)mux->cfg.max_timewait, "ports",
-			 status_ports(mux), "clients",
-			 clients_json(&mux->clients, mux->router,
-				      STATUS_CONNS_PER_CLIENT),
-			 "routing", "gids", (int)rc.gids, "comm_ids",
-			 (int)rc.comm_ids, "sidr_ids", (int)rc.sidr_ids,
-			 "handshake", (int)rc.handshake, "established",
-			 (int)rc.established, "disconnecting",
-			 (int)rc.disconnecting, "draining", (int)rc.draining,
-			 "peer_records", (int)rc.peer_records,
-			 "peer_records_refused",
-			 (json_int_t)rc.peer_records_refused,
-			 "timewait_evicted", (json_int_t)rc.timewait_evicted,
-			 "counters", stats_to_json(&mux->stats), "workers",
-			 workers);
+	snap = json_pack(
+		"{s:{s:s, s:i, s:I, s:s, s:s, s:i, s:{s:i, s:i, s:i, s:i, s:I, s:i, s:i, s:i, s:i, s:i, s:i}}, s:o, s:o*, s:{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:I, s:I}, s:o, s:o}",
+		"daemon", "version", MUX_VERSION, "pid", (int)getpid(),
+		"uptime_s", (json_int_t)(now.tv_sec - mux->started.tv_sec),
+		"socket", mux->cfg.socket_path, "status_socket",
+		mux->cfg.status_path, "protocol_major", PROTO_VERSION_MAJOR,
+		"limits", "max_clients", (int)mux->cfg.max_clients,
+		"max_clients_per_uid", (int)mux->cfg.max_clients_per_uid,
+		"max_gids_per_client", (int)mux->cfg.max_gids_per_client,
+		"max_comm_ids_per_client",
+		(int)mux->cfg.max_comm_ids_per_client, "client_queue_bytes",
+		(json_int_t)mux->cfg.client_outq_max, "timewait_ms",
+		(int)mux->cfg.timewait_ms, "handshake_timeout_ms",
+		(int)mux->cfg.handshake_ms, "hello_timeout_ms",
+		(int)mux->cfg.hello_timeout_ms, "max_peer_records",
+		(int)mux->cfg.max_peer_records, "max_peer_records_per_source",
+		(int)mux->cfg.max_peer_records_per_source, "max_timewait",
+		(int)mux->cfg.max_timewait, "ports", status_ports(mux),
+		"clients",
+		clients_json(&mux->clients, mux->router,
+			     STATUS_CONNS_PER_CLIENT),
+		"routing", "gids", (int)rc.gids, "comm_ids", (int)rc.comm_ids,
+		"sidr_ids", (int)rc.sidr_ids, "handshake", (int)rc.handshake,
+		"established", (int)rc.established, "disconnecting",
+		(int)rc.disconnecting, "draining", (int)rc.draining,
+		"peer_records", (int)rc.peer_records, "peer_records_refused",
+		(json_int_t)rc.peer_records_refused, "timewait_evicted",
+		(json_int_t)rc.timewait_evicted, "counters",
+		stats_to_json(&mux->stats), "workers", workers);
 	if (snap)
 		json_object_set_new(snap, "policy",
 				    json_pack("{s:s, s:i}", "source",
@@ -315,10 +304,12 @@ static void status_read(struct bufferevent *bev, void *arg)
 	line = evbuffer_readln(in, &len, EVBUFFER_EOL_LF);
 	if (line == NULL) {
 		if (evbuffer_get_length(in) > STATUS_QUERY_MAX)
-			status_send(sc, proto_reply_error(EMSGSIZE,
-							  "a status query "
-							  "is at most %d bytes",
-							  STATUS_QUERY_MAX));
+			status_send(
+				sc,
+				proto_reply_error(
+					EMSGSIZE,
+					"a status query is at most %d bytes",
+					STATUS_QUERY_MAX));
 		return;
 	}
 	/* The parser refuses an oversize line as it does a missing end. */

@@ -92,8 +92,7 @@ static void unix_listener_accept(struct evconnlistener *l, evutil_socket_t fd,
 	struct unix_listener *ul = arg;
 
 	if (ul->short_since_ms) {
-		log_info("%s: accepting again after %llu ms out of "
-			 "descriptors",
+		log_info("%s: accepting again after %llu ms out of descriptors",
 			 ul->path,
 			 (unsigned long long)(mux_now_ms() -
 					      ul->short_since_ms));
@@ -128,10 +127,9 @@ static void unix_listener_error(struct evconnlistener *l, void *arg)
 		/* One warning when it starts, one line when it ends. */
 		if (ul->short_since_ms == 0) {
 			ul->short_since_ms = mux_now_ms();
-			log_warnx("%s: accept: %s; pausing, retrying for up "
-				  "to every %d ms",
-				  ul->path, strerror(err),
-				  LISTENER_PAUSE_MAX_MS);
+			log_warnx(
+				"%s: accept: %s; pausing, retrying for up to every %d ms",
+				ul->path, strerror(err), LISTENER_PAUSE_MAX_MS);
 		}
 		tv.tv_sec = 0;
 		tv.tv_usec = (suseconds_t)ul->pause_ms * 1000;

@@ -87,8 +87,7 @@ static void qp1_link(void *user, int up, int status, const char *msg)
 	q->link_up = up;
 	printf("qp1: daemon link %s: %s\n", up ? "up" : "down", msg);
 	if (up && status)
-		printf("qp1: the guest's connections are gone; its CM will see "
-		       "timeouts\n");
+		printf("qp1: the guest's connections are gone; its CM will see timeouts\n");
 }
 
 static int parse_gid(const char *text, uint8_t gid[16])

@@ -82,9 +82,7 @@ static void vm_event(void *ctx, enum gcm_event ev, int detail)
 	gid_format(&vm->cm.p.remote_gid, peer);
 	switch (ev) {
 	case GCM_EV_CONNECTED:
-		printf("%s: connected to %s (local comm id 0x%08x, remote "
-		       "0x%08x); "
-		       "peer says \"%s\"\n",
+		printf("%s: connected to %s (local comm id 0x%08x, remote 0x%08x); peer says \"%s\"\n",
 		       vm->name, peer, vm->cm.p.local_comm_id,
 		       vm->cm.remote_comm_id, vm->cm.peer_data);
 		vm->connected = 1;
@@ -94,9 +92,7 @@ static void vm_event(void *ctx, enum gcm_event ev, int detail)
 			       (unsigned long long)(now_ms() -
 						    vm->connect_started));
 		if (vm->data) {
-			printf("%s: RC QP 0x%06x (PSN 0x%06x) <-> peer QP "
-			       "0x%06x "
-			       "(PSN 0x%06x)\n",
+			printf("%s: RC QP 0x%06x (PSN 0x%06x) <-> peer QP 0x%06x (PSN 0x%06x)\n",
 			       vm->name, vm_data_qpn(vm->data),
 			       vm_data_psn(vm->data), vm->cm.remote_qpn,
 			       vm->cm.remote_psn);
@@ -126,8 +122,7 @@ static void vm_event(void *ctx, enum gcm_event ev, int detail)
 		printf("%s: disconnected from %s\n", vm->name, peer);
 		break;
 	case GCM_EV_CLOSED:
-		printf("%s: closed (retransmissions %llu, duplicates answered "
-		       "%llu)\n",
+		printf("%s: closed (retransmissions %llu, duplicates answered %llu)\n",
 		       vm->name, (unsigned long long)vm->cm.retransmissions,
 		       (unsigned long long)vm->cm.duplicates);
 		vm->done = 1;
@@ -243,18 +238,13 @@ static void on_link(void *user, int up, int status, const char *message)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: rdmacm-mux-vm --gid GID (--listen PORT | --connect "
-		   "GID --rdma-port PORT)\n"
-		   "                     [--socket PATH] [--name NAME] [--port "
-		   "DAEMON-PORT]\n"
-		   "                     [--comm-id N] [--data TEXT] "
-		   "[--hold-ms MS]\n"
-		   "                     [--timeout-ms MS] [--retries N] "
-		   "[--timewait-ms MS]\n"
-		   "                     [--run-ms MS] [--device DEV "
-		   "[--messages N]\n"
-		   "                     [--message-size BYTES] "
-		   "[--send-delay-ms MS]]\n");
+	fprintf(f,
+		"usage: rdmacm-mux-vm --gid GID (--listen PORT | --connect GID --rdma-port PORT)\n"
+		"                     [--socket PATH] [--name NAME] [--port DAEMON-PORT]\n"
+		"                     [--comm-id N] [--data TEXT] [--hold-ms MS]\n"
+		"                     [--timeout-ms MS] [--retries N] [--timewait-ms MS]\n"
+		"                     [--run-ms MS] [--device DEV [--messages N]\n"
+		"                     [--message-size BYTES] [--send-delay-ms MS]]\n");
 }
 
 int main(int argc, char **argv)
@@ -387,8 +377,7 @@ int main(int argc, char **argv)
 		/* 16 bytes: rdma_client's and rdma_server's messages. */
 		if (vm.messages < 1 || message_size < 16) {
 			fprintf(stderr,
-				"%s: --messages must be at least 1 and "
-				"--message-size at least 16\n",
+				"%s: --messages must be at least 1 and --message-size at least 16\n",
 				vm.name);
 			muxbe_close(vm.mb);
 			return 2;
@@ -456,8 +445,7 @@ int main(int argc, char **argv)
 		 * the ACKs of our last sends on the data path: count the
 		 * completions still on their way before judging. */
 		vm_data_settle(vm.data, vm.messages, 1000);
-		printf("%s: data: received %d, sent %d of %d messages; "
-		       "first received: \"%.40s\"\n",
+		printf("%s: data: received %d, sent %d of %d messages; first received: \"%.40s\"\n",
 		       vm.name, vm_data_received(vm.data),
 		       vm_data_sent(vm.data), vm.messages,
 		       vm_data_first(vm.data));

@@ -152,24 +152,19 @@ int main(void)
 	conn_table_free(ct);
 	free(host);
 
-	printf("connection table: %u live mappings (%u clients x %u, same "
-	       "guest IDs)\n",
+	printf("connection table: %u live mappings (%u clients x %u, same guest IDs)\n",
 	       N, CLIENTS, PER_CLIENT);
-	printf("  insert (outbound REQ, new mapping): %8.1f ns/op  %10.0f "
-	       "ops/s\n",
+	printf("  insert (outbound REQ, new mapping): %8.1f ns/op  %10.0f ops/s\n",
 	       t_ins * 1e9 / N, N / t_ins);
-	printf("  lookup by host ID (inbound):        %8.1f ns/op  %10.0f "
-	       "ops/s\n",
+	printf("  lookup by host ID (inbound):        %8.1f ns/op  %10.0f ops/s\n",
 	       t_look * 1e9 / N, N / t_look);
-	printf("  lookup by guest ID (outbound):      %8.1f ns/op  %10.0f "
-	       "ops/s\n",
+	printf("  lookup by guest ID (outbound):      %8.1f ns/op  %10.0f ops/s\n",
 	       t_guest * 1e9 / N, N / t_guest);
 	printf("  establish (inbound REP, RTU):       %8.1f ns/conn\n",
 	       t_est * 1e9 / N);
 	printf("  expire (all at once):               %8.1f ns/entry\n",
 	       t_exp * 1e9 / N);
-	printf("  memory: %.1f bytes per mapping in handshake, %.1f "
-	       "established (%.1f MiB in all)\n",
+	printf("  memory: %.1f bytes per mapping in handshake, %.1f established (%.1f MiB in all)\n",
 	       (double)rss_req / N, (double)rss_est / N,
 	       (double)rss_est / (1 << 20));
 	printf("  ratios: insert/lookup %.2f, guest/host lookup %.2f\n",

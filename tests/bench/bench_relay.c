@@ -195,11 +195,10 @@ static void client_open(struct client *c, const char *path, int pair, int side)
 	wire_put32(c->gid.raw + 12,
 		   wire_get32(c->gid.raw + 12) + (uint32_t)id + 1);
 	if (use_daemon) {
-		json_decref(
-			control(c,
-				"{\"op\":\"hello\",\"protocol\":{\"major\":1,"
-				"\"minor\":0},\"name\":\"bench-%d\"}",
-				id));
+		json_decref(control(
+			c,
+			"{\"op\":\"hello\",\"protocol\":{\"major\":1,\"minor\":0},\"name\":\"bench-%d\"}",
+			id));
 		json_decref(control(c,
 				    "{\"op\":\"register_gid\",\"gid\":\"%s\"}",
 				    gid_format(&c->gid, g)));
@@ -383,9 +382,7 @@ static void client_input(struct client *c)
 				   "\"ok\":false") &&
 			    f.length < 400) {
 				fprintf(stderr,
-					"bench: %s from client %d (workload "
-					"%d) "
-					"refused: %.*s\n",
+					"bench: %s from client %d (workload %d) refused: %.*s\n",
 					cm_attr_name(c->last_attr),
 					c->pair * 2 + c->side, (int)wl,
 					(int)f.length,

@@ -199,9 +199,8 @@ int main(int argc, char **argv)
 		case 'c': R.n = (unsigned)atoi(optarg); break;
 		case 'w': R.window = (unsigned)atoi(optarg); break;
 		default:
-			fprintf(stderr, "usage: cm_rate_vm --gid GID --connect "
-					"SERVER-GID "
-					"[--rdma-port P] -c N [-w W]\n");
+			fprintf(stderr,
+				"usage: cm_rate_vm --gid GID --connect SERVER-GID [--rdma-port P] -c N [-w W]\n");
 			return 2;
 		}
 	}

@@ -188,13 +188,10 @@ static void hd_dump_stuck(const struct hdaemon *d)
 {
 	char cmd[512];
 
-	snprintf(cmd, sizeof(cmd),
-		 "{ echo '--- daemon log:'; cat %s; "
-		 "grep -H '^Sig\\|^ShdPnd' /proc/%d/task/*/status; } >&2; "
-		 "command -v gdb >/dev/null && timeout 60 gdb -p %d -batch -nx "
-		 "-ex 'thread apply all bt' 2>&1 | grep -v '^\\[New LWP' "
-		 ">&2",
-		 d->log, (int)d->pid, (int)d->pid);
+	snprintf(
+		cmd, sizeof(cmd),
+		"{ echo '--- daemon log:'; cat %s; grep -H '^Sig\\|^ShdPnd' /proc/%d/task/*/status; } >&2; command -v gdb >/dev/null && timeout 60 gdb -p %d -batch -nx -ex 'thread apply all bt' 2>&1 | grep -v '^\\[New LWP' >&2",
+		d->log, (int)d->pid, (int)d->pid);
 	if (system(cmd) < 0)
 		perror("system");
 }
@@ -285,9 +282,9 @@ int hd_run(const char *const *args, char *out, size_t cap)
 		if (h_now_ms() > deadline) {
 			kill(pid, SIGKILL);
 			waitpid(pid, &status, 0);
-			fail_msg("daemon (expected to exit) still running "
-				 "after %d ms",
-				 H_DEADLINE_MS);
+			fail_msg(
+				"daemon (expected to exit) still running after %d ms",
+				H_DEADLINE_MS);
 		}
 		nap_ms(5);
 	}
@@ -618,10 +615,10 @@ int raw_hello_ok(const char *path, const char *name)
 	int s = raw_connect(path);
 
 	assert_true(s >= 0);
-	snprintf(hello, sizeof(hello),
-		 "{\"op\":\"hello\",\"protocol\":{\"major\":1,\"minor\":0},"
-		 "\"name\":\"%s\"}",
-		 name);
+	snprintf(
+		hello, sizeof(hello),
+		"{\"op\":\"hello\",\"protocol\":{\"major\":1,\"minor\":0},\"name\":\"%s\"}",
+		name);
 	assert_int_equal(raw_send_json(s, 1, hello), 0);
 	assert_true(raw_recv(s, &kind, &flags, &rid, buf, sizeof(buf),
 			     H_DEADLINE_MS) > 0);

@@ -43,14 +43,10 @@ static const char *const ports[] = {
 
 static const char policy_text[] =
 	"{\"policy\": [\n"
-	" {\"match\": {\"uid\": 0}, \"vm\": \"victim\", \"gids\": "
-	"[\"fd00::1\", \"fd00::2\"]},\n"
-	" {\"match\": {\"uid\": 0}, \"vm\": \"attacker\", \"gids\": "
-	"[\"fd00::3\", \"fd00::4\"],\n"
-	"  \"max_gids\": 1, \"max_connections\": 4, \"mad_rate\": 50, "
-	"\"mad_burst\": 20},\n"
-	" {\"match\": {\"uid\": 0}, \"vm\": \"good\", \"gids\": "
-	"[\"fd00::5\"]}\n"
+	" {\"match\": {\"uid\": 0}, \"vm\": \"victim\", \"gids\": [\"fd00::1\", \"fd00::2\"]},\n"
+	" {\"match\": {\"uid\": 0}, \"vm\": \"attacker\", \"gids\": [\"fd00::3\", \"fd00::4\"],\n"
+	"  \"max_gids\": 1, \"max_connections\": 4, \"mad_rate\": 50, \"mad_burst\": 20},\n"
+	" {\"match\": {\"uid\": 0}, \"vm\": \"good\", \"gids\": [\"fd00::5\"]}\n"
 	"]}\n";
 
 struct fx {
@@ -295,9 +291,9 @@ static void test_malformed_mads(void **state)
 		uint8_t kind, flags, reply[1024];
 		uint32_t rid;
 
-		raw_send_json(s, 1,
-			      "{\"op\":\"hello\",\"name\":\"good\","
-			      "\"protocol\":{\"major\":1,\"minor\":0}}");
+		raw_send_json(
+			s, 1,
+			"{\"op\":\"hello\",\"name\":\"good\",\"protocol\":{\"major\":1,\"minor\":0}}");
 		assert_true(raw_recv(s, &kind, &flags, &rid, reply,
 				     sizeof(reply), H_DEADLINE_MS) > 0);
 		memset(buf, 0, sizeof(buf));
@@ -435,9 +431,9 @@ static void test_flood_is_rate_limited(void **state)
 	/* (With slow builds the flood takes longer and earns more tokens.) */
 	assert_true(refusals(f, "rate") >= 600 - 20 - 100 * h_time_scale());
 	assert_true(refusals(f, "rate") + refusals(f, "comm_id") == 600);
-	print_message("flood: %lld rate-limited, worst ping of a good client "
-		      "%llu ms\n",
-		      refusals(f, "rate"), (unsigned long long)worst);
+	print_message(
+		"flood: %lld rate-limited, worst ping of a good client %llu ms\n",
+		refusals(f, "rate"), (unsigned long long)worst);
 	assert_true(worst < 100u * (unsigned)h_time_scale());
 	/* 600 refusals, but the log holds a handful of lines for them. */
 	{
@@ -531,9 +527,9 @@ static void test_admin_socket(void **state)
 	assert_non_null(strstr(reply, "EOPNOTSUPP"));
 	/* A reload drops the "good" rule: new "good" clients are refused,
 	 * the connected one keeps working. */
-	h_write_file(f->policy,
-		     "{\"policy\": [{\"match\": {\"uid\": 0}, \"vm\": "
-		     "\"victim\"}]}");
+	h_write_file(
+		f->policy,
+		"{\"policy\": [{\"match\": {\"uid\": 0}, \"vm\": \"victim\"}]}");
 	assert_true(h_admin(f->admin, "{\"op\":\"reload_policy\"}", reply,
 			    sizeof(reply)) > 0);
 	assert_non_null(strstr(reply, "\"ok\":true"));
@@ -664,9 +660,9 @@ static void test_fd_exhaustion_does_not_spin(void **state)
 	READ_TIMES(u0, s0);
 	poll(NULL, 0, 1000);
 	READ_TIMES(u1, s1);
-	print_message("daemon CPU while out of descriptors: %llu ticks in 1 "
-		      "s\n",
-		      (u1 + s1) - (u0 + s0));
+	print_message(
+		"daemon CPU while out of descriptors: %llu ticks in 1 s\n",
+		(u1 + s1) - (u0 + s0));
 	assert_true((u1 + s1) - (u0 + s0) < 20); /* under 20% of a core */
 	/* Both were still waiting: the measurement covered their sockets. */
 	queued[0] = (struct pollfd){ .fd = fds[n - 2], .events = POLLIN };
@@ -741,8 +737,7 @@ static void test_untrusted_text(void **state)
 		"\\u001b[2Jvictim",
 		"vic\\u0085tim", /* C1: NEL */
 		"vic\\u007ftim",
-		"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
-		"aa",
+		"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
 	};
 	struct fx *f = *state;
 	uint8_t gid[16];
@@ -751,17 +746,17 @@ static void test_untrusted_text(void **state)
 	int lines0, i;
 
 	for (i = 0; i < (int)(sizeof(bad_names) / sizeof(bad_names[0])); i++) {
-		snprintf(hello, sizeof(hello),
-			 "{\"op\":\"hello\",\"protocol\":"
-			 "{\"major\":1,\"minor\":0},\"name\":\"%s\"}",
-			 bad_names[i]);
+		snprintf(
+			hello, sizeof(hello),
+			"{\"op\":\"hello\",\"protocol\":{\"major\":1,\"minor\":0},\"name\":\"%s\"}",
+			bad_names[i]);
 		hello_refused(f, hello, "\"EINVAL\"");
 	}
 	/* 63 bytes is a name (no rule matches it: EACCES, not EINVAL). */
-	snprintf(hello, sizeof(hello),
-		 "{\"op\":\"hello\",\"protocol\":{\"major\":1,"
-		 "\"minor\":0},\"name\":\"%.63s\"}",
-		 bad_names[4]);
+	snprintf(
+		hello, sizeof(hello),
+		"{\"op\":\"hello\",\"protocol\":{\"major\":1,\"minor\":0},\"name\":\"%.63s\"}",
+		bad_names[4]);
 	hello_refused(f, hello, "\"EACCES\"");
 
 	/* 10,000 registrations and unregistrations: a bounded log. */
@@ -802,17 +797,7 @@ static void test_untrusted_text(void **state)
 static void test_muxctl_escapes(void **state)
 {
 	static const char doc[] =
-		"{\"daemon\":{\"version\":\"x\\u001b]0;pwned\\u0007\",\"pid\":"
-		"1,"
-		"\"socket\":\"/s\\n FORGED\",\"status_socket\":\"/t\"},"
-		"\"ports\":[{\"index\":0,\"name\":\"p\\u009b1m\",\"kind\":"
-		"\"sim\","
-		"\"state\":\"active\",\"gid_table\":[]}],"
-		"\"clients\":[{\"id\":1,\"name\":\"\\u001b[2Jvm\",\"protocol\":"
-		"\"v1\","
-		"\"counters\":{},\"gids\":[],\"connections\":[]}],"
-		"\"routing\":{},\"counters\":{},\"policy\":{\"source\":\"\\r\","
-		"\"rules\":1}}\n";
+		"{\"daemon\":{\"version\":\"x\\u001b]0;pwned\\u0007\",\"pid\":1,\"socket\":\"/s\\n FORGED\",\"status_socket\":\"/t\"},\"ports\":[{\"index\":0,\"name\":\"p\\u009b1m\",\"kind\":\"sim\",\"state\":\"active\",\"gid_table\":[]}],\"clients\":[{\"id\":1,\"name\":\"\\u001b[2Jvm\",\"protocol\":\"v1\",\"counters\":{},\"gids\":[],\"connections\":[]}],\"routing\":{},\"counters\":{},\"policy\":{\"source\":\"\\r\",\"rules\":1}}\n";
 	struct sockaddr_un sun = { .sun_family = AF_UNIX };
 	char out[8192], path[108];
 	int ls, cs, pfd[2], status, json_mode;
@@ -930,12 +915,12 @@ static int fair_attacker(struct hdaemon *d, int ready_fd, int go_fd)
 
 static void test_fair_admission(void **state)
 {
-	static const char pol[] = "{\"policy\": [\n"
-				  " {\"match\": {\"uid\": 0}, \"vm\": "
-				  "\"capped\", \"max_clients\": 1},\n"
-				  " {\"match\": {\"uid\": 0}},\n"
-				  " {\"match\": {\"uid\": 65534}}\n"
-				  "]}\n";
+	static const char pol[] =
+		"{\"policy\": [\n"
+		" {\"match\": {\"uid\": 0}, \"vm\": \"capped\", \"max_clients\": 1},\n"
+		" {\"match\": {\"uid\": 0}},\n"
+		" {\"match\": {\"uid\": 65534}}\n"
+		"]}\n";
 	char policy[128], pol_arg[160], timeout_arg[64], err[256];
 	const char *extra[8];
 	struct hdaemon d;
@@ -1155,10 +1140,10 @@ static void test_status_cannot_be_blinded(void **state)
 		char q[128];
 		json_int_t id = json_integer_value(json_object_get(cl, "id"));
 
-		snprintf(q, sizeof(q),
-			 "{\"op\":\"connections\",\"client\":%lld,"
-			 "\"offset\":200,\"limit\":100}",
-			 (long long)id);
+		snprintf(
+			q, sizeof(q),
+			"{\"op\":\"connections\",\"client\":%lld,\"offset\":200,\"limit\":100}",
+			(long long)id);
 		page = hd_status_query(&d, q);
 		assert_true(json_is_true(json_object_get(page, "ok")));
 		assert_int_equal(json_path_int(page, "total"), BLIND_MAPPINGS);
@@ -1207,8 +1192,7 @@ static void test_status_cannot_be_blinded(void **state)
 		pthread_join(readers[i].thread, NULL);
 	printf("status document: %zu bytes, %ld queries by reader 0\n",
 	       readers[0].last_len, readers[0].queries);
-	printf("hello, us: alone p50 %llu p95 %llu max %llu; with %d readers "
-	       "p50 %llu p95 %llu max %llu\n",
+	printf("hello, us: alone p50 %llu p95 %llu max %llu; with %d readers p50 %llu p95 %llu max %llu\n",
 	       (unsigned long long)b50, (unsigned long long)b95,
 	       (unsigned long long)bmax, BLIND_READERS, (unsigned long long)l50,
 	       (unsigned long long)l95, (unsigned long long)lmax);

@@ -821,10 +821,9 @@ static void test_kick_client_that_never_reads(void **state)
 
 	fd = raw_connect(f->d.sock);
 	assert_true(fd >= 0);
-	raw_send_json(fd, 1,
-		      "{\"op\":\"hello\",\"protocol\":{\"major\":1,\"minor\":0}"
-		      ","
-		      "\"name\":\"deaf\"}");
+	raw_send_json(
+		fd, 1,
+		"{\"op\":\"hello\",\"protocol\":{\"major\":1,\"minor\":0},\"name\":\"deaf\"}");
 	assert_true(raw_recv(fd, &kind, &flags, &rid, buf, sizeof(buf),
 			     H_DEADLINE_MS) > 0);
 	raw_send_json(fd, 2, "{\"op\":\"register_gid\",\"gid\":\"fd00::3\"}");
@@ -1003,14 +1002,11 @@ static void test_restart_client_that_does_not_come_back(void **state)
 	assert_true(tc_pump_until(&f->b, tc_has_link_ups, 1, H_DEADLINE_MS));
 	/* A wrong token claims nothing. */
 	s = raw_connect(f->d.sock);
-	assert_int_equal(raw_send_json(s, 1,
-				       "{\"op\":\"hello\",\"protocol\":"
-				       "{\"major\":1,\"minor\":0},\"name\":"
-				       "\"vm-a\",\"resume\":{"
-				       "\"client_id\":1,\"token\":"
-				       "\"00000000000000000000000000000000\"}"
-				       "}"),
-			 0);
+	assert_int_equal(
+		raw_send_json(
+			s, 1,
+			"{\"op\":\"hello\",\"protocol\":{\"major\":1,\"minor\":0},\"name\":\"vm-a\",\"resume\":{\"client_id\":1,\"token\":\"00000000000000000000000000000000\"}}"),
+		0);
 	n = raw_recv(s, &kind, &flags, &rid, buf, sizeof(buf), H_DEADLINE_MS);
 	assert_true(n > 0);
 	assert_non_null(strstr((char *)buf, "\"resumed\":false"));

@@ -95,10 +95,9 @@ static void test_hello_negotiation(void **state)
 	assert_int_equal(proto_reply_status(j, &msg), -ENOTCONN);
 	json_decref(j);
 	/* A good hello. */
-	raw_send_json(fd, 8,
-		      "{\"op\":\"hello\",\"protocol\":{\"major\":1,\"minor\":5}"
-		      ","
-		      "\"features\":[\"mad\",\"teleport\"]}");
+	raw_send_json(
+		fd, 8,
+		"{\"op\":\"hello\",\"protocol\":{\"major\":1,\"minor\":5},\"features\":[\"mad\",\"teleport\"]}");
 	assert_true(raw_recv(fd, &kind, &flags, &rid, buf, sizeof(buf),
 			     H_DEADLINE_MS) > 0);
 	assert_int_equal(rid, 8);
@@ -109,9 +108,9 @@ static void test_hello_negotiation(void **state)
 	/* Only features both sides know. */
 	assert_int_equal(json_array_size(json_object_get(j, "features")), 1);
 	json_decref(j);
-	raw_send_json(fd, 9,
-		      "{\"op\":\"hello\",\"protocol\":{\"major\":1,\"minor\":0}"
-		      "}");
+	raw_send_json(
+		fd, 9,
+		"{\"op\":\"hello\",\"protocol\":{\"major\":1,\"minor\":0}}");
 	assert_true(raw_recv(fd, &kind, &flags, &rid, buf, sizeof(buf),
 			     H_DEADLINE_MS) > 0);
 	j = json_loads((char *)buf, 0, NULL);
@@ -121,9 +120,9 @@ static void test_hello_negotiation(void **state)
 
 	/* An unsupported major version: an error naming both, then close. */
 	fd = raw_connect(f->d.sock);
-	raw_send_json(fd, 1,
-		      "{\"op\":\"hello\",\"protocol\":{\"major\":2,\"minor\":0}"
-		      "}");
+	raw_send_json(
+		fd, 1,
+		"{\"op\":\"hello\",\"protocol\":{\"major\":2,\"minor\":0}}");
 	assert_true(raw_recv(fd, &kind, &flags, &rid, buf, sizeof(buf),
 			     H_DEADLINE_MS) > 0);
 	assert_int_equal(rid, 1);
@@ -184,11 +183,11 @@ static void test_control_operations(void **state)
 	/* Specific errors for bad requests. */
 	assert_int_equal(muxbe_request(a.mb, "{\"op\":\"frobnicate\"}", &reply),
 			 -EOPNOTSUPP);
-	assert_int_equal(muxbe_request(a.mb,
-				       "{\"op\":\"register_gid\",\"gid\":"
-				       "\"nope\"}",
-				       &reply),
-			 -EINVAL);
+	assert_int_equal(
+		muxbe_request(a.mb,
+			      "{\"op\":\"register_gid\",\"gid\":\"nope\"}",
+			      &reply),
+		-EINVAL);
 	gid_parse("fd00::1", &g);
 	memcpy(gid, g.raw, 16);
 	assert_int_equal(muxbe_register_gid(a.mb, "sim9", gid, NULL), -ENODEV);
@@ -521,9 +520,9 @@ static void test_stopped_client_does_not_delay_others(void **state)
 	s = raw_connect(f->d.sock);
 	assert_true(s >= 0);
 	setsockopt(s, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
-	raw_send_json(s, 1,
-		      "{\"op\":\"hello\",\"name\":\"stopped\",\"protocol\":{"
-		      "\"major\":1,\"minor\":0}}");
+	raw_send_json(
+		s, 1,
+		"{\"op\":\"hello\",\"name\":\"stopped\",\"protocol\":{\"major\":1,\"minor\":0}}");
 	assert_true(raw_recv(s, &kind, &flags, &rid, buf, sizeof(buf),
 			     H_DEADLINE_MS) > 0);
 	raw_send_json(s, 2, "{\"op\":\"register_gid\",\"gid\":\"fd00::5\"}");
@@ -649,9 +648,9 @@ static void test_malformed_frame_closes_only_offender(void **state)
 	assert_true(n > 0);
 	assert_int_equal(rid, 3);
 	assert_non_null(strstr((char *)buf, "EBADMSG"));
-	raw_send_json(s, 4,
-		      "{\"op\":\"hello\",\"protocol\":{\"major\":1,\"minor\":0}"
-		      "}");
+	raw_send_json(
+		s, 4,
+		"{\"op\":\"hello\",\"protocol\":{\"major\":1,\"minor\":0}}");
 	n = raw_recv(s, &kind, &flags, &rid, buf, sizeof(buf), H_DEADLINE_MS);
 	assert_true(n > 0);
 	assert_int_equal(rid, 4);
@@ -1182,10 +1181,10 @@ static void test_metrics(void **state)
 	if (getenv("RDMACM_MUXCTL") == NULL)
 		skip();
 	connect_client(&a, &f->d, "vm\"7", "fd00::1");
-	snprintf(cmd, sizeof(cmd),
-		 "%s -S %s metrics | /usr/bin/python3 "
-		 "tests/integration/check_metrics.py",
-		 getenv("RDMACM_MUXCTL"), f->d.status);
+	snprintf(
+		cmd, sizeof(cmd),
+		"%s -S %s metrics | /usr/bin/python3 tests/integration/check_metrics.py",
+		getenv("RDMACM_MUXCTL"), f->d.status);
 	p = popen(cmd, "r");
 	assert_non_null(p);
 	while (fgets(line, sizeof(line), p)) {
@@ -1397,8 +1396,7 @@ static void test_example_device_model(void **state)
 	if (access(example, X_OK) < 0)
 		skip();
 	snprintf(cmd, sizeof(cmd),
-		 "RDMACM_MUX_SOCKET=%s timeout 20 %s fd00::1 "
-		 "fd99::1 2>&1",
+		 "RDMACM_MUX_SOCKET=%s timeout 20 %s fd00::1 fd99::1 2>&1",
 		 f->d.sock, example);
 	p = popen(cmd, "r");
 	assert_non_null(p);
@@ -1460,14 +1458,12 @@ static void test_config_file_and_reload(void **state)
 	assert_non_null(mkdtemp(dir));
 	snprintf(conf, sizeof(conf), "%s/rdmacm-muxd.conf", dir);
 	/* "socket" is overridden by the harness's -s: the command line wins. */
-	snprintf(text, sizeof(text),
-		 "{\n  \"sim-port\": [\"sim0=fd00::1*4\"],\n  \"socket\": "
-		 "\"%s/not-used.sock\",\n"
-		 "  \"workers\": 1,\n  \"max-clients\": 3,\n  "
-		 "\"max-clients-per-uid\": 3,\n"
-		 "  \"hello-timeout-ms\": 3000,\n  \"log-level\": "
-		 "\"info\"\n}\n",
-		 dir);
+	snprintf(
+		text, sizeof(text),
+		"{\n  \"sim-port\": [\"sim0=fd00::1*4\"],\n  \"socket\": \"%s/not-used.sock\",\n"
+		"  \"workers\": 1,\n  \"max-clients\": 3,\n  \"max-clients-per-uid\": 3,\n"
+		"  \"hello-timeout-ms\": 3000,\n  \"log-level\": \"info\"\n}\n",
+		dir);
 	h_write_file(conf, text);
 	{
 		const char *const ok[] = { "--check-config", conf, NULL };
@@ -1504,11 +1500,9 @@ static void test_config_file_and_reload(void **state)
 	 * port's GID table (as many GIDs, one other) must wait. */
 	connect_client(&a, &f.d, "a", "fd00::1");
 	connect_client(&b, &f.d, "b", NULL);
-	snprintf(text, sizeof(text),
-		 "{\"sim-port\": \"sim0=fd00::1*3,fd00::9\", \"workers\": 2, "
-		 "\"max-clients\": 2,"
-		 " \"max-clients-per-uid\": 2, \"hello-timeout-ms\": 3000,"
-		 " \"log-level\": \"debug\"}\n");
+	snprintf(
+		text, sizeof(text),
+		"{\"sim-port\": \"sim0=fd00::1*3,fd00::9\", \"workers\": 2, \"max-clients\": 2, \"max-clients-per-uid\": 2, \"hello-timeout-ms\": 3000, \"log-level\": \"debug\"}\n");
 	h_write_file(conf, text);
 	kill(f.d.pid, SIGHUP);
 	{
@@ -1535,9 +1529,10 @@ static void test_config_file_and_reload(void **state)
 	}
 
 	/* A broken file: every error said, nothing changed. */
-	h_write_file(conf, "{\"sim-port\": \"sim0\", \"max-clients\": 0,\n"
-			   " \"workers\": \"many\", \"log-level\": \"loud\", "
-			   "\"colour\": 1}\n");
+	h_write_file(
+		conf,
+		"{\"sim-port\": \"sim0\", \"max-clients\": 0,\n"
+		" \"workers\": \"many\", \"log-level\": \"loud\", \"colour\": 1}\n");
 	{
 		const char *const bad[] = { "--check-config", conf, NULL };
 

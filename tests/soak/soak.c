@@ -503,8 +503,7 @@ static void debug_conn(struct client *c, struct slot *s)
 		return;
 	snprintf(name, sizeof(name), "vm%d", c->idx);
 	fprintf(stderr,
-		"soak: debug: client %d slot guest 0x%x peer 0x%x state %d "
-		"tries %d\n",
+		"soak: debug: client %d slot guest 0x%x peer 0x%x state %d tries %d\n",
 		c->idx, s->guest, s->peer, s->st, s->tries);
 	for (i = 0; i < PEER_MAX; i++)
 		if (S.pc[i].used && S.pc[i].peer == s->peer)
@@ -526,16 +525,13 @@ static void debug_conn(struct client *c, struct slot *s)
 				    s->guest &&
 			    f->host == h)
 				fprintf(stderr,
-					"soak: debug:   peer forgot it %llu ms "
-					"ago on "
-					"attr 0x%x; DREQs since: %d\n",
+					"soak: debug:   peer forgot it %llu ms ago on attr 0x%x; DREQs since: %d\n",
 					(unsigned long long)(now_ms() - f->at),
 					f->why, f->dreqs_after);
 			if (json_integer_value(
 				    json_object_get(e, "guest_id")) == s->guest)
 				fprintf(stderr,
-					"soak: debug:   daemon: %s host 0x%llx "
-					"peer 0x%llx\n",
+					"soak: debug:   daemon: %s host 0x%llx peer 0x%llx\n",
 					json_string_value(
 						json_object_get(e, "state")),
 					(long long)json_integer_value(
@@ -837,8 +833,7 @@ static void client_tick(struct client *c)
 					debug_conn(c, s);
 				if (s->before_restart)
 					check(0,
-					      "client %d: connection 0x%x got "
-					      "no DREP",
+					      "client %d: connection 0x%x got no DREP",
 					      c->idx, s->guest);
 				s->before_restart = 0;
 				s->st = S_IDLE;
@@ -1029,8 +1024,7 @@ int main(void)
 	for (i = 0; i < NCLIENTS; i++)
 		for (int k = 0; k < SLOTS; k++)
 			check(!S.c[i].s[k].before_restart,
-			      "client %d: connection 0x%x of before the "
-			      "restart never ended",
+			      "client %d: connection 0x%x of before the restart never ended",
 			      i, S.c[i].s[k].guest);
 	for (i = 0; i < NCLIENTS; i++) {
 		epoll_ctl(S.ep, EPOLL_CTL_DEL, muxbe_fd(S.c[i].mb), NULL);
@@ -1050,17 +1044,14 @@ int main(void)
 	       (unsigned long long)S.retransmit_late);
 	printf("soak: answers_too_late %llu\n",
 	       (unsigned long long)S.send_raced);
-	printf("soak: sends_in_flight_at_restart %llu\nsoak: rep_retransmitted "
-	       "%llu\n",
+	printf("soak: sends_in_flight_at_restart %llu\nsoak: rep_retransmitted %llu\n",
 	       (unsigned long long)S.send_reset,
 	       (unsigned long long)atomic_load(&S.rep_resent));
 	printf("soak: wire_dropped %lld\n",
 	       jpath(json_array_get(json_object_get(st, "ports"), 0),
 		     "counters.wire_dropped"));
-	printf("soak: mads_out %llu\nsoak: mads_in %llu\nsoak: established "
-	       "%llu\n"
-	       "soak: torn_down %llu\nsoak: crashes %llu\nsoak: peer_dreq "
-	       "%llu\n"
+	printf("soak: mads_out %llu\nsoak: mads_in %llu\nsoak: established %llu\n"
+	       "soak: torn_down %llu\nsoak: crashes %llu\nsoak: peer_dreq %llu\n"
 	       "soak: verified_after_restart %llu\nsoak: misrouted %llu\n"
 	       "soak: wrong_ids %llu\nsoak: send_refused %llu\nsoak: "
 	       "lost_reported %llu\n"
@@ -1107,12 +1098,10 @@ int main(void)
 	check(S.send_refused == 0, "%llu sends refused",
 	      (unsigned long long)S.send_refused);
 	check(S.send_raced <= S.mads_out / 10000,
-	      "%llu answers refused as too late, more than 1 in 10,000 of "
-	      "%llu MADs",
+	      "%llu answers refused as too late, more than 1 in 10,000 of %llu MADs",
 	      (unsigned long long)S.send_raced, (unsigned long long)S.mads_out);
 	for (size_t k = 0; k < S.nrefusals; k++)
-		printf("soak: refused %s %s x%llu, first at %.1f s (restart at "
-		       "%.1f s): %s\n",
+		printf("soak: refused %s %s x%llu, first at %.1f s (restart at %.1f s): %s\n",
 		       cm_attr_name(S.refusals[k].attr),
 		       strerrorname_np(-S.refusals[k].status) ?: "?",
 		       (unsigned long long)S.refusals[k].count,

@@ -43,18 +43,9 @@ static void
 test_full_policy(void **state)
 {
 	char err[256];
-	struct policy *p =
-		load("{\"policy\": ["
-		     " {\"match\": {\"uid\": 1000}, \"vm\": \"web1\", "
-		     "\"ports\": [\"rxe0:1\"],"
-		     "  \"gids\": [\"10.0.1.0/24\", \"fd00:1::/64\"], "
-		     "\"max_gids\": 2,"
-		     "  \"max_connections\": 100, \"max_clients\": 3, "
-		     "\"mad_rate\": 50},"
-		     " {\"match\": {\"uid\": 1000}, \"gids\": [\"10.0.9.9\"]},"
-		     " {\"match\": {\"gid\": 0}}"
-		     "]}",
-		     err, sizeof(err));
+	struct policy *p = load(
+		"{\"policy\": [ {\"match\": {\"uid\": 1000}, \"vm\": \"web1\", \"ports\": [\"rxe0:1\"],  \"gids\": [\"10.0.1.0/24\", \"fd00:1::/64\"], \"max_gids\": 2,  \"max_connections\": 100, \"max_clients\": 3, \"mad_rate\": 50}, {\"match\": {\"uid\": 1000}, \"gids\": [\"10.0.9.9\"]}, {\"match\": {\"gid\": 0}}]}",
+		err, sizeof(err));
 	const struct policy_rule *r;
 	struct gid g;
 
@@ -104,26 +95,21 @@ static void test_errors_name_the_problem(void **state)
 		{ "{\"policy\": [{}]}", "rule 1: needs \"match\"" },
 		{ "{\"policy\": [{\"match\": {}}]}",
 		  "match needs \"uid\" or \"gid\"" },
-		{ "{\"policy\": [{\"match\": {\"uid\": "
-		  "\"no-such-user-xyz\"}}]}",
+		{ "{\"policy\": [{\"match\": {\"uid\": \"no-such-user-xyz\"}}]}",
 		  "unknown user" },
-		{ "{\"policy\": [{\"match\": {\"gid\": "
-		  "\"no-such-group-xyz\"}}]}",
+		{ "{\"policy\": [{\"match\": {\"gid\": \"no-such-group-xyz\"}}]}",
 		  "unknown group" },
 		{ "{\"policy\": [{\"match\": {\"uid\": 1}, \"color\": 1}]}",
 		  "unknown key \"color\"" },
-		{ "{\"policy\": [{\"match\": {\"uid\": 1}, \"gids\": "
-		  "[\"10.0.0.0/33\"]}]}",
+		{ "{\"policy\": [{\"match\": {\"uid\": 1}, \"gids\": [\"10.0.0.0/33\"]}]}",
 		  "not a GID or IP prefix" },
-		{ "{\"policy\": [{\"match\": {\"uid\": 1}, \"gids\": "
-		  "[\"nonsense\"]}]}",
+		{ "{\"policy\": [{\"match\": {\"uid\": 1}, \"gids\": [\"nonsense\"]}]}",
 		  "not a GID or IP prefix" },
 		{ "{\"policy\": [{\"match\": {\"uid\": 1}, \"max_gids\": -1}]}",
 		  "whole numbers" },
 		{ "{\"policy\": [{\"match\": {\"uid\": 1}, \"vm\": \"\"}]}",
 		  "\"vm\" must be" },
-		{ "{\"policy\": [{\"match\": {\"uid\": 1}}, {\"match\": "
-		  "{\"uid\": 2}, \"ports\": 5}]}",
+		{ "{\"policy\": [{\"match\": {\"uid\": 1}}, {\"match\": {\"uid\": 2}, \"ports\": 5}]}",
 		  "rule 2: \"ports\"" },
 	};
 	char err[256];

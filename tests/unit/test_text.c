@@ -67,8 +67,9 @@ static void test_log_line_cannot_be_forged(void **state)
 	unlink(path);
 	assert_true(n > 0);
 	buf[n] = '\0';
-	assert_string_equal(buf, "client 7 (vm\\nrdmacm-muxd: forged line\\x0d"
-				 "\\x1b[2K): refused\n");
+	assert_string_equal(
+		buf,
+		"client 7 (vm\\nrdmacm-muxd: forged line\\x0d\\x1b[2K): refused\n");
 }
 
 int main(void)
