@@ -46,12 +46,12 @@ LDFLAGS_ALL = $(LDFLAGS) $(SANFLAGS) -pthread
 COMMON_SRC   := common/log.c common/text.c common/unix_socket.c common/gid.c common/gid_map.c \
 		common/cm_mad.c
 PROTOCOL_SRC := protocol/frame.c protocol/mad_frame.c protocol/control.c protocol/status_query.c
-LEGACY_SRC   := protocol/legacy.c
+QEMU_MSG_SRC   := protocol/qemu_msg.c
 MUXD_SRC     := mux/main.c mux/config.c mux/mux.c mux/worker.c mux/delivery.c mux/session.c mux/outlet.c mux/port_senders.c mux/requests.c \
 		mux/router.c mux/conn.c mux/conn_store.c mux/clients.c mux/stats.c mux/port.c \
 		mux/port_sim.c mux/port_umad.c mux/unix_listener.c mux/lockfile.c mux/sdnotify.c mux/listen_fds.c mux/listener.c \
-		mux/status.c mux/policy.c mux/admin.c common/ibdev.c $(LEGACY_SRC)
-MUXCTL_SRC   := mux/muxctl.c mux/muxctl_metrics.c
+		mux/status.c mux/policy.c mux/admin.c common/ibdev.c $(QEMU_MSG_SRC)
+MUXCTL_SRC   := mux/ctl/muxctl.c mux/ctl/muxctl_metrics.c
 BACKEND_SRC  := backend/muxbe.c backend/verbs.c backend/ah_cache.c common/ibdev.c
 VM_SRC       := backend/vm/vm.c backend/vm/guest_cm.c backend/vm/vm_data.c
 
@@ -72,7 +72,7 @@ LIBSO   := $(B)/libmuxbe.so.$(SOVERSION)
 PCFILE  := $(B)/muxbe.pc
 
 UNIT_TESTS := test_codec test_cm_mad test_router test_conn_table test_policy test_guest_cm \
-	      test_legacy test_text test_gid_map test_outlet
+	      test_qemu_msg test_text test_gid_map test_outlet
 UNIT_BINS  := $(addprefix $(B)/tests/,$(UNIT_TESTS))
 INTEG_TESTS := test_integration test_cm test_attacks test_qemu
 INTEG_BINS := $(addprefix $(B)/tests/,$(INTEG_TESTS))
@@ -161,7 +161,7 @@ $(B)/tests/test_codec: $(B)/obj/tests/unit/test_codec.o $(PROTOCOL_OBJ) $(COMMON
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(TEST_LIBS)
 
-$(B)/tests/test_legacy: $(B)/obj/tests/unit/test_legacy.o $(call obj,$(LEGACY_SRC))
+$(B)/tests/test_qemu_msg: $(B)/obj/tests/unit/test_qemu_msg.o $(call obj,$(QEMU_MSG_SRC))
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(TEST_LIBS)
 
@@ -231,7 +231,7 @@ $(B)/tests/test_cm: $(B)/obj/tests/integration/test_cm.o \
 	$(CC) $(LDFLAGS_ALL) -o $@ $(filter %.o,$^) $(LIBA) $(TEST_LIBS) -libverbs
 
 $(B)/tests/test_qemu: $(B)/obj/tests/integration/test_qemu.o \
-		$(B)/obj/tests/integration/harness.o $(LIBA) $(call obj,$(LEGACY_SRC))
+		$(B)/obj/tests/integration/harness.o $(LIBA) $(call obj,$(QEMU_MSG_SRC))
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $(filter %.o,$^) $(LIBA) $(TEST_LIBS) -libverbs
 
@@ -263,11 +263,11 @@ bench-lab: all tests
 	LAB_BENCH=full tests/e2e/run.sh 21-lab-benchmark
 
 # ---- fuzzing (clang's libFuzzer) -----------------------------------------
-FUZZ_TARGETS := fuzz_frame fuzz_control fuzz_cm_mad fuzz_legacy fuzz_policy fuzz_config fuzz_text \
+FUZZ_TARGETS := fuzz_frame fuzz_control fuzz_cm_mad fuzz_qemu_msg fuzz_policy fuzz_config fuzz_text \
 		fuzz_status_query
 FUZZ_SECONDS ?= 20
 FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -I. -g -O1 -fsanitize=fuzzer,address,undefined $(DEP_CFLAGS)
-FUZZ_LINK := $(PROTOCOL_SRC) $(LEGACY_SRC) $(COMMON_SRC) mux/router.c mux/conn.c mux/conn_store.c \
+FUZZ_LINK := $(PROTOCOL_SRC) $(QEMU_MSG_SRC) $(COMMON_SRC) mux/router.c mux/conn.c mux/conn_store.c \
 	     mux/policy.c mux/config.c backend/vm/guest_cm.c
 $(B)/fuzz/%: tests/fuzz/%.c $(FUZZ_LINK)
 	@mkdir -p $(dir $@)

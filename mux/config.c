@@ -121,9 +121,9 @@ void config_defaults(struct mux_config *cfg)
 {
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->config_path = MUX_DEFAULT_CONFIG;
-	cfg->socket_path = MUX_DEFAULT_SOCKET;
-	cfg->status_path = MUX_DEFAULT_STATUS;
-	cfg->run_dir = MUX_DEFAULT_RUN_DIR;
+	cfg->socket_path = PROTO_DEFAULT_SOCKET;
+	cfg->status_path = PROTO_DEFAULT_STATUS_SOCKET;
+	cfg->run_dir = PROTO_DEFAULT_RUN_DIR;
 	cfg->socket_mode = 0660;
 	cfg->socket_owner = (uid_t)-1;
 	cfg->socket_group = (gid_t)-1;
@@ -664,7 +664,7 @@ void config_print_usage(FILE *f)
 		"                              N = port index + 1)\n"
 		"      --sim-fabric DIR        directory shared by sim ports of all daemons\n"
 		"                              that form one simulated fabric (default: private)\n"
-		"  -s, --socket PATH           client socket (default " MUX_DEFAULT_SOCKET
+		"  -s, --socket PATH           client socket (default " PROTO_DEFAULT_SOCKET
 		")\n"
 		"      --state-file PATH       connection state kept across "
 		"restarts (default\n"
@@ -672,11 +672,12 @@ void config_print_usage(FILE *f)
 		"      --resume-grace-ms MS    how long clients of a previous daemon have to\n"
 		"                              come back for their connections (default 60000)\n"
 		"      --run-dir DIR           where the locks of real ports live (default\n"
-		"                              " MUX_DEFAULT_RUN_DIR
+		"                              " PROTO_DEFAULT_RUN_DIR
 		"; sockets lock PATH.lock)\n"
 		"  -S, --status-socket PATH    read-only status socket "
 		"(default\n"
-		"                              " MUX_DEFAULT_STATUS ")\n"
+		"                              " PROTO_DEFAULT_STATUS_SOCKET
+		")\n"
 		"      --socket-mode MODE      octal mode of the client socket "
 		"(default 0660)\n"
 		"      --socket-owner USER     owner of the client socket "

@@ -26,7 +26,7 @@
 #include "common/tree.h"
 #include "mux/conn.h"
 #include "mux/policy.h"
-#include "protocol/legacy.h"
+#include "protocol/qemu_msg.h"
 #include "protocol/rdmacm_mux_proto.h"
 
 #define MUX_VERSION "0.1.0"
@@ -37,9 +37,6 @@
 #define MUX_STATE_MAX_ENTRIES (1u << 22)
 /* A client's VM name, in bytes. */
 #define MUX_NAME_MAX 63
-#define MUX_DEFAULT_SOCKET "/run/rdmacm-mux/mux.sock"
-#define MUX_DEFAULT_STATUS "/run/rdmacm-mux/status.sock"
-#define MUX_DEFAULT_RUN_DIR "/run/rdmacm-mux"
 #define MUX_DEFAULT_CONFIG "/etc/rdmacm-mux/rdmacm-muxd.conf"
 
 struct router;
@@ -699,8 +696,7 @@ int requests_send_mad(struct mux *mux, struct client_info *ci,
 int requests_qemu_hello(struct mux *mux, struct client_info *ci);
 /* One request in QEMU's protocol; fills the response. */
 void requests_qemu_handle(struct mux *mux, struct client_info *ci,
-			  const struct legacy_msg *req,
-			  struct legacy_msg *resp);
+			  const struct qemu_msg *req, struct qemu_msg *resp);
 
 /* ---- status.c: the read-only status socket ----------------------------- */
 

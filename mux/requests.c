@@ -774,41 +774,41 @@ int requests_qemu_hello(struct mux *mux, struct client_info *ci)
 
 /* The old daemon's codes: EACCES for what is someone else's or not
  * allowed, EINVAL for the rest. */
-static enum legacy_err requests_legacy_code(int err)
+static enum qemu_msg_err requests_qemu_code(int err)
 {
 	switch (err) {
-	case 0: return LEGACY_OK;
+	case 0: return QEMU_MSG_OK;
 	case -EEXIST:
 	case -EACCES:
 	case -EPERM:
 	case -EADDRNOTAVAIL:
-	case -ENOENT: return LEGACY_EACCES;
-	default: return LEGACY_EINVAL;
+	case -ENOENT: return QEMU_MSG_EACCES;
+	default: return QEMU_MSG_EINVAL;
 	}
 }
 
-static enum legacy_err requests_qemu_register(struct mux *mux,
-					      struct client_info *ci,
-					      struct port *port,
-					      const struct gid *gid)
+static enum qemu_msg_err requests_qemu_register(struct mux *mux,
+						struct client_info *ci,
+						struct port *port,
+						const struct gid *gid)
 {
 	char text[160];
 	int idx, rc;
 
 	/* A repeat got EEXIST from the old daemon. */
 	if (router_owns_gid(mux->router, port->index, gid, ci->id))
-		return LEGACY_EEXIST;
+		return QEMU_MSG_EEXIST;
 	/* QEMU registers a guest's GID before the host admin (libvirt) adds
 	 * its address to the netdev: the table is checked at each send. */
 	rc = requests_gid_register(mux, ci, port, gid, 1, &idx, text,
 				   sizeof(text));
-	return requests_legacy_code(rc);
+	return requests_qemu_code(rc);
 }
 
-static enum legacy_err requests_qemu_send(struct mux *mux,
-					  struct client_info *ci,
-					  struct port *port,
-					  const struct legacy_msg *req)
+static enum qemu_msg_err requests_qemu_send(struct mux *mux,
+					    struct client_info *ci,
+					    struct port *port,
+					    const struct qemu_msg *req)
 {
 	struct proto_mad m;
 	const char *why = "";
@@ -829,29 +829,29 @@ static enum legacy_err requests_qemu_send(struct mux *mux,
 	m.mad_len = (uint16_t)req->umad_len;
 	memcpy(m.mad, req->mad, m.mad_len);
 	/* QEMU reads each response before anything else: sent here. */
-	return requests_legacy_code(requests_send_mad(mux, ci, &m, 0, 0, &why));
+	return requests_qemu_code(requests_send_mad(mux, ci, &m, 0, 0, &why));
 }
 
 void requests_qemu_handle(struct mux *mux, struct client_info *ci,
-			  const struct legacy_msg *req, struct legacy_msg *resp)
+			  const struct qemu_msg *req, struct qemu_msg *resp)
 {
 	struct port *port = &mux->ports[ci->qemu_port];
-	enum legacy_err err;
+	enum qemu_msg_err err;
 	struct gid gid;
 	int rc;
 
 	memcpy(gid.raw, req->sgid, 16);
 	switch (req->op) {
-	case LEGACY_OP_REG:
+	case QEMU_MSG_OP_REG:
 		err = requests_qemu_register(mux, ci, port, &gid);
 		break;
-	case LEGACY_OP_UNREG:
+	case QEMU_MSG_OP_UNREG:
 		rc = router_unregister_gid(mux->router, port->index, &gid,
 					   ci->id);
-		err = rc == -ENOENT ? LEGACY_ENOTFOUND
-				    : requests_legacy_code(rc);
+		err = rc == -ENOENT ? QEMU_MSG_ENOTFOUND
+				    : requests_qemu_code(rc);
 		break;
 	default: err = requests_qemu_send(mux, ci, port, req); break;
 	}
-	legacy_response(req, err, resp);
+	qemu_msg_response(req, err, resp);
 }

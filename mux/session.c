@@ -287,10 +287,10 @@ static size_t session_outq(struct session *s)
  */
 static void session_qemu_pump(struct session *s)
 {
-	uint8_t msg[LEGACY_MSG_SIZE];
+	uint8_t msg[QEMU_MSG_SIZE];
 
 	while (outlet_len(&s->info->out) == 0 &&
-	       evbuffer_get_length(s->qemu_pending) >= LEGACY_MSG_SIZE) {
+	       evbuffer_get_length(s->qemu_pending) >= QEMU_MSG_SIZE) {
 		evbuffer_remove(s->qemu_pending, msg, sizeof(msg));
 		/* Queued when the socket is full (a message this small goes
 		 * whole or not at all), or on an error the next write
@@ -592,17 +592,17 @@ static int session_finish_or_wait(struct session *s)
 static int session_read_qemu(struct session *s, int budget)
 {
 	struct mux *mux = worker_mux(s->w);
-	uint8_t buf[LEGACY_MSG_SIZE];
+	uint8_t buf[QEMU_MSG_SIZE];
 	uint64_t suppressed;
-	struct legacy_msg req, resp;
+	struct qemu_msg req, resp;
 	int rc, done = 0;
 
 	while (done < budget && !s->closing && !s->read_paused &&
-	       evbuffer_get_length(s->in) >= LEGACY_MSG_SIZE) {
+	       evbuffer_get_length(s->in) >= QEMU_MSG_SIZE) {
 		evbuffer_remove(s->in, buf, sizeof(buf));
 		done++;
 		atomic_fetch_add(&s->info->ctr.requests, 1);
-		rc = legacy_decode(buf, &req);
+		rc = qemu_msg_decode(buf, &req);
 		if (rc < 0) {
 			atomic_fetch_add(&s->info->ctr.malformed, 1);
 			atomic_fetch_add(&mux->stats.protocol_errors, 1);
@@ -621,9 +621,9 @@ static int session_read_qemu(struct session *s, int budget)
 			break;
 		}
 		requests_qemu_handle(mux, s->info, &req, &resp);
-		if (resp.err != LEGACY_OK)
+		if (resp.err != QEMU_MSG_OK)
 			atomic_fetch_add(&s->info->ctr.errors, 1);
-		legacy_encode(&resp, buf);
+		qemu_msg_encode(&resp, buf);
 		if (outlet_append(&s->info->out, 0, buf, sizeof(buf), NULL, 0) <
 		    0)
 			s->closing = 1;
@@ -710,7 +710,7 @@ static int session_input_whole(struct session *s)
 {
 	size_t left = evbuffer_get_length(s->in);
 
-	return s->qemu ? left >= LEGACY_MSG_SIZE : left > 0;
+	return s->qemu ? left >= QEMU_MSG_SIZE : left > 0;
 }
 
 /* One read of up to SESSION_READ_CHUNK bytes into the set's buffer, then
@@ -743,12 +743,12 @@ static int session_read_buffered(struct session *s, int fd)
 	else
 		session_read_frames(s, INT_MAX);
 	left = evbuffer_get_length(s->in);
-	if (s->qemu && left % LEGACY_MSG_SIZE &&
+	if (s->qemu && left % QEMU_MSG_SIZE &&
 	    mux_refusal_log_allowed(worker_mux(s->w), &suppressed))
 		log_fwarn(
 			session_log_fields(s), 0,
 			"client %llu (QEMU): closed with %zu bytes of a message unsent",
-			(unsigned long long)s->id, left % LEGACY_MSG_SIZE);
+			(unsigned long long)s->id, left % QEMU_MSG_SIZE);
 	session_destroy(s);
 	return -1;
 }
@@ -853,7 +853,7 @@ void session_start(struct worker *w, int fd, struct client_info *info)
 				session_write_cb, s);
 	if (s->in == NULL || s->read_ev == NULL || s->write_ev == NULL ||
 	    outlet_open(&info->out, fd,
-			info->qemu_port >= 0 ? LEGACY_MSG_SIZE : 0)) {
+			info->qemu_port >= 0 ? QEMU_MSG_SIZE : 0)) {
 		log_warnx("client %llu: out of memory",
 			  (unsigned long long)info->id);
 		if (s->in)
@@ -906,10 +906,10 @@ static int session_room_for(struct session *s, size_t bytes)
 static int session_deliver_qemu(struct session *s, const struct proto_mad *m)
 {
 	struct mux *mux = worker_mux(s->w);
-	struct legacy_msg msg = { .type = LEGACY_REQ, .op = LEGACY_OP_MAD };
-	uint8_t buf[LEGACY_MSG_SIZE];
+	struct qemu_msg msg = { .type = QEMU_MSG_REQ, .op = QEMU_MSG_OP_MAD };
+	uint8_t buf[QEMU_MSG_SIZE];
 
-	if (m->mad_len > LEGACY_MAD_MAX)
+	if (m->mad_len > QEMU_MSG_MAD_MAX)
 		return -EMSGSIZE;
 	if (!session_room_for(s, sizeof(buf))) {
 		atomic_fetch_add(&mux->stats.drops[DROP_CLIENT_QUEUE_FULL], 1);
@@ -929,7 +929,7 @@ static int session_deliver_qemu(struct session *s, const struct proto_mad *m)
 	msg.addr.flow_label = m->addr.flow_label;
 	msg.addr.pkey_index = m->addr.pkey_index;
 	memcpy(msg.mad, m->mad, m->mad_len);
-	legacy_encode(&msg, buf);
+	qemu_msg_encode(&msg, buf);
 	if (evbuffer_add(s->qemu_pending, buf, sizeof(buf)) == 0)
 		atomic_fetch_add(&s->info->ctr.mads_delivered, 1);
 	session_qemu_pump(s);

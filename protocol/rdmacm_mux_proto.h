@@ -29,6 +29,14 @@ extern "C" {
 #define PROTO_VERSION_MAJOR 1
 #define PROTO_VERSION_MINOR 0
 
+/* Where the daemon's sockets are unless told otherwise (rdmacm-muxd(8),
+ * FILES): the clients', the read-only status socket, and the admin
+ * socket, which the daemon opens only when --admin-socket names it. */
+#define PROTO_DEFAULT_RUN_DIR "/run/rdmacm-mux"
+#define PROTO_DEFAULT_SOCKET PROTO_DEFAULT_RUN_DIR "/mux.sock"
+#define PROTO_DEFAULT_STATUS_SOCKET PROTO_DEFAULT_RUN_DIR "/status.sock"
+#define PROTO_DEFAULT_ADMIN_SOCKET PROTO_DEFAULT_RUN_DIR "/admin.sock"
+
 #define PROTO_HDR_SIZE 12
 #define PROTO_MAX_PAYLOAD_DEFAULT 65536u
 #define PROTO_MAX_PAYLOAD_LIMIT (16u * 1024 * 1024)

@@ -18,7 +18,7 @@ bad() { echo "FAIL: $*"; FAIL=$((FAIL + 1)); }
 
 # -O0, so that no static function is inlined out of sight.
 CFLAGS="-std=c11 -D_GNU_SOURCE -I. -pthread -O0 $(pkg-config --cflags libevent jansson)"
-for f in mux/*.c; do
+for f in mux/*.c mux/ctl/*.c; do
 	cc $CFLAGS -c -o "$T/$(basename "${f%.c}").o" "$f" || bad "compile $f"
 done
 
@@ -29,10 +29,10 @@ for o in "$T"/*.o; do
 	wrong=$(nm --defined-only "$o" | awk '$2 ~ /^[tT]$/ {print $3}' |
 		grep -v -e "^${m}_" -e "^${m}\$" -e '^main$' |
 		while read -r fn; do
-			grep -qE "^[A-Za-z_][^;]*\b${fn}\(" "mux/$m.c" && echo "$fn"
+			grep -qE "^[A-Za-z_][^;]*\b${fn}\(" mux/$m.c mux/ctl/$m.c 2>/dev/null && echo "$fn"
 		done || true)
-	[ -z "$wrong" ] && ok "mux/$m.c: every function is ${m}_*" ||
-		bad "mux/$m.c: functions not prefixed ${m}_: $(echo $wrong)"
+	[ -z "$wrong" ] && ok "$m.c: every function is ${m}_*" ||
+		bad "$m.c: functions not prefixed ${m}_: $(echo $wrong)"
 done
 
 # 2. mux.h: each section names a file that exists, and declares only

@@ -119,7 +119,7 @@ if [ "$QUICK" = 0 ]; then
 		RCM_TIME_SCALE=10 build/tests/test_cm
 
 	FUZZ_SECONDS=${FUZZ_SECONDS:-15}
-	for t in fuzz_frame fuzz_control fuzz_cm_mad fuzz_legacy fuzz_policy fuzz_config fuzz_text \
+	for t in fuzz_frame fuzz_control fuzz_cm_mad fuzz_qemu_msg fuzz_policy fuzz_config fuzz_text \
 		 fuzz_status_query; do
 		run_suite "libFuzzer $t ${FUZZ_SECONDS}s" bash -c "
 			make -s build/fuzz/$t && mkdir -p build/fuzz/corpus-$t &&

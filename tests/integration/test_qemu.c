@@ -25,7 +25,7 @@
 #include "common/cm_mad.h"
 #include "common/gid.h"
 #include "common/wire.h"
-#include "protocol/legacy.h"
+#include "protocol/qemu_msg.h"
 
 #define PEER "fd99::1"
 #define GUEST "fd00::1"
@@ -67,9 +67,9 @@ static int teardown(void **state)
 }
 
 /* Read one whole 360-byte message, or fail by the deadline. */
-static int q_read(int fd, struct legacy_msg *m, int timeout_ms)
+static int q_read(int fd, struct qemu_msg *m, int timeout_ms)
 {
-	uint8_t buf[LEGACY_MSG_SIZE];
+	uint8_t buf[QEMU_MSG_SIZE];
 	struct pollfd pfd = { .fd = fd, .events = POLLIN };
 	size_t have = 0;
 	ssize_t n;
@@ -85,39 +85,39 @@ static int q_read(int fd, struct legacy_msg *m, int timeout_ms)
 	/* Decode as QEMU would: it takes requests (inbound MADs) and
 	 * responses alike. */
 	memset(m, 0, sizeof(*m));
-	legacy_decode(buf, m);
+	qemu_msg_decode(buf, m);
 	memcpy(&m->type, buf, 4);
 	memcpy(&m->op, buf + 4, 4);
 	memcpy(&m->err, buf + 24, 4);
 	return 0;
 }
 
-static void q_write(int fd, const struct legacy_msg *m)
+static void q_write(int fd, const struct qemu_msg *m)
 {
-	uint8_t buf[LEGACY_MSG_SIZE];
+	uint8_t buf[QEMU_MSG_SIZE];
 
-	legacy_encode(m, buf);
+	qemu_msg_encode(m, buf);
 	assert_int_equal(send(fd, buf, sizeof(buf), MSG_NOSIGNAL),
 			 (ssize_t)sizeof(buf));
 }
 
 /* A request and QEMU's blocking read of its response. */
-static uint32_t q_request(int fd, struct legacy_msg *req)
+static uint32_t q_request(int fd, struct qemu_msg *req)
 {
-	struct legacy_msg resp;
+	struct qemu_msg resp;
 
-	req->type = LEGACY_REQ;
+	req->type = QEMU_MSG_REQ;
 	q_write(fd, req);
 	assert_int_equal(q_read(fd, &resp, H_DEADLINE_MS), 0);
-	assert_int_equal(resp.type, LEGACY_RESP);
+	assert_int_equal(resp.type, QEMU_MSG_RESP);
 	/* QEMU's async reader must skip a response: never op MAD. */
-	assert_true(resp.op != LEGACY_OP_MAD);
+	assert_true(resp.op != QEMU_MSG_OP_MAD);
 	return resp.err;
 }
 
 static uint32_t q_reg(int fd, uint32_t op, const char *gid)
 {
-	struct legacy_msg m = { .op = op };
+	struct qemu_msg m = { .op = op };
 	struct gid g;
 
 	gid_parse(gid, &g);
@@ -129,7 +129,7 @@ static uint32_t q_reg(int fd, uint32_t op, const char *gid)
  * GID (its bug), with the host GID index it chose. */
 static uint32_t q_mad(int fd, const char *own, const uint8_t *mad)
 {
-	struct legacy_msg m = { .op = LEGACY_OP_MAD, .umad_len = MAD_SIZE };
+	struct qemu_msg m = { .op = QEMU_MSG_OP_MAD, .umad_len = MAD_SIZE };
 	struct gid g;
 
 	gid_parse(own, &g);
@@ -151,11 +151,11 @@ static void peer_expect(struct fx *f, uint16_t attr, uint8_t *mad)
 	assert_int_equal(cm_mad_attr_id(mad), attr);
 }
 
-static void qemu_expect(struct fx *f, uint16_t attr, struct legacy_msg *m)
+static void qemu_expect(struct fx *f, uint16_t attr, struct qemu_msg *m)
 {
 	assert_int_equal(q_read(f->q, m, H_DEADLINE_MS), 0);
-	assert_int_equal(m->type, LEGACY_REQ);
-	assert_int_equal(m->op, LEGACY_OP_MAD);
+	assert_int_equal(m->type, QEMU_MSG_REQ);
+	assert_int_equal(m->op, QEMU_MSG_OP_MAD);
 	assert_int_equal(cm_mad_attr_id(m->mad), attr);
 }
 
@@ -174,16 +174,17 @@ static void test_register(void **state)
 	struct fx *f = *state;
 	json_t *st, *c;
 
-	assert_int_equal(q_reg(f->q, LEGACY_OP_REG, GUEST), LEGACY_OK);
-	assert_int_equal(q_reg(f->q, LEGACY_OP_REG, GUEST), LEGACY_EEXIST);
+	assert_int_equal(q_reg(f->q, QEMU_MSG_OP_REG, GUEST), QEMU_MSG_OK);
+	assert_int_equal(q_reg(f->q, QEMU_MSG_OP_REG, GUEST), QEMU_MSG_EEXIST);
 	/* Same interface ID, other prefix: another GID (the old daemon
 	 * keyed by interface ID and took them for one). */
-	assert_int_equal(q_reg(f->q, LEGACY_OP_REG, "fd01::1"), LEGACY_OK);
+	assert_int_equal(q_reg(f->q, QEMU_MSG_OP_REG, "fd01::1"), QEMU_MSG_OK);
 	/* QEMU registers before the host has the address: accepted. */
-	assert_int_equal(q_reg(f->q, LEGACY_OP_REG, "fd00::77"), LEGACY_OK);
-	assert_int_equal(q_reg(f->q, LEGACY_OP_UNREG, "fd00::77"), LEGACY_OK);
-	assert_int_equal(q_reg(f->q, LEGACY_OP_UNREG, "fd00::77"),
-			 LEGACY_ENOTFOUND);
+	assert_int_equal(q_reg(f->q, QEMU_MSG_OP_REG, "fd00::77"), QEMU_MSG_OK);
+	assert_int_equal(q_reg(f->q, QEMU_MSG_OP_UNREG, "fd00::77"),
+			 QEMU_MSG_OK);
+	assert_int_equal(q_reg(f->q, QEMU_MSG_OP_UNREG, "fd00::77"),
+			 QEMU_MSG_ENOTFOUND);
 	st = hd_status(&f->d);
 	c = json_array_get(json_object_get(st, "clients"), 0);
 	assert_string_equal(json_string_value(json_object_get(c, "protocol")),
@@ -198,15 +199,15 @@ static void test_active_connection_repaired(void **state)
 {
 	struct fx *f = *state;
 	uint8_t m[MAD_SIZE], r[MAD_SIZE];
-	struct legacy_msg in;
+	struct qemu_msg in;
 	struct gid peer, guest;
 	uint32_t h;
 
 	gid_parse(PEER, &peer);
 	gid_parse(GUEST, &guest);
-	assert_int_equal(q_reg(f->q, LEGACY_OP_REG, GUEST), LEGACY_OK);
+	assert_int_equal(q_reg(f->q, QEMU_MSG_OP_REG, GUEST), QEMU_MSG_OK);
 	h_req(m, 0x5001, GUEST, PEER);
-	assert_int_equal(q_mad(f->q, GUEST, m), LEGACY_OK);
+	assert_int_equal(q_mad(f->q, GUEST, m), QEMU_MSG_OK);
 	peer_expect(f, CM_ATTR_REQ, r);
 	h = local_of(r);
 	assert_true(h != 0x5001);
@@ -219,14 +220,14 @@ static void test_active_connection_repaired(void **state)
 	assert_int_equal(in.umad_len, MAD_SIZE);
 	assert_int_equal(remote_of(in.mad), 0x5001);
 	h_mad(m, CM_ATTR_RTU, 0x5001, 0x9001, 1);
-	assert_int_equal(q_mad(f->q, GUEST, m), LEGACY_OK);
+	assert_int_equal(q_mad(f->q, GUEST, m), QEMU_MSG_OK);
 	peer_expect(f, CM_ATTR_RTU, r);
 	assert_int_equal(local_of(r), h);
 	h_mad(m, CM_ATTR_DREQ, 0x9001, h, 2);
 	simpeer_send(&f->p, GUEST, m);
 	qemu_expect(f, CM_ATTR_DREQ, &in);
 	h_mad(m, CM_ATTR_DREP, 0x5001, 0x9001, 2);
-	assert_int_equal(q_mad(f->q, GUEST, m), LEGACY_OK);
+	assert_int_equal(q_mad(f->q, GUEST, m), QEMU_MSG_OK);
 	peer_expect(f, CM_ATTR_DREP, r);
 	assert_true(hd_status_int(&f->d, "routing.draining") == 1);
 }
@@ -237,19 +238,19 @@ static void test_passive_connection_and_sidr(void **state)
 {
 	struct fx *f = *state;
 	uint8_t m[MAD_SIZE], r[MAD_SIZE];
-	struct legacy_msg in;
+	struct qemu_msg in;
 	struct gid s, d;
 	uint32_t h;
 
-	assert_int_equal(q_reg(f->q, LEGACY_OP_REG, GUEST), LEGACY_OK);
+	assert_int_equal(q_reg(f->q, QEMU_MSG_OP_REG, GUEST), QEMU_MSG_OK);
 	h_req(m, 0x7001, PEER, GUEST);
 	simpeer_send(&f->p, GUEST, m);
 	qemu_expect(f, CM_ATTR_REQ, &in);
 	h_mad(m, CM_ATTR_MRA, 0x6001, 0x7001, 1);
-	assert_int_equal(q_mad(f->q, GUEST, m), LEGACY_OK);
+	assert_int_equal(q_mad(f->q, GUEST, m), QEMU_MSG_OK);
 	peer_expect(f, CM_ATTR_MRA, r);
 	h_mad(m, CM_ATTR_REP, 0x6001, 0x7001, 1);
-	assert_int_equal(q_mad(f->q, GUEST, m), LEGACY_OK);
+	assert_int_equal(q_mad(f->q, GUEST, m), QEMU_MSG_OK);
 	peer_expect(f, CM_ATTR_REP, r);
 	h = local_of(r);
 	h_mad(m, CM_ATTR_RTU, 0x7001, h, 1);
@@ -266,11 +267,11 @@ static void test_passive_connection_and_sidr(void **state)
 	qemu_expect(f, CM_ATTR_SIDR_REQ, &in);
 	cm_mad_init(m, CM_ATTR_SIDR_REP, 5);
 	cm_field_set(m, CM_SIDR_REP_REQUEST_ID, 0x42);
-	assert_int_equal(q_mad(f->q, GUEST, m), LEGACY_OK);
+	assert_int_equal(q_mad(f->q, GUEST, m), QEMU_MSG_OK);
 	peer_expect(f, CM_ATTR_SIDR_REP, r);
 	assert_int_equal(cm_field_get(r, CM_SIDR_REP_REQUEST_ID), 0x42);
 	/* A second answer answers nothing, and goes nowhere. */
-	assert_int_equal(q_mad(f->q, GUEST, m), LEGACY_EINVAL);
+	assert_int_equal(q_mad(f->q, GUEST, m), QEMU_MSG_EINVAL);
 	assert_true(hd_status_int(&f->d, "counters.refusals.no_destination") ==
 		    1);
 }
@@ -282,13 +283,13 @@ static void test_refused(void **state)
 	struct fx *f = *state;
 	uint8_t m[MAD_SIZE], r[MAD_SIZE];
 
-	assert_int_equal(q_reg(f->q, LEGACY_OP_REG, GUEST), LEGACY_OK);
+	assert_int_equal(q_reg(f->q, QEMU_MSG_OP_REG, GUEST), QEMU_MSG_OK);
 	h_mad(m, CM_ATTR_RTU, 0x1, 0x2, 1);
-	assert_int_equal(q_mad(f->q, GUEST, m), LEGACY_EINVAL);
+	assert_int_equal(q_mad(f->q, GUEST, m), QEMU_MSG_EINVAL);
 	assert_true(hd_status_int(&f->d, "counters.refusals.no_destination") ==
 		    1);
 	h_req(m, 0x5002, "fd00::2", PEER);
-	assert_int_equal(q_mad(f->q, "fd00::2", m), LEGACY_EACCES);
+	assert_int_equal(q_mad(f->q, "fd00::2", m), QEMU_MSG_EACCES);
 	assert_int_equal(simpeer_recv(&f->p, r, NULL, 200), 0);
 }
 
@@ -297,11 +298,11 @@ static void test_native_and_qemu(void **state)
 {
 	struct fx *f = *state;
 	uint8_t m[MAD_SIZE];
-	struct legacy_msg in;
+	struct qemu_msg in;
 	struct tclient b;
 	char err[128];
 
-	assert_int_equal(q_reg(f->q, LEGACY_OP_REG, GUEST), LEGACY_OK);
+	assert_int_equal(q_reg(f->q, QEMU_MSG_OP_REG, GUEST), QEMU_MSG_OK);
 	assert_int_equal(tc_connect(&b, &f->d, "native", 1, 0, err,
 				    sizeof(err)),
 			 0);
@@ -310,7 +311,7 @@ static void test_native_and_qemu(void **state)
 	assert_int_equal(tc_send_sync(&b, GUEST, m), 0);
 	qemu_expect(f, CM_ATTR_REQ, &in);
 	h_mad(m, CM_ATTR_REP, 0x6101, local_of(in.mad), 1);
-	assert_int_equal(q_mad(f->q, GUEST, m), LEGACY_OK);
+	assert_int_equal(q_mad(f->q, GUEST, m), QEMU_MSG_OK);
 	assert_true(tc_pump_until(&b, tc_has_rx, 1, H_DEADLINE_MS));
 	assert_int_equal(cm_mad_attr_id(b.rx[0].mad), CM_ATTR_REP);
 	assert_int_equal(remote_of(b.rx[0].mad), 0x8001);
@@ -319,7 +320,7 @@ static void test_native_and_qemu(void **state)
 
 static int q_closed(int fd)
 {
-	uint8_t buf[LEGACY_MSG_SIZE];
+	uint8_t buf[QEMU_MSG_SIZE];
 	struct pollfd pfd = { .fd = fd, .events = POLLIN };
 
 	while (poll(&pfd, 1, H_DEADLINE_MS) > 0) {
@@ -334,25 +335,25 @@ static int q_closed(int fd)
 static void test_malformed_closes(void **state)
 {
 	struct fx *f = *state;
-	struct legacy_msg m = { .type = LEGACY_RESP, .op = LEGACY_OP_REG };
-	uint8_t buf[LEGACY_MSG_SIZE];
+	struct qemu_msg m = { .type = QEMU_MSG_RESP, .op = QEMU_MSG_OP_REG };
+	uint8_t buf[QEMU_MSG_SIZE];
 	int other = raw_connect(f->qsock);
 
 	assert_true(other >= 0);
-	assert_int_equal(q_reg(other, LEGACY_OP_REG, "fd00::3"), LEGACY_OK);
+	assert_int_equal(q_reg(other, QEMU_MSG_OP_REG, "fd00::3"), QEMU_MSG_OK);
 	q_write(f->q, &m); /* a response from a client */
 	assert_true(q_closed(f->q));
 	close(f->q);
 	f->q = raw_connect(f->qsock);
-	m.type = LEGACY_REQ;
+	m.type = QEMU_MSG_REQ;
 	m.op = 9; /* unknown op */
 	q_write(f->q, &m);
 	assert_true(q_closed(f->q));
 	close(f->q);
 	f->q = raw_connect(f->qsock);
-	m.op = LEGACY_OP_MAD;
+	m.op = QEMU_MSG_OP_MAD;
 	m.umad_len = 4096; /* bad length */
-	legacy_encode(&m, buf);
+	qemu_msg_encode(&m, buf);
 	memcpy(buf + 32, &m.umad_len, 4);
 	assert_int_equal(send(f->q, buf, sizeof(buf), MSG_NOSIGNAL),
 			 (ssize_t)sizeof(buf));
@@ -365,7 +366,8 @@ static void test_malformed_closes(void **state)
 	f->q = -1;
 	assert_true(hd_status_int(&f->d, "counters.protocol_errors") == 3);
 	/* The other QEMU is still served. */
-	assert_int_equal(q_reg(other, LEGACY_OP_REG, "fd00::3"), LEGACY_EEXIST);
+	assert_int_equal(q_reg(other, QEMU_MSG_OP_REG, "fd00::3"),
+			 QEMU_MSG_EEXIST);
 	close(other);
 }
 

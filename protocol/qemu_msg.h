@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
-#ifndef RDMACM_MUX_LEGACY_H
-#define RDMACM_MUX_LEGACY_H
+#ifndef RDMACM_MUX_QEMU_MSG_H
+#define RDMACM_MUX_QEMU_MSG_H
 
 /*
  * The protocol of QEMU's removed contrib/rdmacm-mux, which every QEMU
  * from 5.0 to 9.0 with the pvrdma device speaks on its MAD chardev (see
- * rdmacm-mux-protocol(7), LEGACY PROTOCOL).
+ * rdmacm-mux-protocol(7), QEMU PROTOCOL).
  *
  * Every message, in both directions, is the same 360-byte C struct of an
  * x86_64 host (RdmaCmMuxMsg): host-endian 32-bit enums, no magic, no
@@ -33,21 +33,25 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define LEGACY_MSG_SIZE 360
-#define LEGACY_MAD_MAX 256
+#define QEMU_MSG_SIZE 360
+#define QEMU_MSG_MAD_MAX 256
 
-enum legacy_type { LEGACY_REQ = 0, LEGACY_RESP = 1 };
-enum legacy_op { LEGACY_OP_REG = 0, LEGACY_OP_UNREG = 1, LEGACY_OP_MAD = 2 };
-enum legacy_err {
-	LEGACY_OK = 0,
-	LEGACY_EINVAL = 1,
-	LEGACY_EEXIST = 2,
-	LEGACY_EACCES = 3,
-	LEGACY_ENOTFOUND = 4,
+enum qemu_msg_type { QEMU_MSG_REQ = 0, QEMU_MSG_RESP = 1 };
+enum qemu_msg_op {
+	QEMU_MSG_OP_REG = 0,
+	QEMU_MSG_OP_UNREG = 1,
+	QEMU_MSG_OP_MAD = 2
+};
+enum qemu_msg_err {
+	QEMU_MSG_OK = 0,
+	QEMU_MSG_EINVAL = 1,
+	QEMU_MSG_EEXIST = 2,
+	QEMU_MSG_EACCES = 3,
+	QEMU_MSG_ENOTFOUND = 4,
 };
 
 /* ib_mad_addr as QEMU fills it (network order fields already swapped). */
-struct legacy_addr {
+struct qemu_msg_addr {
 	uint32_t qpn;
 	uint32_t qkey;
 	uint16_t lid;
@@ -61,29 +65,29 @@ struct legacy_addr {
 	uint16_t pkey_index;
 };
 
-struct legacy_msg {
+struct qemu_msg {
 	uint32_t type;
 	uint32_t op;
 	uint8_t sgid[16];
 	uint32_t err;
 	int32_t umad_len;
-	struct legacy_addr addr;
-	uint8_t mad[LEGACY_MAD_MAX];
+	struct qemu_msg_addr addr;
+	uint8_t mad[QEMU_MSG_MAD_MAX];
 };
 
 /* Decode one whole message.  Returns 0, or
  * -EBADMSG     a type other than request (clients send only requests),
  * -EOPNOTSUPP  an unknown op code,
  * -EMSGSIZE    a MAD request whose umad_len is not 1..256. */
-int legacy_decode(const uint8_t *buf, struct legacy_msg *out);
-/* Encode one message into LEGACY_MSG_SIZE bytes (padding zeroed). */
-void legacy_encode(const struct legacy_msg *m, uint8_t *buf);
+int qemu_msg_decode(const uint8_t *buf, struct qemu_msg *out);
+/* Encode one message into QEMU_MSG_SIZE bytes (padding zeroed). */
+void qemu_msg_encode(const struct qemu_msg *m, uint8_t *buf);
 /* The response to a request: the request echoed with type RESP, err set,
  * and the MAD cleared.  Its op code is never MAD: QEMU's asynchronous
  * reader tests (type != REQ && op != MAD) where it meant ||, so a
  * response that reached it with op MAD would be taken for an inbound
  * MAD and handed to the guest. */
-void legacy_response(const struct legacy_msg *req, enum legacy_err err,
-		     struct legacy_msg *resp);
+void qemu_msg_response(const struct qemu_msg *req, enum qemu_msg_err err,
+		       struct qemu_msg *resp);
 
 #endif

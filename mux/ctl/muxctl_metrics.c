@@ -10,7 +10,7 @@
 
 #include <jansson.h>
 
-#include "mux/muxctl.h"
+#include "mux/ctl/muxctl.h"
 
 #define NS "rdmacm_mux_"
 

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
-#include "protocol/legacy.h"
+#include "protocol/qemu_msg.h"
 
 #include <errno.h>
 #include <string.h>
 
-/* Offsets in the 360-byte message (see legacy.h). */
+/* Offsets in the 360-byte message (see qemu_msg.h). */
 enum {
 	OFF_TYPE = 0,
 	OFF_OP = 4,
@@ -69,7 +69,7 @@ static void put_be16(uint8_t *p, uint16_t v)
 	p[1] = (uint8_t)v;
 }
 
-int legacy_decode(const uint8_t *buf, struct legacy_msg *out)
+int qemu_msg_decode(const uint8_t *buf, struct qemu_msg *out)
 {
 	const uint8_t *a = buf + OFF_ADDR;
 	uint16_t pkey;
@@ -80,13 +80,13 @@ int legacy_decode(const uint8_t *buf, struct legacy_msg *out)
 	memcpy(out->sgid, buf + OFF_SGID, 16);
 	out->err = host32(buf + OFF_ERR);
 	out->umad_len = (int32_t)host32(buf + OFF_UMAD_LEN);
-	if (out->type != LEGACY_REQ)
+	if (out->type != QEMU_MSG_REQ)
 		return -EBADMSG;
-	if (out->op > LEGACY_OP_MAD)
+	if (out->op > QEMU_MSG_OP_MAD)
 		return -EOPNOTSUPP;
-	if (out->op != LEGACY_OP_MAD)
+	if (out->op != QEMU_MSG_OP_MAD)
 		return 0;
-	if (out->umad_len < 1 || out->umad_len > LEGACY_MAD_MAX)
+	if (out->umad_len < 1 || out->umad_len > QEMU_MSG_MAD_MAX)
 		return -EMSGSIZE;
 	out->addr.qpn = be32(a + A_QPN) & 0xffffff;
 	out->addr.qkey = be32(a + A_QKEY);
@@ -104,14 +104,14 @@ int legacy_decode(const uint8_t *buf, struct legacy_msg *out)
 	return 0;
 }
 
-void legacy_encode(const struct legacy_msg *m, uint8_t *buf)
+void qemu_msg_encode(const struct qemu_msg *m, uint8_t *buf)
 {
 	uint8_t *a = buf + OFF_ADDR;
-	size_t len = m->umad_len > 0 && m->umad_len <= LEGACY_MAD_MAX
+	size_t len = m->umad_len > 0 && m->umad_len <= QEMU_MSG_MAD_MAX
 			     ? (size_t)m->umad_len
 			     : 0;
 
-	memset(buf, 0, LEGACY_MSG_SIZE);
+	memset(buf, 0, QEMU_MSG_SIZE);
 	put_host32(buf + OFF_TYPE, m->type);
 	put_host32(buf + OFF_OP, m->op);
 	memcpy(buf + OFF_SGID, m->sgid, 16);
@@ -133,12 +133,12 @@ void legacy_encode(const struct legacy_msg *m, uint8_t *buf)
 	memcpy(buf + OFF_MAD, m->mad, len);
 }
 
-void legacy_response(const struct legacy_msg *req, enum legacy_err err,
-		     struct legacy_msg *resp)
+void qemu_msg_response(const struct qemu_msg *req, enum qemu_msg_err err,
+		       struct qemu_msg *resp)
 {
 	memset(resp, 0, sizeof(*resp));
-	resp->type = LEGACY_RESP;
-	resp->op = req->op == LEGACY_OP_MAD ? LEGACY_OP_UNREG : req->op;
+	resp->type = QEMU_MSG_RESP;
+	resp->op = req->op == QEMU_MSG_OP_MAD ? QEMU_MSG_OP_UNREG : req->op;
 	memcpy(resp->sgid, req->sgid, 16);
 	resp->err = err;
 }

@@ -16,11 +16,10 @@
 #include <jansson.h>
 
 #include "common/text.h"
-#include "mux/muxctl.h"
+#include "mux/ctl/muxctl.h"
+#include "protocol/rdmacm_mux_proto.h"
 #include "common/unix_socket.h"
 
-#define DEFAULT_STATUS "/run/rdmacm-mux/status.sock"
-#define DEFAULT_ADMIN "/run/rdmacm-mux/admin.sock"
 #define STATUS_MAX (64u << 20)
 
 static void muxctl_usage(FILE *f)
@@ -31,12 +30,13 @@ static void muxctl_usage(FILE *f)
 		"             connections [CLIENT-ID [OFFSET [LIMIT]]]\n"
 		"       rdmacm-muxctl [-A PATH] disconnect CLIENT-ID | reload\n"
 		"  -S, --status-socket PATH  daemon status socket (default $RDMACM_MUX_STATUS\n"
-		"                            or " DEFAULT_STATUS ")\n"
+		"                            or " PROTO_DEFAULT_STATUS_SOCKET
+		")\n"
 		"  -j, --json                print the status as JSON\n"
 		"  -t, --timeout MS          give up after MS milliseconds (default 5000)\n"
 		"  -w, --watch SECONDS       show the view again every SECONDS\n"
 		"  -A, --admin-socket PATH   the daemon's admin socket, root only (default\n"
-		"                            $RDMACM_MUX_ADMIN or " DEFAULT_ADMIN
+		"                            $RDMACM_MUX_ADMIN or " PROTO_DEFAULT_ADMIN_SOCKET
 		")\n"
 		"  connections ID [OFF [N]]  a client's connections, N "
 		"(default 256) from OFF\n"
@@ -538,7 +538,7 @@ int main(int argc, char **argv)
 	size_t i;
 
 	if (path == NULL)
-		path = DEFAULT_STATUS;
+		path = PROTO_DEFAULT_STATUS_SOCKET;
 	while ((c = getopt_long(argc, argv, "S:jt:A:w:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'w':
@@ -557,7 +557,7 @@ int main(int argc, char **argv)
 		}
 	}
 	if (admin == NULL)
-		admin = DEFAULT_ADMIN;
+		admin = PROTO_DEFAULT_ADMIN_SOCKET;
 	if (optind < argc && strcmp(argv[optind], "reload") == 0)
 		return muxctl_admin_request(admin, "{\"op\":\"reload_policy\"}",
 					    timeout_ms);

@@ -7,29 +7,29 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "protocol/legacy.h"
+#include "protocol/qemu_msg.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	uint8_t buf[LEGACY_MSG_SIZE], again[LEGACY_MSG_SIZE];
-	struct legacy_msg m, m2, resp;
+	uint8_t buf[QEMU_MSG_SIZE], again[QEMU_MSG_SIZE];
+	struct qemu_msg m, m2, resp;
 	size_t off;
 
-	for (off = 0; off < size; off += LEGACY_MSG_SIZE) {
-		size_t n = size - off < LEGACY_MSG_SIZE ? size - off
-							: LEGACY_MSG_SIZE;
+	for (off = 0; off < size; off += QEMU_MSG_SIZE) {
+		size_t n = size - off < QEMU_MSG_SIZE ? size - off
+						      : QEMU_MSG_SIZE;
 
 		memset(buf, 0, sizeof(buf));
 		memcpy(buf, data + off, n);
-		if (legacy_decode(buf, &m) != 0)
+		if (qemu_msg_decode(buf, &m) != 0)
 			continue;
-		legacy_response(&m, LEGACY_OK, &resp);
-		if (resp.op == LEGACY_OP_MAD)
+		qemu_msg_response(&m, QEMU_MSG_OK, &resp);
+		if (resp.op == QEMU_MSG_OP_MAD)
 			abort();
-		legacy_encode(&m, again);
-		if (legacy_decode(again, &m2) != 0 ||
+		qemu_msg_encode(&m, again);
+		if (qemu_msg_decode(again, &m2) != 0 ||
 		    memcmp(&m, &m2, sizeof(m)) != 0)
 			abort();
 	}

@@ -15,7 +15,7 @@
 #include <infiniband/umad.h>
 #include <infiniband/verbs.h>
 
-#include "protocol/legacy.h"
+#include "protocol/qemu_msg.h"
 
 /* QEMU's declarations, field for field. */
 enum qemu_type { QEMU_REQ = 0, QEMU_RESP = 1 };
@@ -27,36 +27,36 @@ enum qemu_err {
 	QEMU_EACCES = 3,
 	QEMU_ENOTFOUND = 4
 };
-struct qemu_hdr {
+struct RdmaCmMuxHdr {
 	enum qemu_type msg_type;
 	enum qemu_op op_code;
 	union ibv_gid sgid;
 	enum qemu_err err_code;
 };
-struct qemu_umad {
+struct RdmaCmUMad {
 	struct ib_user_mad hdr;
 	char mad[256];
 };
-struct qemu_msg {
-	struct qemu_hdr hdr;
+struct RdmaCmMuxMsg {
+	struct RdmaCmMuxHdr hdr;
 	int umad_len;
-	struct qemu_umad umad;
+	struct RdmaCmUMad umad;
 };
 
 static void test_layout_is_qemus(void **state)
 {
 	(void)state;
-	assert_int_equal(sizeof(struct qemu_msg), LEGACY_MSG_SIZE);
-	assert_int_equal(offsetof(struct qemu_msg, umad_len), 32);
-	assert_int_equal(offsetof(struct qemu_msg, umad.hdr.addr), 56);
-	assert_int_equal(offsetof(struct qemu_msg, umad.mad), 100);
+	assert_int_equal(sizeof(struct RdmaCmMuxMsg), QEMU_MSG_SIZE);
+	assert_int_equal(offsetof(struct RdmaCmMuxMsg, umad_len), 32);
+	assert_int_equal(offsetof(struct RdmaCmMuxMsg, umad.hdr.addr), 56);
+	assert_int_equal(offsetof(struct RdmaCmMuxMsg, umad.mad), 100);
 }
 
 /* A MAD request as QEMU's mad_send() builds it decodes field by field. */
 static void test_decode_qemu_mad(void **state)
 {
-	struct qemu_msg q;
-	struct legacy_msg m;
+	struct RdmaCmMuxMsg q;
+	struct qemu_msg m;
 	int i;
 
 	(void)state;
@@ -80,9 +80,9 @@ static void test_decode_qemu_mad(void **state)
 	q.umad.hdr.addr.pkey_index = 2;
 	for (i = 0; i < 256; i++)
 		q.umad.mad[i] = (char)i;
-	assert_int_equal(legacy_decode((uint8_t *)&q, &m), 0);
-	assert_int_equal(m.type, LEGACY_REQ);
-	assert_int_equal(m.op, LEGACY_OP_MAD);
+	assert_int_equal(qemu_msg_decode((uint8_t *)&q, &m), 0);
+	assert_int_equal(m.type, QEMU_MSG_REQ);
+	assert_int_equal(m.op, QEMU_MSG_OP_MAD);
 	assert_memory_equal(m.sgid, q.hdr.sgid.raw, 16);
 	assert_int_equal(m.umad_len, 256);
 	assert_int_equal(m.addr.qpn, 1);
@@ -102,11 +102,11 @@ static void test_decode_qemu_mad(void **state)
 /* What the daemon sends reads back in QEMU's struct as QEMU reads it. */
 static void test_encode_reads_as_qemus(void **state)
 {
-	struct legacy_msg m = { .type = LEGACY_REQ,
-				.op = LEGACY_OP_MAD,
-				.umad_len = 256 };
-	uint8_t buf[LEGACY_MSG_SIZE];
-	struct qemu_msg q;
+	struct qemu_msg m = { .type = QEMU_MSG_REQ,
+			      .op = QEMU_MSG_OP_MAD,
+			      .umad_len = 256 };
+	uint8_t buf[QEMU_MSG_SIZE];
+	struct RdmaCmMuxMsg q;
 
 	(void)state;
 	m.sgid[15] = 0x11;
@@ -115,7 +115,7 @@ static void test_encode_reads_as_qemus(void **state)
 	m.addr.grh_present = 1;
 	m.mad[0] = 1;
 	m.mad[255] = 0x55;
-	legacy_encode(&m, buf);
+	qemu_msg_encode(&m, buf);
 	memcpy(&q, buf, sizeof(q));
 	assert_int_equal(q.hdr.msg_type, QEMU_REQ);
 	assert_int_equal(q.hdr.op_code, QEMU_MAD);
@@ -130,53 +130,53 @@ static void test_encode_reads_as_qemus(void **state)
 
 static void test_malformed(void **state)
 {
-	struct qemu_msg q;
-	struct legacy_msg m;
+	struct RdmaCmMuxMsg q;
+	struct qemu_msg m;
 
 	(void)state;
 	memset(&q, 0, sizeof(q));
 	q.hdr.msg_type = QEMU_RESP;
-	assert_int_equal(legacy_decode((uint8_t *)&q, &m), -EBADMSG);
+	assert_int_equal(qemu_msg_decode((uint8_t *)&q, &m), -EBADMSG);
 	q.hdr.msg_type = 7;
-	assert_int_equal(legacy_decode((uint8_t *)&q, &m), -EBADMSG);
+	assert_int_equal(qemu_msg_decode((uint8_t *)&q, &m), -EBADMSG);
 	q.hdr.msg_type = QEMU_REQ;
 	q.hdr.op_code = 3;
-	assert_int_equal(legacy_decode((uint8_t *)&q, &m), -EOPNOTSUPP);
+	assert_int_equal(qemu_msg_decode((uint8_t *)&q, &m), -EOPNOTSUPP);
 	q.hdr.op_code = QEMU_MAD;
 	q.umad_len = 0;
-	assert_int_equal(legacy_decode((uint8_t *)&q, &m), -EMSGSIZE);
+	assert_int_equal(qemu_msg_decode((uint8_t *)&q, &m), -EMSGSIZE);
 	q.umad_len = 257;
-	assert_int_equal(legacy_decode((uint8_t *)&q, &m), -EMSGSIZE);
+	assert_int_equal(qemu_msg_decode((uint8_t *)&q, &m), -EMSGSIZE);
 	q.umad_len = -1;
-	assert_int_equal(legacy_decode((uint8_t *)&q, &m), -EMSGSIZE);
+	assert_int_equal(qemu_msg_decode((uint8_t *)&q, &m), -EMSGSIZE);
 	/* REG and UNREG carry no MAD: its length does not matter. */
 	q.hdr.op_code = QEMU_REG;
-	assert_int_equal(legacy_decode((uint8_t *)&q, &m), 0);
+	assert_int_equal(qemu_msg_decode((uint8_t *)&q, &m), 0);
 }
 
 /* A response QEMU's buggy asynchronous reader would skip: never op MAD. */
 static void test_response_never_looks_like_a_mad(void **state)
 {
-	struct legacy_msg req = { .type = LEGACY_REQ,
-				  .op = LEGACY_OP_MAD,
-				  .umad_len = 256 },
-			  resp;
-	uint8_t buf[LEGACY_MSG_SIZE];
-	struct qemu_msg q;
+	struct qemu_msg req = { .type = QEMU_MSG_REQ,
+				.op = QEMU_MSG_OP_MAD,
+				.umad_len = 256 },
+			resp;
+	uint8_t buf[QEMU_MSG_SIZE];
+	struct RdmaCmMuxMsg q;
 
 	(void)state;
 	req.mad[0] = 1;
-	legacy_response(&req, LEGACY_EACCES, &resp);
-	legacy_encode(&resp, buf);
+	qemu_msg_response(&req, QEMU_MSG_EACCES, &resp);
+	qemu_msg_encode(&resp, buf);
 	memcpy(&q, buf, sizeof(q));
 	assert_int_equal(q.hdr.msg_type, QEMU_RESP);
 	assert_int_equal(q.hdr.err_code, QEMU_EACCES);
 	/* QEMU: if (msg_type != REQ && op_code != MAD) skip */
 	assert_true(q.hdr.msg_type != QEMU_REQ && q.hdr.op_code != QEMU_MAD);
 	assert_int_equal(q.umad_len, 0);
-	req.op = LEGACY_OP_REG;
-	legacy_response(&req, LEGACY_OK, &resp);
-	assert_int_equal(resp.op, LEGACY_OP_REG);
+	req.op = QEMU_MSG_OP_REG;
+	qemu_msg_response(&req, QEMU_MSG_OK, &resp);
+	assert_int_equal(resp.op, QEMU_MSG_OP_REG);
 }
 
 int main(void)
@@ -192,5 +192,5 @@ int main(void)
 	/* RCM_TEST_FILTER=test_name runs one (a pattern, see cmocka). */
 	if (getenv("RCM_TEST_FILTER"))
 		cmocka_set_test_filter(getenv("RCM_TEST_FILTER"));
-	return cmocka_run_group_tests_name("legacy", tests, NULL, NULL);
+	return cmocka_run_group_tests_name("qemu_msg", tests, NULL, NULL);
 }
