@@ -25,6 +25,7 @@
 #include "common/log.h"
 #include "common/tree.h"
 #include "mux/conn.h"
+#include "mux/router.h"
 #include "mux/policy.h"
 #include "protocol/qemu_msg.h"
 #include "protocol/rdmacm_mux_proto.h"
@@ -167,6 +168,8 @@ enum drop_reason {
 };
 
 const char *stats_drop_reason_name(enum drop_reason r);
+/* The drop a router verdict other than ROUTER_DELIVER counts as. */
+enum drop_reason stats_drop_for_verdict(enum router_verdict v);
 
 /* Why an outbound MAD was refused (each has its own errno, see
  * rdmacm-mux-protocol(7)). */
@@ -331,126 +334,6 @@ json_t *clients_json(struct clients *c, struct router *r, unsigned conns_max);
 int clients_set_hello(struct clients *c, struct client_info *ci,
 		      const char *name, struct policy *pol,
 		      const struct policy_rule *rule);
-
-/* ---- router.c: GID ownership, comm-ID and SIDR tables, routing ------ */
-
-struct router;
-
-struct router_limits {
-	unsigned max_gids_per_client;
-	unsigned max_comm_ids_per_client;
-	unsigned handshake_ms;
-	unsigned timewait_ms;
-	unsigned max_peer_records_per_port;
-	unsigned max_peer_records_per_source;
-	unsigned max_timewait;
-	/* Persistence: NULL keeps the table on the heap (it dies with the
-	 * daemon). */
-	const char *state_path;
-	unsigned max_entries, max_owners;
-	uint64_t ports_hash; /* the ports, in order, by name */
-};
-
-/* What the router needs from the daemon: a way to send the MADs it
- * answers with, and whether a GID is in a port's table.  Called without
- * the router's lock held (gid_in_table with it: it must not call back). */
-struct router_ops {
-	void (*send)(void *arg, enum conn_answer why, unsigned port,
-		     const struct conn_path *path, const uint8_t *mad);
-	int (*gid_in_table)(void *arg, unsigned port, const struct gid *gid);
-};
-
-struct router *router_new(const struct router_limits *lim,
-			  uint32_t random_operand, const struct router_ops *ops,
-			  void *ops_arg);
-void router_free(struct router *r);
-/* A reload: the counting limits (not the timers, not the state file). */
-void router_set_limits(struct router *r, const struct router_limits *lim);
-/* The daemon is stopping: send nothing on anyone's behalf from now on
- * (its clients are not gone, it is). */
-void router_stop_answering(struct router *r);
-struct router_counts;
-/* 1 when the table came from a previous daemon (out: its sizes). */
-int router_restored(struct router *r, struct router_counts *out);
-/* Clients of the previous daemon that have not claimed their entries by
- * until_ms lose them (no-op when nothing was restored). */
-void router_resume_grace(struct router *r, uint64_t until_ms);
-uint64_t router_max_client_id(struct router *r);
-/* Resume tokens (conn_owner_add, conn_owner_claim). */
-int router_owner_add(struct router *r, uint64_t client, uint32_t uid,
-		     const uint8_t token[16]);
-int router_owner_claim(struct router *r, uint64_t old_client, uint32_t uid,
-		       const uint8_t token[16], uint64_t new_client,
-		       const uint8_t new_token[16]);
-
-int router_register_gid(struct router *r, unsigned port, const struct gid *gid,
-			uint64_t client);
-int router_unregister_gid(struct router *r, unsigned port,
-			  const struct gid *gid, uint64_t client);
-int router_owns_gid(struct router *r, unsigned port, const struct gid *gid,
-		    uint64_t client);
-/* GIDs a MAD says are its sender's (its source, a REQ's local port GIDs,
- * rdma_cm's source address): each must be the sender's on the port. */
-#define ROUTER_MAX_CLAIMS 4
-struct router_claims {
-	unsigned n;
-	struct gid gid[ROUTER_MAX_CLAIMS];
-};
-/* An outbound MAD from `client` on path, before it is sent: if a GID in
- * claims (may be NULL) is not the client's on the port, -EADDRNOTAVAIL
- * and its index in *not_owned, and nothing changes; otherwise translated
- * in place (comm ID, request ID, TID): 0 or a negative errno from
- * conn_outbound() (conn.h). */
-int router_outbound(struct router *r, unsigned port, uint64_t client,
-		    const struct router_claims *claims, unsigned *not_owned,
-		    uint8_t *mad, const struct conn_path *path, uint64_t now_ms,
-		    unsigned max_conns);
-/* Decide who gets an inbound MAD arriving on path (peer_gid: the sender)
- * and translate it for them: 0 and *client, or a negative enum
- * drop_reason (ROUTER_DROP()); answers what a host's CM would answer. */
-int router_inbound(struct router *r, unsigned port, uint8_t *mad, size_t len,
-		   const struct conn_path *path, uint64_t now_ms,
-		   uint64_t *client);
-/* The path a MAD's address block describes: outbound (local is ours) or
- * inbound (remote is the sender's). */
-void router_path_from_addr(const struct proto_mad_addr *a, int inbound,
-			   struct conn_path *out);
-#define ROUTER_DROP(reason) (-(int)(reason)-1)
-#define ROUTER_DROP_REASON(rc) ((enum drop_reason)(-(rc)-1))
-/* Forget everything a client owned, telling its peers first. */
-void router_purge_client(struct router *r, uint64_t client);
-/* Remove entries whose drain time has passed; returns how many. */
-unsigned router_expire(struct router *r, uint64_t now_ms);
-
-struct router_counts {
-	unsigned gids, comm_ids, sidr_ids;
-	unsigned handshake, established, disconnecting, draining;
-	unsigned peer_records;
-	uint64_t peer_records_refused, timewait_evicted;
-};
-void router_counts(struct router *r, struct router_counts *out);
-void router_client_counts(struct router *r, uint64_t client,
-			  struct router_counts *out);
-/* A client's live comm-ID and SIDR mappings after the first offset
- * (newest first), at most max; NULL when out of memory. */
-json_t *router_conns_json(struct router *r, uint64_t client, unsigned offset,
-			  unsigned max, uint64_t now_ms);
-/* JSON array of {"port", "gid"} a client owns (all when client == 0). */
-json_t *router_gids_json(struct router *r, uint64_t client);
-/* fn for each GID a client owns (every GID when client == 0), under the
- * router's lock: fn must not call the router. */
-void router_gids_foreach(struct router *r, uint64_t client,
-			 void (*fn)(void *arg, unsigned port,
-				    const struct gid *gid, uint64_t owner),
-			 void *arg);
-/* Owner of a GID, or 0. */
-uint64_t router_gid_owner(struct router *r, unsigned port,
-			  const struct gid *gid);
-/* Where a client's outbound MAD must go, from its contents and the
- * connection state (for clients, such as QEMU, that cannot say): 0 and
- * *dst, or -ENOENT. */
-int router_destination(struct router *r, unsigned port, uint64_t client,
-		       const uint8_t *mad, struct gid *dst);
 
 /* ---- port.c: the port interface -------------------------------------- */
 

@@ -68,6 +68,7 @@ void port_input(struct port *p, struct proto_mad *m)
 	struct mux *mux = p->mux;
 	struct client_info *ci;
 	uint64_t client = 0, suppressed;
+	enum router_verdict v;
 	struct conn_path path;
 	int rc;
 
@@ -80,10 +81,10 @@ void port_input(struct port *p, struct proto_mad *m)
 	if (port_answer_class_request(p, m))
 		return;
 	router_path_from_addr(&m->addr, 1, &path);
-	rc = router_inbound(mux->router, p->index, m->mad, m->mad_len, &path,
-			    mux_now_ms(), &client);
-	if (rc < 0) {
-		enum drop_reason why = ROUTER_DROP_REASON(rc);
+	v = router_inbound(mux->router, p->index, m->mad, m->mad_len, &path,
+			   mux_now_ms(), &client);
+	if (v != ROUTER_DELIVER) {
+		enum drop_reason why = stats_drop_for_verdict(v);
 
 		atomic_fetch_add(&mux->stats.drops[why], 1);
 		if (log_get_level() >= LOG_LVL_DEBUG &&

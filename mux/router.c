@@ -10,11 +10,14 @@
  * time in, so tests drive it with a fake clock.  One mutex serialises it.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "mux/mux.h"
-#include "mux/conn.h"
+#include "mux/router.h"
+#include "common/log.h"
+#include "common/cm_mad.h"
+#include "common/tree.h"
 #include "common/gid_map.h"
 #include "common/wire.h"
 
@@ -441,19 +444,20 @@ void router_path_from_addr(const struct proto_mad_addr *a, int inbound,
 	out->hop_limit = inbound ? ROUTER_ANSWER_HOP_LIMIT : a->hop_limit;
 }
 
-static int router_route_by_gid(struct router *r, unsigned port,
-			       const struct gid *gid, uint64_t *client)
+static enum router_verdict router_route_by_gid(struct router *r, unsigned port,
+					       const struct gid *gid,
+					       uint64_t *client)
 {
 	if (gid_map_get(&r->gid_owner, port, gid, client) < 0)
-		return ROUTER_DROP(DROP_UNKNOWN_GID);
-	return 0;
+		return ROUTER_UNKNOWN_GID;
+	return ROUTER_DELIVER;
 }
 
 /* A REQ or SIDR_REQ for a GID of this port that no client owns: answer
  * as the kernel CM of a host without a listener (cm_issue_rej). */
-static int router_answer_no_listener(struct router *r, unsigned port,
-				     const uint8_t *mad,
-				     const struct conn_path *path)
+static enum router_verdict router_answer_no_listener(
+	struct router *r, unsigned port, const uint8_t *mad,
+	const struct conn_path *path)
 {
 	struct conn_emit e = { .port = port, .path = path };
 	uint8_t out[MAD_SIZE];
@@ -461,7 +465,7 @@ static int router_answer_no_listener(struct router *r, unsigned port,
 
 	if (r->ops == NULL || r->ops->gid_in_table == NULL ||
 	    !r->ops->gid_in_table(r->ops_arg, port, &path->local_gid))
-		return ROUTER_DROP(DROP_UNKNOWN_GID);
+		return ROUTER_UNKNOWN_GID;
 	if (cm_mad_attr_id(mad) == CM_ATTR_REQ) {
 		cm_build_rej(out, tid, 0, cm_mad_sender_id(mad),
 			     CM_MSG_RESPONSE_REQ,
@@ -475,36 +479,38 @@ static int router_answer_no_listener(struct router *r, unsigned port,
 	}
 	e.mad = out;
 	router_queue(r, &e);
-	return ROUTER_DROP(DROP_NO_LISTENER);
+	return ROUTER_NO_LISTENER;
 }
 
-static int router_drop_for(int rc, uint16_t attr)
+/* What the table's refusal (conn_inbound(), conn.h) means for the MAD. */
+static enum router_verdict router_verdict_of(int rc, uint16_t attr)
 {
 	switch (rc) {
-	case -EBADR: return ROUTER_DROP(DROP_ZERO_COMM_ID);
-	case -EPERM: return ROUTER_DROP(DROP_PEER_MISMATCH);
-	case -EPROTO: return ROUTER_DROP(DROP_WRONG_STATE);
-	case -ESTALE: return ROUTER_DROP(DROP_STALE_CONN);
+	case -EBADR: return ROUTER_ZERO_COMM_ID;
+	case -EPERM: return ROUTER_PEER_MISMATCH;
+	case -EPROTO: return ROUTER_WRONG_STATE;
+	case -ESTALE: return ROUTER_STALE_CONN;
 	default:
-		return ROUTER_DROP(attr == CM_ATTR_SIDR_REP
-					   ? DROP_UNKNOWN_REQUEST_ID
-					   : DROP_UNKNOWN_COMM_ID);
+		return attr == CM_ATTR_SIDR_REP ? ROUTER_UNKNOWN_REQUEST_ID
+						: ROUTER_UNKNOWN_COMM_ID;
 	}
 }
 
-int router_inbound(struct router *r, unsigned port, uint8_t *mad, size_t len,
-		   const struct conn_path *wire, uint64_t now_ms,
-		   uint64_t *client)
+enum router_verdict router_inbound(struct router *r, unsigned port,
+				   uint8_t *mad, size_t len,
+				   const struct conn_path *wire,
+				   uint64_t now_ms, uint64_t *client)
 {
 	struct conn_path path = *wire;
+	enum router_verdict v;
 	uint16_t attr;
 	int rc;
 
 	rc = cm_mad_validate(mad, len);
 	if (rc == -EMSGSIZE)
-		return ROUTER_DROP(DROP_BAD_SIZE);
+		return ROUTER_BAD_SIZE;
 	if (rc)
-		return ROUTER_DROP(DROP_NOT_CM);
+		return ROUTER_NOT_CM;
 	attr = cm_mad_attr_id(mad);
 
 	pthread_mutex_lock(&r->lock);
@@ -517,16 +523,16 @@ int router_inbound(struct router *r, unsigned port, uint8_t *mad, size_t len,
 			cm_get_gid(mad, CM_REQ_OFF_PRIMARY_REMOTE_GID,
 				   &path.local_gid);
 		else if (cm_sidr_req_dst_gid(mad, &path.local_gid)) {
-			rc = ROUTER_DROP(DROP_NO_CMA_HDR);
+			v = ROUTER_NO_CMA_HDR;
 			break;
 		}
-		rc = router_route_by_gid(r, port, &path.local_gid, client);
-		if (rc)
-			rc = router_answer_no_listener(r, port, mad, &path);
+		v = router_route_by_gid(r, port, &path.local_gid, client);
+		if (v != ROUTER_DELIVER)
+			v = router_answer_no_listener(r, port, mad, &path);
 		else if (attr == CM_ATTR_REQ &&
 			 conn_note_req(r->conns, *client, port, mad, &path,
 				       now_ms) == -ESTALE)
-			rc = ROUTER_DROP(DROP_STALE_CONN);
+			v = ROUTER_STALE_CONN;
 		else if (attr == CM_ATTR_SIDR_REQ)
 			conn_note_sidr_req(r->conns, *client, port, mad, &path,
 					   now_ms);
@@ -541,13 +547,12 @@ int router_inbound(struct router *r, unsigned port, uint8_t *mad, size_t len,
 	case CM_ATTR_APR:
 	case CM_ATTR_SIDR_REP:
 		rc = conn_inbound(r->conns, port, mad, &path, now_ms, client);
-		if (rc)
-			rc = router_drop_for(rc, attr);
+		v = rc ? router_verdict_of(rc, attr) : ROUTER_DELIVER;
 		break;
-	default: rc = ROUTER_DROP(DROP_UNSUPPORTED_ATTR); break;
+	default: v = ROUTER_UNSUPPORTED_ATTR; break;
 	}
 	router_unlock_flush(r);
-	return rc;
+	return v;
 }
 
 void router_purge_client(struct router *r, uint64_t client)

@@ -19,6 +19,29 @@ static const char *const drop_reason_names[DROP_MAX] = {
 	[DROP_WORKER_QUEUE_FULL] = "worker_queue_full",
 };
 
+/* The router's verdicts are the first drop reasons, in its words. */
+static const enum drop_reason stats_verdict_drops[ROUTER_VERDICT_MAX] = {
+	[ROUTER_NOT_CM] = DROP_NOT_CM,
+	[ROUTER_BAD_SIZE] = DROP_BAD_SIZE,
+	[ROUTER_UNKNOWN_GID] = DROP_UNKNOWN_GID,
+	[ROUTER_NO_LISTENER] = DROP_NO_LISTENER,
+	[ROUTER_NO_CMA_HDR] = DROP_NO_CMA_HDR,
+	[ROUTER_UNKNOWN_COMM_ID] = DROP_UNKNOWN_COMM_ID,
+	[ROUTER_ZERO_COMM_ID] = DROP_ZERO_COMM_ID,
+	[ROUTER_UNKNOWN_REQUEST_ID] = DROP_UNKNOWN_REQUEST_ID,
+	[ROUTER_PEER_MISMATCH] = DROP_PEER_MISMATCH,
+	[ROUTER_WRONG_STATE] = DROP_WRONG_STATE,
+	[ROUTER_STALE_CONN] = DROP_STALE_CONN,
+	[ROUTER_UNSUPPORTED_ATTR] = DROP_UNSUPPORTED_ATTR,
+};
+
+enum drop_reason stats_drop_for_verdict(enum router_verdict v)
+{
+	if (v == ROUTER_DELIVER || (unsigned)v >= ROUTER_VERDICT_MAX)
+		return DROP_NOT_CM; /* no verdict the router gives */
+	return stats_verdict_drops[v];
+}
+
 const char *stats_drop_reason_name(enum drop_reason r)
 {
 	if ((unsigned)r >= DROP_MAX)

@@ -6,7 +6,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "mux/mux.h"
+#include "mux/router.h"
+#include "common/cm_mad.h"
 #include "backend/vm/guest_cm.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

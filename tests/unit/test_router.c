@@ -10,7 +10,8 @@
 
 #include <cmocka.h>
 
-#include "mux/mux.h"
+#include "mux/router.h"
+#include "common/cm_mad.h"
 #include "common/wire.h"
 
 #define A 11
@@ -144,20 +145,18 @@ static void test_gid_full_128_bits(void **state)
 	assert_int_equal(router_register_gid(r, 0, &a, A), 0);
 	assert_int_equal(router_register_gid(r, 0, &b, B), 0);
 	req_to(mad, 5, "fd00:1::5");
-	assert_int_equal(inbound(r, 0, mad, 0, &who), 0);
+	assert_int_equal(inbound(r, 0, mad, 0, &who), ROUTER_DELIVER);
 	assert_true(who == A);
 	req_to(mad, 5, "fd00:2::5");
-	assert_int_equal(inbound(r, 0, mad, 0, &who), 0);
+	assert_int_equal(inbound(r, 0, mad, 0, &who), ROUTER_DELIVER);
 	assert_true(who == B);
 	req_to(mad, 5, "fd00:3::5");
-	assert_int_equal(inbound(r, 0, mad, 0, &who),
-			 ROUTER_DROP(DROP_UNKNOWN_GID));
+	assert_int_equal(inbound(r, 0, mad, 0, &who), ROUTER_UNKNOWN_GID);
 	assert_int_equal(nsent,
 			 0); /* not this port's GID: not ours to answer */
 	/* A REQ on another port does not match port 0's GID. */
 	req_to(mad, 5, "fd00:1::5");
-	assert_int_equal(inbound(r, 1, mad, 0, &who),
-			 ROUTER_DROP(DROP_UNKNOWN_GID));
+	assert_int_equal(inbound(r, 1, mad, 0, &who), ROUTER_UNKNOWN_GID);
 	router_free(r);
 }
 
@@ -193,12 +192,11 @@ static void test_sidr_routing(void **state)
 	cm_mad_init(mad, CM_ATTR_SIDR_REQ, 1);
 	cm_field_set(mad, CM_SIDR_REQ_REQUEST_ID, 0x42);
 	cma_hdr_build(mad + CM_SIDR_REQ_OFF_PRIVATE_DATA, &a, &b, 4791);
-	assert_int_equal(inbound(r, 0, mad, 0, &who), 0);
+	assert_int_equal(inbound(r, 0, mad, 0, &who), ROUTER_DELIVER);
 	assert_true(who == B);
 	/* Without rdma_cm's header it cannot be routed. */
 	mad[CM_SIDR_REQ_OFF_PRIVATE_DATA + 1] = 0;
-	assert_int_equal(inbound(r, 0, mad, 0, &who),
-			 ROUTER_DROP(DROP_NO_CMA_HDR));
+	assert_int_equal(inbound(r, 0, mad, 0, &who), ROUTER_NO_CMA_HDR);
 
 	/* Two clients may use the same request ID: each gets a host one. */
 	cm_mad_init(mad, CM_ATTR_SIDR_REQ, 1);
@@ -211,21 +209,21 @@ static void test_sidr_routing(void **state)
 	assert_true(host_a != 0x77 && host_b != 0x77 && host_a != host_b);
 	cm_mad_init(mad, CM_ATTR_SIDR_REP, 1);
 	cm_field_set(mad, CM_SIDR_REP_REQUEST_ID, host_b);
-	assert_int_equal(inbound(r, 0, mad, 10, &who), 0);
+	assert_int_equal(inbound(r, 0, mad, 10, &who), ROUTER_DELIVER);
 	assert_true(who == B);
 	assert_int_equal(cm_field_get(mad, CM_SIDR_REP_REQUEST_ID), 0x77);
 	cm_field_set(mad, CM_SIDR_REP_REQUEST_ID, host_a);
-	assert_int_equal(inbound(r, 0, mad, 10, &who), 0);
+	assert_int_equal(inbound(r, 0, mad, 10, &who), ROUTER_DELIVER);
 	assert_true(who == A);
 	cm_field_set(mad, CM_SIDR_REP_REQUEST_ID, 0x78);
 	assert_int_equal(inbound(r, 0, mad, 10, &who),
-			 ROUTER_DROP(DROP_UNKNOWN_REQUEST_ID));
+			 ROUTER_UNKNOWN_REQUEST_ID);
 	/* Answered requests drain (1000 ms here), then are gone. */
 	assert_int_equal(router_expire(r, 1009), 0);
 	assert_int_equal(router_expire(r, 1010), 2);
 	cm_field_set(mad, CM_SIDR_REP_REQUEST_ID, host_a);
 	assert_int_equal(inbound(r, 0, mad, 1600, &who),
-			 ROUTER_DROP(DROP_UNKNOWN_REQUEST_ID));
+			 ROUTER_UNKNOWN_REQUEST_ID);
 	router_free(r);
 }
 
@@ -242,7 +240,7 @@ static uint32_t conn_for(struct router *r, uint16_t attr, uint32_t guest)
 		/* Passive: the peer's REQ, A's REP. */
 		router_register_gid(r, 0, &a, A);
 		req_to(mad, 0x5555, "fd00::1");
-		assert_int_equal(inbound(r, 0, mad, 0, &who), 0);
+		assert_int_equal(inbound(r, 0, mad, 0, &who), ROUTER_DELIVER);
 		mad_with_ids(mad, CM_ATTR_REP, guest, 0x5555);
 		assert_int_equal(outbound(r, 0, A, mad, 0), 0);
 		router_unregister_gid(r, 0, &a, A);
@@ -254,7 +252,7 @@ static uint32_t conn_for(struct router *r, uint16_t attr, uint32_t guest)
 	if (attr == CM_ATTR_MRA || attr == CM_ATTR_REJ || attr == CM_ATTR_REP)
 		return host;
 	mad_with_ids(mad, CM_ATTR_REP, 0x5555, host);
-	assert_int_equal(inbound(r, 0, mad, 0, &who), 0);
+	assert_int_equal(inbound(r, 0, mad, 0, &who), ROUTER_DELIVER);
 	mad_with_ids(mad, CM_ATTR_RTU, guest, 0x5555);
 	assert_int_equal(outbound(r, 0, A, mad, 0), 0);
 	if (attr == CM_ATTR_DREP) {
@@ -285,14 +283,14 @@ static void test_comm_id_routing_every_attribute(void **state)
 		assert_true(host != 0x1000 + i && host != 0);
 		mad_with_ids(mad, attrs[i], 0x5555, host ^ 0xffff0000u);
 		assert_int_equal(inbound(r, 0, mad, 0, &who),
-				 ROUTER_DROP(DROP_UNKNOWN_COMM_ID));
+				 ROUTER_UNKNOWN_COMM_ID);
 		/* Remote Comm ID 0 without a REQ record has no owner. */
 		mad_with_ids(mad, attrs[i], 0x5555, 0);
 		assert_int_equal(inbound(r, 0, mad, 0, &who),
-				 ROUTER_DROP(DROP_ZERO_COMM_ID));
+				 ROUTER_ZERO_COMM_ID);
 		assert_true(who == 0);
 		mad_with_ids(mad, attrs[i], 0x5555, host);
-		assert_int_equal(inbound(r, 0, mad, 0, &who), 0);
+		assert_int_equal(inbound(r, 0, mad, 0, &who), ROUTER_DELIVER);
 		assert_true(who == A);
 		assert_int_equal(wire_get32(mad + 28), 0x1000 + i);
 		assert_int_equal(wire_get32(mad + 24), 0x5555);
@@ -312,8 +310,7 @@ static void test_no_listener_answered(void **state)
 
 	(void)state;
 	req_to(mad, 0x4711, "fd00:1::7");
-	assert_int_equal(inbound(r, 0, mad, 0, &who),
-			 ROUTER_DROP(DROP_NO_LISTENER));
+	assert_int_equal(inbound(r, 0, mad, 0, &who), ROUTER_NO_LISTENER);
 	assert_int_equal(nsent, 1);
 	assert_int_equal(sent_why, CONN_ANS_REJ_NO_LISTENER);
 	assert_int_equal(cm_mad_attr_id(sent_mad), CM_ATTR_REJ);
@@ -330,8 +327,7 @@ static void test_no_listener_answered(void **state)
 	cm_field_set(mad, CM_SIDR_REQ_REQUEST_ID, 0x42);
 	cm_field_set(mad, CM_SIDR_REQ_SERVICE_ID, 0x1060000001234ull);
 	cma_hdr_build(mad + CM_SIDR_REQ_OFF_PRIVATE_DATA, &s, &d, 4791);
-	assert_int_equal(inbound(r, 0, mad, 0, &who),
-			 ROUTER_DROP(DROP_NO_LISTENER));
+	assert_int_equal(inbound(r, 0, mad, 0, &who), ROUTER_NO_LISTENER);
 	assert_int_equal(nsent, 2);
 	assert_int_equal(sent_why, CONN_ANS_SIDR_NO_LISTENER);
 	assert_int_equal(cm_field_get(sent_mad, CM_SIDR_REP_REQUEST_ID), 0x42);
@@ -355,11 +351,11 @@ static void test_timeout_rej_reaches_req_owner(void **state)
 	(void)state;
 	assert_int_equal(router_register_gid(r, 0, &b, B), 0);
 	req_to(mad, 0xabc, "fd00::2");
-	assert_int_equal(inbound(r, 0, mad, 0, &who), 0);
+	assert_int_equal(inbound(r, 0, mad, 0, &who), ROUTER_DELIVER);
 	assert_true(who == B);
 	mad_with_ids(mad, CM_ATTR_REJ, 0xabc, 0);
 	cm_field_set(mad, CM_REJ_REASON, CM_REJ_REASON_TIMEOUT);
-	assert_int_equal(inbound(r, 0, mad, 5000, &who), 0);
+	assert_int_equal(inbound(r, 0, mad, 5000, &who), ROUTER_DELIVER);
 	assert_true(who == B);
 	router_free(r);
 }
@@ -372,23 +368,21 @@ static void test_unroutable(void **state)
 
 	(void)state;
 	cm_mad_init(mad, CM_ATTR_CLASS_PORT_INFO, 1);
-	assert_int_equal(inbound(r, 0, mad, 0, &who),
-			 ROUTER_DROP(DROP_UNSUPPORTED_ATTR));
+	assert_int_equal(inbound(r, 0, mad, 0, &who), ROUTER_UNSUPPORTED_ATTR);
 	cm_mad_init(mad, 0x001b, 1);
-	assert_int_equal(inbound(r, 0, mad, 0, &who),
-			 ROUTER_DROP(DROP_UNSUPPORTED_ATTR));
+	assert_int_equal(inbound(r, 0, mad, 0, &who), ROUTER_UNSUPPORTED_ATTR);
 	cm_mad_init(mad, CM_ATTR_REQ, 1);
 	mad[1] = 0x04;
-	assert_int_equal(inbound(r, 0, mad, 0, &who), ROUTER_DROP(DROP_NOT_CM));
+	assert_int_equal(inbound(r, 0, mad, 0, &who), ROUTER_NOT_CM);
 	cm_mad_init(mad, CM_ATTR_REQ, 1);
 	mad[3] = MAD_METHOD_GET;
-	assert_int_equal(inbound(r, 0, mad, 0, &who), ROUTER_DROP(DROP_NOT_CM));
+	assert_int_equal(inbound(r, 0, mad, 0, &who), ROUTER_NOT_CM);
 	cm_mad_init(mad, CM_ATTR_REQ, 1);
 	assert_int_equal(router_inbound(r, 0, mad, 100,
 					&(struct conn_path){
 						.peer_gid = peer_gid },
 					0, &who),
-			 ROUTER_DROP(DROP_BAD_SIZE));
+			 ROUTER_BAD_SIZE);
 	router_free(r);
 }
 
