@@ -44,11 +44,13 @@ ALL_CFLAGS = $(CPPFLAGS_ALL) $(CPPFLAGS) $(DEP_CFLAGS) $(CFLAGS) $(SANFLAGS) -fP
 LDFLAGS_ALL = $(LDFLAGS) $(SANFLAGS) -pthread
 
 COMMON_SRC   := common/log.c common/text.c common/unix_socket.c common/gid.c common/gid_map.c \
-		common/cm_mad.c
+		common/cm_mad.c common/hset.c
 PROTOCOL_SRC := protocol/frame.c protocol/mad_frame.c protocol/control.c protocol/status_query.c
-QEMU_MSG_SRC   := protocol/qemu_msg.c
+QEMU_MSG_SRC := protocol/qemu_msg.c
+# The connection table: a unit with no dependency on the daemon.
+CONN_SRC     := mux/conn.c mux/conn_table.c mux/conn_restore.c mux/conn_store.c
 MUXD_SRC     := mux/main.c mux/config.c mux/mux.c mux/worker.c mux/delivery.c mux/session.c mux/outlet.c mux/port_senders.c mux/requests.c \
-		mux/router.c mux/conn.c mux/conn_store.c mux/clients.c mux/stats.c mux/port.c \
+		mux/router.c $(CONN_SRC) mux/clients.c mux/stats.c mux/port.c \
 		mux/port_sim.c mux/port_umad.c mux/unix_listener.c mux/lockfile.c mux/sdnotify.c mux/listen_fds.c mux/listener.c \
 		mux/status.c mux/policy.c mux/admin.c common/ibdev.c $(QEMU_MSG_SRC)
 MUXCTL_SRC   := mux/ctl/muxctl.c mux/ctl/muxctl_metrics.c
@@ -60,6 +62,7 @@ obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 COMMON_OBJ   := $(call obj,$(COMMON_SRC))
 PROTOCOL_OBJ := $(call obj,$(PROTOCOL_SRC))
 MUXD_OBJ     := $(call obj,$(MUXD_SRC))
+CONN_OBJ     := $(call obj,$(CONN_SRC))
 MUXD_LIB_OBJ := $(filter-out $(B)/obj/mux/main.o,$(MUXD_OBJ))
 BACKEND_OBJ  := $(call obj,$(BACKEND_SRC))
 VM_OBJ       := $(call obj,$(VM_SRC))
@@ -72,7 +75,7 @@ LIBSO   := $(B)/libmuxbe.so.$(SOVERSION)
 PCFILE  := $(B)/muxbe.pc
 
 UNIT_TESTS := test_codec test_cm_mad test_router test_conn_table test_policy test_guest_cm \
-	      test_qemu_msg test_text test_gid_map test_outlet
+	      test_qemu_msg test_text test_gid_map test_hset test_outlet
 UNIT_BINS  := $(addprefix $(B)/tests/,$(UNIT_TESTS))
 INTEG_TESTS := test_integration test_cm test_attacks test_qemu
 INTEG_BINS := $(addprefix $(B)/tests/,$(INTEG_TESTS))
@@ -173,6 +176,10 @@ $(B)/tests/test_gid_map: $(B)/obj/tests/unit/test_gid_map.o $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(TEST_LIBS)
 
+$(B)/tests/test_hset: $(B)/obj/tests/unit/test_hset.o $(COMMON_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(TEST_LIBS)
+
 $(B)/tests/test_outlet: $(B)/obj/tests/unit/test_outlet.o $(B)/obj/mux/outlet.o
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(TEST_LIBS)
@@ -182,12 +189,12 @@ $(B)/tests/test_cm_mad: $(B)/obj/tests/unit/test_cm_mad.o $(COMMON_OBJ)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(TEST_LIBS)
 
 $(B)/tests/test_router: $(B)/obj/tests/unit/test_router.o $(B)/obj/mux/router.o \
-		$(B)/obj/mux/conn.o $(B)/obj/mux/conn_store.o $(COMMON_OBJ)
+		$(CONN_OBJ) $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(TEST_LIBS)
 
-$(B)/tests/test_conn_table: $(B)/obj/tests/unit/test_conn_table.o $(B)/obj/mux/conn.o \
-		$(B)/obj/mux/conn_store.o $(COMMON_OBJ)
+$(B)/tests/test_conn_table: $(B)/obj/tests/unit/test_conn_table.o $(CONN_OBJ) \
+		 $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(TEST_LIBS)
 
@@ -267,7 +274,7 @@ FUZZ_TARGETS := fuzz_frame fuzz_control fuzz_cm_mad fuzz_qemu_msg fuzz_policy fu
 		fuzz_status_query
 FUZZ_SECONDS ?= 20
 FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -I. -g -O1 -fsanitize=fuzzer,address,undefined $(DEP_CFLAGS)
-FUZZ_LINK := $(PROTOCOL_SRC) $(QEMU_MSG_SRC) $(COMMON_SRC) mux/router.c mux/conn.c mux/conn_store.c \
+FUZZ_LINK := $(PROTOCOL_SRC) $(QEMU_MSG_SRC) $(COMMON_SRC) mux/router.c $(CONN_SRC) \
 	     mux/policy.c mux/config.c backend/vm/guest_cm.c
 $(B)/fuzz/%: tests/fuzz/%.c $(FUZZ_LINK)
 	@mkdir -p $(dir $@)
@@ -286,8 +293,8 @@ fuzz: $(addprefix $(B)/fuzz/,$(FUZZ_TARGETS))
 			$(B)/fuzz/$$t.log)"; done
 
 # ---- benchmarks ------------------------------------------------------------
-$(B)/bench/bench_conn: $(B)/obj/tests/bench/bench_conn.o $(B)/obj/mux/conn.o \
-		$(B)/obj/mux/conn_store.o $(COMMON_OBJ)
+$(B)/bench/bench_conn: $(B)/obj/tests/bench/bench_conn.o $(CONN_OBJ) \
+		 $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(DEP_LIBS)
 

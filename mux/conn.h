@@ -37,6 +37,8 @@
  * through the emit callback.
  *
  * No I/O, no locking: the router serialises calls and passes time in.
+ * The table is three files, one section each below (conn_priv.h is
+ * what they share).
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -74,8 +76,6 @@ enum conn_state {
 	CONN_STATE_MAX
 };
 
-const char *conn_state_name(enum conn_state s);
-
 /* How to reach the peer of a connection, to speak for the client. */
 struct conn_path {
 	struct gid local_gid; /* the client's (our) GID */
@@ -97,8 +97,6 @@ enum conn_answer {
 	CONN_ANS_MAX
 };
 
-const char *conn_answer_name(enum conn_answer a);
-
 struct conn_emit {
 	enum conn_answer why;
 	unsigned port;
@@ -107,6 +105,27 @@ struct conn_emit {
 };
 
 typedef void (*conn_emit_fn)(void *arg, const struct conn_emit *e);
+
+struct conn_counts {
+	unsigned total;
+	unsigned comm, sidr;
+	unsigned by_state[CONN_STATE_MAX];
+	unsigned peer_records;         /* unanswered peers' REQs, now */
+	uint64_t peer_records_refused; /* over a port's or a source's bound */
+	uint64_t timewait_evicted;     /* left TimeWait early (max_timewait) */
+};
+
+/* One entry, as the status shows it. */
+struct conn_view {
+	int sidr;
+	enum conn_state state;
+	unsigned port;
+	uint32_t guest_id, host_id, peer_id;
+	int has_peer;
+	struct gid peer_gid;
+	int64_t expires_in_ms; /* -1: no timer */
+};
+/* ---- conn_table.c: the table, its timers and listings ------------------- */
 
 /* random_operand: XORed into allocated IDs so that they are not
  * predictable (as the kernel CM does); tests pass a fixed one.  emit may
@@ -120,7 +139,31 @@ void conn_table_set_limits(struct conn_table *ct,
 			   const struct conn_limits *lim);
 
 /* A fresh low TID half for a MAD the caller sends on its own. */
-uint32_t conn_next_tid(struct conn_table *ct);
+uint32_t conn_table_next_tid(struct conn_table *ct);
+
+/* Ends the entries whose timers have run out; returns how many. */
+unsigned conn_table_expire(struct conn_table *ct, uint64_t now_ms);
+/* The same, at most max entries (the caller holds a lock others wait on). */
+unsigned conn_table_expire_some(struct conn_table *ct, uint64_t now_ms,
+				unsigned max);
+/* Calls fn for a client's entries after the first skip, at most max of
+ * them, in a stable order: comm IDs, then SIDR request IDs, each by the
+ * guest's ID (peer records, which have none yet, first). */
+void conn_table_client_foreach(struct conn_table *ct, uint64_t client,
+			       unsigned skip, unsigned max, uint64_t now_ms,
+			       void (*fn)(void *arg, const struct conn_view *v),
+			       void *arg);
+/* The time until the next timer, or UINT64_MAX. */
+uint64_t conn_table_next_deadline(struct conn_table *ct);
+
+void conn_table_counts(struct conn_table *ct, struct conn_counts *out);
+void conn_table_client_counts(struct conn_table *ct, uint64_t client,
+			      struct conn_counts *out);
+
+/* ---- conn.c: the state machine -------------------------------------------- */
+
+const char *conn_state_name(enum conn_state s);
+const char *conn_answer_name(enum conn_answer a);
 
 /*
  * A client's outbound CM MAD on path, rewritten in place (its own comm
@@ -179,76 +222,43 @@ int conn_note_sidr_req(struct conn_table *ct, uint64_t client, unsigned port,
 int conn_destination(struct conn_table *ct, uint64_t client, unsigned port,
 		     const uint8_t *mad, struct gid *dst);
 
+/* The client is gone: tell its peers (DREQ, REJ, DREP as its states ask)
+ * and forget its entries. */
+void conn_purge_client(struct conn_table *ct, uint64_t client);
+
+/* ---- conn_restore.c: a previous daemon's table --------------------------- */
+
 /*
- * Persistence (conn_store.c).  conn_table_open() keeps the entries in a
+ * Persistence (conn_store.c).  conn_restore_open() keeps the entries in a
  * file mapping at path that outlives the process, and when the file holds
  * a previous daemon's entries (same layout, same ports: ports_hash names
  * them, same boot), takes them back:
  * *restored is 1 then (err may note entries that were lost).  Their
  * clients are gone; each may claim its entries with the token it was
- * given (conn_owner_claim), and conn_purge_unclaimed() ends the rest.
+ * given (conn_restore_claim), and conn_restore_purge_unclaimed() ends the rest.
  * max_entries is at most 16,646,144 and max_owners at most 65,535.
  */
-struct conn_table *conn_table_open(const struct conn_limits *lim,
-				   uint32_t random_operand, conn_emit_fn emit,
-				   void *emit_arg, const char *path,
-				   uint32_t max_entries, uint32_t max_owners,
-				   uint64_t ports_hash, int *restored,
-				   char *err, size_t errlen);
+struct conn_table *conn_restore_open(const struct conn_limits *lim,
+				     uint32_t random_operand, conn_emit_fn emit,
+				     void *emit_arg, const char *path,
+				     uint32_t max_entries, uint32_t max_owners,
+				     uint64_t ports_hash, int *restored,
+				     char *err, size_t errlen);
 /* The daemon is going and its clients are not: purging a client keeps
  * its entries and owner record from now on, for the next daemon. */
-void conn_table_detach(struct conn_table *ct);
+void conn_restore_detach(struct conn_table *ct);
 /* A client that may claim its entries back after a restart. */
-int conn_owner_add(struct conn_table *ct, uint64_t client, uint32_t uid,
-		   const uint8_t token[16]);
+int conn_restore_owner_add(struct conn_table *ct, uint64_t client, uint32_t uid,
+			   const uint8_t token[16]);
 /* A new client (new_client, with new_token from now on) takes over
  * old_client's entries: 0, -ENOENT (no such owner, or claimed already),
  * -EPERM (wrong uid or token), -EEXIST (new_client has entries already). */
-int conn_owner_claim(struct conn_table *ct, uint64_t old_client, uint32_t uid,
-		     const uint8_t token[16], uint64_t new_client,
-		     const uint8_t new_token[16]);
+int conn_restore_claim(struct conn_table *ct, uint64_t old_client, uint32_t uid,
+		       const uint8_t token[16], uint64_t new_client,
+		       const uint8_t new_token[16]);
 /* Owners restored but not claimed: purged (their peers are told). */
-unsigned conn_purge_unclaimed(struct conn_table *ct);
+unsigned conn_restore_purge_unclaimed(struct conn_table *ct);
 /* After a restore, new client ids must start above this. */
-uint64_t conn_owners_max_client(struct conn_table *ct);
-
-unsigned conn_expire(struct conn_table *ct, uint64_t now_ms);
-/* The same, at most max entries (the caller holds a lock others wait on). */
-unsigned conn_expire_some(struct conn_table *ct, uint64_t now_ms, unsigned max);
-/* The client is gone: tell its peers (DREQ, REJ, DREP as its states ask)
- * and forget its entries. */
-void conn_purge_client(struct conn_table *ct, uint64_t client);
-
-struct conn_counts {
-	unsigned total;
-	unsigned comm, sidr;
-	unsigned by_state[CONN_STATE_MAX];
-	unsigned peer_records;         /* unanswered peers' REQs, now */
-	uint64_t peer_records_refused; /* over a port's or a source's bound */
-	uint64_t timewait_evicted;     /* left TimeWait early (max_timewait) */
-};
-void conn_counts(struct conn_table *ct, struct conn_counts *out);
-void conn_client_counts(struct conn_table *ct, uint64_t client,
-			struct conn_counts *out);
-
-/* One entry, as the status shows it. */
-struct conn_view {
-	int sidr;
-	enum conn_state state;
-	unsigned port;
-	uint32_t guest_id, host_id, peer_id;
-	int has_peer;
-	struct gid peer_gid;
-	int64_t expires_in_ms; /* -1: no timer */
-};
-/* Calls fn for a client's entries after the first skip, at most max of
- * them, in a stable order: comm IDs, then SIDR request IDs, each by the
- * guest's ID (peer records, which have none yet, first). */
-void conn_client_foreach(struct conn_table *ct, uint64_t client, unsigned skip,
-			 unsigned max, uint64_t now_ms,
-			 void (*fn)(void *arg, const struct conn_view *v),
-			 void *arg);
-/* The time until the next timer, or UINT64_MAX. */
-uint64_t conn_next_deadline(struct conn_table *ct);
+uint64_t conn_restore_max_client(struct conn_table *ct);
 
 #endif

@@ -130,7 +130,7 @@ void router_stop_answering(struct router *r)
 {
 	pthread_mutex_lock(&r->lock);
 	r->ops = NULL;
-	conn_table_detach(r->conns);
+	conn_restore_detach(r->conns);
 	pthread_mutex_unlock(&r->lock);
 }
 
@@ -139,7 +139,7 @@ int router_restored(struct router *r, struct router_counts *out)
 	struct conn_counts cc;
 
 	pthread_mutex_lock(&r->lock);
-	conn_counts(r->conns, &cc);
+	conn_table_counts(r->conns, &cc);
 	pthread_mutex_unlock(&r->lock);
 	memset(out, 0, sizeof(*out));
 	out->comm_ids = cc.comm;
@@ -159,7 +159,7 @@ uint64_t router_max_client_id(struct router *r)
 	uint64_t max;
 
 	pthread_mutex_lock(&r->lock);
-	max = conn_owners_max_client(r->conns);
+	max = conn_restore_max_client(r->conns);
 	pthread_mutex_unlock(&r->lock);
 	return max;
 }
@@ -170,7 +170,7 @@ int router_owner_add(struct router *r, uint64_t client, uint32_t uid,
 	int rc;
 
 	pthread_mutex_lock(&r->lock);
-	rc = conn_owner_add(r->conns, client, uid, token);
+	rc = conn_restore_owner_add(r->conns, client, uid, token);
 	pthread_mutex_unlock(&r->lock);
 	return rc;
 }
@@ -182,8 +182,8 @@ int router_owner_claim(struct router *r, uint64_t old_client, uint32_t uid,
 	int rc;
 
 	pthread_mutex_lock(&r->lock);
-	rc = conn_owner_claim(r->conns, old_client, uid, token, new_client,
-			      new_token);
+	rc = conn_restore_claim(r->conns, old_client, uid, token, new_client,
+				new_token);
 	pthread_mutex_unlock(&r->lock);
 	return rc;
 }
@@ -209,10 +209,11 @@ struct router *router_new(const struct router_limits *lim,
 	if (lim->state_path) {
 		char err[256] = "";
 
-		r->conns = conn_table_open(&cl, random_operand, router_queue, r,
-					   lim->state_path, lim->max_entries,
-					   lim->max_owners, lim->ports_hash,
-					   &r->restored, err, sizeof(err));
+		r->conns = conn_restore_open(&cl, random_operand, router_queue,
+					     r, lim->state_path,
+					     lim->max_entries, lim->max_owners,
+					     lim->ports_hash, &r->restored, err,
+					     sizeof(err));
 		if (r->conns == NULL)
 			log_warnx("%s: %s", lim->state_path, err);
 		else if (err[0])
@@ -461,7 +462,7 @@ static enum router_verdict router_answer_no_listener(
 {
 	struct conn_emit e = { .port = port, .path = path };
 	uint8_t out[MAD_SIZE];
-	uint32_t tid = conn_next_tid(r->conns);
+	uint32_t tid = conn_table_next_tid(r->conns);
 
 	if (r->ops == NULL || r->ops->gid_in_table == NULL ||
 	    !r->ops->gid_in_table(r->ops_arg, port, &path->local_gid))
@@ -592,7 +593,7 @@ unsigned router_expire(struct router *r, uint64_t now_ms)
 	pthread_mutex_lock(&r->lock);
 	if (r->grace_until_ms && now_ms >= r->grace_until_ms) {
 		r->grace_until_ms = 0;
-		n = conn_purge_unclaimed(r->conns);
+		n = conn_restore_purge_unclaimed(r->conns);
 		if (n)
 			log_info(
 				"%u client(s) of the previous daemon did not come back; their connections are ended",
@@ -604,7 +605,8 @@ unsigned router_expire(struct router *r, uint64_t now_ms)
 
 	do {
 		pthread_mutex_lock(&r->lock);
-		n = conn_expire_some(r->conns, now_ms, ROUTER_EXPIRE_BATCH);
+		n = conn_table_expire_some(r->conns, now_ms,
+					   ROUTER_EXPIRE_BATCH);
 		pthread_mutex_unlock(&r->lock);
 		total += n;
 	} while (n == ROUTER_EXPIRE_BATCH);
@@ -638,7 +640,7 @@ void router_counts(struct router *r, struct router_counts *out)
 	memset(out, 0, sizeof(*out));
 	pthread_mutex_lock(&r->lock);
 	out->gids = r->ngids;
-	conn_counts(r->conns, &cc);
+	conn_table_counts(r->conns, &cc);
 	router_fill_counts(out, &cc);
 	pthread_mutex_unlock(&r->lock);
 }
@@ -655,7 +657,7 @@ void router_client_counts(struct router *r, uint64_t client,
 	c = router_client_get(r, client, 0);
 	if (c)
 		out->gids = c->ngids;
-	conn_client_counts(r->conns, client, &cc);
+	conn_table_client_counts(r->conns, client, &cc);
 	router_fill_counts(out, &cc);
 	pthread_mutex_unlock(&r->lock);
 }
@@ -708,8 +710,8 @@ json_t *router_conns_json(struct router *r, uint64_t client, unsigned offset,
 	/* Copied under the lock, formatted after it: routing waits for a
 	 * memcpy per entry, not for JSON. */
 	pthread_mutex_lock(&r->lock);
-	conn_client_foreach(r->conns, client, offset, max, now_ms,
-			    router_conn_view_copy, &cv);
+	conn_table_client_foreach(r->conns, client, offset, max, now_ms,
+				  router_conn_view_copy, &cv);
 	pthread_mutex_unlock(&r->lock);
 	for (i = 0; i < cv.n; i++)
 		json_array_append_new(arr, router_conn_view_json(&cv.v[i]));

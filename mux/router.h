@@ -60,7 +60,7 @@ int router_restored(struct router *r, struct router_counts *out);
  * until_ms lose them (no-op when nothing was restored). */
 void router_resume_grace(struct router *r, uint64_t until_ms);
 uint64_t router_max_client_id(struct router *r);
-/* Resume tokens (conn_owner_add, conn_owner_claim). */
+/* Resume tokens (conn_restore_owner_add, conn_restore_claim). */
 int router_owner_add(struct router *r, uint64_t client, uint32_t uid,
 		     const uint8_t token[16]);
 int router_owner_claim(struct router *r, uint64_t old_client, uint32_t uid,

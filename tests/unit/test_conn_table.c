@@ -136,7 +136,7 @@ static unsigned count(struct conn_table *ct, enum conn_state s)
 {
 	struct conn_counts c;
 
-	conn_counts(ct, &c);
+	conn_table_counts(ct, &c);
 	return c.by_state[s];
 }
 
@@ -144,7 +144,7 @@ static unsigned total(struct conn_table *ct)
 {
 	struct conn_counts c;
 
-	conn_counts(ct, &c);
+	conn_table_counts(ct, &c);
 	return c.total;
 }
 
@@ -224,16 +224,16 @@ static void test_active_lifecycle_and_long_idle(void **state)
 	(void)state;
 	h = out(ct, A, CM_ATTR_REQ, 0x21, 0, 0);
 	assert_int_equal(count(ct, CONN_REQ_SENT), 1);
-	assert_true(conn_next_deadline(ct) == HS);
+	assert_true(conn_table_next_deadline(ct) == HS);
 	in(ct, CM_ATTR_REP, 0x900, h, 0x21, 1000); /* re-arms */
 	assert_int_equal(count(ct, CONN_REP_RCVD), 1);
-	assert_true(conn_next_deadline(ct) == 1000 + HS);
+	assert_true(conn_table_next_deadline(ct) == 1000 + HS);
 	out(ct, A, CM_ATTR_RTU, 0x21, 0x900, 1100);
 	assert_int_equal(count(ct, CONN_ESTABLISHED), 1);
-	assert_true(conn_next_deadline(ct) == UINT64_MAX);
+	assert_true(conn_table_next_deadline(ct) == UINT64_MAX);
 	/* An established connection has no timer: 30 idle minutes later
 	 * the peer's DREQ still reaches the VM. */
-	assert_int_equal(conn_expire(ct, 30 * MIN), 0);
+	assert_int_equal(conn_table_expire(ct, 30 * MIN), 0);
 	assert_true(in(ct, CM_ATTR_DREQ, 0x900, h, 0x21, 30 * MIN) == A);
 	assert_int_equal(count(ct, CONN_DREQ_RCVD), 1);
 	out(ct, A, CM_ATTR_DREP, 0x21, 0x900, 30 * MIN + 5);
@@ -241,8 +241,8 @@ static void test_active_lifecycle_and_long_idle(void **state)
 	/* The peer's retransmitted DREQ during timewait still arrives and
 	 * re-arms the drain. */
 	assert_true(in(ct, CM_ATTR_DREQ, 0x900, h, 0x21, 30 * MIN + 4000) == A);
-	assert_int_equal(conn_expire(ct, 30 * MIN + 4000 + TW - 1), 0);
-	assert_int_equal(conn_expire(ct, 30 * MIN + 4000 + TW), 1);
+	assert_int_equal(conn_table_expire(ct, 30 * MIN + 4000 + TW - 1), 0);
+	assert_int_equal(conn_table_expire(ct, 30 * MIN + 4000 + TW), 1);
 	assert_int_equal(total(ct), 0);
 	assert_int_equal(in_rc(ct, CM_ATTR_DREQ, 0x900, h, 31 * MIN), -ENOENT);
 	conn_table_free(ct);
@@ -265,20 +265,20 @@ static void test_mra_extends_by_service_timeout(void **state)
 	cm_field_set(mad, CM_MRA_MESSAGE_MRAED, CM_MSG_RESPONSE_REQ);
 	cm_field_set(mad, CM_MRA_SERVICE_TIMEOUT, 24);
 	assert_int_equal(conn_inbound(ct, 0, mad, &path, 1000, &client), 0);
-	assert_int_equal(conn_expire(ct, 1000 + HS + 60000), 0);
+	assert_int_equal(conn_table_expire(ct, 1000 + HS + 60000), 0);
 	assert_true(in(ct, CM_ATTR_REP, 0x2, h, 0x32, 1000 + HS + 60000) == A);
 	out(ct, A, CM_ATTR_RTU, 0x32, 0x2, 1000 + HS + 60000);
 	/* Without the MRA the same REP would have found nothing. */
 	h = out(ct, A, CM_ATTR_REQ, 0x33, 0, 200000);
-	assert_int_equal(conn_expire(ct, 200000 + HS), 1);
+	assert_int_equal(conn_table_expire(ct, 200000 + HS), 1);
 	assert_int_equal(in_rc(ct, CM_ATTR_REP, 0x3, h, 200000 + HS), -ENOENT);
 	/* The client's own MRA keeps a peer's REQ as long. */
 	note_req(ct, B, 0x700, 300000);
 	mk(mad, CM_ATTR_MRA, 0x41, 0x700, 0);
 	cm_field_set(mad, CM_MRA_SERVICE_TIMEOUT, 20); /* ~4.3 s */
 	assert_int_equal(conn_outbound(ct, B, 0, mad, &path, 300000, 0), 0);
-	assert_int_equal(conn_expire(ct, 300000 + HS + 4000), 0);
-	assert_int_equal(conn_expire(ct, 300000 + HS + 4295), 1);
+	assert_int_equal(conn_table_expire(ct, 300000 + HS + 4000), 0);
+	assert_int_equal(conn_table_expire(ct, 300000 + HS + 4295), 1);
 	conn_table_free(ct);
 }
 
@@ -292,14 +292,14 @@ static void test_abandoned_handshake(void **state)
 	/* A retransmitted REQ re-arms and keeps its host ID. */
 	assert_int_equal(out(ct, A, CM_ATTR_REQ, 0x31, 0, 20000), h);
 	assert_int_equal(total(ct), 1);
-	assert_int_equal(conn_expire(ct, 20000 + HS - 1), 0);
-	assert_int_equal(conn_expire(ct, 20000 + HS), 1);
+	assert_int_equal(conn_table_expire(ct, 20000 + HS - 1), 0);
+	assert_int_equal(conn_table_expire(ct, 20000 + HS), 1);
 	assert_int_equal(in_rc(ct, CM_ATTR_REP, 0x1, h, 20000 + HS), -ENOENT);
 	/* A teardown whose DREP never comes is bounded by the same time. */
 	established(ct, A, 0x33, 0x3, 300000);
 	out(ct, A, CM_ATTR_DREQ, 0x33, 0x3, 400000);
-	assert_int_equal(conn_expire(ct, 400000 + HS - 1), 0);
-	assert_int_equal(conn_expire(ct, 400000 + HS), 1);
+	assert_int_equal(conn_table_expire(ct, 400000 + HS - 1), 0);
+	assert_int_equal(conn_table_expire(ct, 400000 + HS), 1);
 	conn_table_free(ct);
 }
 
@@ -320,8 +320,8 @@ static void test_passive_side_without_rtu(void **state)
 	assert_int_equal(total(ct), 1);
 	assert_int_equal(count(ct, CONN_REP_SENT), 1);
 	/* No RTU for ten handshake periods: the mapping stays. */
-	assert_int_equal(conn_expire(ct, 10 * HS), 0);
-	assert_true(conn_next_deadline(ct) == UINT64_MAX);
+	assert_int_equal(conn_table_expire(ct, 10 * HS), 0);
+	assert_true(conn_table_next_deadline(ct) == UINT64_MAX);
 	/* Both sides disconnect at once: the guest's DREQ crosses the
 	 * peer's, and each side's DREP is taken. */
 	note_req(ct, B, 0x720, 10 * HS);
@@ -404,7 +404,7 @@ static void test_rej_from_the_client(void **state)
 	h = out(ct, A, CM_ATTR_REJ, 0x51, 0x800, 2);
 	assert_true(h != 0 && h != 0x51);
 	assert_int_equal(count(ct, CONN_TIMEWAIT), 1);
-	assert_int_equal(conn_expire(ct, 2 + TW), 1);
+	assert_int_equal(conn_table_expire(ct, 2 + TW), 1);
 	/* Answering nothing it received: refused (it could otherwise
 	 * reject, accept or confirm someone else's connection). */
 	assert_int_equal(out_rc(ct, A, CM_ATTR_REJ, 0x52, 0x802, 3), -ENOENT);
@@ -645,14 +645,14 @@ static void test_quota_and_purge(void **state)
 	mk(mad, CM_ATTR_REQ, 65, 0, 0);
 	assert_int_equal(conn_outbound(ct, A, 0, mad, &path, 0, 0), -ENOSPC);
 	out(ct, B, CM_ATTR_REQ, 65, 0, 0);
-	conn_client_counts(ct, A, &c);
+	conn_table_client_counts(ct, A, &c);
 	assert_int_equal(c.total, 64);
 	conn_purge_client(ct, A);
-	conn_client_counts(ct, A, &c);
+	conn_table_client_counts(ct, A, &c);
 	assert_int_equal(c.total, 0);
 	assert_int_equal(total(ct), 1);
 	/* Nothing of A's is left on a timer either. */
-	assert_int_equal(conn_expire(ct, 10 * HS), 1);
+	assert_int_equal(conn_table_expire(ct, 10 * HS), 1);
 	conn_table_free(ct);
 }
 
@@ -695,14 +695,14 @@ static void test_quotas_count_what_the_client_does(void **state)
 		assert_int_equal(note_req_from(ct, A, 0x100 + (uint32_t)i,
 					       "fd00::50", 0),
 				 0);
-	conn_counts(ct, &c);
+	conn_table_counts(ct, &c);
 	assert_int_equal(c.peer_records, 3);
 	assert_int_equal(c.peer_records_refused, 3);
 	/* Other sources fill the port's bound, not more. */
 	assert_int_equal(note_req_from(ct, B, 0x200, "fd00::51", 0), 0);
 	assert_int_equal(note_req_from(ct, B, 0x201, "fd00::52", 0), 0);
 	assert_int_equal(note_req_from(ct, B, 0x202, "fd00::53", 0), 0);
-	conn_counts(ct, &c);
+	conn_table_counts(ct, &c);
 	assert_int_equal(c.peer_records, 5);
 	assert_int_equal(c.peer_records_refused, 4);
 	/* None of it is A's quota: A still starts its two connections. */
@@ -738,7 +738,7 @@ static void test_quotas_count_what_the_client_does(void **state)
 		assert_int_equal(conn_outbound(ct, A, 0, mad, &p, 5, 0), 0);
 	}
 	assert_int_equal(note_req_from(ct, A, 0x106, "fd00::50", 5), 0);
-	conn_counts(ct, &c);
+	conn_table_counts(ct, &c);
 	assert_int_equal(c.peer_records, 5);
 	assert_int_equal(c.peer_records_refused, 4);
 	/* TimeWait is bounded in all: above 4 the oldest goes early. */
@@ -750,11 +750,11 @@ static void test_quotas_count_what_the_client_does(void **state)
 	}
 	/* (Trimmed as each call begins: the last REJ's entry is over the
 	 * bound until the next call.) */
-	conn_counts(ct, &c);
+	conn_table_counts(ct, &c);
 	assert_int_equal(c.by_state[CONN_TIMEWAIT], 5);
 	assert_int_equal(c.timewait_evicted, 2);
 	assert_int_equal(note_req_from(ct, B, 0x300, "fd00::60", 7), 0);
-	conn_counts(ct, &c);
+	conn_table_counts(ct, &c);
 	assert_int_equal(c.by_state[CONN_TIMEWAIT], 4);
 	assert_int_equal(c.timewait_evicted, 3);
 	conn_table_free(ct);
@@ -786,8 +786,8 @@ static void test_sidr_lifetime(void **state)
 	cm_field_set(mad, CM_SIDR_REP_REQUEST_ID, hb);
 	assert_int_equal(conn_inbound(ct, 0, mad, &path, 6, &client), -EPROTO);
 	/* Answered: drained after timewait; unanswered: after handshake. */
-	assert_int_equal(conn_expire(ct, 5 + TW), 1);
-	assert_int_equal(conn_expire(ct, HS), 1);
+	assert_int_equal(conn_table_expire(ct, 5 + TW), 1);
+	assert_int_equal(conn_table_expire(ct, HS), 1);
 	conn_table_free(ct);
 }
 
@@ -866,9 +866,10 @@ static void test_entries_never_outlive_their_lifetimes(void **state)
 				in_rc(ct, CM_ATTR_REJ, 0x100 + k, host[k], now);
 			break;
 		}
-		conn_expire(ct, now);
-		assert_true(conn_next_deadline(ct) > now);
-		conn_client_foreach(ct, A, 0, 1000, now, check_view, NULL);
+		conn_table_expire(ct, now);
+		assert_true(conn_table_next_deadline(ct) > now);
+		conn_table_client_foreach(ct, A, 0, 1000, now, check_view,
+					  NULL);
 		nemitted = 0;
 	}
 	conn_table_free(ct);
@@ -900,7 +901,7 @@ static void test_host_ids_not_reused_soon(void **state)
 		assert_int_equal(in(ct, CM_ATTR_REJ, 0x700 + i, ids[i],
 				    1 + i % 8, now),
 				 A);
-		assert_int_equal(conn_expire(ct, now + TW), 1);
+		assert_int_equal(conn_table_expire(ct, now + TW), 1);
 		assert_int_equal(total(ct), 0);
 		assert_int_equal(in_rc(ct, CM_ATTR_DREQ, 0x700 + i, ids[i],
 				       now + TW),
@@ -937,8 +938,8 @@ static void test_listing_is_ordered_and_pages(void **state)
 	mk(mad, CM_ATTR_SIDR_REQ, 0x05, 0, 1);
 	assert_int_equal(conn_outbound(ct, A, 0, mad, &path, 0, 0), 0);
 	out(ct, B, CM_ATTR_REQ, 0x15, 0, 0);
-	conn_client_foreach(ct, A, 0, 3, 0, list_guest_ids, got);
-	conn_client_foreach(ct, A, 3, 100, 0, list_guest_ids, got);
+	conn_table_client_foreach(ct, A, 0, 3, 0, list_guest_ids, got);
+	conn_table_client_foreach(ct, A, 3, 100, 0, list_guest_ids, got);
 	assert_int_equal(got[0], 6);
 	assert_int_equal(got[1], 0x10);
 	assert_int_equal(got[2], 0x20);
@@ -958,9 +959,9 @@ static struct conn_table *open_table(const char *file, uint64_t ports_hash,
 				   .handshake_ms = HS,
 				   .timewait_ms = TW };
 	char err[256] = "";
-	struct conn_table *ct = conn_table_open(&lim, 7, capture, NULL, file,
-						1024, 16, ports_hash, restored,
-						err, sizeof(err));
+	struct conn_table *ct = conn_restore_open(&lim, 7, capture, NULL, file,
+						  1024, 16, ports_hash,
+						  restored, err, sizeof(err));
 
 	assert_non_null(ct);
 	nemitted = 0;
@@ -993,10 +994,10 @@ static void test_state_survives_the_daemon(void **state)
 	h1 = established(ct, A, 0x11, 0x911, 0);
 	h2 = out(ct, A, CM_ATTR_REQ, 0x12, 0, 100); /* in progress */
 	h3 = established(ct, B, 0x11, 0x933, 0);
-	assert_int_equal(conn_owner_add(ct, A, 1000, tok_a), 0);
-	assert_int_equal(conn_owner_add(ct, B, 1001, tok_b), 0);
+	assert_int_equal(conn_restore_owner_add(ct, A, 1000, tok_a), 0);
+	assert_int_equal(conn_restore_owner_add(ct, B, 1001, tok_b), 0);
 	/* The daemon stops (or dies: nothing is written at exit). */
-	conn_table_detach(ct);
+	conn_restore_detach(ct);
 	conn_purge_client(ct, A); /* a session closing */
 	conn_table_free(ct);
 	assert_int_equal(nemitted, 0); /* nobody was told */
@@ -1006,17 +1007,18 @@ static void test_state_survives_the_daemon(void **state)
 	assert_int_equal(total(ct), 3);
 	assert_int_equal(count(ct, CONN_ESTABLISHED), 2);
 	assert_int_equal(count(ct, CONN_REQ_SENT), 1);
-	assert_true(conn_next_deadline(ct) == 100 + HS); /* its timer too */
-	assert_true(conn_owners_max_client(ct) >= B);
+	assert_true(conn_table_next_deadline(ct) ==
+		    100 + HS); /* its timer too */
+	assert_true(conn_restore_max_client(ct) >= B);
 	/* Only A's own token and uid claim A's entries, and only once. */
-	assert_int_equal(conn_owner_claim(ct, A, 1000, wrong, 10, new_a),
+	assert_int_equal(conn_restore_claim(ct, A, 1000, wrong, 10, new_a),
 			 -EPERM);
-	assert_int_equal(conn_owner_claim(ct, A, 1001, tok_a, 10, new_a),
+	assert_int_equal(conn_restore_claim(ct, A, 1001, tok_a, 10, new_a),
 			 -EPERM);
-	assert_int_equal(conn_owner_claim(ct, 99, 1000, tok_a, 10, new_a),
+	assert_int_equal(conn_restore_claim(ct, 99, 1000, tok_a, 10, new_a),
 			 -ENOENT);
-	assert_int_equal(conn_owner_claim(ct, A, 1000, tok_a, 10, new_a), 0);
-	assert_int_equal(conn_owner_claim(ct, A, 1000, tok_a, 11, new_a),
+	assert_int_equal(conn_restore_claim(ct, A, 1000, tok_a, 10, new_a), 0);
+	assert_int_equal(conn_restore_claim(ct, A, 1000, tok_a, 11, new_a),
 			 -ENOENT);
 	/* A's connections go on, as client 10's, with the same IDs. */
 	assert_true(in(ct, CM_ATTR_DREQ, 0x911, h1, 0x11, 1000) == 10);
@@ -1025,7 +1027,7 @@ static void test_state_survives_the_daemon(void **state)
 	/* New host IDs do not repeat the old ones. */
 	assert_true(out(ct, 10, CM_ATTR_REQ, 0x13, 0, 1003) != h1);
 	/* B never came back: its peer hears a DREQ. */
-	assert_int_equal(conn_purge_unclaimed(ct), 1);
+	assert_int_equal(conn_restore_purge_unclaimed(ct), 1);
 	assert_int_equal(nemitted, 1);
 	assert_int_equal(emitted[0].why, CONN_ANS_DREQ_ABANDONED);
 	assert_int_equal(local_of(emitted[0].mad), h3);

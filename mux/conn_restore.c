@@ -1,0 +1,335 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/*
+ * A restarted daemon's connection table: the entries a previous daemon
+ * left in the state file (conn_store.c) taken back into the table's
+ * indexes and timers, and the owners of those entries, each of which a
+ * client may claim with the resume token it was given; what nobody
+ * claims in time is ended as its client's departure would end it.
+ */
+#include "mux/conn_priv.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mux/conn_store.h"
+
+/* ---- persistence: a restarted daemon's table -------------------------- */
+
+struct conn_restore_timed {
+	uint32_t idx;
+	int32_t in; /* deadline against the restart */
+};
+
+static int conn_restore_by_deadline(const void *a, const void *b)
+{
+	const struct conn_restore_timed *x = a, *y = b;
+
+	if (x->in != y->in)
+		return x->in < y->in ? -1 : 1;
+	return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+/* Whether a slot of the previous daemon's holds an entry that fits
+ * together (not one changed at the instant of a crash). */
+static int conn_restore_valid(struct conn_table *ct, const struct conn *c)
+{
+	uint32_t nown;
+	const struct conn_owner *o = conn_store_owners(ct->store, &nown);
+
+	return conn_state_of(c) < CONN_STATE_MAX && c->timer < TC_MAX &&
+	       c->owner < nown && c->owner < CONN_MAX_CLIENTS &&
+	       o[c->owner].live && ct->cl[c->owner].used &&
+	       c->path < ct->path_hwm &&
+	       (c->flags & (CF_HOSTED | CF_GUESTED | CF_IN_PEER)) &&
+	       !((c->flags & CF_GUESTED) && !(c->flags & CF_HOSTED));
+}
+
+/* One entry back into the sets it was in, or its slot freed. */
+static int conn_restore_one(struct conn_table *ct, uint32_t idx)
+{
+	struct conn *c = conn_at(ct, idx);
+	struct conn_client *cc;
+
+	if (!conn_restore_valid(ct, c))
+		return -EINVAL;
+	cc = &ct->cl[c->owner];
+	if ((c->flags & CF_GUESTED) &&
+	    conn_table_guest_find(ct, conn_kind_of(c), cc->id, c->port,
+				  c->guest_id) != NULL)
+		return -EEXIST;
+	if ((c->flags & CF_IN_PEER) &&
+	    conn_table_peer_find_kind(ct, conn_kind_of(c), c->port, c->peer_id,
+				      &conn_path_of(ct, c)->peer_gid) != NULL)
+		c->flags &= (uint8_t)~CF_IN_PEER; /* first come */
+	if (conn_table_client_room(ct, cc) < 0 ||
+	    ((c->flags & CF_IN_PEER) &&
+	     hset_reserve(&ct->peers, conn_table_peer_key, ct) < 0))
+		return -ENOMEM;
+	if (c->flags & CF_PEER_REC)
+		conn_table_peer_rec_count(
+			ct, conn_table_src_get(ct, c->port, NULL, 1),
+			conn_table_src_get(ct, c->port,
+					   &conn_path_of(ct, c)->peer_gid, 1));
+	hset_insert(&cc->conns, idx, conn_table_client_key, ct);
+	if (c->flags & CF_IN_PEER)
+		hset_insert(&ct->peers, idx, conn_table_peer_key, ct);
+	ct->paths[c->path].refs++;
+	conn_table_account(ct, c);
+	return 0;
+}
+
+/* Rebuilds the indexes from the file: owners, then entries (and the
+ * references of their paths), then timers in deadline order, then the
+ * free lists.  Returns the entries that could not be taken back. */
+static unsigned conn_restore_entries(struct conn_table *ct)
+{
+	struct conn_restore_timed *timed = NULL;
+	struct conn_owner *o;
+	uint32_t nown, i, ntimed = 0;
+	unsigned dropped = 0;
+	struct conn *c;
+
+	ct->random_operand = *conn_store_counter(ct->store,
+						 CONN_STORE_RANDOM_OPERAND);
+	ct->now_ms = (uint64_t)*conn_store_counter(ct->store, CONN_STORE_NOW_HI)
+			     << 32 |
+		     *conn_store_counter(ct->store, CONN_STORE_NOW_LO);
+	ct->tid_seq = *conn_store_counter(ct->store, CONN_STORE_TID_SEQ);
+	ct->hwm = *conn_store_counter(ct->store, CONN_STORE_ENTRIES_HWM);
+	ct->path_hwm = *conn_store_counter(ct->store, CONN_STORE_PATHS_HWM);
+	o = conn_store_owners(ct->store, &nown);
+	for (i = 0; i < nown && i < CONN_MAX_CLIENTS; i++) {
+		struct conn_client *cc = &ct->cl[i];
+
+		o[i].claimed = 0; /* every owner of the last life, once */
+		if (!o[i].live ||
+		    conn_table_cl_find(ct, o[i].client) != CONN_NO_OWNER ||
+		    hset_reserve(&ct->cl_index, conn_table_cl_key, ct) < 0) {
+			o[i].live = 0;
+			continue;
+		}
+		memset(cc, 0, sizeof(*cc));
+		cc->id = o[i].client;
+		cc->used = 1;
+		cc->pinned = o[i].resumable;
+		hset_insert(&ct->cl_index, i, conn_table_cl_key, ct);
+	}
+	/* The records no owner holds are free, lowest first. */
+	ct->ncl = ct->cl_cap;
+	for (i = ct->cl_cap; i-- > 0;) {
+		if (ct->cl[i].used)
+			continue;
+		ct->cl[i].next_free = (uint16_t)ct->cl_free;
+		ct->cl_free = i + 1;
+	}
+	for (i = 0; i < ct->path_hwm; i++)
+		ct->paths[i].refs = 0;
+	if (ct->hwm)
+		timed = calloc(ct->hwm, sizeof(*timed));
+	for (i = 0; i < ct->hwm; i++) {
+		c = conn_at(ct, i);
+		if (!(c->flags & CF_LIVE))
+			continue;
+		c->timer_prev = c->timer_next = 0;
+		if (conn_restore_one(ct, i) < 0) {
+			dropped++;
+			c->flags = 0;
+			continue;
+		}
+		if (c->timer == TC_NONE)
+			continue;
+		if (timed == NULL) {
+			c->timer = TC_NONE; /* lives until torn down */
+			continue;
+		}
+		timed[ntimed].idx = i;
+		timed[ntimed].in = (int32_t)conn_deadline_in(c, ct->now_ms);
+		ntimed++;
+	}
+	/* Each timer class is a FIFO by deadline, as it was built. */
+	if (ntimed)
+		qsort(timed, ntimed, sizeof(*timed), conn_restore_by_deadline);
+	for (i = 0; i < ntimed; i++) {
+		c = conn_at(ct, timed[i].idx);
+		conn_table_timer_append(ct, c, c->timer);
+	}
+	free(timed);
+	/* Free slots, lowest first. */
+	for (i = 0; i < ct->hwm; i++)
+		if (!(conn_at(ct, i)->flags & CF_LIVE))
+			conn_table_slot_free(ct, conn_at(ct, i));
+	for (i = ct->path_hwm; i-- > 0;) {
+		if (ct->paths[i].refs) {
+			if (hset_reserve(&ct->path_index,
+					 conn_table_pathrec_key, ct) == 0)
+				hset_insert(&ct->path_index, i,
+					    conn_table_pathrec_key, ct);
+		} else {
+			ct->paths[i].next_free = ct->path_free;
+			ct->path_free = i + 1;
+		}
+	}
+	/* Owners that nothing keeps. */
+	for (i = 0; i < nown && i < CONN_MAX_CLIENTS; i++)
+		if (ct->cl[i].used)
+			conn_table_cl_forget_empty(ct, i);
+	return dropped;
+}
+
+/* Each limit of a path record's or an entry's array, from the state
+ * file's size for entries. */
+struct conn_table *conn_restore_open(const struct conn_limits *lim,
+				     uint32_t random_operand,
+				     conn_emit_fn emit_fn, void *emit_arg,
+				     const char *path, uint32_t max_entries,
+				     uint32_t max_owners, uint64_t ports_hash,
+				     int *restored, char *err, size_t errlen)
+{
+	struct conn_table *ct;
+	struct conn_store_layout lay = {
+		.size = { sizeof(struct conn), sizeof(struct conn_pathrec) },
+		.cap = { max_entries, max_entries },
+		.owner_cap = max_owners,
+	};
+	unsigned dropped;
+
+	*restored = 0;
+	if (max_entries > CONN_MAX_ENTRIES || max_owners > CONN_MAX_CLIENTS) {
+		snprintf(
+			err, errlen,
+			"at most %u entries and %u owners (asked for %u and %u)",
+			CONN_MAX_ENTRIES, CONN_MAX_CLIENTS, max_entries,
+			max_owners);
+		return NULL;
+	}
+	ct = conn_table_alloc(lim, random_operand, emit_fn, emit_arg);
+	if (ct == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	ct->store = conn_store_open(path, &lay, ports_hash, restored, err,
+				    errlen);
+	if (ct->store == NULL) {
+		conn_table_free(ct);
+		return NULL;
+	}
+	ct->e = conn_store_array(ct->store, CONN_STORE_ENTRIES);
+	ct->paths = conn_store_array(ct->store, CONN_STORE_PATHS);
+	ct->cap = ct->path_cap = max_entries;
+	/* A client's record is its owner record. */
+	ct->cl_cap = max_owners;
+	if (*restored) {
+		dropped = conn_restore_entries(ct);
+		if (dropped)
+			snprintf(
+				err, errlen,
+				"%u entries were being changed when the previous daemon ended and are lost",
+				dropped);
+	} else {
+		*conn_store_counter(ct->store, CONN_STORE_RANDOM_OPERAND) =
+			ct->random_operand;
+		*conn_store_counter(ct->store,
+				    CONN_STORE_TID_SEQ) = ct->tid_seq;
+	}
+	return ct;
+}
+
+void conn_restore_detach(struct conn_table *ct)
+{
+	ct->detached = 1;
+}
+
+/* ---- owners: clients that may claim their entries after a restart ----- */
+
+static struct conn_owner *conn_restore_owner_of(struct conn_table *ct,
+						uint32_t i)
+{
+	uint32_t n;
+
+	return &conn_store_owners(ct->store, &n)[i];
+}
+
+int conn_restore_owner_add(struct conn_table *ct, uint64_t client, uint32_t uid,
+			   const uint8_t token[16])
+{
+	struct conn_owner *o;
+	uint32_t i;
+
+	if (ct->store == NULL)
+		return -ENOTSUP;
+	i = conn_table_cl_find(ct, client);
+	if (i == CONN_NO_OWNER)
+		i = conn_table_cl_new(ct, client);
+	if (i == CONN_NO_OWNER)
+		return -ENOSPC;
+	o = conn_restore_owner_of(ct, i);
+	o->uid = uid;
+	memcpy(o->token, token, 16);
+	o->resumable = 1;
+	ct->cl[i].pinned = 1;
+	return 0;
+}
+
+int conn_restore_claim(struct conn_table *ct, uint64_t old_client, uint32_t uid,
+		       const uint8_t token[16], uint64_t new_client,
+		       const uint8_t new_token[16])
+{
+	struct conn_owner *o;
+	uint8_t diff = 0;
+	uint32_t i;
+	unsigned k;
+
+	if (ct->store == NULL)
+		return -ENOENT;
+	i = conn_table_cl_find(ct, old_client);
+	if (i == CONN_NO_OWNER)
+		return -ENOENT;
+	o = conn_restore_owner_of(ct, i);
+	if (!o->resumable || o->claimed)
+		return -ENOENT;
+	for (k = 0; k < 16; k++) /* in constant time */
+		diff |= o->token[k] ^ token[k];
+	if (diff || o->uid != uid)
+		return -EPERM;
+	if (conn_table_cl_find(ct, new_client) != CONN_NO_OWNER)
+		return -EEXIST;
+	/* The entries name the record, not the client: renaming the record
+	 * hands them all over at once. */
+	hset_remove(&ct->cl_index, i, conn_table_cl_key, ct);
+	ct->cl[i].id = new_client;
+	hset_insert(&ct->cl_index, i, conn_table_cl_key, ct);
+	o->client = new_client;
+	memcpy(o->token, new_token, 16);
+	o->claimed = 1;
+	return 0;
+}
+
+unsigned conn_restore_purge_unclaimed(struct conn_table *ct)
+{
+	unsigned purged = 0;
+	uint32_t i, n;
+
+	if (ct->store == NULL)
+		return 0;
+	conn_store_owners(ct->store, &n);
+	for (i = 0; i < n && i < CONN_MAX_CLIENTS; i++) {
+		if (!ct->cl[i].used || conn_restore_owner_of(ct, i)->claimed)
+			continue;
+		conn_purge_record(ct, i);
+		purged++;
+	}
+	return purged;
+}
+
+uint64_t conn_restore_max_client(struct conn_table *ct)
+{
+	uint64_t max = 0;
+	uint32_t i, n = ct->ncl;
+
+	for (i = 0; i < n; i++)
+		if (ct->cl[i].used && ct->cl[i].id > max)
+			max = ct->cl[i].id;
+	return max;
+}
