@@ -45,6 +45,9 @@ LDFLAGS_ALL = $(LDFLAGS) $(SANFLAGS) -pthread
 
 COMMON_SRC   := common/log.c common/text.c common/unix_socket.c common/gid.c common/gid_map.c \
 		common/cm_mad.c common/hset.c
+# The GID table through libibverbs: the daemon's and the library's, not
+# the CLI's or the tests' (which do not link libibverbs).
+IBDEV_SRC    := common/ibdev.c
 PROTOCOL_SRC := protocol/frame.c protocol/mad_frame.c protocol/control.c protocol/status_query.c
 QEMU_MSG_SRC := protocol/qemu_msg.c
 # The connection table: a unit with no dependency on the daemon.
@@ -52,9 +55,9 @@ CONN_SRC     := mux/conn.c mux/conn_table.c mux/conn_restore.c mux/conn_store.c
 MUXD_SRC     := mux/main.c mux/config.c mux/mux.c mux/worker.c mux/delivery.c mux/session.c mux/outlet.c mux/port_senders.c mux/requests.c \
 		mux/router.c $(CONN_SRC) mux/clients.c mux/stats.c mux/port.c \
 		mux/port_sim.c mux/port_umad.c mux/unix_listener.c mux/lockfile.c mux/sdnotify.c mux/listen_fds.c mux/listener.c \
-		mux/status.c mux/policy.c mux/admin.c common/ibdev.c $(QEMU_MSG_SRC)
+		mux/status.c mux/policy.c mux/admin.c $(IBDEV_SRC) $(QEMU_MSG_SRC)
 MUXCTL_SRC   := mux/ctl/muxctl.c mux/ctl/muxctl_metrics.c
-BACKEND_SRC  := backend/muxbe.c backend/verbs.c backend/ah_cache.c common/ibdev.c
+BACKEND_SRC  := backend/muxbe.c backend/verbs.c backend/ah_cache.c $(IBDEV_SRC)
 VM_SRC       := backend/vm/vm.c backend/vm/guest_cm.c backend/vm/vm_data.c
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
@@ -77,12 +80,12 @@ PCFILE  := $(B)/muxbe.pc
 UNIT_TESTS := test_codec test_cm_mad test_router test_conn_table test_policy test_guest_cm \
 	      test_qemu_msg test_text test_gid_map test_hset test_outlet
 UNIT_BINS  := $(addprefix $(B)/tests/,$(UNIT_TESTS))
-INTEG_TESTS := test_integration test_cm test_attacks test_qemu
+INTEG_TESTS := test_admission test_status test_service test_cm test_attacks test_qemu
 INTEG_BINS := $(addprefix $(B)/tests/,$(INTEG_TESTS))
 
 
 .PHONY: soak
-.PHONY: print-unit-tests check-house check-format check-units bench bench-lab check-lab all clean check check-quick check-unit \
+.PHONY: print-unit-tests print-integration-tests check-house check-format check-units bench bench-lab check-lab all clean check check-quick check-unit \
 	demo install uninstall dist distcheck deb fuzz tests
 UNITS   := $(B)/systemd/rdmacm-muxd.service $(B)/systemd/rdmacm-muxd.socket
 EXAMPLE := $(B)/example/device_model
@@ -111,9 +114,11 @@ check-units: $(MUXD)
 	if [ -n "$$out" ]; then echo "$$out"; echo "units: 0 passed, 1 failed"; exit 1; fi; \
 	echo "units: 1 passed, 0 failed"
 
-# The unit suites, for scripts/check.sh to run.
+# The suites, for scripts/check.sh to run.
 print-unit-tests:
 	@echo $(UNIT_TESTS)
+print-integration-tests:
+	@echo $(INTEG_TESTS)
 
 # House rules a compiler does not check (scripts/check-house.sh).
 check-house:
@@ -160,92 +165,44 @@ $(VMPROG): $(VM_OBJ) $(LIBA)
 # ---- tests ---------------------------------------------------------------
 TEST_LIBS := $(shell pkg-config --libs cmocka) $(DEP_LIBS)
 
-$(B)/tests/test_codec: $(B)/obj/tests/unit/test_codec.o $(PROTOCOL_OBJ) $(COMMON_OBJ)
+# A unit suite is its own object and the objects of what it tests.
+$(UNIT_BINS): $(B)/tests/%: $(B)/obj/tests/unit/%.o
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(TEST_LIBS)
+$(B)/tests/test_codec: $(PROTOCOL_OBJ) $(COMMON_OBJ)
+$(B)/tests/test_qemu_msg: $(call obj,$(QEMU_MSG_SRC))
+$(B)/tests/test_text $(B)/tests/test_gid_map $(B)/tests/test_hset \
+	$(B)/tests/test_cm_mad: $(COMMON_OBJ)
+$(B)/tests/test_outlet: $(B)/obj/mux/outlet.o
+$(B)/tests/test_router: $(B)/obj/mux/router.o $(CONN_OBJ) $(COMMON_OBJ)
+$(B)/tests/test_conn_table: $(CONN_OBJ) $(COMMON_OBJ)
+$(B)/tests/test_policy: $(B)/obj/mux/policy.o $(COMMON_OBJ)
+$(B)/tests/test_guest_cm: $(B)/obj/backend/vm/guest_cm.o $(COMMON_OBJ)
 
-$(B)/tests/test_qemu_msg: $(B)/obj/tests/unit/test_qemu_msg.o $(call obj,$(QEMU_MSG_SRC))
+# An integration suite drives the real daemon through the harness and
+# libmuxbe; verbs_selftest, the lab's, is one too.
+HARNESS_OBJ := $(B)/obj/tests/integration/harness.o
+$(INTEG_BINS): $(B)/tests/%: $(B)/obj/tests/integration/%.o $(HARNESS_OBJ) $(LIBA)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(TEST_LIBS)
-
-$(B)/tests/test_text: $(B)/obj/tests/unit/test_text.o $(COMMON_OBJ)
-	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(TEST_LIBS)
-
-$(B)/tests/test_gid_map: $(B)/obj/tests/unit/test_gid_map.o $(COMMON_OBJ)
-	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(TEST_LIBS)
-
-$(B)/tests/test_hset: $(B)/obj/tests/unit/test_hset.o $(COMMON_OBJ)
-	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(TEST_LIBS)
-
-$(B)/tests/test_outlet: $(B)/obj/tests/unit/test_outlet.o $(B)/obj/mux/outlet.o
-	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(TEST_LIBS)
-
-$(B)/tests/test_cm_mad: $(B)/obj/tests/unit/test_cm_mad.o $(COMMON_OBJ)
-	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(TEST_LIBS)
-
-$(B)/tests/test_router: $(B)/obj/tests/unit/test_router.o $(B)/obj/mux/router.o \
-		$(CONN_OBJ) $(COMMON_OBJ)
-	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(TEST_LIBS)
-
-$(B)/tests/test_conn_table: $(B)/obj/tests/unit/test_conn_table.o $(CONN_OBJ) \
-		 $(COMMON_OBJ)
-	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(TEST_LIBS)
-
-$(B)/tests/test_policy: $(B)/obj/tests/unit/test_policy.o $(B)/obj/mux/policy.o $(COMMON_OBJ)
-	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(TEST_LIBS)
-
-$(B)/tests/test_guest_cm: $(B)/obj/tests/unit/test_guest_cm.o $(B)/obj/backend/vm/guest_cm.o $(COMMON_OBJ)
-	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(TEST_LIBS)
-
-$(B)/tests/test_integration: $(B)/obj/tests/integration/test_integration.o \
-		$(B)/obj/tests/integration/harness.o $(LIBA)
+	$(CC) $(LDFLAGS_ALL) -o $@ $(filter %.o,$^) $(LIBA) $(TEST_LIBS) -libverbs
+$(B)/tests/test_qemu: $(call obj,$(QEMU_MSG_SRC))
+$(B)/tests/verbs_selftest: $(B)/obj/tests/e2e/verbs_selftest.o $(HARNESS_OBJ) $(LIBA)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $(filter %.o,$^) $(LIBA) $(TEST_LIBS) -libverbs
 
+# The lab's tools: a raw MAD sender, and the connection-rate benchmark of
+# the kernel's rdma_cm (librdmacm, the peer side) and of a VM through the
+# daemon (libmuxbe and the guest CM).
 E2E_BINS := $(B)/tests/verbs_selftest $(B)/tests/mad_send $(B)/bench/cm_rate \
 	    $(B)/bench/cm_rate_vm
-# The lab's connection-rate benchmark: the kernel's rdma_cm (librdmacm, the
-# peer side) and a VM through the daemon (libmuxbe and the guest CM).
 $(B)/bench/cm_rate: $(B)/obj/tests/bench/cm_rate.o
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ -lrdmacm -libverbs
-
-$(B)/bench/cm_rate_vm: $(B)/obj/tests/bench/cm_rate_vm.o $(B)/obj/backend/vm/guest_cm.o $(LIBA)
+$(B)/tests/mad_send $(B)/bench/cm_rate_vm: $(LIBA)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $(filter %.o,$^) $(LIBA) $(DEP_LIBS) -libverbs
-
-$(B)/tests/mad_send: $(B)/obj/tests/e2e/mad_send.o $(LIBA)
-	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS_ALL) -o $@ $(filter %.o,$^) $(LIBA) $(DEP_LIBS) -libverbs
-
-$(B)/tests/verbs_selftest: $(B)/obj/tests/e2e/verbs_selftest.o \
-		$(B)/obj/tests/integration/harness.o $(LIBA)
-	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS_ALL) -o $@ $(filter %.o,$^) $(LIBA) $(TEST_LIBS) -libverbs
-
-$(B)/tests/test_cm: $(B)/obj/tests/integration/test_cm.o \
-		$(B)/obj/tests/integration/harness.o $(LIBA)
-	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS_ALL) -o $@ $(filter %.o,$^) $(LIBA) $(TEST_LIBS) -libverbs
-
-$(B)/tests/test_qemu: $(B)/obj/tests/integration/test_qemu.o \
-		$(B)/obj/tests/integration/harness.o $(LIBA) $(call obj,$(QEMU_MSG_SRC))
-	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS_ALL) -o $@ $(filter %.o,$^) $(LIBA) $(TEST_LIBS) -libverbs
-
-$(B)/tests/test_attacks: $(B)/obj/tests/integration/test_attacks.o \
-		$(B)/obj/tests/integration/harness.o $(LIBA)
-	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS_ALL) -o $@ $(filter %.o,$^) $(LIBA) $(TEST_LIBS) -libverbs
+$(B)/tests/mad_send: $(B)/obj/tests/e2e/mad_send.o
+$(B)/bench/cm_rate_vm: $(B)/obj/tests/bench/cm_rate_vm.o $(B)/obj/backend/vm/guest_cm.o
 
 # The unit suites alone (the Debian build's test step).
 check-unit: $(UNIT_BINS)

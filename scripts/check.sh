@@ -17,6 +17,11 @@ FAILED=0
 FAILURES=()
 # The Makefile's list, so that a suite added there runs here.
 UNIT_TESTS=$(make -s --no-print-directory print-unit-tests)
+INTEG_TESTS=$(make -s --no-print-directory print-integration-tests)
+# Under valgrind, the daemon's suites that drive it the way a host does
+# (the attack and QEMU suites time the daemon, which valgrind slows
+# some 20-50 times).
+VALGRIND_TESTS="test_admission test_status test_service test_cm"
 
 # run_suite NAME CMD...: counts cmocka's (or the demo's) totals.
 run_suite() {
@@ -57,14 +62,10 @@ suites() {
 	for t in $UNIT_TESTS; do
 		run_suite "$tag $t" "$b/tests/$t"
 	done
-	run_suite "$tag integration" env RDMACM_MUXD="$PWD/$b/rdmacm-muxd" \
-		RDMACM_MUXCTL="$PWD/$b/rdmacm-muxctl" "$b/tests/test_integration"
-	run_suite "$tag cm translation" env RDMACM_MUXD="$PWD/$b/rdmacm-muxd" \
-		"$b/tests/test_cm"
-	run_suite "$tag attacks" env RDMACM_MUXD="$PWD/$b/rdmacm-muxd" \
-		RDMACM_MUXCTL="$PWD/$b/rdmacm-muxctl" "$b/tests/test_attacks"
-	run_suite "$tag qemu compatibility" env RDMACM_MUXD="$PWD/$b/rdmacm-muxd" \
-		"$b/tests/test_qemu"
+	for t in $INTEG_TESTS; do
+		run_suite "$tag $t" env RDMACM_MUXD="$PWD/$b/rdmacm-muxd" \
+			RDMACM_MUXCTL="$PWD/$b/rdmacm-muxctl" "$b/tests/$t"
+	done
 	run_suite "$tag demo" scripts/demo.sh --build-dir "$b" --check
 }
 
@@ -97,7 +98,7 @@ if [ "$QUICK" = 0 ]; then
 	# (any data race makes it exit non-zero, which the harness fails).
 	echo "== build TSAN=1 (daemon)"
 	if make -j"$JOBS" TSAN=1 build-tsan/rdmacm-muxd >"$LOGDIR/build-tsan.log" 2>&1; then
-		for t in test_integration test_cm test_attacks test_qemu; do
+		for t in $INTEG_TESTS; do
 			run_suite "tsan daemon $t" env RDMACM_MUXD="$PWD/build-tsan/rdmacm-muxd" \
 				RDMACM_MUXCTL="$PWD/build/rdmacm-muxctl" \
 				TSAN_OPTIONS="halt_on_error=1 exitcode=66" RCM_TIME_SCALE=3 \
@@ -111,12 +112,12 @@ if [ "$QUICK" = 0 ]; then
 	for t in $UNIT_TESTS; do
 		run_suite "valgrind $t" $VG build/tests/$t
 	done
-	run_suite "valgrind integration (daemon under valgrind)" env \
-		RDMACM_MUXD="$PWD/build/rdmacm-muxd" RDMACM_MUXD_WRAPPER="$VG" \
-		RCM_TIME_SCALE=10 build/tests/test_integration
-	run_suite "valgrind cm translation (daemon under valgrind)" env \
-		RDMACM_MUXD="$PWD/build/rdmacm-muxd" RDMACM_MUXD_WRAPPER="$VG" \
-		RCM_TIME_SCALE=10 build/tests/test_cm
+	for t in $VALGRIND_TESTS; do
+		run_suite "valgrind $t (daemon under valgrind)" env \
+			RDMACM_MUXD="$PWD/build/rdmacm-muxd" RDMACM_MUXD_WRAPPER="$VG" \
+			RDMACM_MUXCTL="$PWD/build/rdmacm-muxctl" \
+			RCM_TIME_SCALE=10 build/tests/$t
+	done
 
 	FUZZ_SECONDS=${FUZZ_SECONDS:-15}
 	for t in fuzz_frame fuzz_control fuzz_cm_mad fuzz_qemu_msg fuzz_policy fuzz_config fuzz_text \

@@ -370,6 +370,112 @@ long long hd_status_int(struct hdaemon *d, const char *path)
 	return v;
 }
 
+const char *const h_one_port[] = { H_SIM0, NULL };
+
+int h_setup_daemon(void **state)
+{
+	static struct h_fixture f;
+
+	hd_start(&f.d, NULL, h_one_port, NULL);
+	*state = &f;
+	return 0;
+}
+
+int h_teardown_daemon(void **state)
+{
+	struct h_fixture *f = *state;
+
+	hd_stop(&f->d);
+	return 0;
+}
+
+void tc_connect_gid(struct tclient *tc, struct hdaemon *d, const char *name,
+		    const char *gid)
+{
+	char err[256];
+
+	assert_int_equal(tc_connect(tc, d, name, 1, 0, err, sizeof(err)), 0);
+	if (gid)
+		assert_int_equal(tc_register(tc, gid), 0);
+}
+
+void tc_barrier(struct tclient *tc)
+{
+	assert_int_equal(muxbe_ping(tc->mb), 0);
+	muxbe_process(tc->mb);
+}
+
+int h_wait_until(int (*cond)(void *arg), void *arg, int timeout_ms)
+{
+	uint64_t deadline = h_now_ms() + (uint64_t)timeout_ms;
+
+	for (;;) {
+		if (cond(arg))
+			return 1;
+		if (h_now_ms() >= deadline)
+			return 0;
+		poll(NULL, 0, 10);
+	}
+}
+
+struct h_status_want {
+	struct hdaemon *d;
+	const char *path;
+	long long want;
+	int at_least;
+};
+
+static int h_status_reads(void *arg)
+{
+	struct h_status_want *w = arg;
+	long long v = hd_status_int(w->d, w->path);
+
+	return w->at_least ? v >= w->want : v == w->want;
+}
+
+int hd_wait_status_int_within(struct hdaemon *d, const char *path,
+			      long long want, int timeout_ms)
+{
+	struct h_status_want w = { d, path, want, 0 };
+
+	return h_wait_until(h_status_reads, &w, timeout_ms);
+}
+
+int hd_wait_status_at_least(struct hdaemon *d, const char *path, long long min,
+			    int timeout_ms)
+{
+	struct h_status_want w = { d, path, min, 1 };
+
+	return h_wait_until(h_status_reads, &w, timeout_ms);
+}
+
+int hd_wait_status_int(struct hdaemon *d, const char *path, long long want)
+{
+	return hd_wait_status_int_within(d, path, want, H_DEADLINE_MS);
+}
+
+struct h_client_want {
+	struct hdaemon *d;
+	const char *name;
+};
+
+static int h_client_is_gone(void *arg)
+{
+	struct h_client_want *w = arg;
+	json_t *st = hd_status(w->d);
+	int gone = h_client(st, w->name) == NULL;
+
+	json_decref(st);
+	return gone;
+}
+
+int hd_wait_client_gone(struct hdaemon *d, const char *name)
+{
+	struct h_client_want w = { d, name };
+
+	return h_wait_until(h_client_is_gone, &w, H_DEADLINE_MS);
+}
+
 static void tc_recv(void *user, void *buf_ctx, void *buf, size_t mad_len,
 		    const struct muxbe_addr *addr)
 {

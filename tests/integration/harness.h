@@ -52,6 +52,31 @@ long long json_path_int(json_t *root, const char *path);
 /* The status entry of the client that said this name in its hello. */
 json_t *h_client(json_t *status, const char *name);
 
+/* The suites' common daemon: one sim port with seven GIDs, started
+ * before a test and stopped after it (cmocka's setup and teardown; the
+ * state is a struct h_fixture). */
+#define H_SIM0 "sim0=fd00::1,fd00::2,fd00::3,fd00::4,fd00::5,10.1.0.1,10.1.0.2"
+extern const char *const h_one_port[];
+struct h_fixture {
+	struct hdaemon d;
+};
+int h_setup_daemon(void **state);
+int h_teardown_daemon(void **state);
+
+/* Every "until the daemon says so" of the suites: polls cond(arg) every
+ * 10 ms until it holds (1) or timeout_ms have passed (0). */
+int h_wait_until(int (*cond)(void *arg), void *arg, int timeout_ms);
+/* Until the status counter at path reads want: 1, or 0 at H_DEADLINE_MS
+ * (or after timeout_ms). */
+int hd_wait_status_int(struct hdaemon *d, const char *path, long long want);
+int hd_wait_status_int_within(struct hdaemon *d, const char *path,
+			      long long want, int timeout_ms);
+/* Until it reads at least min: 1, or 0 after timeout_ms. */
+int hd_wait_status_at_least(struct hdaemon *d, const char *path, long long min,
+			    int timeout_ms);
+/* Until the status no longer lists the client of that name: 1, or 0. */
+int hd_wait_client_gone(struct hdaemon *d, const char *name);
+
 #define TC_BUFS 32
 #define TC_RX_MAX 4096
 
@@ -93,6 +118,13 @@ int h_real_port(void);
 
 /* Register a GID on sim0 and remember it as the client's source. */
 int tc_register(struct tclient *tc, const char *gid);
+/* tc_connect() (with buffers) and, unless gid is NULL, tc_register(), both
+ * required to succeed. */
+void tc_connect_gid(struct tclient *tc, struct hdaemon *d, const char *name,
+		    const char *gid);
+/* A ping round trip is a barrier: everything the daemon queued to this
+ * client before the reply has been read by the time it returns. */
+void tc_barrier(struct tclient *tc);
 /* Run the client's callbacks until cond(tc) or the deadline; returns
  * whether cond held. */
 int tc_pump_until(struct tclient *tc, int (*cond)(struct tclient *, int),

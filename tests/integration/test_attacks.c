@@ -603,6 +603,11 @@ static int daemon_out_of_fds(pid_t pid, int limit)
 	return used == limit;
 }
 
+static int daemon_out_of_40_fds(void *pid)
+{
+	return daemon_out_of_fds(*(pid_t *)pid, 40);
+}
+
 /* Out of descriptors, the daemon pauses accepting on every socket (the
  * clients', the status and the admin one) instead of spinning, and takes
  * connections again once descriptors are free. */
@@ -616,7 +621,6 @@ static void test_fd_exhaustion_does_not_spin(void **state)
 	char path[64], stat_line[1024], err[256], reply[256];
 	unsigned long long u0, s0, u1, s1;
 	struct pollfd queued[2];
-	uint64_t deadline;
 	int fds[66], n = 0, i;
 	FILE *fp;
 	json_t *st;
@@ -633,11 +637,7 @@ static void test_fd_exhaustion_does_not_spin(void **state)
 		if (fds[n] >= 0)
 			n++;
 	}
-	deadline = h_now_ms() + H_DEADLINE_MS;
-	while (!daemon_out_of_fds(d.pid, 40)) {
-		assert_true(h_now_ms() < deadline);
-		poll(NULL, 0, 10);
-	}
+	assert_true(h_wait_until(daemon_out_of_40_fds, &d.pid, H_DEADLINE_MS));
 	/* Queued while the daemon is out of descriptors. */
 	fds[n] = raw_connect(d.status);
 	assert_true(fds[n++] >= 0);
@@ -1063,18 +1063,6 @@ static void hello_times(struct hdaemon *d, uint64_t *p50, uint64_t *p95,
 	*max = t[BLIND_HELLOS - 1];
 }
 
-static int status_has_mappings(struct hdaemon *d, long long n)
-{
-	uint64_t deadline = h_now_ms() + 6 * H_DEADLINE_MS;
-
-	while (h_now_ms() < deadline) {
-		if (hd_status_int(d, "routing.comm_ids") >= n)
-			return 1;
-		usleep(50 * 1000);
-	}
-	return 0;
-}
-
 /* 200 clients with 256 mappings each, 10 status readers querying all the
  * time: a client's hello is not held up; the document is bounded and
  * paged; readers that do not read are dropped; one uid cannot hold the
@@ -1126,7 +1114,9 @@ static void test_status_cannot_be_blinded(void **state)
 					 0);
 		}
 	}
-	assert_true(status_has_mappings(&d, BLIND_CLIENTS * BLIND_MAPPINGS));
+	assert_true(hd_wait_status_at_least(&d, "routing.comm_ids",
+					    BLIND_CLIENTS * BLIND_MAPPINGS,
+					    6 * H_DEADLINE_MS));
 
 	/* Bounded: 64 listed per client, all counted, the rest paged. */
 	st = hd_status(&d);
@@ -1252,16 +1242,15 @@ static void test_status_cannot_be_blinded(void **state)
 		/* The status thread builds each accepted reader its 1.7 MB
 		 * answer before it reaches the next connection: on a loaded
 		 * machine that takes a while (the wait ends when done). */
-		uint64_t deadline = h_now_ms() + 6 * H_DEADLINE_MS;
-
-		while (hd_status_int(&d, "counters.status.refused") < 24 &&
-		       h_now_ms() < deadline)
-			usleep(10 * 1000);
+		assert_true(hd_wait_status_at_least(&d,
+						    "counters.status.refused",
+						    24, 6 * H_DEADLINE_MS));
 		assert_int_equal(hd_status_int(&d, "counters.status.refused"),
 				 24);
-		while (hd_status_int(&d, "counters.status.dropped_slow") < 16 &&
-		       h_now_ms() < deadline)
-			usleep(10 * 1000);
+		assert_true(
+			hd_wait_status_at_least(&d,
+						"counters.status.dropped_slow",
+						16, 6 * H_DEADLINE_MS));
 		assert_int_equal(hd_status_int(&d,
 					       "counters.status.dropped_slow"),
 				 16);

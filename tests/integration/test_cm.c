@@ -100,19 +100,6 @@ static void vm_expect(struct tclient *tc, int n, uint16_t attr)
 	assert_int_equal(cm_mad_attr_id(tc->rx[n - 1].mad), attr);
 }
 
-static int wait_status(struct hdaemon *d, const char *path, long long want)
-{
-	uint64_t deadline = h_now_ms() + H_DEADLINE_MS;
-
-	for (;;) {
-		if (hd_status_int(d, path) == want)
-			return 1;
-		if (h_now_ms() >= deadline)
-			return 0;
-		poll(NULL, 0, 10);
-	}
-}
-
 /* Issue 4, item 1: two VMs use the same comm ID at the same time, both
  * connect to the same peer, and every reply reaches the right VM with
  * its own ID. */
@@ -275,21 +262,9 @@ static void test_timeout_rej_after_abandoned_req(void **state)
 	h_mad(m, CM_ATTR_REJ, 0xdead02, 0, 9);
 	simpeer_send(&f->p, "fd00::2", m);
 	assert_true(tc_pump_until(&f->b, tc_has_rx, 3, 300) == 0);
-	assert_true(
-		wait_status(&f->d, "counters.drops.zero_remote_comm_id", 1));
-}
-
-static int wait_comm_ids(struct hdaemon *d, long long want, int timeout_ms)
-{
-	uint64_t deadline = h_now_ms() + (uint64_t)timeout_ms;
-
-	for (;;) {
-		if (hd_status_int(d, "routing.comm_ids") == want)
-			return 1;
-		if (h_now_ms() >= deadline)
-			return 0;
-		poll(NULL, 0, 10);
-	}
+	assert_true(hd_wait_status_int(&f->d,
+				       "counters.drops.zero_remote_comm_id",
+				       1));
 }
 
 /* Lifetimes with short timers (600 ms handshake, 400 ms timewait): an
@@ -332,7 +307,9 @@ static void test_lifetimes(void **state)
 	json_decref(st);
 	assert_true(hd_status_int(&f->d, "routing.comm_ids") == 2);
 	/* Gone within the handshake time plus one timer tick (250 ms)... */
-	assert_true(wait_comm_ids(&f->d, 1, 600 + 250 + 500 * h_time_scale()));
+	assert_true(
+		hd_wait_status_int_within(&f->d, "routing.comm_ids", 1,
+					  600 + 250 + 500 * h_time_scale()));
 	/* ...and not before it. */
 	assert_true(h_now_ms() - t0 >= 600);
 	/* The peer starts a connection to B, B answers REP, and the RTU
@@ -361,14 +338,18 @@ static void test_lifetimes(void **state)
 	simpeer_send(&f->p, "fd00::2", m);
 	vm_expect(&f->b, 2, CM_ATTR_DREP);
 	assert_int_equal(remote_of(f->b.rx[1].mad), 0x73);
-	assert_true(wait_comm_ids(&f->d, 1, 400 + 250 + 500 * h_time_scale()));
+	assert_true(
+		hd_wait_status_int_within(&f->d, "routing.comm_ids", 1,
+					  400 + 250 + 500 * h_time_scale()));
 	h_mad(m, CM_ATTR_DREQ, 0x171, h, 2);
 	simpeer_send(&f->p, "fd00::1", m);
 	vm_expect(&f->a, 2, CM_ATTR_DREQ);
 	h_mad(m, CM_ATTR_DREP, 0x71, 0x171, 2);
 	t0 = h_now_ms();
 	assert_int_equal(tc_send_sync(&f->a, PEER, m), 0);
-	assert_true(wait_comm_ids(&f->d, 0, 400 + 250 + 500 * h_time_scale()));
+	assert_true(
+		hd_wait_status_int_within(&f->d, "routing.comm_ids", 0,
+					  400 + 250 + 500 * h_time_scale()));
 	assert_true(h_now_ms() - t0 >= 400);
 }
 
@@ -383,11 +364,13 @@ static void test_disconnect_mid_handshake(void **state)
 	assert_int_equal(tc_send_sync(&f->a, PEER, m), 0);
 	peer_expect(f, CM_ATTR_REQ, r);
 	tc_close(&f->a);
-	assert_true(wait_comm_ids(&f->d, 0, H_DEADLINE_MS));
+	assert_true(hd_wait_status_int_within(&f->d, "routing.comm_ids", 0,
+					      H_DEADLINE_MS));
 	h_mad(m, CM_ATTR_REP, 0x181, local_of(r), 1);
 	simpeer_send(&f->p, "fd00::1", m);
 	assert_true(tc_pump_until(&f->b, tc_has_rx, 1, 300) == 0);
-	assert_true(wait_status(&f->d, "counters.drops.unknown_comm_id", 1));
+	assert_true(
+		hd_wait_status_int(&f->d, "counters.drops.unknown_comm_id", 1));
 }
 
 /* Gets to the CM class are answered as the spec asks: ClassPortInfo
@@ -413,7 +396,8 @@ static void test_class_port_info(void **state)
 	assert_true(simpeer_recv(&f->p, r, NULL, H_DEADLINE_MS));
 	assert_int_equal(wire_get16(r + MAD_OFF_STATUS),
 			 MAD_STATUS_UNSUPPORTED_METHOD_ATTR);
-	assert_true(wait_status(&f->d, "counters.class_requests_answered", 2));
+	assert_true(hd_wait_status_int(&f->d,
+				       "counters.class_requests_answered", 2));
 }
 
 /* Issue 8 ---------------------------------------------------------------- */
@@ -479,7 +463,8 @@ static void test_inner_addresses_are_the_senders(void **state)
 	cm_field_set(m, CM_SIDR_REQ_REQUEST_ID, 0x14);
 	cma_hdr_build(m + CM_SIDR_REQ_OFF_PRIVATE_DATA, &other, &peer, 4791);
 	assert_int_equal(send_errno(&f->a, m), -EPERM);
-	assert_true(wait_status(&f->d, "counters.refusals.inner_address", 4));
+	assert_true(hd_wait_status_int(&f->d, "counters.refusals.inner_address",
+				       4));
 	/* Nothing of that reached the wire. */
 	assert_int_equal(simpeer_recv(&f->p, r, NULL, 100), 0);
 	/* A REQ with no alternate path and its own addresses goes out. */
@@ -492,7 +477,8 @@ static void test_inner_addresses_are_the_senders(void **state)
 	h_mad(m, CM_ATTR_LAP, 0x16, 0x916, 2);
 	cm_set_gid(m, CM_LAP_OFF_ALT_LOCAL_GID, &other);
 	assert_int_equal(send_errno(&f->a, m), -EPERM);
-	assert_true(wait_status(&f->d, "counters.refusals.inner_address", 5));
+	assert_true(hd_wait_status_int(&f->d, "counters.refusals.inner_address",
+				       5));
 }
 
 /* Issue 11, item 6: the address block is QP1 CM traffic's: QP1, the GSI
@@ -579,11 +565,12 @@ static void test_peer_identity_and_state(void **state)
 	simpeer_send(&other, "fd00::1", m);
 	h_mad(m, CM_ATTR_DREQ, 0x921, h, 3);
 	simpeer_send(&other, "fd00::1", m);
-	assert_true(wait_status(&f->d, "counters.drops.peer_mismatch", 4));
+	assert_true(
+		hd_wait_status_int(&f->d, "counters.drops.peer_mismatch", 4));
 	/* A duplicate RTU changes nothing either. */
 	h_mad(m, CM_ATTR_RTU, 0x921, h, 3);
 	simpeer_send(&f->p, "fd00::1", m);
-	assert_true(wait_status(&f->d, "counters.drops.wrong_state", 1));
+	assert_true(hd_wait_status_int(&f->d, "counters.drops.wrong_state", 1));
 	assert_int_equal(f->a.nrx, 1);
 	assert_true(hd_status_int(&f->d, "routing.established") == 1);
 	simpeer_close(&other);
@@ -596,7 +583,7 @@ static void test_peer_identity_and_state(void **state)
 	assert_int_equal(send_errno(&f->a, m), -ENOENT); /* no peer yet */
 	h_mad(m, CM_ATTR_DREP, 0x21, 0x921, 4);
 	assert_int_equal(send_errno(&f->a, m), -EPROTO); /* no DREQ */
-	assert_true(wait_status(&f->d, "counters.refusals.state", 1));
+	assert_true(hd_wait_status_int(&f->d, "counters.refusals.state", 1));
 }
 
 /* Item 3: an MRA extends the handshake by its Service Timeout; a REP
@@ -649,7 +636,8 @@ static void test_comm_id_reuse_new_connection(void **state)
 	/* The old peer's DREP is absorbed; the new connection works. */
 	h_mad(m, CM_ATTR_DREP, 0x941, h_old, 1);
 	simpeer_send(&f->p, "fd00::1", m);
-	assert_true(wait_status(&f->d, "counters.drops.stale_connection", 1));
+	assert_true(hd_wait_status_int(&f->d, "counters.drops.stale_connection",
+				       1));
 	h_mad(m, CM_ATTR_REP, 0x942, h_new, 1);
 	simpeer_send(&f->p, "fd00::1", m);
 	vm_expect(&f->a, 2, CM_ATTR_REP);
@@ -682,8 +670,8 @@ static void test_fabric_req_flood_leaves_vm_connecting(void **state)
 		simpeer_send(&f->p, "fd00::1", m);
 	}
 	/* 4,096 recorded (the default bound per source), the rest not. */
-	assert_true(wait_status(&f->d, "routing.peer_records_refused",
-				5000 - 4096));
+	assert_true(hd_wait_status_int(&f->d, "routing.peer_records_refused",
+				       5000 - 4096));
 	assert_int_equal(hd_status_int(&f->d, "routing.peer_records"), 4096);
 	assert_int_equal(hd_status_int(&f->d,
 				       "daemon.limits.max_comm_ids_per_client"),
@@ -765,24 +753,6 @@ static void test_daemon_answers(void **state)
 		    1);
 }
 
-static int wait_client_gone(struct hdaemon *d, const char *name)
-{
-	uint64_t deadline = h_now_ms() + H_DEADLINE_MS;
-	json_t *st;
-	int gone;
-
-	for (;;) {
-		st = hd_status(d);
-		gone = h_client(st, name) == NULL;
-		json_decref(st);
-		if (gone)
-			return 1;
-		if (h_now_ms() >= deadline)
-			return 0;
-		poll(NULL, 0, 10);
-	}
-}
-
 /* A daemon that stops is not a VM that dies: its clients' peers hear
  * nothing (the connections are the VMs', and they live on). */
 static void test_daemon_stop_tells_no_peer(void **state)
@@ -851,7 +821,7 @@ static void test_kick_client_that_never_reads(void **state)
 	assert_non_null(strstr(reply, "\"ok\":true"));
 	/* Gone within the grace time (1 s) and a margin, though it reads
 	 * nothing; its GID is free and the peer hears REJs for its REQs. */
-	assert_true(wait_client_gone(&f->d, "deaf"));
+	assert_true(hd_wait_client_gone(&f->d, "deaf"));
 	assert_true(h_now_ms() - t0 < 1000 + 1000 * (uint64_t)h_time_scale());
 	assert_int_equal(tc_register(&f->b, "fd00::3"), 0);
 	assert_true(simpeer_recv(&f->p, r, NULL, H_DEADLINE_MS));
@@ -938,7 +908,7 @@ static void restart_keeps_connections(struct fx *f, int sig)
 	assert_int_equal(f->a.link_status, 0);
 	assert_true(h_now_ms() - t0 < 1000u * (unsigned)h_time_scale());
 	assert_true(tc_pump_until(&f->b, tc_has_link_ups, 1, H_DEADLINE_MS));
-	assert_true(wait_status(&f->d, "counters.resumes", 2));
+	assert_true(hd_wait_status_int(&f->d, "counters.resumes", 2));
 	assert_int_equal(hd_status_int(&f->d, "routing.gids"), 2);
 
 	/* The peer's MRA for the handshake in progress reaches A, named by

@@ -1,6 +1,6 @@
-# Issue 3, item 5: the integration suite against the real umad port.  The
-# tests use GIDs fd00::1..5, 10.1.0.1 and 10.1.0.2, so they are added to
-# eth0 first.  Tests that need the sim port's down switch, a shared sim
+# The daemon's integration suites (admission, status, service) against the
+# real umad port.  The tests use GIDs fd00::1..5, 10.1.0.1 and 10.1.0.2,
+# so they are added to eth0 first.  Tests that need the sim port's down switch, a shared sim
 # fabric or two ports skip (each says why).
 LAB_TWO=0
 MODULES_A=$NO_KCM
@@ -11,7 +11,11 @@ host_a() {
 	add_ip 10.1.0.1
 	add_ip 10.1.0.2
 	wait_for gid_present "fd00:0000:0000:0000:0000:0000:0000:0005" || fail "no GID for fd00::5"
-	RDMACM_MUXD=$PWD/$B/rdmacm-muxd RCM_TEST_UMAD_PORT=rxe0:1 \
-		timeout 200 "$B/tests/test_integration" || fail "integration suite on rxe0:1"
-	ok "integration suite passed on the real port"
+	local t
+	for t in test_admission test_status test_service; do
+		RDMACM_MUXD=$PWD/$B/rdmacm-muxd \
+			RCM_TEST_UMAD_PORT=rxe0:1 timeout 200 "$B/tests/$t" ||
+			fail "$t on rxe0:1"
+	done
+	ok "integration suites passed on the real port"
 }

@@ -1,0 +1,198 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/*
+ * The status socket, read-only for everyone, and rdmacm-muxctl, which
+ * reads it: its views and its Prometheus metrics.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "tests/integration/harness.h"
+#include "common/cm_mad.h"
+#include "common/gid.h"
+#include "common/wire.h"
+#include "protocol/rdmacm_mux_proto.h"
+
+static void test_status_socket_is_read_only(void **state)
+{
+	struct h_fixture *f = *state;
+	struct tclient a;
+	json_t *st, *cl;
+	int s;
+
+	tc_connect_gid(&a, &f->d, "a", "fd00::1");
+	/* Whatever is written to the status socket is never read. */
+	s = raw_connect(f->d.status);
+	assert_true(s >= 0);
+	raw_send_json(s, 1, "{\"op\":\"unregister_gid\",\"gid\":\"fd00::1\"}");
+	assert_true(raw_wait_eof(s, H_DEADLINE_MS));
+	close(s);
+	st = hd_status(&f->d);
+	assert_int_equal(json_path_int(st, "routing.gids"), 1);
+	assert_int_equal(json_path_int(st, "daemon.protocol_major"), 1);
+	assert_true(json_path_int(st, "daemon.uptime_s") >= 0);
+	assert_string_equal(json_string_value(
+				    json_object_get(json_object_get(st,
+								    "daemon"),
+						    "version")),
+			    "0.1.0");
+	assert_int_equal(json_array_size(json_object_get(st, "ports")), 1);
+	/* Identity comes from the kernel (SO_PEERCRED), not the client. */
+	cl = h_client(st, "a");
+	assert_non_null(cl);
+	assert_int_equal(json_path_int(cl, "pid"), getpid());
+	assert_int_equal(json_path_int(cl, "uid"), getuid());
+	assert_int_equal(json_path_int(cl, "gid"), getgid());
+	assert_string_equal(json_string_value(json_object_get(
+				    json_array_get(json_object_get(cl, "gids"),
+						   0),
+				    "gid")),
+			    "fd00::1");
+	assert_int_equal(json_path_int(cl, "routing.gids"), 1);
+	json_decref(st);
+	tc_close(&a);
+}
+
+/* rdmacm-muxctl metrics: Prometheus' text format, as the prometheus_client
+ * library's parser reads it (tests/integration/check_metrics.py), with the
+ * daemon's figures and a VM name that needs escaping in a label. */
+static void test_metrics(void **state)
+{
+	struct h_fixture *f = *state;
+	struct tclient a;
+	char cmd[768], line[512];
+	int clients = 0, gids = 0, port_up = 0, named = 0;
+	FILE *p;
+
+	if (getenv("RDMACM_MUXCTL") == NULL)
+		skip();
+	tc_connect_gid(&a, &f->d, "vm\"7", "fd00::1");
+	snprintf(
+		cmd, sizeof(cmd),
+		"%s -S %s metrics | /usr/bin/python3 tests/integration/check_metrics.py",
+		getenv("RDMACM_MUXCTL"), f->d.status);
+	p = popen(cmd, "r");
+	assert_non_null(p);
+	while (fgets(line, sizeof(line), p)) {
+		clients += strcmp(line, "metric rdmacm_mux_clients{} 1\n") == 0;
+		gids += strcmp(line, "metric rdmacm_mux_gids{} 1\n") == 0;
+		port_up += strncmp(line, "metric rdmacm_mux_port_up{port=\"",
+				   32) == 0 &&
+			   strncmp(line + 32, h_port0(), strlen(h_port0())) ==
+				   0 &&
+			   strstr(line, "} 1\n") != NULL;
+		/* The parser gives the label back unescaped. */
+		named += strstr(line, "rdmacm_mux_client_mads_sent_total{") &&
+			 strstr(line, "vm=\"vm\"7\"");
+	}
+	assert_int_equal(pclose(p), 0);
+	assert_int_equal(clients, 1);
+	assert_int_equal(gids, 1);
+	assert_int_equal(port_up, 1);
+	assert_int_equal(named, 1);
+	tc_close(&a);
+}
+
+/* rdmacm-muxctl's views: each answers in at most 80 columns, with -j the
+ * matching part of the status, and exit codes scripts can rely on (0, 1
+ * daemon unreachable, 2 usage). */
+static int muxctl_run(const char *args, char *out, size_t cap)
+{
+	char cmd[512];
+	size_t len = 0;
+	FILE *p;
+	int st;
+
+	snprintf(cmd, sizeof(cmd), "%s %s 2>/dev/null", getenv("RDMACM_MUXCTL"),
+		 args);
+	p = popen(cmd, "r");
+	assert_non_null(p);
+	while (len < cap - 1 && fgets(out + len, (int)(cap - len), p))
+		len += strlen(out + len);
+	out[len] = '\0';
+	st = pclose(p);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void test_muxctl_views(void **state)
+{
+	static const char *const views[] = {
+		"status", "clients", "ports", "gids", "connections", "counters"
+	};
+	struct h_fixture *f = *state;
+	char args[256], out[16384], *line, *save = NULL;
+	struct tclient a;
+	json_t *j;
+	size_t i;
+
+	if (getenv("RDMACM_MUXCTL") == NULL)
+		skip();
+	tc_connect_gid(&a, &f->d, "view-a", "fd00::1");
+	for (i = 0; i < sizeof(views) / sizeof(views[0]); i++) {
+		snprintf(args, sizeof(args), "-S %s %s", f->d.status, views[i]);
+		assert_int_equal(muxctl_run(args, out, sizeof(out)), 0);
+		if (i < 4) /* the client's or its GID's row */
+			assert_true(
+				strstr(out, i == 3 ? "client " : "view-a") ||
+				strcmp(views[i], "ports") == 0);
+		for (line = strtok_r(out, "\n", &save); line;
+		     line = strtok_r(NULL, "\n", &save))
+			assert_true(strlen(line) <= 80);
+	}
+	snprintf(args, sizeof(args), "-S %s -j clients", f->d.status);
+	assert_int_equal(muxctl_run(args, out, sizeof(out)), 0);
+	j = json_loads(out, 0, NULL);
+	assert_true(json_is_array(j) && json_array_size(j) == 1);
+	json_decref(j);
+	snprintf(args, sizeof(args), "-S %s gids", f->d.status);
+	muxctl_run(args, out, sizeof(out));
+	assert_non_null(strstr(out, "fd00::1"));
+	snprintf(args, sizeof(args), "-S %s no-such-view", f->d.status);
+	assert_int_equal(muxctl_run(args, out, sizeof(out)), 2);
+	snprintf(args, sizeof(args), "-S %s.none status", f->d.status);
+	assert_int_equal(muxctl_run(args, out, sizeof(out)), 1);
+	/* --help: the usage, in plain words, every line in 80 columns. */
+	assert_int_equal(muxctl_run("--help", out, sizeof(out)), 0);
+	assert_true(strncmp(out, "usage: rdmacm-muxctl ", 21) == 0);
+	assert_non_null(strstr(out, "--watch SECONDS       show the view"));
+	for (line = strtok_r(out, "\n", &save); line;
+	     line = strtok_r(NULL, "\n", &save))
+		assert_true(strlen(line) <= 80);
+	tc_close(&a);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_status_socket_is_read_only,
+						h_setup_daemon,
+						h_teardown_daemon),
+		cmocka_unit_test_setup_teardown(test_metrics, h_setup_daemon,
+						h_teardown_daemon),
+		cmocka_unit_test_setup_teardown(test_muxctl_views,
+						h_setup_daemon,
+						h_teardown_daemon),
+	};
+
+	signal(SIGPIPE, SIG_IGN);
+	/* RCM_TEST_FILTER=test_name runs one (a pattern, see cmocka). */
+	if (getenv("RCM_TEST_FILTER"))
+		cmocka_set_test_filter(getenv("RCM_TEST_FILTER"));
+	return cmocka_run_group_tests_name("status", tests, NULL, NULL);
+}
