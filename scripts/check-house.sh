@@ -6,7 +6,9 @@
 # has one section per file that implements it, each declaring only that
 # file's functions; no module calls into one that calls back into it (the
 # layers form no cycle); no global function is defined that nothing
-# else calls; nothing generated is committed.
+# else calls; nothing generated is committed; no C file over 1,500 lines;
+# one include root; the units below the daemon include no mux.h; commit
+# messages follow the convention.
 #   scripts/check-house.sh [--list]   --list: print the module graph too
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -132,7 +134,54 @@ sys.exit(1 if bad else 0)
 PY
 [ $? = 0 ] && PASS=$((PASS + 2))
 
-# 5. Nothing generated is committed.
+# 5. No C file over 1,500 lines: one that long does more than one job.
+long=$(for f in $(find mux backend common protocol tests -name '*.c'); do
+	n=$(wc -l <"$f"); [ "$n" -gt 1500 ] && echo "$f ($n)"; done)
+[ -z "$long" ] && ok "no C file over 1,500 lines" ||
+	bad "C files over 1,500 lines: $(echo $long)"
+
+# 6. One include root: a quoted include names its file from the top of
+# the tree ("common/log.h"), never relative to the includer.  The
+# installed headers are the exception: they find each other beside
+# themselves once installed in include/rdmacm-mux/.
+PUBLIC_HEADERS="backend/muxbe.h backend/muxbe_verbs.h protocol/rdmacm_mux_proto.h"
+wrong=$(for f in $(find mux backend common protocol tests -name '*.[ch]'); do
+	case " $PUBLIC_HEADERS " in *" $f "*) continue ;; esac
+	sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f" |
+		while read -r inc; do [ -f "$inc" ] || echo "$f:$inc"; done
+done)
+[ -z "$wrong" ] && ok "every include is a path from the top of the tree" ||
+	bad "includes not from the top of the tree: $(echo $wrong)"
+
+# 7. The units below the daemon (the router, the connection table, the
+# policy) know nothing of it: none includes mux/mux.h.
+up=$(grep -l '#include "mux/mux.h"' mux/router.c mux/conn*.c mux/conn*.h \
+	mux/router.h mux/policy.[ch] 2>/dev/null)
+[ -z "$up" ] && ok "router, connection table and policy include no mux.h" ||
+	bad "units below the daemon include mux/mux.h: $(echo $up)"
+
+# 8. Commit messages since the convention began (README, For
+# contributors): 'area: summary' of at most 72 characters, a blank line,
+# a body wrapped at 72, and a Fixes: tag in the kernel's form.
+CONVENTION_BASE=080b8cd45abdaf0ed3c508690ba7f2789dd84771
+if [ "$(git rev-parse --show-toplevel 2>/dev/null)" = "$PWD" ] &&
+	git cat-file -e "$CONVENTION_BASE^{commit}" 2>/dev/null; then
+	wrong=$(git rev-list --no-merges "$CONVENTION_BASE..HEAD" | while read -r c; do
+		git log -1 --format=%B "$c" | awk -v c="${c:0:12}" '
+			NR == 1 && (length > 72 || $0 !~ /^[a-z0-9_.\/-]+(, [a-z0-9_.\/-]+)*: [^ ]/) {
+				print c ": subject \"" $0 "\""; bad = 1 }
+			NR == 2 && $0 != "" { print c ": no blank line after the subject"; bad = 1 }
+			NR > 2 && length > 72 && $0 !~ /^(Fixes|Link): / && $0 !~ /^    / {
+				print c ": body line " NR " is " length " characters"; bad = 1 }
+			/^Fixes:/ && ($0 !~ /^Fixes: [0-9a-f]+ \(".*"\)$/ || length($2) != 12) {
+				print c ": \"" $0 "\" is not Fixes: <12 hex> (\"subject\")"; bad = 1 }
+			END { if (NR < 3 && !bad) print c ": no body" }'
+	done)
+	[ -z "$wrong" ] && ok "commit messages since ${CONVENTION_BASE:0:12} follow the convention" ||
+		bad "commit messages: $wrong"
+fi
+
+# 9. Nothing generated is committed.
 if [ "$(git rev-parse --show-toplevel 2>/dev/null)" = "$PWD" ]; then
 	gen=$(git ls-files | grep -E '^build|(\.o|\.a|\.so(\.[0-9]+)*|\.d)$' || true)
 	elf=$(git ls-files -z | xargs -0 file --mime-type | grep -E 'application/x-(executable|sharedlib|object|pie-executable)' || true)
