@@ -281,6 +281,7 @@ demo: all
 
 MAN1 := $(notdir $(wildcard man/*.1))
 MAN3 := $(notdir $(wildcard man/*.3))
+MAN5 := $(notdir $(wildcard man/*.5))
 MAN7 := $(notdir $(wildcard man/*.7))
 MAN8 := $(notdir $(wildcard man/*.8))
 HEADERS := backend/muxbe.h backend/muxbe_verbs.h protocol/rdmacm_mux_proto.h
@@ -289,7 +290,8 @@ EXAMPLES := mux/rdmacm-muxd.conf.example mux/policy.json.example backend/example
 install: all
 	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) \
 		$(DESTDIR)$(INCLUDEDIR)/rdmacm-mux $(DESTDIR)$(PKGCONFIGDIR) \
-		$(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man3 $(DESTDIR)$(MANDIR)/man7 \
+		$(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man3 $(DESTDIR)$(MANDIR)/man5 \
+		$(DESTDIR)$(MANDIR)/man7 \
 		$(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(SYSTEMDUNITDIR) $(DESTDIR)$(DOCDIR)/examples
 	install -m 0755 $(MUXD) $(DESTDIR)$(SBINDIR)/rdmacm-muxd
 	install -m 0755 $(MUXCTL) $(DESTDIR)$(BINDIR)/rdmacm-muxctl
@@ -303,6 +305,7 @@ install: all
 	    backend/muxbe.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/muxbe.pc
 	install -m 0644 $(addprefix man/,$(MAN1)) $(DESTDIR)$(MANDIR)/man1/
 	install -m 0644 $(addprefix man/,$(MAN3)) $(DESTDIR)$(MANDIR)/man3/
+	install -m 0644 $(addprefix man/,$(MAN5)) $(DESTDIR)$(MANDIR)/man5/
 	install -m 0644 $(addprefix man/,$(MAN7)) $(DESTDIR)$(MANDIR)/man7/
 	install -m 0644 $(addprefix man/,$(MAN8)) $(DESTDIR)$(MANDIR)/man8/
 	install -m 0644 $(UNITS) $(DESTDIR)$(SYSTEMDUNITDIR)/
@@ -317,6 +320,7 @@ uninstall:
 		$(DESTDIR)$(PKGCONFIGDIR)/muxbe.pc \
 		$(addprefix $(DESTDIR)$(MANDIR)/man1/,$(MAN1)) \
 		$(addprefix $(DESTDIR)$(MANDIR)/man3/,$(MAN3)) \
+		$(addprefix $(DESTDIR)$(MANDIR)/man5/,$(MAN5)) \
 		$(addprefix $(DESTDIR)$(MANDIR)/man7/,$(MAN7)) \
 		$(addprefix $(DESTDIR)$(MANDIR)/man8/,$(MAN8)) \
 		$(addprefix $(DESTDIR)$(SYSTEMDUNITDIR)/,$(notdir $(UNITS))) \
