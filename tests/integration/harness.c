@@ -732,6 +732,22 @@ int raw_hello_ok(const char *path, const char *name)
 	return s;
 }
 
+int raw_hello_gid(const char *path, const char *name, const char *gid)
+{
+	uint8_t kind, flags, buf[1024];
+	char reg[128];
+	uint32_t rid;
+	int s = raw_hello_ok(path, name);
+
+	snprintf(reg, sizeof(reg), "{\"op\":\"register_gid\",\"gid\":\"%s\"}",
+		 gid);
+	assert_int_equal(raw_send_json(s, 2, reg), 0);
+	assert_true(raw_recv(s, &kind, &flags, &rid, buf, sizeof(buf),
+			     H_DEADLINE_MS) > 0);
+	assert_non_null(strstr((char *)buf, "\"ok\":true"));
+	return s;
+}
+
 int raw_send_json(int fd, uint32_t rid, const char *json)
 {
 	return raw_send(fd, PROTO_KIND_JSON, 0, rid, json, strlen(json));

@@ -149,6 +149,9 @@ int raw_recv(int fd, uint8_t *kind, uint8_t *flags, uint32_t *rid, uint8_t *buf,
 /* A raw connection to path that has said hello as name and been
  * answered ok (asserted); its descriptor. */
 int raw_hello_ok(const char *path, const char *name);
+/* raw_hello_ok(), then gid registered on the default port, both required
+ * to succeed: the descriptor of a client the test drives by hand. */
+int raw_hello_gid(const char *path, const char *name, const char *gid);
 /* Waits for EOF; returns 1 if the peer closed within the deadline. */
 int raw_wait_eof(int fd, int timeout_ms);
 

@@ -464,18 +464,8 @@ static void test_stopped_client_does_not_delay_others(void **state)
 	long long dropped = -1, n_mads;
 
 	/* S: hello, a GID, then it never reads again. */
-	s = raw_connect(f->d.sock);
-	assert_true(s >= 0);
+	s = raw_hello_gid(f->d.sock, "stopped", "fd00::5");
 	setsockopt(s, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
-	raw_send_json(
-		s, 1,
-		"{\"op\":\"hello\",\"name\":\"stopped\",\"protocol\":{\"major\":1,\"minor\":0}}");
-	assert_true(raw_recv(s, &kind, &flags, &rid, buf, sizeof(buf),
-			     H_DEADLINE_MS) > 0);
-	raw_send_json(s, 2, "{\"op\":\"register_gid\",\"gid\":\"fd00::5\"}");
-	assert_true(raw_recv(s, &kind, &flags, &rid, buf, sizeof(buf),
-			     H_DEADLINE_MS) > 0);
-	assert_non_null(strstr((char *)buf, "\"ok\":true"));
 
 	tc_connect_gid(&a, &f->d, "flooder", "fd00::1");
 	tc_connect_gid(&b, &f->d, "b", "fd00::2");

@@ -781,25 +781,14 @@ static int setup_kick(void **state)
 static void test_kick_client_that_never_reads(void **state)
 {
 	struct fx *f = *state;
-	uint8_t m[MAD_SIZE], r[MAD_SIZE], buf[4096], kind, flags;
+	uint8_t m[MAD_SIZE], r[MAD_SIZE];
 	char req[128], reply[512], path[80];
 	long long id = -1;
-	uint32_t rid;
 	json_t *st;
 	uint64_t t0;
 	int fd, i;
 
-	fd = raw_connect(f->d.sock);
-	assert_true(fd >= 0);
-	raw_send_json(
-		fd, 1,
-		"{\"op\":\"hello\",\"protocol\":{\"major\":1,\"minor\":0},\"name\":\"deaf\"}");
-	assert_true(raw_recv(fd, &kind, &flags, &rid, buf, sizeof(buf),
-			     H_DEADLINE_MS) > 0);
-	raw_send_json(fd, 2, "{\"op\":\"register_gid\",\"gid\":\"fd00::3\"}");
-	assert_true(raw_recv(fd, &kind, &flags, &rid, buf, sizeof(buf),
-			     H_DEADLINE_MS) > 0);
-	assert_non_null(strstr((char *)buf, "\"ok\":true"));
+	fd = raw_hello_gid(f->d.sock, "deaf", "fd00::3");
 	/* The peer sends it REQs it never reads, until its queue is full. */
 	for (i = 0; i < 400 && id < 0; i++) {
 		h_req(m, 0x6000 + (uint32_t)i, PEER, "fd00::3");
