@@ -132,30 +132,219 @@ static int conn_store_matches(const struct store_header *h,
 	       h->counter[CONN_STORE_PATHS_HWM] <= lay->cap[1];
 }
 
+/* Client ids are handed out upwards from 1 and go on above the largest a
+ * restored file holds: one near 2^64 would wrap them. */
+#define STORE_MAX_CLIENT_ID (1ull << 48)
+
+/* Whether an existing file may be taken as the state file: one the
+ * daemon made, which nobody else can have written (another uid's, or one
+ * mode 0666, could hand a live connection's DREQ to another tenant).
+ * 0, or -EPERM with the reason in err. */
+static int conn_store_file_ok(const struct stat *st, char *err, size_t errlen)
+{
+	if (!S_ISREG(st->st_mode))
+		snprintf(err, errlen, "is not a regular file");
+	else if (st->st_uid != geteuid())
+		snprintf(err, errlen,
+			 "is owned by uid %u, not the daemon's (%u)",
+			 (unsigned)st->st_uid, (unsigned)geteuid());
+	else if ((st->st_mode & 07777) != 0600)
+		snprintf(err, errlen, "has mode %04o, not 0600",
+			 (unsigned)(st->st_mode & 07777));
+	else if (st->st_nlink != 1)
+		snprintf(err, errlen, "has %lu links, not 1",
+			 (unsigned long)st->st_nlink);
+	else
+		return 0;
+	return -EPERM;
+}
+
+/* Opens the state file: created, or an existing one of the daemon's own
+ * (a symbolic link is never followed).  *fresh: 1 when created. */
+static int conn_store_open_file(const char *path, int *fresh, char *err,
+				size_t errlen)
+{
+	struct stat st;
+	int fd;
+
+	*fresh = 0;
+	fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+		  0600);
+	if (fd >= 0) {
+		*fresh = 1;
+		if (fchmod(fd, 0600) == 0)
+			return fd;
+		snprintf(err, errlen, "fchmod: %s", strerror(errno));
+		close(fd);
+		return -1;
+	}
+	if (errno != EEXIST) {
+		snprintf(err, errlen, "%s", strerror(errno));
+		return -1;
+	}
+	/* O_NONBLOCK: a FIFO planted there must not hold the start-up. */
+	fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0) {
+		snprintf(err, errlen, "%s",
+			 errno == ELOOP ? "is a symbolic link"
+					: strerror(errno));
+		return -1;
+	}
+	if (fstat(fd, &st) < 0) {
+		snprintf(err, errlen, "fstat: %s", strerror(errno));
+		close(fd);
+		return -1;
+	}
+	if (conn_store_file_ok(&st, err, errlen) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* Whether a header page was never written: a daemon that died between
+ * creating the file and writing its magic. */
+static int conn_store_header_blank(const struct store_header *h)
+{
+	static const struct store_header zero;
+
+	return memcmp(h, &zero, sizeof(zero)) == 0;
+}
+
+/* The owner records of a file whose header fits: each live one a client
+ * id that can have been given, each id once.  0, or -EBADMSG. */
+static int conn_store_owners_ok(int fd, uint32_t n, char *err, size_t errlen)
+{
+	struct conn_owner *o = calloc(n ? n : 1, sizeof(*o));
+	size_t bytes = (size_t)n * sizeof(*o);
+	uint32_t i, j;
+	int rc = 0;
+
+	if (o == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	if (pread(fd, o, bytes, STORE_HEADER_SIZE) != (ssize_t)bytes) {
+		snprintf(err, errlen, "its owner records cannot be read");
+		rc = -EBADMSG;
+	}
+	for (i = 0; rc == 0 && i < n; i++) {
+		if (o[i].live > 1 || o[i].claimed > 1 || o[i].resumable > 1 ||
+		    (o[i].live && (o[i].client == 0 ||
+				   o[i].client >= STORE_MAX_CLIENT_ID))) {
+			snprintf(
+				err, errlen,
+				"owner record %u is not one the daemon writes (client %llu)",
+				i, (unsigned long long)o[i].client);
+			rc = -EBADMSG;
+		}
+	}
+	/* Each client once: sorted copies would need memory the size of
+	 * the records again; owners are at most 65,535, so pairs are
+	 * compared only among the live, and only when few enough. */
+	for (i = 0; rc == 0 && i < n; i++)
+		for (j = i + 1; o[i].live && j < n && n <= 4096; j++)
+			if (o[j].live && o[j].client == o[i].client) {
+				snprintf(
+					err, errlen,
+					"owner records %u and %u name the same client %llu",
+					i, j, (unsigned long long)o[i].client);
+				rc = -EBADMSG;
+				break;
+			}
+	free(o);
+	return rc;
+}
+
+/* A file whose header is the daemon's but whose body is not goes aside
+ * whole, for a look, and the daemon starts afresh: never half-restored. */
+static int conn_store_set_aside(const char *path, char *aside, size_t len)
+{
+	snprintf(aside, len, "%s.bad", path);
+	return rename(path, aside) < 0 ? -errno : 0;
+}
+
+/* What becomes of the file a start-up finds. */
+enum store_verdict {
+	STORE_ADOPT,   /* a previous daemon's state: restored */
+	STORE_FRESH,   /* new, or never written: started afresh, quietly */
+	STORE_REPLACE, /* the daemon's, of another layout or boot: afresh */
+	STORE_ASIDE,   /* the daemon's header, a body or format it cannot
+			* read: renamed whole, for a look, and afresh */
+	STORE_REFUSE,  /* not the daemon's: start-up fails */
+};
+
+static enum store_verdict conn_store_judge(int fd, const struct stat *st,
+					   const struct conn_store_layout *lay,
+					   uint64_t ports_hash,
+					   const char *boot, size_t size,
+					   char *why, size_t len)
+{
+	struct store_header h;
+	int rc;
+
+	if (st->st_size == 0)
+		return STORE_FRESH;
+	if (pread(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h)) {
+		snprintf(why, len,
+			 "is not an rdmacm-muxd state file (%lld bytes)",
+			 (long long)st->st_size);
+		return STORE_REFUSE;
+	}
+	if (conn_store_header_blank(&h))
+		return STORE_FRESH;
+	if (h.magic != STORE_MAGIC) {
+		snprintf(why, len,
+			 "is not an rdmacm-muxd state file (no magic)");
+		return STORE_REFUSE;
+	}
+	/* Another rdmacm-muxd's format: its connections cannot be read,
+	 * but an upgrade must still start. */
+	if (h.version != STORE_VERSION) {
+		snprintf(why, len, "it holds state version %u, not %u",
+			 h.version, STORE_VERSION);
+		return STORE_ASIDE;
+	}
+	if ((size_t)st->st_size != size ||
+	    !conn_store_matches(&h, lay, ports_hash, boot)) {
+		snprintf(
+			why, len,
+			"it was written %s: the connections it held are not kept",
+			strncmp(h.boot_id, boot, sizeof(h.boot_id))
+				? "before this boot"
+				: "for other ports or limits (--max-clients, --max-comm-ids)");
+		return STORE_REPLACE;
+	}
+	rc = conn_store_owners_ok(fd, lay->owner_cap, why, len);
+	if (rc == -ENOMEM)
+		return STORE_REFUSE;
+	return rc < 0 ? STORE_ASIDE : STORE_ADOPT;
+}
+
 struct conn_store *conn_store_open(const char *path,
 				   const struct conn_store_layout *lay,
 				   uint64_t ports_hash, int *restored,
 				   char *err, size_t errlen)
 {
 	struct conn_store *s = calloc(1, sizeof(*s));
-	struct store_header h;
-	char boot[40];
+	char boot[40], why[200] = "", aside[4200] = "";
 	size_t off[CONN_STORE_N],
 		size = conn_store_offsets(lay->size, lay->cap, lay->owner_cap,
 					  off);
+	enum store_verdict v;
 	struct stat st;
-	int a;
+	int a, fresh, rc;
 
 	*restored = 0;
 	if (s == NULL) {
 		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}
-	s->fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (s->fd < 0) {
-		snprintf(err, errlen, "%s", strerror(errno));
+	conn_store_boot_id(boot, sizeof(boot));
+again:
+	s->fd = conn_store_open_file(path, &fresh, err, errlen);
+	if (s->fd < 0)
 		goto fail;
-	}
 	/* One daemon's: nothing below may touch another's live state. */
 	if (fcntl(s->fd, F_SETLK,
 		  &(struct flock){ .l_type = F_WRLCK, .l_whence = SEEK_SET }) <
@@ -173,15 +362,43 @@ struct conn_store *conn_store_open(const char *path,
 				 strerror(errno));
 		goto fail;
 	}
-	conn_store_boot_id(boot, sizeof(boot));
-	/* Keep what a previous daemon left only if it is whole, of this
-	 * layout, these ports and this boot; anything else starts afresh. */
-	if (fstat(s->fd, &st) == 0 && (size_t)st.st_size == size &&
-	    pread(s->fd, &h, sizeof(h), 0) == (ssize_t)sizeof(h) &&
-	    conn_store_matches(&h, lay, ports_hash, boot)) {
-		*restored = 1;
-	} else if (ftruncate(s->fd, 0) < 0 ||
-		   ftruncate(s->fd, (off_t)size) < 0) {
+	if (fstat(s->fd, &st) < 0) {
+		snprintf(err, errlen, "fstat: %s", strerror(errno));
+		goto fail;
+	}
+	v = fresh ? STORE_FRESH
+		  : conn_store_judge(s->fd, &st, lay, ports_hash, boot, size,
+				     why, sizeof(why));
+	switch (v) {
+	case STORE_REFUSE: snprintf(err, errlen, "%s", why); goto fail;
+	case STORE_ASIDE:
+		/* Once: what takes its place is new. */
+		if (aside[0]) {
+			snprintf(err, errlen, "%s", why);
+			goto fail;
+		}
+		rc = conn_store_set_aside(path, aside, sizeof(aside));
+		if (rc < 0) {
+			snprintf(err, errlen,
+				 "%s, and it cannot be set aside: %s", why,
+				 strerror(-rc));
+			goto fail;
+		}
+		close(s->fd);
+		goto again;
+	case STORE_ADOPT: *restored = 1; break;
+	default: break;
+	}
+	/* Not silently: the caller logs what err says of a success. */
+	if (aside[0])
+		snprintf(
+			err, errlen,
+			"the previous state was set aside as %s (%s); starting afresh",
+			aside, why);
+	else if (v == STORE_REPLACE)
+		snprintf(err, errlen, "%s", why);
+	if (!*restored &&
+	    (ftruncate(s->fd, 0) < 0 || ftruncate(s->fd, (off_t)size) < 0)) {
 		snprintf(err, errlen, "%s", strerror(errno));
 		goto fail;
 	}
