@@ -42,9 +42,16 @@ static size_t text_utf8_seq(const unsigned char *s, size_t left, uint32_t *cp)
 	return n;
 }
 
+/* C0, DEL and C1; and the format characters that change what a reader
+ * sees without being seen: the bidirectional embeddings and overrides
+ * (U+202A..U+202E) and isolates (U+2066..U+2069), which reorder the rest
+ * of a line, and the line and paragraph separators (U+2028, U+2029),
+ * which break one. */
 static int text_is_control(uint32_t cp)
 {
-	return cp < 0x20 || (cp >= 0x7f && cp <= 0x9f);
+	return cp < 0x20 || (cp >= 0x7f && cp <= 0x9f) ||
+	       (cp >= 0x2028 && cp <= 0x2029) ||
+	       (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069);
 }
 
 int text_is_clean(const char *s, size_t len)

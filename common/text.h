@@ -8,8 +8,10 @@
  * Text from outside (a VM's name, a string in a request, a status
  * document) on its way to a log line or a terminal.  Control characters
  * are what forge a line or drive a terminal: C0 (including newline and
- * escape), DEL, and C1 (U+0080..U+009F, which some terminals obey as
- * CSI and friends).  Everything else, UTF-8 included, is left alone.
+ * escape), DEL, C1 (U+0080..U+009F, which some terminals obey as CSI and
+ * friends), the bidirectional embeddings, overrides and isolates
+ * (U+202A..U+202E, U+2066..U+2069) and the line and paragraph separators
+ * (U+2028, U+2029).  Everything else, UTF-8 included, is left alone.
  */
 
 /* 1 when s (len bytes) is valid UTF-8 without control characters. */

@@ -739,6 +739,12 @@ static void test_untrusted_text(void **state)
 		"\\u001b[2Jvictim",
 		"vic\\u0085tim", /* C1: NEL */
 		"vic\\u007ftim",
+		/* Bidirectional overrides and isolates reorder what an admin
+		 * reads; line and paragraph separators break lines. */
+		"vic\\u202etim",
+		"vic\\u2066tim",
+		"vic\\u2028tim",
+		"vic\\u2029tim",
 		"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
 	};
 	struct fx *f = *state;
@@ -758,7 +764,7 @@ static void test_untrusted_text(void **state)
 	snprintf(
 		hello, sizeof(hello),
 		"{\"op\":\"hello\",\"protocol\":{\"major\":1,\"minor\":0},\"name\":\"%.63s\"}",
-		bad_names[4]);
+		bad_names[8]);
 	hello_refused(f, hello, "\"EACCES\"");
 
 	/* 10,000 registrations and unregistrations: a bounded log. */

@@ -31,6 +31,17 @@ static void test_clean(void **state)
 	assert_false(text_is_clean("\xc0\xaf", 2));     /* overlong */
 	assert_false(text_is_clean("\xed\xa0\x80", 3)); /* surrogate */
 	assert_false(text_is_clean("a\0b", 3));
+	/* Bidirectional overrides (RLO), isolates (LRI, PDI) and the line
+	 * and paragraph separators; their neighbours are text. */
+	assert_false(text_is_clean("a\xe2\x80\xaez", 5));
+	assert_false(text_is_clean("a\xe2\x80\xaaz", 5));
+	assert_false(text_is_clean("a\xe2\x81\xa6z", 5));
+	assert_false(text_is_clean("a\xe2\x81\xa9z", 5));
+	assert_false(text_is_clean("a\xe2\x80\xa8z", 5));
+	assert_false(text_is_clean("a\xe2\x80\xa9z", 5));
+	assert_true(text_is_clean("a\xe2\x80\xa7z", 5)); /* U+2027 */
+	assert_true(text_is_clean("a\xe2\x80\xafz", 5)); /* U+202F */
+	assert_true(text_is_clean("a\xe2\x81\xaaz", 5)); /* U+206A */
 }
 
 static void test_escape(void **state)
@@ -40,6 +51,9 @@ static void test_escape(void **state)
 	(void)state;
 	text_escape(out, sizeof(out), "a\nb\tc\x1b\\d\xc3\xa9\xff", 11);
 	assert_string_equal(out, "a\\nb\\tc\\x1b\\\\d\xc3\xa9\\xff");
+	/* An override is escaped byte by byte, as a C1 control is. */
+	text_escape(out, sizeof(out), "a\xe2\x80\xaez", 5);
+	assert_string_equal(out, "a\\xe2\\x80\\xaez");
 	/* Cut to fit, never in the middle of an escape. */
 	assert_int_equal(text_escape(out, 5, "ab\x1b", 3), 2);
 	assert_string_equal(out, "ab");
