@@ -44,7 +44,7 @@ ALL_CFLAGS = $(CPPFLAGS_ALL) $(CPPFLAGS) $(DEP_CFLAGS) $(CFLAGS) $(SANFLAGS) -fP
 LDFLAGS_ALL = $(LDFLAGS) $(SANFLAGS) -pthread
 
 COMMON_SRC   := common/log.c common/text.c common/unix_socket.c common/gid.c common/gid_map.c \
-		common/cm_mad.c common/hset.c
+		common/cm_mad.c common/hset.c common/json_file.c
 # The GID table through libibverbs: the daemon's and the library's, not
 # the CLI's or the tests' (which do not link libibverbs).
 IBDEV_SRC    := common/ibdev.c

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "mux/mux.h"
+#include "common/json_file.h"
 
 enum config_kind {
 	CK_UINT,      /* unsigned field, decimal */
@@ -289,7 +290,7 @@ static int config_set_roce_version(struct mux_config *cfg, const char *arg,
 	for (i = 0; i < cfg->nports; i++) {
 		struct port_spec *ps = &cfg->ports[i];
 
-		snprintf(name, sizeof(name), "%s:%d", ps->name, ps->port_num);
+		config_port_name(ps, name, sizeof(name));
 		if (ps->kind == PORT_SPEC_UMAD &&
 		    strlen(name) == (size_t)(eq - arg) &&
 		    strncmp(name, arg, (size_t)(eq - arg)) == 0) {
@@ -525,15 +526,21 @@ static const struct config_option *config_by_name(const char *name)
 	return NULL;
 }
 
-/* A JSON scalar as the text the command line would have given. */
-static int config_json_text(const json_t *v, char *buf, size_t len,
-			    const char **out)
+/* A JSON value as the text the command line would have given, if it is
+ * of the option's type: a number for the numeric options, a string for
+ * the rest (a user or group may be either). */
+static int config_json_text(const struct config_option *o, const json_t *v,
+			    char *buf, size_t len, const char **out)
 {
-	if (json_is_string(v)) {
+	int numeric = o->kind == CK_UINT || o->kind == CK_LIVE_UINT ||
+		      o->kind == CK_INT;
+	int either = o->kind == CK_USER || o->kind == CK_GROUP;
+
+	if (json_is_string(v) && !numeric) {
 		*out = json_string_value(v);
 		return 0;
 	}
-	if (json_is_integer(v)) {
+	if (json_is_integer(v) && (numeric || either)) {
 		snprintf(buf, len, "%lld", (long long)json_integer_value(v));
 		*out = buf;
 		return 0;
@@ -564,7 +571,7 @@ static void config_apply_file_key(struct mux_config *cfg, const char *path,
 	for (i = 0; i < n; i++) {
 		json_t *e = json_is_array(v) ? json_array_get(v, i) : v;
 
-		if (config_json_text(e, num, sizeof(num), &text) < 0) {
+		if (config_json_text(o, e, num, sizeof(num), &text) < 0) {
 			config_error(errs, "%s: key '%s': expected %s", path,
 				     o->name,
 				     o->kind == CK_LIST
@@ -573,6 +580,9 @@ static void config_apply_file_key(struct mux_config *cfg, const char *path,
 					o->kind == CK_LIVE_UINT ||
 					o->kind == CK_INT)
 					     ? "a number"
+				     : (o->kind == CK_USER ||
+					o->kind == CK_GROUP)
+					     ? "a name or a number"
 					     : "a string");
 			continue;
 		}
@@ -595,7 +605,7 @@ static int config_load_file(struct mux_config *cfg, int named,
 	if (!named && access(path, F_OK) < 0 && errno == ENOENT)
 		return 0;
 	cfg->file_read = 1;
-	cfg->file = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+	cfg->file = json_file_load(path, JSON_REJECT_DUPLICATES, &jerr);
 	if (cfg->file == NULL) {
 		if (jerr.line > 0)
 			config_error(errs, "%s: line %d, column %d: %s", path,
@@ -752,6 +762,33 @@ static int config_take_check(int argc, char **argv, int *i,
 	return 0;
 }
 
+void config_port_name(const struct port_spec *ps, char *buf, size_t len)
+{
+	if (ps->kind == PORT_SPEC_UMAD)
+		snprintf(buf, len, "%s:%d", ps->name, ps->port_num);
+	else
+		snprintf(buf, len, "%s", ps->name);
+}
+
+/* A QEMU socket serves a port the daemon has: what start-up would refuse,
+ * --check-config refuses. */
+static void config_check_qemu_ports(const struct mux_config *cfg,
+				    struct config_errors *errs)
+{
+	char name[64];
+	int i, j, found;
+
+	for (i = 0; i < cfg->nqemu; i++) {
+		for (j = 0, found = 0; j < cfg->nports && !found; j++) {
+			config_port_name(&cfg->ports[j], name, sizeof(name));
+			found = strcmp(name, cfg->qemu[i].port) == 0;
+		}
+		if (!found)
+			config_error(errs, "qemu-socket %s: no such port",
+				     cfg->qemu[i].port);
+	}
+}
+
 static void config_finish(struct mux_config *cfg, struct config_errors *errs)
 {
 	/* One uid never holds every slot unless told it may. */
@@ -763,6 +800,7 @@ static void config_finish(struct mux_config *cfg, struct config_errors *errs)
 		config_error(
 			errs,
 			"no ports: give --port DEV:PORT or --sim-port NAME (\"port\" or \"sim-port\" in the configuration file)");
+	config_check_qemu_ports(cfg, errs);
 }
 
 int config_load(struct mux_config *cfg, int argc, char **argv,

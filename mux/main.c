@@ -68,14 +68,9 @@ static int main_name_ports(struct mux *mux)
 		p->mux = mux;
 		p->index = (unsigned)i;
 		p->lock.fd = -1;
-		if (ps->kind == PORT_SPEC_SIM) {
-			p->ops = &port_sim_ops;
-			snprintf(p->name, sizeof(p->name), "%s", ps->name);
-		} else {
-			p->ops = &port_umad_ops;
-			snprintf(p->name, sizeof(p->name), "%s:%d", ps->name,
-				 ps->port_num);
-		}
+		p->ops = ps->kind == PORT_SPEC_SIM ? &port_sim_ops
+						   : &port_umad_ops;
+		config_port_name(ps, p->name, sizeof(p->name));
 		if (mux_port_by_name(mux, p->name)) {
 			log_warnx("port %s given twice", p->name);
 			return -EINVAL;

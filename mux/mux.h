@@ -130,6 +130,9 @@ void config_defaults(struct mux_config *cfg);
 /* Defaults, then the file (--config, or the default one if it exists),
  * then the command line, which wins.  0, or -EINVAL with every error in
  * errs. */
+/* A port's name, as --qemu-socket and the status give it: the sim
+ * port's, or DEV:PORT. */
+void config_port_name(const struct port_spec *ps, char *buf, size_t len);
 int config_load(struct mux_config *cfg, int argc, char **argv,
 		struct config_errors *errs);
 /* The options of cfg->file (a parsed file named path), in the table's

@@ -10,6 +10,8 @@
 
 #include <jansson.h>
 
+#include "common/json_file.h"
+
 #define POLICY_MAX_RULES 1024
 
 static struct policy *policy_alloc(int nrules, const char *source)
@@ -256,7 +258,11 @@ struct policy *policy_load(const char *path, char *err, size_t errlen)
 	json_error_t jerr;
 	json_t *root;
 
-	root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+	root = json_file_load(path, JSON_REJECT_DUPLICATES, &jerr);
+	if (root == NULL && jerr.line <= 0) {
+		snprintf(err, errlen, "%s: %s", path, jerr.text);
+		return NULL;
+	}
 	if (root == NULL) {
 		snprintf(err, errlen, "%s:%d:%d: %s", path, jerr.line,
 			 jerr.column, jerr.text);

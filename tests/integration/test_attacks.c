@@ -1399,6 +1399,60 @@ static void test_state_file_trusts_no_one(void **state)
 	rmdir(dir);
 }
 
+/* --check-config on a file of text: exit status 1 and the words expected. */
+static void config_refused(const char *file, const char *text, const char *why)
+{
+	const char *args[] = { "--check-config", file, NULL };
+	char out[4096];
+
+	if (text)
+		h_write_file(file, text);
+	assert_int_equal(hd_run(args, out, sizeof(out)), 1);
+	if (strstr(out, why) == NULL)
+		fail_msg("expected '%s', got: %s", why, out);
+}
+
+/* A configuration an admin got wrong, or someone else planted, is
+ * refused as start-up would refuse it: a value of the wrong type, a QEMU
+ * socket for no port, and a FIFO for the file or the policy (refused at
+ * once, not read for ever). */
+static void test_hostile_configuration(void **state)
+{
+	char dir[] = "/tmp/rcm-config.XXXXXX", conf[256], fifo[256], text[512];
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(conf, sizeof(conf), "%s/muxd.conf", dir);
+	snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
+	config_refused(
+		conf,
+		"{\"sim-port\": \"sim0=fd00::1\", \"max-clients\": \"10\"}",
+		"key 'max-clients': expected a number");
+	config_refused(conf, "{\"sim-port\": \"sim0=fd00::1\", \"socket\": 5}",
+		       "key 'socket': expected a string");
+	config_refused(
+		conf,
+		"{\"sim-port\": \"sim0=fd00::1\", \"qemu-socket\": \"mlx9_0:1\"}",
+		"qemu-socket mlx9_0:1: no such port");
+	assert_int_equal(mkfifo(fifo, 0600), 0);
+	config_refused(fifo, NULL, "not a regular file");
+	snprintf(text, sizeof(text),
+		 "{\"sim-port\": \"sim0=fd00::1\", \"policy\": \"%s\"}", fifo);
+	config_refused(conf, text, "not a regular file");
+	/* A user may be named or numbered; this one is a number. */
+	h_write_file(conf,
+		     "{\"sim-port\": \"sim0=fd00::1\", \"socket-owner\": 0}");
+	{
+		const char *args[] = { "--check-config", conf, NULL };
+		char out[4096];
+
+		assert_int_equal(hd_run(args, out, sizeof(out)), 0);
+	}
+	unlink(fifo);
+	unlink(conf);
+	rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1426,6 +1480,7 @@ int main(void)
 		cmocka_unit_test(test_fair_admission),
 		cmocka_unit_test(test_status_cannot_be_blinded),
 		cmocka_unit_test(test_state_file_trusts_no_one),
+		cmocka_unit_test(test_hostile_configuration),
 	};
 
 	signal(SIGPIPE, SIG_IGN);

@@ -446,7 +446,7 @@ static void test_config_file_and_reload(void **state)
 		assert_non_null(
 			strstr(out, "key 'max-clients': '0' is not a number"));
 		assert_non_null(
-			strstr(out, "key 'workers': 'many' is not a number"));
+			strstr(out, "key 'workers': expected a number"));
 		assert_non_null(strstr(out, "key 'log-level': 'loud' is not"));
 		assert_non_null(strstr(out, "key 'colour': no such option"));
 	}
