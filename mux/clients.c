@@ -32,6 +32,46 @@ static int clients_uid_count_cmp(struct uid_count *a, struct uid_count *b)
 
 TREE_GENERATE_STATIC(uid_count_tree, uid_count, link, clients_uid_count_cmp)
 
+/* The log's budget of each uid that has had a client: kept after its
+ * clients leave, so that reconnecting buys a tenant no new allowance. */
+struct uid_log {
+	RB_ENTRY(uid_log) link;
+	uid_t uid;
+	struct log_ratelimit rl;
+};
+
+/* Budgets kept apart; the uids beyond them share one. */
+#define CLIENTS_UID_LOGS 1024
+
+static int clients_uid_log_cmp(struct uid_log *a, struct uid_log *b)
+{
+	return a->uid < b->uid ? -1 : a->uid > b->uid;
+}
+
+TREE_GENERATE_STATIC(uid_log_tree, uid_log, link, clients_uid_log_cmp)
+
+int clients_uid_log_allowed(struct clients *c, uid_t uid, uint64_t *suppressed)
+{
+	struct uid_log key = { .uid = uid }, *u;
+	struct log_ratelimit *rl = &c->uid_log_overflow;
+	int ok;
+
+	pthread_mutex_lock(&c->lock);
+	u = RB_FIND(uid_log_tree, &c->uid_logs, &key);
+	if (u == NULL && c->nuid_logs < CLIENTS_UID_LOGS &&
+	    (u = calloc(1, sizeof(*u))) != NULL) {
+		u->uid = uid;
+		u->rl = (struct log_ratelimit)LOG_RATELIMIT_INIT(5, 1);
+		RB_INSERT(uid_log_tree, &c->uid_logs, u);
+		c->nuid_logs++;
+	}
+	if (u)
+		rl = &u->rl;
+	ok = log_ratelimit_allow(rl, suppressed);
+	pthread_mutex_unlock(&c->lock);
+	return ok;
+}
+
 static struct uid_count *clients_uid(struct clients *c, uid_t uid)
 {
 	struct uid_count key = { .uid = uid };
@@ -81,6 +121,9 @@ void clients_init(struct clients *c)
 	pthread_mutex_init(&c->lock, NULL);
 	RB_INIT(&c->tree);
 	RB_INIT(&c->by_uid);
+	RB_INIT(&c->uid_logs);
+	c->nuid_logs = 0;
+	c->uid_log_overflow = (struct log_ratelimit)LOG_RATELIMIT_INIT(5, 1);
 	c->count = 0;
 	c->next_id = 1;
 }
@@ -88,11 +131,16 @@ void clients_init(struct clients *c)
 void clients_fini(struct clients *c)
 {
 	struct client_info *ci, *next;
+	struct uid_log *u, *unext;
 
 	RB_FOREACH_SAFE(ci, client_tree, &c->tree, next) {
 		RB_REMOVE(client_tree, &c->tree, ci);
 		clients_uid_drop(c, ci->uid);
 		clients_put(ci);
+	}
+	RB_FOREACH_SAFE(u, uid_log_tree, &c->uid_logs, unext) {
+		RB_REMOVE(uid_log_tree, &c->uid_logs, u);
+		free(u);
 	}
 	pthread_mutex_destroy(&c->lock);
 }
@@ -140,7 +188,6 @@ int clients_add(struct clients *c, unsigned max, unsigned max_per_uid,
 	ci->worker = worker;
 	ci->connected = time(NULL);
 	ci->qemu_port = qemu_port;
-	ci->rl = (struct log_ratelimit)LOG_RATELIMIT_INIT(5, 1);
 	ci->refs = 1;
 	outlet_init(&ci->out);
 	RB_INSERT(client_tree, &c->tree, ci);

@@ -296,15 +296,18 @@ struct client_info {
 	struct policy *pol;
 	const struct policy_rule *rule;
 	struct token_bucket tb;
-	struct log_ratelimit rl;
 };
 
 struct uid_count;
+struct uid_log;
 
 struct clients {
 	pthread_mutex_t lock;
 	RB_HEAD(client_tree, client_info) tree;
 	RB_HEAD(uid_count_tree, uid_count) by_uid;
+	RB_HEAD(uid_log_tree, uid_log) uid_logs;
+	unsigned nuid_logs;
+	struct log_ratelimit uid_log_overflow;
 	unsigned count;
 	uint64_t next_id;
 };
@@ -318,6 +321,10 @@ int clients_add(struct clients *c, unsigned max, unsigned max_per_uid,
 		struct client_info **out);
 
 void clients_remove(struct clients *c, uint64_t id);
+/* May a line that a request of uid's caused be logged now?  Each uid has
+ * a budget (5 lines, then one a second) that outlives its clients, so
+ * that reconnecting buys no tenant a new one. */
+int clients_uid_log_allowed(struct clients *c, uid_t uid, uint64_t *suppressed);
 unsigned clients_count(struct clients *c);
 /* Worker index of a live client, or -ENOENT. */
 int clients_worker_of(struct clients *c, uint64_t id);

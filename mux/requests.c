@@ -269,6 +269,22 @@ static int requests_gid_register_checked(struct mux *mux,
 					 int in_table_optional, int *idx,
 					 char *text, size_t len);
 
+/* May a line a client's request caused be logged now?  Within its uid's
+ * budget, which reconnecting does not renew, and the daemon's
+ * (*suppressed: the lines held back of that uid and of all). */
+static int requests_log_allowed(struct mux *mux, const struct client_info *ci,
+				uint64_t *suppressed)
+{
+	uint64_t all = 0;
+
+	if (!clients_uid_log_allowed(&mux->clients, ci->uid, suppressed))
+		return 0;
+	if (!mux_refusal_log_allowed(mux, &all))
+		return 0;
+	*suppressed += all;
+	return 1;
+}
+
 /* A tenant's refused registrations are worth a line, a limited number. */
 static int requests_gid_register(struct mux *mux, struct client_info *ci,
 				 struct port *port, const struct gid *gid,
@@ -281,7 +297,7 @@ static int requests_gid_register(struct mux *mux, struct client_info *ci,
 
 	rc = requests_gid_register_checked(mux, ci, port, gid,
 					   in_table_optional, idx, text, len);
-	if (rc && log_ratelimit_allow(&ci->rl, &suppressed)) {
+	if (rc && requests_log_allowed(mux, ci, &suppressed)) {
 		struct log_fields lf = { ci->id, ci->name, port->name,
 					 gid_format(gid, buf) };
 
@@ -477,7 +493,7 @@ static int requests_refuse(struct mux *mux, struct client_info *ci,
 	*out = text;
 	atomic_fetch_add(&mux->stats.tx_refused, 1);
 	atomic_fetch_add(&mux->stats.refusals[why], 1);
-	if (log_ratelimit_allow(&ci->rl, &suppressed)) {
+	if (requests_log_allowed(mux, ci, &suppressed)) {
 		struct log_fields lf = { .client_id = ci->id, .vm = ci->name };
 
 		log_fwarn(

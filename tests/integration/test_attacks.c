@@ -730,6 +730,89 @@ static int count_lines(const char *path)
 	return n;
 }
 
+/* One request in QEMU's 360-byte message on a fresh connection to path:
+ * register gid; the response's error code. */
+static int qemu_register_once(const char *path, const char *gid)
+{
+	uint8_t msg[360] = { 0 }, resp[360];
+	struct gid g;
+	size_t got = 0;
+	ssize_t n;
+	uint32_t code;
+	int fd = raw_connect(path);
+
+	assert_true(fd >= 0);
+	assert_int_equal(gid_parse(gid, &g), 0);
+	memcpy(msg + 8, g.raw, 16); /* msg_type 0 (request), op 0 (register) */
+	assert_int_equal(write(fd, msg, sizeof(msg)), sizeof(msg));
+	while (got < sizeof(resp)) {
+		struct pollfd pf = { .fd = fd, .events = POLLIN };
+
+		assert_int_equal(poll(&pf, 1, H_DEADLINE_MS), 1);
+		n = read(fd, resp + got, sizeof(resp) - got);
+		assert_true(n > 0);
+		got += (size_t)n;
+	}
+	close(fd);
+	memcpy(&code, resp + 24, sizeof(code));
+	return (int)code;
+}
+
+/* A tenant that reconnects buys no new allowance of log lines: 1,000
+ * native clients with two refused registrations each, and 1,000 QEMU
+ * connections with one each, add at most 50 lines to the log. */
+static void test_reconnects_buy_no_log_lines(void **state)
+{
+	static const char *const sim0[] = { "sim0=fd00::1", NULL };
+	static char qemu_arg[300];
+	const char *extra[] = { qemu_arg, NULL };
+	char qemu_path[256], reg[128], buf[1024];
+	uint8_t kind, flags;
+	struct hdaemon d;
+	struct tclient owner;
+	uint32_t rid;
+	int lines0, i, s, k;
+
+	(void)state;
+	snprintf(qemu_path, sizeof(qemu_path), "/tmp/rcm-qemu-churn.%d",
+		 getpid());
+	snprintf(qemu_arg, sizeof(qemu_arg), "--qemu-socket=sim0=%s",
+		 qemu_path);
+	hd_start(&d, NULL, sim0, extra);
+	tc_connect_gid(&owner, &d, "owner", "fd00::1");
+	lines0 = count_lines(d.log);
+	for (i = 0; i < 1000; i++) {
+		s = raw_hello_ok(d.sock, "churn");
+		for (k = 0; k < 2; k++) {
+			/* Not in the port's table: refused, and worth a line. */
+			snprintf(
+				reg, sizeof(reg),
+				"{\"op\":\"register_gid\",\"gid\":\"fd00::%d\"}",
+				9 + k);
+			assert_int_equal(raw_send_json(s, 2 + (uint32_t)k, reg),
+					 0);
+			assert_true(raw_recv(s, &kind, &flags, &rid,
+					     (uint8_t *)buf, sizeof(buf),
+					     H_DEADLINE_MS) > 0);
+			assert_null(strstr(buf, "\"ok\":true"));
+		}
+		close(s);
+	}
+	if (count_lines(d.log) - lines0 > 50)
+		fail_msg("1,000 native reconnects added %d lines",
+			 count_lines(d.log) - lines0);
+	lines0 = count_lines(d.log);
+	/* Another client's GID: EACCES (3), a line each time it is worth
+	 * one. */
+	for (i = 0; i < 1000; i++)
+		assert_int_equal(qemu_register_once(qemu_path, "fd00::1"), 3);
+	if (count_lines(d.log) - lines0 > 50)
+		fail_msg("1,000 QEMU connections added %d lines",
+			 count_lines(d.log) - lines0);
+	tc_close(&owner);
+	hd_stop(&d);
+}
+
 /* Names reach logs, the status and terminals: control characters and
  * oversize names are refused at hello, and churn is not logged. */
 static void test_untrusted_text(void **state)
@@ -1481,6 +1564,7 @@ int main(void)
 		cmocka_unit_test(test_status_cannot_be_blinded),
 		cmocka_unit_test(test_state_file_trusts_no_one),
 		cmocka_unit_test(test_hostile_configuration),
+		cmocka_unit_test(test_reconnects_buy_no_log_lines),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
