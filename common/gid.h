@@ -54,4 +54,10 @@ static inline int gid_is_zero(const struct gid *g)
 	return gid_cmp(g, &zero) == 0;
 }
 
+/* ff00::/8: a group, never a port's own address. */
+static inline int gid_is_multicast(const struct gid *g)
+{
+	return g->raw[0] == 0xff;
+}
+
 #endif

@@ -320,6 +320,13 @@ static int requests_gid_register_checked(struct mux *mux,
 	char buf[GID_STRLEN];
 	int rc;
 
+	/* Never a port's own address, in its table or later: what a QEMU
+	 * client may register before the host adds it is a unicast GID. */
+	if (gid_is_zero(gid) || gid_is_multicast(gid)) {
+		snprintf(text, len, "GID %s is not a unicast address",
+			 gid_format(gid, buf));
+		return -EADDRNOTAVAIL;
+	}
 	if (!policy_rule_allows_port(ci->rule, port->name)) {
 		snprintf(text, len,
 			 "policy does not allow port %s for this client",
@@ -575,7 +582,7 @@ static int requests_address_fault(const struct proto_mad *m,
 		*why = "the destination GID is zero";
 		return -EDESTADDRREQ;
 	}
-	if ((m->addr.flags & PROTO_MAD_F_GRH) && dst.raw[0] == 0xff) {
+	if ((m->addr.flags & PROTO_MAD_F_GRH) && gid_is_multicast(&dst)) {
 		*reason = REFUSE_DEST_GID;
 		*why = "CM MADs are unicast: the destination GID is multicast";
 		return -ENETUNREACH;

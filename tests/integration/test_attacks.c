@@ -813,6 +813,33 @@ static void test_reconnects_buy_no_log_lines(void **state)
 	hd_stop(&d);
 }
 
+/* QEMU registers a guest's GID before the host adds its address, so the
+ * daemon takes one that is not in the port's table yet; but never one
+ * that cannot be an address of the port (the zero GID, a multicast
+ * group), which a tenant could otherwise hold against every other. */
+static void test_qemu_registers_only_unicast(void **state)
+{
+	static const char *const sim0[] = { "sim0=fd00::1", NULL };
+	static char qemu_arg[300];
+	const char *extra[] = { qemu_arg, NULL };
+	char qemu_path[256];
+	struct hdaemon d;
+
+	(void)state;
+	snprintf(qemu_path, sizeof(qemu_path), "/tmp/rcm-qemu-gids.%d",
+		 getpid());
+	snprintf(qemu_arg, sizeof(qemu_arg), "--qemu-socket=sim0=%s",
+		 qemu_path);
+	hd_start(&d, NULL, sim0, extra);
+	assert_int_equal(qemu_register_once(qemu_path, "::"), 3);
+	assert_int_equal(qemu_register_once(qemu_path, "ff02::1"), 3);
+	assert_int_equal(qemu_register_once(qemu_path, "ff0e::1:2"), 3);
+	/* Not in the table yet, and unicast: taken (as QEMU needs). */
+	assert_int_equal(qemu_register_once(qemu_path, "fd00::7"), 0);
+	assert_int_equal(hd_status_int(&d, "counters.clients_accepted"), 4);
+	hd_stop(&d);
+}
+
 /* Names reach logs, the status and terminals: control characters and
  * oversize names are refused at hello, and churn is not logged. */
 static void test_untrusted_text(void **state)
@@ -1565,6 +1592,7 @@ int main(void)
 		cmocka_unit_test(test_state_file_trusts_no_one),
 		cmocka_unit_test(test_hostile_configuration),
 		cmocka_unit_test(test_reconnects_buy_no_log_lines),
+		cmocka_unit_test(test_qemu_registers_only_unicast),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
