@@ -80,7 +80,8 @@ PCFILE  := $(B)/muxbe.pc
 UNIT_TESTS := test_codec test_cm_mad test_router test_conn_table test_policy test_guest_cm \
 	      test_qemu_msg test_text test_gid_map test_hset test_outlet
 UNIT_BINS  := $(addprefix $(B)/tests/,$(UNIT_TESTS))
-INTEG_TESTS := test_admission test_status test_service test_cm test_attacks test_qemu
+INTEG_TESTS := test_admission test_status test_service test_cm test_attacks test_attacks_files \
+	       test_qemu
 INTEG_BINS := $(addprefix $(B)/tests/,$(INTEG_TESTS))
 
 
