@@ -126,7 +126,7 @@ struct conn_table {
 	int detached;             /* the daemon is going; entries stay */
 };
 
-/* ---- entries, paths, clients: access -------------------------------------- */
+/* Access to entries, paths and clients, for all three files. */
 
 static inline struct conn *conn_at(const struct conn_table *ct, uint32_t idx)
 {

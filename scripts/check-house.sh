@@ -37,34 +37,35 @@ for o in "$T"/*.o; do
 		bad "$m.c: functions not prefixed ${m}_: $(echo $wrong)"
 done
 
-# 2. mux.h: each section names a file that exists, and declares only
+# 2. mux.h (and the connection table's conn.h, conn_priv.h): each section
+# names a file that exists, and declares only
 # functions that file defines.
 python3 - "$T" <<'PY' || FAIL=$((FAIL + 1))
 import re, subprocess, sys, os
 t = sys.argv[1]
-text = open("mux/mux.h").read()
-parts = re.split(r"^/\* ---- (.*?) -*\s*\*/\s*$", text, flags=re.M)
 bad = 0
-for title, body in zip(parts[1::2], parts[2::2]):
-    m = re.match(r"([a-z_]+)\.c\b", title)
-    if not m:
-        print(f"FAIL: mux.h section '{title}' does not name its file"); bad += 1; continue
-    stem = m.group(1)
-    obj = os.path.join(t, stem + ".o")
-    if not os.path.exists(obj):
-        print(f"FAIL: mux.h section {stem}.c: no such file mux/{stem}.c"); bad += 1; continue
-    defined = set(l.split()[-1] for l in subprocess.run(["nm", "--defined-only", obj],
-                  capture_output=True, text=True).stdout.splitlines())
-    body = re.sub(r"/\*.*?\*/", "", body, flags=re.S)
-    body = re.sub(r"^typedef[^;]*;", "", body, flags=re.M)
-    protos = re.findall(r"^[a-z][^;{}()]*?\b\(?\*?\s*([a-z_][a-z0-9_]*)\s*\([^;{}]*\)\s*(?:__attribute__\(\(.*?\)\))?\s*;",
-                        body, flags=re.M)
-    for name in protos:
-        if name not in defined:
-            print(f"FAIL: mux.h section {stem}.c declares {name}(), which mux/{stem}.c does not define"); bad += 1
-    if not bad:
-        pass
-print(f"{'ok' if bad == 0 else 'FAIL'}: mux/mux.h sections match their files")
+# The daemon's header, and the connection table's public and private ones.
+for header in ("mux/mux.h", "mux/conn.h", "mux/conn_priv.h"):
+    text = open(header).read()
+    parts = re.split(r"^/\* ---- (.*?) -*\s*\*/\s*$", text, flags=re.M)
+    for title, body in zip(parts[1::2], parts[2::2]):
+        m = re.match(r"([a-z_]+)\.c\b", title)
+        if not m:
+            print(f"FAIL: {header} section '{title}' does not name its file"); bad += 1; continue
+        stem = m.group(1)
+        obj = os.path.join(t, stem + ".o")
+        if not os.path.exists(obj):
+            print(f"FAIL: {header} section {stem}.c: no such file mux/{stem}.c"); bad += 1; continue
+        defined = set(l.split()[-1] for l in subprocess.run(["nm", "--defined-only", obj],
+                      capture_output=True, text=True).stdout.splitlines())
+        body = re.sub(r"/\*.*?\*/", "", body, flags=re.S)
+        body = re.sub(r"^typedef[^;]*;", "", body, flags=re.M)
+        protos = re.findall(r"^[a-z][^;{}()]*?\b\(?\*?\s*([a-z_][a-z0-9_]*)\s*\([^;{}]*\)\s*(?:__attribute__\(\(.*?\)\))?\s*;",
+                            body, flags=re.M)
+        for name in protos:
+            if name not in defined:
+                print(f"FAIL: {header} section {stem}.c declares {name}(), which mux/{stem}.c does not define"); bad += 1
+print(f"{'ok' if bad == 0 else 'FAIL'}: mux.h, conn.h and conn_priv.h sections match their files")
 sys.exit(1 if bad else 0)
 PY
 [ $? = 0 ] && PASS=$((PASS + 1))
@@ -168,7 +169,7 @@ if [ "$(git rev-parse --show-toplevel 2>/dev/null)" = "$PWD" ] &&
 	git cat-file -e "$CONVENTION_BASE^{commit}" 2>/dev/null; then
 	wrong=$(git rev-list --no-merges "$CONVENTION_BASE..HEAD" | while read -r c; do
 		git log -1 --format=%B "$c" | awk -v c="${c:0:12}" '
-			NR == 1 && (length > 72 || $0 !~ /^[a-z0-9_.\/-]+(, [a-z0-9_.\/-]+)*: [^ ]/) {
+			NR == 1 && (length > 72 || $0 !~ /^[A-Za-z0-9_.\/-]+(, [A-Za-z0-9_.\/-]+)*: [^ ]/) {
 				print c ": subject \"" $0 "\""; bad = 1 }
 			NR == 2 && $0 != "" { print c ": no blank line after the subject"; bad = 1 }
 			NR > 2 && length > 72 && $0 !~ /^(Fixes|Link): / && $0 !~ /^    / {
