@@ -38,6 +38,8 @@ static int main_setup_sim_fabric(struct mux *mux)
 			 mux->cfg.sim_fabric);
 		return 0;
 	}
+	/* A daemon killed with -9 could not remove its own. */
+	port_sim_sweep_fabrics("/tmp", "rdmacm-mux-sim.");
 	if (mkdtemp(tmpl) == NULL) {
 		log_warn("sim fabric: mkdtemp");
 		return -1;

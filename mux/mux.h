@@ -450,6 +450,10 @@ void port_senders_stop(struct port *p);
 /* ---- port_sim.c: a simulated port (a unix datagram "fabric") ---------- */
 
 extern const struct port_ops port_sim_ops;
+/* The private fabrics (tmp/prefix*) of daemons of this uid that are
+ * provably gone (killed, so they could not remove them): removed, and
+ * said in the log. */
+void port_sim_sweep_fabrics(const char *tmp, const char *prefix);
 
 /* ---- port_umad.c: a real port, through umad and verbs ------------------ */
 

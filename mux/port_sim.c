@@ -13,11 +13,14 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "mux/mux.h"
@@ -236,6 +239,97 @@ static void port_sim_close(struct port *p)
 	gid_map_fini(&sp->index);
 	free(sp);
 	p->priv = NULL;
+}
+
+/* What a daemon's private fabric holds: its ports' sockets, their lock
+ * files and the test hook.  Anything else makes the directory no one's
+ * to judge. */
+static int port_sim_fabric_entry(int dfd, const char *name, int *locks,
+				 int *held)
+{
+	size_t n = strlen(name);
+	struct flock q = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
+	struct stat st;
+	int fd;
+
+	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return errno == ENOENT ? 0 : -1;
+	if (n > 5 && strcmp(name + n - 5, ".sock") == 0)
+		return S_ISSOCK(st.st_mode) ? 0 : -1;
+	if (n > 5 && strcmp(name + n - 5, ".down") == 0)
+		return S_ISREG(st.st_mode) ? 0 : -1;
+	if (n <= 5 || strcmp(name + n - 5, ".lock") != 0 ||
+	    !S_ISREG(st.st_mode))
+		return -1;
+	/* A live daemon holds a write lock on each of its ports' files for
+	 * its whole life; the kernel drops it when the daemon dies. */
+	fd = openat(dfd, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -1;
+	(*locks)++;
+	if (fcntl(fd, F_GETLK, &q) < 0 || q.l_type != F_UNLCK)
+		(*held)++;
+	close(fd);
+	return 0;
+}
+
+/* dir, one daemon's private fabric, if its owner is provably dead: ours,
+ * holding only what a fabric holds, with a lock file per port and none
+ * of them held.  An empty one could be a daemon's that has not locked
+ * its ports yet: only once it is a minute old.  1 when removed. */
+static int port_sim_sweep_one(const char *dir)
+{
+	int dfd, locks = 0, held = 0, bad = 0;
+	struct dirent *de;
+	struct stat st;
+	DIR *d;
+
+	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0)
+		return 0;
+	if (fstat(dfd, &st) < 0 || st.st_uid != geteuid() ||
+	    (d = fdopendir(dfd)) == NULL) {
+		close(dfd);
+		return 0;
+	}
+	while (!bad && (de = readdir(d)) != NULL)
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+			bad = port_sim_fabric_entry(dfd, de->d_name, &locks,
+						    &held) < 0;
+	if (bad || held || (locks == 0 && time(NULL) - st.st_mtime < 60)) {
+		closedir(d);
+		return 0;
+	}
+	rewinddir(d);
+	while ((de = readdir(d)) != NULL)
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+			unlinkat(dirfd(d), de->d_name, 0);
+	closedir(d);
+	return rmdir(dir) == 0;
+}
+
+void port_sim_sweep_fabrics(const char *tmp, const char *prefix)
+{
+	char path[PATH_MAX];
+	struct dirent *de;
+	size_t plen = strlen(prefix);
+	DIR *d = opendir(tmp);
+	int n = 0;
+
+	if (d == NULL)
+		return;
+	while ((de = readdir(d)) != NULL) {
+		if (strncmp(de->d_name, prefix, plen) != 0 ||
+		    (size_t)snprintf(path, sizeof(path), "%s/%s", tmp,
+				     de->d_name) >= sizeof(path))
+			continue;
+		n += port_sim_sweep_one(path);
+	}
+	closedir(d);
+	if (n)
+		log_info(
+			"removed %d sim fabric(s) of daemons that are gone from %s",
+			n, tmp);
 }
 
 const struct port_ops port_sim_ops = {

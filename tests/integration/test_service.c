@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -109,18 +110,131 @@ static void test_threads_are_named(void **state)
 	assert_int_equal(seen[0] + seen[1] + seen[2], 3);
 }
 
-/* Entries of /tmp named like the daemon's private sim fabrics. */
-static int count_private_fabrics(void)
+/* The names in /tmp like the daemon's private sim fabrics, as
+ * "|name|name|" (the daemons' own sweep may remove some of them). */
+static void private_fabrics(char *out, size_t cap)
 {
 	struct dirent *e;
 	DIR *dir = opendir("/tmp");
-	int n = 0;
+	size_t len = 0;
 
 	assert_non_null(dir);
+	out[len++] = '|';
+	out[len] = '\0';
 	while ((e = readdir(dir)) != NULL)
-		n += strncmp(e->d_name, "rdmacm-mux-sim.", 15) == 0;
+		if (strncmp(e->d_name, "rdmacm-mux-sim.", 15) == 0 &&
+		    len + strlen(e->d_name) + 2 < cap)
+			len += (size_t)snprintf(out + len, cap - len, "%s|",
+						e->d_name);
 	closedir(dir);
-	return n;
+}
+
+/* No private fabric in /tmp now that was not there in before. */
+static int no_new_private_fabric(const char *before)
+{
+	char now[8192], *name, *save = NULL, want[300];
+
+	private_fabrics(now, sizeof(now));
+	for (name = strtok_r(now, "|", &save); name;
+	     name = strtok_r(NULL, "|", &save)) {
+		snprintf(want, sizeof(want), "|%s|", name);
+		if (strstr(before, want) == NULL)
+			return 0;
+	}
+	return 1;
+}
+
+/* A private sim fabric's directory, the one whose sim0.lock names pid
+ * (its daemon writes its pid there): 0 and path, or -1. */
+static int fabric_of(pid_t pid, char *path, size_t cap)
+{
+	char all[8192], *name, *save = NULL, lock[300], text[32] = "";
+	FILE *f;
+
+	private_fabrics(all, sizeof(all));
+	for (name = strtok_r(all, "|", &save); name;
+	     name = strtok_r(NULL, "|", &save)) {
+		snprintf(lock, sizeof(lock), "/tmp/%s/sim0.lock", name);
+		f = fopen(lock, "r");
+		if (f == NULL)
+			continue;
+		if (fgets(text, sizeof(text), f) && atoi(text) == (int)pid) {
+			fclose(f);
+			snprintf(path, cap, "/tmp/%s", name);
+			return 0;
+		}
+		fclose(f);
+	}
+	return -1;
+}
+
+/* A daemon of its own (no --sim-fabric: a private fabric in /tmp) on
+ * sockets in dir, ready: its pid. */
+static pid_t start_private(const char *dir, const char *tag)
+{
+	char sock[256], status[256];
+	uint64_t deadline = h_now_ms() + (uint64_t)H_DEADLINE_MS;
+	pid_t pid;
+	int fd;
+
+	snprintf(sock, sizeof(sock), "%s/%s.sock", dir, tag);
+	snprintf(status, sizeof(status), "%s/%s-status.sock", dir, tag);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int null = open("/dev/null", O_WRONLY);
+
+		/* A test that fails half-way leaves no daemon behind. */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+
+		dup2(null, 1);
+		dup2(null, 2);
+		execl(getenv("RDMACM_MUXD"), "rdmacm-muxd", "--config", "none",
+		      "-s", sock, "-S", status, "--sim-port", "sim0=fd00::1",
+		      (char *)NULL);
+		_exit(127);
+	}
+	while ((fd = raw_connect(status)) < 0) {
+		assert_true(h_now_ms() < deadline);
+		poll(NULL, 0, 10);
+	}
+	close(fd);
+	return pid;
+}
+
+/* A daemon killed with -9 cannot remove its private sim fabric; the next
+ * daemon removes it, having proved its owner gone (none of its port
+ * locks is held), and keeps a live daemon's. */
+static void test_killed_daemons_fabric_is_removed(void **state)
+{
+	char dir[] = "/tmp/rcm-sweep.XXXXXX", killed[300], live[300],
+	     fresh[300];
+	pid_t a, b, c;
+	int status;
+
+	(void)state;
+	if (h_real_port())
+		skip(); /* sim fabrics only */
+	assert_non_null(mkdtemp(dir));
+	a = start_private(dir, "a");
+	c = start_private(dir, "c");
+	assert_int_equal(fabric_of(a, killed, sizeof(killed)), 0);
+	assert_int_equal(fabric_of(c, live, sizeof(live)), 0);
+	kill(a, SIGKILL);
+	assert_int_equal(waitpid(a, &status, 0), a);
+	assert_int_equal(access(killed, F_OK), 0);
+	b = start_private(dir, "b");
+	assert_int_equal(access(killed, F_OK), -1);
+	assert_int_equal(access(live, F_OK), 0);
+	assert_int_equal(fabric_of(b, fresh, sizeof(fresh)), 0);
+	kill(b, SIGTERM);
+	kill(c, SIGTERM);
+	assert_int_equal(waitpid(b, &status, 0), b);
+	assert_int_equal(waitpid(c, &status, 0), c);
+	/* A clean stop removes its own. */
+	assert_int_equal(access(fresh, F_OK), -1);
+	assert_int_equal(access(live, F_OK), -1);
+	rmdir(dir);
 }
 
 /* One daemon per socket and per port: a second one says who holds what
@@ -131,7 +245,8 @@ static void test_one_daemon_per_socket_and_port(void **state)
 	struct h_fixture *f = *state;
 	char out[4096], pid[32], other_sock[256], other_status[256], file[320];
 	char run_dir[256];
-	int fabrics, fd;
+	char fabrics[8192];
+	int fd;
 
 	if (h_real_port())
 		skip();
@@ -147,12 +262,12 @@ static void test_one_daemon_per_socket_and_port(void **state)
 					     f->d.sock,         "-S",
 					     other_status,      NULL };
 
-		fabrics = count_private_fabrics();
+		private_fabrics(fabrics, sizeof(fabrics));
 		assert_int_equal(hd_run(args, out, sizeof(out)), 1);
 		assert_non_null(
 			strstr(out, "is in use by another rdmacm-muxd"));
 		assert_non_null(strstr(out, pid));
-		assert_int_equal(count_private_fabrics(), fabrics);
+		assert_true(no_new_private_fabric(fabrics));
 		assert_int_equal(access(other_status, F_OK), -1);
 	}
 	/* The same sim port on the same fabric. */
@@ -183,10 +298,10 @@ static void test_one_daemon_per_socket_and_port(void **state)
 				       other_status,
 				       NULL };
 
-		fabrics = count_private_fabrics();
+		private_fabrics(fabrics, sizeof(fabrics));
 		assert_int_equal(hd_run(args, out, sizeof(out)), 1);
 		assert_non_null(strstr(out, "nosuchdev0:1"));
-		assert_int_equal(count_private_fabrics(), fabrics);
+		assert_true(no_new_private_fabric(fabrics));
 		assert_int_equal(access(other_sock, F_OK), -1);
 		snprintf(file, sizeof(file), "%s/port-nosuchdev0-1.lock",
 			 run_dir);
@@ -570,6 +685,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_sigterm_right_after_start),
 		cmocka_unit_test(test_threads_are_named),
+		cmocka_unit_test(test_killed_daemons_fabric_is_removed),
 		cmocka_unit_test_setup_teardown(
 			test_one_daemon_per_socket_and_port, h_setup_daemon,
 			h_teardown_daemon),
