@@ -834,6 +834,24 @@ static int connect_socket(const char *path)
 	return unix_socket_connect(path, SOCK_STREAM | SOCK_NONBLOCK);
 }
 
+/* The first connection.  A daemon whose listen backlog is full (a storm
+ * of backends starting, or coming back after a restart) answers EAGAIN:
+ * worth a retry within the caller's deadline, not a failure. */
+static int connect_first(const char *path, int timeout_ms)
+{
+	uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
+	int fd, pause_ms = 1;
+
+	for (;;) {
+		fd = connect_socket(path);
+		if (fd != -EAGAIN || now_ms() + (uint64_t)pause_ms > deadline)
+			return fd;
+		poll(NULL, 0, pause_ms);
+		if (pause_ms < 64)
+			pause_ms *= 2;
+	}
+}
+
 int muxbe_connect(const struct muxbe_options *opts, struct muxbe **out)
 {
 	const char *path = opts->socket_path;
@@ -871,7 +889,7 @@ int muxbe_connect(const struct muxbe_options *opts, struct muxbe **out)
 	mb->timerfd = timerfd_create(CLOCK_MONOTONIC,
 				     TFD_NONBLOCK | TFD_CLOEXEC);
 	mb->epfd = epoll_create1(EPOLL_CLOEXEC);
-	mb->sock = connect_socket(path);
+	mb->sock = connect_first(path, mb->timeout_ms);
 	if (mb->sock < 0) {
 		rc = mb->sock;
 		set_error(mb, "cannot connect to %s: %s", path, strerror(-rc));

@@ -186,7 +186,7 @@ int admin_listen(struct mux *mux, struct event_base *base)
 				  (gid_t)-1,
 				  listen_fds_claim(&mux->listen_fds, "admin",
 						   mux->cfg.admin_path),
-				  admin_accept, mux);
+				  0, admin_accept, mux);
 }
 
 void admin_close(struct mux *mux)

@@ -138,16 +138,20 @@ int listener_start(struct mux *mux, struct event_base *base)
 {
 	struct client_listener *cl;
 	struct port *p;
-	int i, rc;
+	int i, rc, backlog;
 
 	mux->listener.mux = mux;
 	mux->listener.qemu_port = -1;
+	/* Every client may connect at once: after a restart they all come
+	 * back together. */
+	backlog = unix_listener_backlog(mux->cfg.max_clients,
+					mux->cfg.socket_path);
 	rc = unix_listener_open(&mux->listener.ul, base, mux->cfg.socket_path,
 				mux->cfg.socket_mode, mux->cfg.socket_owner,
 				mux->cfg.socket_group,
 				listen_fds_claim(&mux->listen_fds, "client",
 						 mux->cfg.socket_path),
-				listener_accept_cb, &mux->listener);
+				backlog, listener_accept_cb, &mux->listener);
 	if (rc < 0)
 		return rc;
 	for (i = 0; i < mux->cfg.nqemu; i++) {
@@ -166,7 +170,7 @@ int listener_start(struct mux *mux, struct event_base *base)
 					mux->cfg.socket_group,
 					listen_fds_claim(&mux->listen_fds, NULL,
 							 mux->cfg.qemu[i].path),
-					listener_accept_cb, cl);
+					backlog, listener_accept_cb, cl);
 		if (rc < 0)
 			return rc;
 		mux->nqemu_listeners++;

@@ -652,7 +652,11 @@ struct unix_listener {
  * 0 or negative errno, logged. */
 int unix_listener_open(struct unix_listener *ul, struct event_base *base,
 		       const char *path, mode_t mode, uid_t owner, gid_t group,
-		       int given, evconnlistener_cb accept, void *arg);
+		       int given, int backlog, evconnlistener_cb accept,
+		       void *arg);
+/* The listen backlog for want clients connecting at once: at least 128,
+ * at most net.core.somaxconn (which bounds it, said in the log). */
+int unix_listener_backlog(unsigned want, const char *path);
 /* Stop listening and remove the socket; a no-op if it is not open. */
 void unix_listener_close(struct unix_listener *ul);
 

@@ -426,7 +426,7 @@ int status_listen(struct mux *mux)
 				    mux->cfg.status_group,
 				    listen_fds_claim(&mux->listen_fds, "status",
 						     mux->cfg.status_path),
-				    status_accept, srv)
+				    0, status_accept, srv)
 			  : -ENOMEM;
 	if (rc < 0) {
 		if (srv->stop_ev)

@@ -8,6 +8,8 @@
  * spins, while the process is out of descriptors.
  */
 #include <errno.h>
+#include <limits.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -31,7 +33,7 @@
 #define LISTENER_PAUSE_MAX_MS 500
 
 static int unix_listener_socket(const char *path, mode_t mode, uid_t owner,
-				gid_t group)
+				gid_t group, int backlog)
 {
 	struct sockaddr_un sun;
 	mode_t old_umask;
@@ -77,7 +79,7 @@ static int unix_listener_socket(const char *path, mode_t mode, uid_t owner,
 		unlink(path);
 		return rc;
 	}
-	if (rc < 0 || chmod(path, mode) < 0 || listen(fd, LISTEN_BACKLOG) < 0) {
+	if (rc < 0 || chmod(path, mode) < 0 || listen(fd, backlog) < 0) {
 		rc = -errno;
 		log_warn("%s: cannot listen", path);
 		close(fd);
@@ -140,9 +142,34 @@ static void unix_listener_error(struct evconnlistener *l, void *arg)
 	log_warnx("%s: accept: %s", ul->path, strerror(err));
 }
 
+int unix_listener_backlog(unsigned want, const char *path)
+{
+	unsigned max = 0;
+	FILE *f;
+
+	if (want < LISTEN_BACKLOG)
+		return LISTEN_BACKLOG;
+	/* The kernel bounds every listen() by net.core.somaxconn, quietly:
+	 * say so, as a storm of clients beyond it meets EAGAIN. */
+	f = fopen("/proc/sys/net/core/somaxconn", "r");
+	if (f) {
+		if (fscanf(f, "%u", &max) != 1)
+			max = 0;
+		fclose(f);
+	}
+	if (max && want > max) {
+		log_info(
+			"%s: listen backlog %u, bounded by net.core.somaxconn (%u clients may connect at once; raise it for more)",
+			path, max, max);
+		want = max;
+	}
+	return want > INT_MAX ? INT_MAX : (int)want;
+}
+
 int unix_listener_open(struct unix_listener *ul, struct event_base *base,
 		       const char *path, mode_t mode, uid_t owner, gid_t group,
-		       int given, evconnlistener_cb accept, void *arg)
+		       int given, int backlog, evconnlistener_cb accept,
+		       void *arg)
 {
 	char lock[sizeof(ul->lock.path)];
 	int fd;
@@ -170,7 +197,9 @@ int unix_listener_open(struct unix_listener *ul, struct event_base *base,
 		ul->given = 1;
 		log_info("%s: taken from systemd", path);
 	} else {
-		fd = unix_listener_socket(path, mode, owner, group);
+		fd = unix_listener_socket(path, mode, owner, group,
+					  backlog > 0 ? backlog
+						      : LISTEN_BACKLOG);
 	}
 	if (fd < 0) {
 		lockfile_release(&ul->lock);
@@ -179,8 +208,10 @@ int unix_listener_open(struct unix_listener *ul, struct event_base *base,
 	ul->path = path;
 	ul->accept = accept;
 	ul->arg = arg;
+	/* 0: listening already, with its backlog (ours, or systemd's
+	 * Backlog=); libevent's own default would cut it to 128. */
 	ul->lev = evconnlistener_new(base, unix_listener_accept, ul,
-				     LEV_OPT_CLOSE_ON_FREE, -1, fd);
+				     LEV_OPT_CLOSE_ON_FREE, 0, fd);
 	if (ul->lev == NULL) {
 		close(fd);
 		if (!ul->given)

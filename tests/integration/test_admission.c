@@ -914,6 +914,85 @@ static void test_example_device_model(void **state)
 	assert_non_null(strstr(out, "0 sent, 1 refused"));
 }
 
+struct backlog_connect {
+	const char *path;
+	int rc;
+};
+
+static void *backlog_connect_thread(void *arg)
+{
+	struct backlog_connect *bc = arg;
+	struct muxbe_options o = { .socket_path = bc->path,
+				   .timeout_ms = 3000 };
+	struct muxbe *mb = NULL;
+
+	bc->rc = muxbe_connect(&o, &mb);
+	if (mb)
+		muxbe_close(mb);
+	return NULL;
+}
+
+/* A daemon whose listen backlog is full answers a connect with EAGAIN;
+ * muxbe_connect() tries again within its deadline instead of failing at
+ * once.  The daemon here is a bare listener with a backlog of one, kept
+ * full until the library has been turned away. */
+static void test_connect_waits_out_a_full_backlog(void **state)
+{
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	struct backlog_connect bc = { .rc = 1 };
+	int lfd, fill[8], nfill = 0, fd, i;
+	char path[108];
+	pthread_t th;
+
+	(void)state;
+	snprintf(path, sizeof(path), "/tmp/rcm-backlog.%d", getpid());
+	snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", path);
+	unlink(path);
+	lfd = socket(AF_UNIX, SOCK_STREAM, 0);
+	assert_true(lfd >= 0);
+	assert_int_equal(bind(lfd, (struct sockaddr *)&sun, sizeof(sun)), 0);
+	assert_int_equal(listen(lfd, 1), 0);
+	/* Fill the backlog until the kernel says EAGAIN. */
+	for (;;) {
+		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
+		assert_true(fd >= 0 && nfill < 8);
+		if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0) {
+			assert_int_equal(errno, EAGAIN);
+			close(fd);
+			break;
+		}
+		fill[nfill++] = fd;
+	}
+	bc.path = path;
+	assert_int_equal(pthread_create(&th, NULL, backlog_connect_thread, &bc),
+			 0);
+	/* Long enough to be turned away, short of its deadline. */
+	poll(NULL, 0, 300);
+	for (i = 0; i < nfill; i++) {
+		fd = accept(lfd, NULL, NULL);
+		assert_true(fd >= 0);
+		close(fd);
+		close(fill[i]);
+	}
+	/* Its retry arrives; this "daemon" hangs up on its hello. */
+	{
+		struct pollfd pf = { .fd = lfd, .events = POLLIN };
+
+		if (poll(&pf, 1, H_DEADLINE_MS) != 1)
+			fail_msg(
+				"muxbe_connect() did not try again (it returned %d)",
+				bc.rc);
+	}
+	fd = accept(lfd, NULL, NULL);
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	assert_int_not_equal(bc.rc, -EAGAIN);
+	assert_true(bc.rc < 0);
+	close(lfd);
+	unlink(path);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -959,6 +1038,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_several_ports,
 						setup_two_ports,
 						h_teardown_daemon),
+		cmocka_unit_test(test_connect_waits_out_a_full_backlog),
 		cmocka_unit_test_setup_teardown(test_example_device_model,
 						h_setup_daemon,
 						h_teardown_daemon),

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -680,12 +681,86 @@ static void test_journal_fields(void **state)
 	assert_int_equal(system(cmd), 0);
 }
 
+/* n clients connect while the daemon is stopped (SIGSTOP), so that every
+ * connect waits in its listen backlog at once, as after a restart; then
+ * it runs again and each says hello and is let in. */
+static void storm(struct hdaemon *d, int *fds, int n)
+{
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	long long accepted = hd_status_int(d, "counters.clients_accepted");
+	uint8_t buf[1024], kind, flags;
+	uint32_t rid;
+	int i;
+
+	assert_true(strlen(d->sock) < sizeof(sun.sun_path));
+	memcpy(sun.sun_path, d->sock, strlen(d->sock) + 1);
+	assert_int_equal(kill(d->pid, SIGSTOP), 0);
+	for (i = 0; i < n; i++) {
+		fds[i] = socket(AF_UNIX,
+				SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		assert_true(fds[i] >= 0);
+		if (connect(fds[i], (struct sockaddr *)&sun, sizeof(sun)) < 0)
+			fail_msg(
+				"connect %d of %d while the daemon is stopped: %s",
+				i + 1, n, strerror(errno));
+	}
+	assert_int_equal(kill(d->pid, SIGCONT), 0);
+	for (i = 0; i < n; i++) {
+		assert_int_equal(
+			raw_send_json(
+				fds[i], 1,
+				"{\"op\":\"hello\",\"protocol\":{\"major\":1,\"minor\":0}}"),
+			0);
+		assert_true(raw_recv(fds[i], &kind, &flags, &rid, buf,
+				     sizeof(buf), H_DEADLINE_MS) > 0);
+		if (strstr((char *)buf, "\"ok\":true") == NULL)
+			fail_msg("client %d of %d: %s", i + 1, n, (char *)buf);
+	}
+	assert_int_equal(hd_status_int(d, "counters.clients_accepted"),
+			 accepted + n);
+	for (i = 0; i < n; i++)
+		close(fds[i]);
+}
+
+/* 2,000 clients connecting at once all get in, on a fresh daemon and on
+ * a restarted one: the listen backlog follows --max-clients (a backlog
+ * of 128 turned all but 129 away with EAGAIN). */
+static void test_storm_of_clients_all_get_in(void **state)
+{
+	static const char *const extra[] = { "--max-clients=4096",
+					     "--max-clients-per-uid=4096",
+					     NULL };
+	/* Under valgrind, enough to overflow the old backlog. */
+	int n = getenv("RDMACM_MUXD_WRAPPER") ? 300 : 2000, *fds;
+	struct rlimit rl;
+	struct hdaemon d;
+
+	(void)state;
+	if (h_real_port())
+		skip(); /* the listener is the same on every port */
+	assert_int_equal(getrlimit(RLIMIT_NOFILE, &rl), 0);
+	rl.rlim_cur = rl.rlim_max;
+	setrlimit(RLIMIT_NOFILE, &rl);
+	if (rl.rlim_cur < (rlim_t)n * 2 + 100)
+		skip(); /* the daemon inherits the limit too */
+	fds = calloc((size_t)n, sizeof(*fds));
+	assert_non_null(fds);
+	hd_start(&d, NULL, h_one_port, extra);
+	storm(&d, fds, n);
+	hd_kill(&d, SIGTERM);
+	hd_restart(&d);
+	storm(&d, fds, n);
+	hd_stop(&d);
+	free(fds);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_sigterm_right_after_start),
 		cmocka_unit_test(test_threads_are_named),
 		cmocka_unit_test(test_killed_daemons_fabric_is_removed),
+		cmocka_unit_test(test_storm_of_clients_all_get_in),
 		cmocka_unit_test_setup_teardown(
 			test_one_daemon_per_socket_and_port, h_setup_daemon,
 			h_teardown_daemon),
