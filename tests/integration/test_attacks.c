@@ -757,14 +757,26 @@ static int qemu_register_once(const char *path, const char *gid)
 	return (int)code;
 }
 
+/* A daemon of its own on sim0 (fd00::1) that also serves QEMU's protocol
+ * at qemu_path (cap bytes, made from tag). */
+static void start_with_qemu(struct hdaemon *d, const char *tag, char *qemu_path,
+			    size_t cap)
+{
+	static const char *const sim0[] = { "sim0=fd00::1", NULL };
+	static char qemu_arg[300];
+	static const char *extra[] = { qemu_arg, NULL };
+
+	snprintf(qemu_path, cap, "/tmp/rcm-qemu-%s.%d", tag, getpid());
+	snprintf(qemu_arg, sizeof(qemu_arg), "--qemu-socket=sim0=%s",
+		 qemu_path);
+	hd_start(d, NULL, sim0, extra);
+}
+
 /* A tenant that reconnects buys no new allowance of log lines: 1,000
  * native clients with two refused registrations each, and 1,000 QEMU
  * connections with one each, add at most 50 lines to the log. */
 static void test_reconnects_buy_no_log_lines(void **state)
 {
-	static const char *const sim0[] = { "sim0=fd00::1", NULL };
-	static char qemu_arg[300];
-	const char *extra[] = { qemu_arg, NULL };
 	char qemu_path[256], reg[128], buf[1024];
 	uint8_t kind, flags;
 	struct hdaemon d;
@@ -773,11 +785,7 @@ static void test_reconnects_buy_no_log_lines(void **state)
 	int lines0, i, s, k;
 
 	(void)state;
-	snprintf(qemu_path, sizeof(qemu_path), "/tmp/rcm-qemu-churn.%d",
-		 getpid());
-	snprintf(qemu_arg, sizeof(qemu_arg), "--qemu-socket=sim0=%s",
-		 qemu_path);
-	hd_start(&d, NULL, sim0, extra);
+	start_with_qemu(&d, "churn", qemu_path, sizeof(qemu_path));
 	tc_connect_gid(&owner, &d, "owner", "fd00::1");
 	lines0 = count_lines(d.log);
 	for (i = 0; i < 1000; i++) {
@@ -818,18 +826,11 @@ static void test_reconnects_buy_no_log_lines(void **state)
  * group), which a tenant could otherwise hold against every other. */
 static void test_qemu_registers_only_unicast(void **state)
 {
-	static const char *const sim0[] = { "sim0=fd00::1", NULL };
-	static char qemu_arg[300];
-	const char *extra[] = { qemu_arg, NULL };
 	char qemu_path[256];
 	struct hdaemon d;
 
 	(void)state;
-	snprintf(qemu_path, sizeof(qemu_path), "/tmp/rcm-qemu-gids.%d",
-		 getpid());
-	snprintf(qemu_arg, sizeof(qemu_arg), "--qemu-socket=sim0=%s",
-		 qemu_path);
-	hd_start(&d, NULL, sim0, extra);
+	start_with_qemu(&d, "gids", qemu_path, sizeof(qemu_path));
 	assert_int_equal(qemu_register_once(qemu_path, "::"), 3);
 	assert_int_equal(qemu_register_once(qemu_path, "ff02::1"), 3);
 	assert_int_equal(qemu_register_once(qemu_path, "ff0e::1:2"), 3);
