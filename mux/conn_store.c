@@ -213,14 +213,24 @@ static int conn_store_header_blank(const struct store_header *h)
 
 /* The owner records of a file whose header fits: each live one a client
  * id that can have been given, each id once.  0, or -EBADMSG. */
+static int conn_store_id_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
 static int conn_store_owners_ok(int fd, uint32_t n, char *err, size_t errlen)
 {
 	struct conn_owner *o = calloc(n ? n : 1, sizeof(*o));
-	size_t bytes = (size_t)n * sizeof(*o);
-	uint32_t i, j;
+	uint64_t *ids = calloc(n ? n : 1, sizeof(*ids));
+	size_t bytes = (size_t)n * sizeof(*o), live;
+	uint32_t i;
 	int rc = 0;
 
-	if (o == NULL) {
+	if (o == NULL || ids == NULL) {
+		free(o);
+		free(ids);
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
@@ -239,19 +249,19 @@ static int conn_store_owners_ok(int fd, uint32_t n, char *err, size_t errlen)
 			rc = -EBADMSG;
 		}
 	}
-	/* Each client once: sorted copies would need memory the size of
-	 * the records again; owners are at most 65,535, so pairs are
-	 * compared only among the live, and only when few enough. */
-	for (i = 0; rc == 0 && i < n; i++)
-		for (j = i + 1; o[i].live && j < n && n <= 4096; j++)
-			if (o[j].live && o[j].client == o[i].client) {
-				snprintf(
-					err, errlen,
-					"owner records %u and %u name the same client %llu",
-					i, j, (unsigned long long)o[i].client);
-				rc = -EBADMSG;
-				break;
-			}
+	/* Each client once. */
+	for (i = 0, live = 0; rc == 0 && i < n; i++)
+		if (o[i].live)
+			ids[live++] = o[i].client;
+	qsort(ids, live, sizeof(*ids), conn_store_id_cmp);
+	for (i = 1; rc == 0 && i < live; i++)
+		if (ids[i] == ids[i - 1]) {
+			snprintf(err, errlen,
+				 "two owner records name client %llu",
+				 (unsigned long long)ids[i]);
+			rc = -EBADMSG;
+		}
+	free(ids);
 	free(o);
 	return rc;
 }

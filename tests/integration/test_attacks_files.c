@@ -73,6 +73,9 @@ static void test_state_file_trusts_no_one(void **state)
 	char dir[] = "/tmp/rcm-statefile.XXXXXX", path[256], other[300],
 	     statep[256], log[64 * 1024];
 	struct conn_owner forged = { .client = ~0ull - 15, .live = 1 };
+	struct conn_owner twin = { .client = 7, .live = 1 };
+	/* More owner records (8,192) than a pairwise check would compare. */
+	static const char *const big[] = { "--max-clients=4096", NULL };
 	uint32_t version = 1;
 	struct hdaemon d;
 	struct stat st;
@@ -113,7 +116,7 @@ static void test_state_file_trusts_no_one(void **state)
 	assert_int_equal(file_size(path), strlen("planted"));
 
 	/* What the daemon makes itself is 0600, its own. */
-	hd_start(&d, NULL, sim0, NULL);
+	hd_start(&d, NULL, sim0, big);
 	snprintf(statep, sizeof(statep), "%s.state", d.sock);
 	assert_int_equal(stat(statep, &st), 0);
 	assert_int_equal(st.st_mode & 07777, 0600);
@@ -149,9 +152,25 @@ static void test_state_file_trusts_no_one(void **state)
 	hd_restart(&d);
 	assert_int_equal(stat(other, &st), 0);
 	read_log(&d, log, sizeof(log));
-	hd_stop(&d);
 	if (strstr(log, "holds state version 1, not") == NULL)
 		fail_msg("no word of the other version: %s", log);
+
+	/* Two owner records for one client: set aside as well. */
+	hd_kill(&d, SIGTERM);
+	assert_int_equal(unlink(other), 0);
+	fd = open(statep, O_WRONLY);
+	assert_true(fd >= 0);
+	assert_int_equal(pwrite(fd, &twin, sizeof(twin), 4096), sizeof(twin));
+	assert_int_equal(pwrite(fd, &twin, sizeof(twin),
+				4096 + 8000 * sizeof(twin)),
+			 sizeof(twin));
+	close(fd);
+	hd_restart(&d);
+	assert_int_equal(stat(other, &st), 0);
+	read_log(&d, log, sizeof(log));
+	hd_stop(&d);
+	if (strstr(log, "two owner records name client 7") == NULL)
+		fail_msg("no word of the twin owners: %s", log);
 	unlink(path);
 	rmdir(dir);
 }
