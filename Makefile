@@ -25,7 +25,9 @@ CPPFLAGS_ALL := -std=c11 -D_GNU_SOURCE -I. $(WARNINGS) -pthread
 PKG_LIBS := libevent libevent_pthreads jansson
 DEP_CFLAGS := $(shell pkg-config --cflags $(PKG_LIBS))
 DEP_LIBS   := $(shell pkg-config --libs $(PKG_LIBS))
-RDMA_LIBS  := -libumad -libverbs
+# libmnl: RDMA netlink, through which the kernel says whose a QP is
+# (iproute2's rdma tool speaks it with the same library).
+RDMA_LIBS  := -libumad -libverbs $(shell pkg-config --libs libmnl)
 
 ifeq ($(SAN),1)
 B := build-san
@@ -55,7 +57,7 @@ CONN_SRC     := mux/conn.c mux/conn_table.c mux/conn_restore.c mux/conn_store.c
 MUXD_SRC     := mux/main.c mux/config.c mux/mux.c mux/worker.c mux/delivery.c mux/session.c mux/outlet.c mux/port_senders.c mux/requests.c \
 		mux/router.c $(CONN_SRC) mux/clients.c mux/stats.c mux/port.c \
 		mux/port_sim.c mux/port_umad.c mux/unix_listener.c mux/lockfile.c mux/sdnotify.c mux/listen_fds.c mux/listener.c \
-		mux/status.c mux/policy.c mux/admin.c $(IBDEV_SRC) $(QEMU_MSG_SRC)
+		mux/status.c mux/policy.c mux/admin.c mux/qp_owner.c mux/qp_registry.c $(IBDEV_SRC) $(QEMU_MSG_SRC)
 MUXCTL_SRC   := mux/ctl/muxctl.c mux/ctl/muxctl_metrics.c
 BACKEND_SRC  := backend/muxbe.c backend/verbs.c backend/ah_cache.c $(IBDEV_SRC)
 VM_SRC       := backend/vm/vm.c backend/vm/guest_cm.c backend/vm/vm_data.c
@@ -81,7 +83,7 @@ UNIT_TESTS := test_codec test_cm_mad test_router test_conn_table test_policy tes
 	      test_qemu_msg test_text test_gid_map test_hset test_outlet
 UNIT_BINS  := $(addprefix $(B)/tests/,$(UNIT_TESTS))
 INTEG_TESTS := test_admission test_status test_service test_cm test_attacks test_attacks_files \
-	       test_qemu
+	       test_attacks_qps test_qemu
 INTEG_BINS := $(addprefix $(B)/tests/,$(INTEG_TESTS))
 
 
@@ -182,7 +184,10 @@ $(B)/tests/test_guest_cm: $(B)/obj/backend/vm/guest_cm.o $(COMMON_OBJ)
 
 # An integration suite drives the real daemon through the harness and
 # libmuxbe; verbs_selftest, the lab's, is one too.
-HARNESS_OBJ := $(B)/obj/tests/integration/harness.o
+# A QP the test process owns, for the REQs and REPs the daemon sends
+# only for their QP's owner.
+OWN_QP_OBJ := $(B)/obj/tests/lib/own_qp.o
+HARNESS_OBJ := $(B)/obj/tests/integration/harness.o $(OWN_QP_OBJ)
 $(INTEG_BINS): $(B)/tests/%: $(B)/obj/tests/integration/%.o $(HARNESS_OBJ) $(LIBA)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $(filter %.o,$^) $(LIBA) $(TEST_LIBS) -libverbs
@@ -202,8 +207,8 @@ $(B)/bench/cm_rate: $(B)/obj/tests/bench/cm_rate.o
 $(B)/tests/mad_send $(B)/bench/cm_rate_vm: $(LIBA)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $(filter %.o,$^) $(LIBA) $(DEP_LIBS) -libverbs
-$(B)/tests/mad_send: $(B)/obj/tests/e2e/mad_send.o
-$(B)/bench/cm_rate_vm: $(B)/obj/tests/bench/cm_rate_vm.o $(B)/obj/backend/vm/guest_cm.o
+$(B)/tests/mad_send: $(B)/obj/tests/e2e/mad_send.o $(OWN_QP_OBJ)
+$(B)/bench/cm_rate_vm: $(B)/obj/tests/bench/cm_rate_vm.o $(B)/obj/backend/vm/guest_cm.o $(OWN_QP_OBJ)
 
 # The unit suites alone (the Debian build's test step).
 check-unit: $(UNIT_BINS)
@@ -256,9 +261,9 @@ $(B)/bench/bench_conn: $(B)/obj/tests/bench/bench_conn.o $(CONN_OBJ) \
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(DEP_LIBS)
 
-$(B)/bench/bench_relay: $(B)/obj/tests/bench/bench_relay.o $(PROTOCOL_OBJ) $(COMMON_OBJ)
+$(B)/bench/bench_relay: $(B)/obj/tests/bench/bench_relay.o $(OWN_QP_OBJ) $(PROTOCOL_OBJ) $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(DEP_LIBS)
+	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(DEP_LIBS) -libverbs
 
 # The connection table at 1,000,000 entries, then the daemon against a
 # minimal relay (BENCH_ARGS, e.g. --json or --pairs 1,64).
@@ -269,7 +274,7 @@ bench: $(B)/bench/bench_conn $(B)/bench/bench_relay $(MUXD)
 # ---- soak ------------------------------------------------------------------
 # 1,000 clients, churn, crashes and a daemon restart for SOAK_SECONDS.
 SOAK_SECONDS ?= 600
-$(B)/soak/soak: $(B)/obj/tests/soak/soak.o $(LIBA)
+$(B)/soak/soak: $(B)/obj/tests/soak/soak.o $(OWN_QP_OBJ) $(LIBA)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $(filter %.o,$^) $(LIBA) $(DEP_LIBS) -libverbs
 

@@ -57,10 +57,13 @@ enum completion_kind {
 enum link_state { LINK_UP, LINK_DOWN, LINK_RESUMING };
 
 /* A GID the client registered, to register again after a reconnect. */
+/* What the library registers again after a reconnect: a GID, or (qpn
+ * not 0) a QP. */
 struct reg {
 	TAILQ_ENTRY(reg) link;
 	char *port; /* NULL: the daemon's only port */
 	uint8_t gid[16];
+	uint32_t qpn;
 };
 
 struct completion {
@@ -500,6 +503,7 @@ static void keep_session(struct muxbe *mb, json_t *reply)
 static int submit_internal(struct muxbe *mb, json_t *req);
 static json_t *gid_request(const char *op, const char *port,
 			   const uint8_t gid[16]);
+static json_t *qpn_request(const char *op, const char *port, uint32_t qpn);
 static int connect_socket(const char *path);
 
 /* Lock held.  The link is being taken back up: each reply (hello's, then
@@ -533,9 +537,12 @@ static void resume_step(struct muxbe *mb, json_t *reply)
 				       : -ESTALE;
 		keep_session(mb, reply);
 		TAILQ_FOREACH(r, &mb->regs, link) {
-			if (submit_internal(mb, gid_request("register_gid",
-							    r->port, r->gid)) ==
-			    0)
+			json_t *req = r->qpn ? qpn_request("register_qpn",
+							   r->port, r->qpn)
+					     : gid_request("register_gid",
+							   r->port, r->gid);
+
+			if (submit_internal(mb, req) == 0)
 				mb->regs_pending++;
 		}
 		if (mb->regs_pending)
@@ -1058,13 +1065,22 @@ static json_t *gid_request(const char *op, const char *port,
 	return req;
 }
 
+static json_t *qpn_request(const char *op, const char *port, uint32_t qpn)
+{
+	json_t *req = json_pack("{s:s, s:I}", "op", op, "qpn", (json_int_t)qpn);
+
+	if (port)
+		json_object_set_new(req, "port", json_string(port));
+	return req;
+}
+
 static struct reg *reg_find(struct muxbe *mb, const char *port,
-			    const uint8_t gid[16])
+			    const uint8_t gid[16], uint32_t qpn)
 {
 	struct reg *r;
 
 	TAILQ_FOREACH(r, &mb->regs, link)
-		if (memcmp(r->gid, gid, 16) == 0 &&
+		if (r->qpn == qpn && (qpn || memcmp(r->gid, gid, 16) == 0) &&
 		    ((port == NULL && r->port == NULL) ||
 		     (port && r->port && strcmp(port, r->port) == 0)))
 			return r;
@@ -1085,7 +1101,7 @@ int muxbe_register_gid(struct muxbe *mb, const char *port,
 		json_decref(reply);
 		/* Registered again by the library after a reconnect. */
 		pthread_mutex_lock(&mb->lock);
-		if (reg_find(mb, port, gid) == NULL &&
+		if (reg_find(mb, port, gid, 0) == NULL &&
 		    (r = calloc(1, sizeof(*r))) != NULL) {
 			memcpy(r->gid, gid, 16);
 			r->port = port ? strdup(port) : NULL;
@@ -1104,7 +1120,42 @@ int muxbe_unregister_gid(struct muxbe *mb, const char *port,
 
 	if (rc == 0 || rc == -ENOENT) {
 		pthread_mutex_lock(&mb->lock);
-		if ((r = reg_find(mb, port, gid)) != NULL) {
+		if ((r = reg_find(mb, port, gid, 0)) != NULL) {
+			TAILQ_REMOVE(&mb->regs, r, link);
+			free(r->port);
+			free(r);
+		}
+		pthread_mutex_unlock(&mb->lock);
+	}
+	return rc;
+}
+
+int muxbe_register_qpn(struct muxbe *mb, const char *port, uint32_t qpn)
+{
+	int rc = call_json(mb, qpn_request("register_qpn", port, qpn), NULL);
+	struct reg *r;
+
+	if (rc == 0) {
+		pthread_mutex_lock(&mb->lock);
+		if (reg_find(mb, port, NULL, qpn) == NULL &&
+		    (r = calloc(1, sizeof(*r))) != NULL) {
+			r->qpn = qpn;
+			r->port = port ? strdup(port) : NULL;
+			TAILQ_INSERT_TAIL(&mb->regs, r, link);
+		}
+		pthread_mutex_unlock(&mb->lock);
+	}
+	return rc;
+}
+
+int muxbe_unregister_qpn(struct muxbe *mb, const char *port, uint32_t qpn)
+{
+	int rc = call_json(mb, qpn_request("unregister_qpn", port, qpn), NULL);
+	struct reg *r;
+
+	if (rc == 0 || rc == -ENOENT) {
+		pthread_mutex_lock(&mb->lock);
+		if ((r = reg_find(mb, port, NULL, qpn)) != NULL) {
 			TAILQ_REMOVE(&mb->regs, r, link);
 			free(r->port);
 			free(r);

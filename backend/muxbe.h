@@ -118,6 +118,14 @@ int muxbe_register_gid(struct muxbe *mb, const char *port,
 		       const uint8_t gid[16], uint16_t *port_index);
 int muxbe_unregister_gid(struct muxbe *mb, const char *port,
 			 const uint8_t gid[16]);
+/* The QP a REQ, REP or SIDR_REP names must be the client's own.  On a
+ * real port the kernel says whose a QP is, and registering only asks
+ * it early (-EPERM: not this process's); on a simulated port, which has
+ * no QPs, the first process to register a QPN owns it while this
+ * connection lasts (-EADDRINUSE: another process has it).  Registered
+ * again after a reconnect, as GIDs are. */
+int muxbe_register_qpn(struct muxbe *mb, const char *port, uint32_t qpn);
+int muxbe_unregister_qpn(struct muxbe *mb, const char *port, uint32_t qpn);
 /* Any control request as JSON text; *reply (malloc'd JSON) on success. */
 int muxbe_request(struct muxbe *mb, const char *request_json, char **reply);
 

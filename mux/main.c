@@ -360,6 +360,9 @@ int main(int argc, char **argv)
 	mux->router = router_new(&lim, random_operand, &port_router_ops, mux);
 	if (mux->router == NULL)
 		fatalx("cannot set up the routing table");
+	mux->qp_registry = qp_registry_new();
+	if (mux->qp_registry == NULL)
+		fatalx("cannot set up the QP registry");
 	clients_init(&mux->clients);
 	{
 		struct router_counts was;
@@ -460,6 +463,7 @@ fail:
 	status_close(mux);
 	admin_close(mux);
 	router_free(mux->router);
+	qp_registry_free(mux->qp_registry);
 	clients_fini(&mux->clients);
 	policy_unref(mux->policy);
 	pthread_mutex_destroy(&mux->policy_lock);

@@ -16,6 +16,8 @@
 #include <stdio.h>
 #include <sys/types.h>
 
+struct mnl_socket;
+
 #include <event2/event.h>
 #include <event2/listener.h>
 #include <jansson.h>
@@ -196,6 +198,7 @@ enum refusal {
 	REFUSE_QKEY,       /* EKEYREJECTED: not the GSI Q_Key */
 	REFUSE_DEST_GID,   /* EDESTADDRREQ zero, ENETUNREACH multicast */
 	REFUSE_SL_HOP,     /* EDOM: SL above 15, or hop limit 0 */
+	REFUSE_QP_OWNER,   /* EPERM: names a QP its client does not own */
 	REFUSE_MAX
 };
 
@@ -377,6 +380,14 @@ struct port_ops {
 	int (*pkey_count)(struct port *p);
 	/* Port thread, periodically: re-read the state. */
 	void (*poll_state)(struct port *p);
+	/* Optional, any thread: the task (a thread ID) that created QP qpn
+	 * on this port, as qp_owner_nl_query() says it.  Without it the
+	 * port has no QPs of its own (simulated), and the clients'
+	 * registrations say who owns one (qp_registry). */
+	int (*qp_owner)(struct port *p, uint32_t qpn, pid_t *tid);
+	/* Any thread: the node GUID, the Local CA GUID the port's REQs and
+	 * REPs carry. */
+	uint64_t (*node_guid)(struct port *p);
 	void (*close)(struct port *p);
 };
 
@@ -458,6 +469,51 @@ void port_sim_sweep_fabrics(const char *tmp, const char *prefix);
 /* ---- port_umad.c: a real port, through umad and verbs ------------------ */
 
 extern const struct port_ops port_umad_ops;
+
+/* ---- qp_owner.c: which process owns a QP -------------------------------- */
+
+/* RDMA netlink's resource tracking, for a real port's QPs: one socket,
+ * one query at a time. */
+struct qp_owner_nl {
+	struct mnl_socket *nl;
+	unsigned portid;
+	uint32_t seq;
+	pthread_mutex_t lock;
+};
+
+int qp_owner_nl_open(struct qp_owner_nl *q);
+void qp_owner_nl_close(struct qp_owner_nl *q);
+/* The task (thread ID) that created QP qpn on a device's port: 0, or
+ * -ENOENT (no such QP), -EAGAIN (the QP is on another port, or on none
+ * yet: in RESET), -ESRCH (a kernel QP, or its creator has exited),
+ * -EINVAL (no such device or port), another -errno. */
+int qp_owner_nl_query(struct qp_owner_nl *q, uint32_t dev_index,
+		      uint32_t port_num, uint32_t qpn, pid_t *tid);
+/* Whether thread tid belongs to process pid. */
+int qp_owner_task_of(pid_t pid, pid_t tid);
+
+/* ---- qp_registry.c: a simulated port's QPs, as its clients register them */
+
+/* (port, QPN) -> the process that registered it first, while the
+ * registering connection lasts.  Locked inside. */
+struct qp_registry;
+
+/* What a client may hold registered on simulated ports. */
+#define MUX_QPNS_PER_CLIENT 4096
+
+struct qp_registry *qp_registry_new(void);
+void qp_registry_free(struct qp_registry *r);
+/* 0 (also when pid holds it already), -EADDRINUSE (another process
+ * does), -ENOSPC (client holds max_per_client), -ENOMEM. */
+int qp_registry_add(struct qp_registry *r, unsigned port, uint32_t qpn,
+		    pid_t pid, uint64_t client, unsigned max_per_client);
+/* 0, -ENOENT, or -EACCES (another process holds it). */
+int qp_registry_remove(struct qp_registry *r, unsigned port, uint32_t qpn,
+		       pid_t pid);
+void qp_registry_drop_client(struct qp_registry *r, uint64_t client);
+/* The process that holds (port, qpn): 0 with *pid, or -ENOENT. */
+int qp_registry_owner(struct qp_registry *r, unsigned port, uint32_t qpn,
+		      pid_t *pid);
 
 /* ---- worker.c: worker threads, one event base and inbox each ----------- */
 
@@ -683,6 +739,7 @@ struct mux {
 	struct mux_stats stats;
 	struct clients clients;
 	struct router *router;
+	struct qp_registry *qp_registry; /* the simulated ports' QPs */
 	int nports;
 	struct port ports[MUX_MAX_PORTS];
 	int nworkers;

@@ -27,7 +27,12 @@ json_t *port_json(struct port *p, int with_gids)
 	json_t *o = json_pack("{s:i, s:s, s:s, s:s}", "index", (int)p->index,
 			      "name", p->name, "kind", p->ops->kind, "state",
 			      port_state_name(atomic_load(&p->state)));
+	char guid[24];
 
+	/* The CA GUID its REQs and REPs carry, as ibstat prints a GUID. */
+	snprintf(guid, sizeof(guid), "0x%016llx",
+		 (unsigned long long)p->ops->node_guid(p));
+	json_object_set_new(o, "node_guid", json_string(guid));
 	if (with_gids)
 		json_object_set_new(o, "gid_table", p->ops->gid_table(p));
 	return o;

@@ -216,6 +216,18 @@ static int port_sim_pkey_count(struct port *p)
 	return 1;
 }
 
+/* A simulated port's node GUID follows from its name, so that a
+ * restarted daemon's port keeps it: FNV-1a, the vendor byte cleared. */
+static uint64_t port_sim_node_guid(struct port *p)
+{
+	uint64_t h = 14695981039346656037ull;
+	const char *c;
+
+	for (c = p->name; *c; c++)
+		h = (h ^ (uint8_t)*c) * 1099511628211ull;
+	return (h & 0x00ffffffffffffffull) | 0x0200000000000000ull;
+}
+
 static void port_sim_poll_state(struct port *p)
 {
 	struct sim_port *sp = p->priv;
@@ -341,5 +353,6 @@ const struct port_ops port_sim_ops = {
 	.gid_table = port_sim_gid_table,
 	.pkey_count = port_sim_pkey_count,
 	.poll_state = port_sim_poll_state,
+	.node_guid = port_sim_node_guid,
 	.close = port_sim_close,
 };

@@ -21,6 +21,7 @@
  * kept, so their GIDs work again as soon as it is.
  */
 #include <arpa/inet.h>
+#include <endian.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,6 +59,11 @@ struct umad_agent_port {
 	int pkeys;
 	int tick;
 	int lost; /* the device went away */
+	/* Read with the GID table: the device's index changes when it
+	 * goes and comes back. */
+	_Atomic uint32_t dev_index;
+	_Atomic uint64_t node_guid;
+	struct qp_owner_nl qp_nl;
 	struct log_ratelimit send_rl;
 };
 
@@ -67,6 +73,7 @@ static int port_umad_read_gids(struct port *p)
 	struct umad_agent_port *up = p->priv;
 	struct ibv_gid_entry ents[UMAD_GID_MAX];
 	struct ibv_port_attr pa;
+	struct ibv_device_attr da;
 	struct gid gids[UMAD_GID_MAX];
 	uint8_t types[UMAD_GID_MAX], valid[UMAD_GID_MAX];
 	struct ibv_context *ctx;
@@ -81,6 +88,11 @@ static int port_umad_read_gids(struct port *p)
 		return 0;
 	}
 	n = ibv_query_gid_table(ctx, ents, UMAD_GID_MAX, 0);
+	if (ibv_query_device(ctx, &da) == 0)
+		atomic_store(&up->node_guid, be64toh(da.node_guid));
+	if (ibv_get_device_index(ctx->device) >= 0)
+		atomic_store(&up->dev_index,
+			     (uint32_t)ibv_get_device_index(ctx->device));
 	ibv_close_device(ctx);
 	up->pkeys = (int)pa.pkey_tbl_len;
 	p->roce = pa.link_layer == IBV_LINK_LAYER_ETHERNET;
@@ -271,6 +283,7 @@ static void port_umad_lost(struct port *p, const char *why)
 static int port_umad_open(struct port *p, const struct port_spec *spec)
 {
 	struct umad_agent_port *up = calloc(1, sizeof(*up));
+	int rc;
 
 	if (up == NULL)
 		return -ENOMEM;
@@ -283,6 +296,14 @@ static int port_umad_open(struct port *p, const struct port_spec *spec)
 	pthread_rwlock_init(&up->dev_lock, NULL);
 	snprintf(up->dev, sizeof(up->dev), "%s", spec->name);
 	up->port_num = spec->port_num;
+	rc = qp_owner_nl_open(&up->qp_nl);
+	if (rc) {
+		log_fwarn(
+			&(struct log_fields){ .port = p->name }, -rc,
+			"umad port %s: cannot open RDMA netlink, which tells whose a QP is",
+			p->name);
+		return rc;
+	}
 	if (umad_init() < 0) {
 		log_fwarn(&(struct log_fields){ .port = p->name }, 0,
 			  "umad port %s: umad_init failed (is ib_umad loaded?)",
@@ -448,6 +469,21 @@ static void port_umad_poll_state(struct port *p)
 	port_umad_check_gids(p);
 }
 
+static int port_umad_qp_owner(struct port *p, uint32_t qpn, pid_t *tid)
+{
+	struct umad_agent_port *up = p->priv;
+
+	return qp_owner_nl_query(&up->qp_nl, atomic_load(&up->dev_index),
+				 (uint32_t)up->port_num, qpn, tid);
+}
+
+static uint64_t port_umad_node_guid(struct port *p)
+{
+	struct umad_agent_port *up = p->priv;
+
+	return atomic_load(&up->node_guid);
+}
+
 static void port_umad_close(struct port *p)
 {
 	struct umad_agent_port *up = p->priv;
@@ -455,6 +491,7 @@ static void port_umad_close(struct port *p)
 	if (up == NULL)
 		return;
 	port_umad_detach(p);
+	qp_owner_nl_close(&up->qp_nl);
 	pthread_mutex_destroy(&up->gid_lock);
 	pthread_rwlock_destroy(&up->dev_lock);
 	free(up);
@@ -472,5 +509,7 @@ const struct port_ops port_umad_ops = {
 	.gid_table = port_umad_gid_table,
 	.pkey_count = port_umad_pkey_count,
 	.poll_state = port_umad_poll_state,
+	.qp_owner = port_umad_qp_owner,
+	.node_guid = port_umad_node_guid,
 	.close = port_umad_close,
 };

@@ -426,6 +426,88 @@ static json_t *requests_op_unregister_gid(struct mux *mux,
 	return proto_reply_ok();
 }
 
+/* The QPN a QP request names, on its port: NULL and *err on error. */
+static struct port *requests_port_qpn(struct mux *mux, json_t *req,
+				      uint32_t *qpn, json_t **err)
+{
+	struct port *port = requests_port(mux, req, err);
+	json_t *q = json_object_get(req, "qpn");
+
+	if (port == NULL)
+		return NULL;
+	if (json_is_integer(q) && json_integer_value(q) > GSI_QPN &&
+	    json_integer_value(q) <= 0xffffff) {
+		*qpn = (uint32_t)json_integer_value(q);
+		return port;
+	}
+	*err = proto_reply_error(
+		EINVAL, "\"qpn\" must be a QP number from 2 to 0xffffff");
+	return NULL;
+}
+
+static int requests_qp_fault(struct mux *mux, struct client_info *ci,
+			     struct port *port, uint32_t qpn, const char **why);
+
+/* A simulated port's QPs are the clients' word; a real port's, the
+ * kernel's, which is checked here too so that a client learns early. */
+static json_t *requests_op_register_qpn(struct mux *mux, struct client_info *ci,
+					json_t *req)
+{
+	json_t *err = NULL;
+	struct port *port;
+	const char *why;
+	uint32_t qpn;
+	int rc;
+
+	port = requests_port_qpn(mux, req, &qpn, &err);
+	if (port == NULL)
+		return err;
+	if (port->ops->qp_owner) {
+		rc = requests_qp_fault(mux, ci, port, qpn, &why);
+		if (rc)
+			return proto_reply_error(rc, "%s", why);
+		return proto_reply_ok();
+	}
+	rc = qp_registry_add(mux->qp_registry, port->index, qpn, ci->pid,
+			     ci->id, MUX_QPNS_PER_CLIENT);
+	if (rc == -EADDRINUSE)
+		return proto_reply_error(
+			rc, "QP %u on %s is registered by another process",
+			(unsigned)qpn, port->name);
+	if (rc == -ENOSPC)
+		return proto_reply_error(rc,
+					 "a client registers at most %u QPs",
+					 MUX_QPNS_PER_CLIENT);
+	if (rc)
+		return proto_reply_error(rc, "cannot register QP %u",
+					 (unsigned)qpn);
+	return proto_reply_ok();
+}
+
+static json_t *requests_op_unregister_qpn(struct mux *mux,
+					  struct client_info *ci, json_t *req)
+{
+	json_t *err = NULL;
+	struct port *port;
+	uint32_t qpn;
+	int rc;
+
+	port = requests_port_qpn(mux, req, &qpn, &err);
+	if (port == NULL)
+		return err;
+	if (port->ops->qp_owner)
+		return proto_reply_ok(); /* the kernel's to forget */
+	rc = qp_registry_remove(mux->qp_registry, port->index, qpn, ci->pid);
+	if (rc == -ENOENT)
+		return proto_reply_error(rc, "QP %u is not registered on %s",
+					 (unsigned)qpn, port->name);
+	if (rc == -EACCES)
+		return proto_reply_error(
+			rc, "QP %u on %s is registered by another process",
+			(unsigned)qpn, port->name);
+	return proto_reply_ok();
+}
+
 struct gid_list {
 	struct mux *mux;
 	json_t *gids;
@@ -483,6 +565,10 @@ json_t *requests_handle(struct mux *mux, struct client_info *ci,
 		return requests_op_register_gid(mux, ci, req);
 	if (strcmp(op, "unregister_gid") == 0)
 		return requests_op_unregister_gid(mux, ci, req);
+	if (strcmp(op, "register_qpn") == 0)
+		return requests_op_register_qpn(mux, ci, req);
+	if (strcmp(op, "unregister_qpn") == 0)
+		return requests_op_unregister_qpn(mux, ci, req);
 	if (strcmp(op, "list_gids") == 0)
 		return requests_op_list_gids(mux, ci);
 	if (strcmp(op, "list_ports") == 0)
@@ -637,10 +723,84 @@ static int requests_path_fault(struct mux *mux, struct client_info *ci,
 	return requests_address_fault(m, reason, why);
 }
 
+/* The QP a REQ, REP or successful SIDR_REP names as its sender's, and
+ * where its CA GUID sits (width 0 for none): 1, or 0 when the message
+ * names no QP of its sender. */
+static int requests_named_qp(const uint8_t *mad, uint32_t *qpn,
+			     struct cm_field *ca_guid)
+{
+	*ca_guid = (struct cm_field){ 0 };
+	switch (cm_mad_attr_id(mad)) {
+	case CM_ATTR_REQ:
+		*qpn = (uint32_t)cm_field_get(mad, CM_REQ_LOCAL_QPN);
+		*ca_guid = CM_REQ_LOCAL_CA_GUID;
+		return 1;
+	case CM_ATTR_REP:
+		*qpn = (uint32_t)cm_field_get(mad, CM_REP_LOCAL_QPN);
+		*ca_guid = CM_REP_LOCAL_CA_GUID;
+		return 1;
+	case CM_ATTR_SIDR_REP:
+		if (cm_field_get(mad, CM_SIDR_REP_STATUS) !=
+		    CM_SIDR_STATUS_SUCCESS)
+			return 0; /* a refusal names no QP (QPN 0) */
+		*qpn = (uint32_t)cm_field_get(mad, CM_SIDR_REP_QPN);
+		return 1;
+	default: return 0;
+	}
+}
+
+/* Whether the client's process owns the QP the MAD names, on this port:
+ * the kernel's resource tracking says on a real port, the clients'
+ * registrations on a simulated one.  A peer's cm.c takes (QPN, CA GUID)
+ * as a connection's identity: a REQ naming another tenant's QP would
+ * have the peer end that tenant's connection as stale. */
+static int requests_qp_fault(struct mux *mux, struct client_info *ci,
+			     struct port *port, uint32_t qpn, const char **why)
+{
+	static _Thread_local char text[160];
+	pid_t owner;
+	int rc;
+
+	if (port->ops->qp_owner == NULL) {
+		rc = qp_registry_owner(mux->qp_registry, port->index, qpn,
+				       &owner);
+		if (rc == 0 && owner == ci->pid)
+			return 0;
+		snprintf(
+			text, sizeof(text),
+			rc ? "the MAD names QP %u, which no process has registered on this port"
+			   : "the MAD names QP %u, which another process registered on this port",
+			(unsigned)qpn);
+	} else {
+		rc = port->ops->qp_owner(port, qpn, &owner);
+		if (rc == 0 && qp_owner_task_of(ci->pid, owner))
+			return 0;
+		if (rc == 0 || rc == -ESRCH)
+			snprintf(
+				text, sizeof(text),
+				"the MAD names QP %u, which is not this client's process's",
+				(unsigned)qpn);
+		else if (rc == -ENOENT || rc == -EAGAIN)
+			snprintf(
+				text, sizeof(text),
+				"the MAD names QP %u, which is not on this port (or is in RESET)",
+				(unsigned)qpn);
+		else
+			snprintf(
+				text, sizeof(text),
+				"the MAD names QP %u, whose owner the kernel did not say (%s)",
+				(unsigned)qpn, strerror(-rc));
+	}
+	*why = text;
+	return -EPERM;
+}
+
 int requests_send_mad(struct mux *mux, struct client_info *ci,
 		      const struct proto_mad *in, uint32_t rid, int may_defer,
 		      const char **why)
 {
+	struct cm_field ca_guid;
+	uint32_t qpn;
 	struct proto_mad wire = *in, *m = &wire;
 	const uint8_t *mad = m->mad;
 	const char *claim_names[ROUTER_MAX_CLAIMS];
@@ -692,6 +852,19 @@ int requests_send_mad(struct mux *mux, struct client_info *ci,
 				"source GID is not registered by this client",
 				why);
 		return requests_refuse(mux, ci, reason, rc, *why, why);
+	}
+	if (requests_named_qp(mad, &qpn, &ca_guid) &&
+	    router_owns_gid(mux->router, port->index, &sgid, ci->id)) {
+		/* (A foreign source is refused as such below.) */
+		rc = requests_qp_fault(mux, ci, port, qpn, why);
+		if (rc)
+			return requests_refuse(mux, ci, REFUSE_QP_OWNER, rc,
+					       *why, why);
+		/* The QP is the port's device's: so is the CA GUID a peer
+		 * pairs with it, whatever the guest's device calls itself. */
+		if (ca_guid.width)
+			cm_field_set(m->mad, ca_guid,
+				     port->ops->node_guid(port));
 	}
 	requests_claims(port, mad, &sgid, &claims, claim_names);
 	router_path_from_addr(&m->addr, 0, &path);

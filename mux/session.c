@@ -234,6 +234,7 @@ static void session_destroy(struct session *s)
 	session_untouch(s);
 	/* Routing state goes first so no new MAD is routed to a dead id. */
 	router_purge_client(mux->router, s->id);
+	qp_registry_drop_client(mux->qp_registry, s->id);
 	event_free(s->read_ev);
 	event_free(s->write_ev);
 	/* Other threads may still hold the record; the last one closes

@@ -68,6 +68,7 @@ static const char *const refusal_names[REFUSE_MAX] = {
 	[REFUSE_QKEY] = "qkey",
 	[REFUSE_DEST_GID] = "destination_gid",
 	[REFUSE_SL_HOP] = "sl_or_hop_limit",
+	[REFUSE_QP_OWNER] = "qp_owner",
 };
 
 static const char *stats_refusal_name(enum refusal r)

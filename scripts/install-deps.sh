@@ -7,7 +7,7 @@ set -euo pipefail
 PKGS=(
 	build-essential pkg-config
 	libibumad-dev libibverbs-dev librdmacm-dev rdma-core ibverbs-providers
-	libevent-dev libjansson-dev libcmocka-dev libbsd-dev
+	libevent-dev libjansson-dev libcmocka-dev libbsd-dev libmnl-dev
 	clang libclang-rt-14-dev valgrind
 	# rdmacm-muxctl metrics is checked with Prometheus' own parser, the
 	# systemd units with systemd-analyze

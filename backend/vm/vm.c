@@ -48,6 +48,11 @@ struct vm {
 	int send_delay_ms; /* passive: hold before sending */
 	uint64_t send_at;
 	uint64_t connect_started; /* active: when the REQ went out */
+	/* --device-late: the data path opened only when a REQ comes, so
+	 * that nothing holds the device before (rxe on Linux 6.1 cannot
+	 * be removed while a verbs context is open). */
+	const char *late_device;
+	int message_size;
 };
 
 static uint64_t now_ms(void)
@@ -185,6 +190,22 @@ static void vm_data_step(struct vm *vm, uint64_t now)
 	}
 }
 
+/* The QP the REP names, made as the REQ arrives (--device-late). */
+static void vm_open_late(struct vm *vm)
+{
+	if (vm_data_open(&vm->data, vm->late_device, &vm->gid, vm->messages,
+			 vm->message_size, vm->name) < 0) {
+		fprintf(stderr, "%s: cannot set up the data path on %s\n",
+			vm->name, vm->late_device);
+		return;
+	}
+	vm->cm.p.qpn = vm_data_qpn(vm->data);
+	vm->cm.p.psn = vm_data_psn(vm->data);
+	vm->cm.ops = &vm_cm_data_ops;
+	printf("%s: data path opened on %s for the REQ\n", vm->name,
+	       vm->late_device);
+}
+
 static void on_recv(void *user, void *buf_ctx, void *buf, size_t mad_len,
 		    const struct muxbe_addr *addr)
 {
@@ -194,6 +215,9 @@ static void on_recv(void *user, void *buf_ctx, void *buf, size_t mad_len,
 	(void)buf_ctx;
 	if (addr == NULL)
 		return; /* flushed, not received */
+	if (vm->late_device && vm->data == NULL &&
+	    cm_mad_attr_id((uint8_t *)buf + MUXBE_GRH_SIZE) == CM_ATTR_REQ)
+		vm_open_late(vm);
 	memcpy(src.raw, addr->remote_gid, 16);
 	gcm_input(&vm->cm, (uint8_t *)buf + MUXBE_GRH_SIZE, mad_len, &src,
 		  now_ms());
@@ -244,7 +268,8 @@ static void usage(FILE *f)
 		"                     [--comm-id N] [--data TEXT] [--hold-ms MS]\n"
 		"                     [--timeout-ms MS] [--retries N] [--timewait-ms MS]\n"
 		"                     [--run-ms MS] [--device DEV [--messages N]\n"
-		"                     [--message-size BYTES] [--send-delay-ms MS]]\n");
+		"                     [--message-size BYTES] [--send-delay-ms MS]]\n"
+		"                     [--device-late DEV (--listen only)]\n");
 }
 
 int main(int argc, char **argv)
@@ -265,6 +290,7 @@ int main(int argc, char **argv)
 		{ "timewait-ms", required_argument, NULL, 'W' },
 		{ "run-ms", required_argument, NULL, 'X' },
 		{ "device", required_argument, NULL, 'D' },
+		{ "device-late", required_argument, NULL, 'L' },
 		{ "messages", required_argument, NULL, 'M' },
 		{ "message-size", required_argument, NULL, 'S' },
 		{ "send-delay-ms", required_argument, NULL, 'Y' },
@@ -282,7 +308,6 @@ int main(int argc, char **argv)
 		.timeout_ms = 500,
 		.max_retries = 5,
 		.timewait_ms = 200,
-		.qpn = 0x123,
 		.psn = 0x4242,
 	};
 	static struct vm vm;
@@ -300,7 +325,7 @@ int main(int argc, char **argv)
 	vm.messages = 10;
 	gp.local_comm_id = (uint32_t)getpid() * 2654435761u;
 	while ((c = getopt_long(argc, argv,
-				"s:n:g:p:l:c:r:i:d:H:T:R:W:X:D:M:S:Y:h", opts,
+				"s:n:g:p:l:c:r:i:d:H:T:R:W:X:D:L:M:S:Y:h", opts,
 				NULL)) != -1) {
 		switch (c) {
 		case 's': mo.socket_path = optarg; break;
@@ -328,6 +353,7 @@ int main(int argc, char **argv)
 		case 'W': gp.timewait_ms = (unsigned)atoi(optarg); break;
 		case 'X': run_ms = atoi(optarg); break;
 		case 'D': device = optarg; break;
+		case 'L': vm.late_device = optarg; break;
 		case 'M': vm.messages = atoi(optarg); break;
 		case 'S': message_size = atoi(optarg); break;
 		case 'Y': vm.send_delay_ms = atoi(optarg); break;
@@ -393,7 +419,19 @@ int main(int argc, char **argv)
 		gp.qpn = vm_data_qpn(vm.data);
 		gp.psn = vm_data_psn(vm.data);
 		gp.src_port = (uint16_t)(0x8000 | (getpid() & 0x7fff));
+	} else if (!vm.late_device) {
+		/* No device, so no QP: a number of this process's, which a
+		 * simulated port takes as its own once registered.  A real
+		 * port's kernel knows no such QP: the REQs and REPs naming
+		 * it are refused, and only the rest (REJ, SIDR) works. */
+		gp.qpn = 0x100000u | ((uint32_t)getpid() & 0xfffffu);
+		if (muxbe_register_qpn(vm.mb, daemon_port, gp.qpn) < 0) {
+			muxbe_last_error(vm.mb, err, sizeof(err));
+			printf("%s: no QP of its own (%s): without --device it cannot connect\n",
+			       vm.name, err);
+		}
 	}
+	vm.message_size = message_size;
 	gcm_init(&vm.cm, &gp, device ? &vm_cm_data_ops : &vm_cm_ops, &vm);
 	if (connect_to) {
 		vm.active = 1;

@@ -62,6 +62,7 @@
 #include "common/gid.h"
 #include "common/wire.h"
 #include "protocol/rdmacm_mux_proto.h"
+#include "tests/lib/own_qp.h"
 
 #define MAX_PAIRS 1024
 #define MAX_PAIR_COUNTS 16 /* in --pairs */
@@ -182,10 +183,15 @@ static json_t *control(struct client *c, const char *fmt, ...)
 	return j;
 }
 
+/* The QP every REQ and REP names: this process's own (own_qp()), which
+ * the daemon checks as it would a guest's.  Set before clients open. */
+static uint32_t own_qpn;
+
 static void client_open(struct client *c, const char *path, int pair, int side)
 {
 	char g[GID_STRLEN];
 	int id = pair * 2 + side;
+	json_t *j;
 
 	memset(c, 0, sizeof(*c));
 	c->pair = pair;
@@ -202,6 +208,11 @@ static void client_open(struct client *c, const char *path, int pair, int side)
 		json_decref(control(c,
 				    "{\"op\":\"register_gid\",\"gid\":\"%s\"}",
 				    gid_format(&c->gid, g)));
+		j = control(c, "{\"op\":\"register_qpn\",\"qpn\":%u}",
+			    (unsigned)own_qpn);
+		if (!json_is_true(json_object_get(j, "ok")))
+			die("register_qpn");
+		json_decref(j);
 	} else {
 		uint32_t be = htonl((uint32_t)id);
 
@@ -252,6 +263,10 @@ static void send_mad(struct client *c, const uint8_t *mad)
 	memcpy(m.addr.remote_gid, partner(c)->gid.raw, 16);
 	m.mad_len = MAD_SIZE;
 	memcpy(m.mad, mad, MAD_SIZE);
+	if (cm_mad_attr_id(mad) == CM_ATTR_REQ)
+		cm_field_set(m.mad, CM_REQ_LOCAL_QPN, own_qpn);
+	else if (cm_mad_attr_id(mad) == CM_ATTR_REP)
+		cm_field_set(m.mad, CM_REP_LOCAL_QPN, own_qpn);
 	len = proto_mad_encode(&m, frame + PROTO_HDR_SIZE,
 			       sizeof(frame) - PROTO_HDR_SIZE);
 	proto_header_encode(frame, PROTO_KIND_MAD, 0, ++c->rid, (uint32_t)len);
@@ -1157,6 +1172,9 @@ int main(int argc, char **argv)
 	cap_lat = 4000000;
 	lat = malloc(cap_lat * sizeof(*lat));
 	relay_start(dir);
+	own_qpn = own_qp(umad_port);
+	if (own_qpn == 0)
+		die("own_qp");
 	for (tok = strtok_r(pairs_list, ",", &save); tok;
 	     tok = strtok_r(NULL, ",", &save)) {
 		npairs = atoi(tok);

@@ -21,6 +21,7 @@
 
 #include "backend/muxbe.h"
 #include "backend/vm/guest_cm.h"
+#include "tests/lib/own_qp.h"
 
 #define RECV_BUFS 256
 #define COMM_BASE 0x51000000u
@@ -31,6 +32,7 @@ struct rate {
 	struct gid gid;
 	struct gcm *cm;
 	unsigned n, window;
+	const char *qp_port; /* where each connection's QP is made */
 	unsigned up, down, failed, send_errors;
 	uint8_t bufs[RECV_BUFS][MUXBE_RECV_BUF_MIN];
 };
@@ -165,6 +167,7 @@ int main(int argc, char **argv)
 		{ "port", required_argument, NULL, 'p' },
 		{ "connect", required_argument, NULL, 'a' },
 		{ "rdma-port", required_argument, NULL, 'r' },
+		{ "qp-port", required_argument, NULL, 'q' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct muxbe_callbacks cb = { .recv = on_recv,
@@ -198,14 +201,15 @@ int main(int argc, char **argv)
 		case 'r': gp.port = (uint16_t)atoi(optarg); break;
 		case 'c': R.n = (unsigned)atoi(optarg); break;
 		case 'w': R.window = (unsigned)atoi(optarg); break;
+		case 'q': R.qp_port = optarg; break;
 		default:
 			fprintf(stderr,
-				"usage: cm_rate_vm --gid GID --connect SERVER-GID [--rdma-port P] -c N [-w W]\n");
+				"usage: cm_rate_vm --gid GID --connect SERVER-GID --qp-port DEV:PORT [--rdma-port P] -c N [-w W]\n");
 			return 2;
 		}
 	}
 	if (gid_is_zero(&R.gid) || gid_is_zero(&gp.remote_gid) || R.n == 0 ||
-	    R.n > 0xffff || R.window == 0)
+	    R.n > 0xffff || R.window == 0 || R.qp_port == NULL)
 		return 2;
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	mo.errbuf = err;
@@ -228,7 +232,13 @@ int main(int argc, char **argv)
 	gp.local_gid = R.gid;
 	for (i = 0; i < R.n; i++) {
 		gp.local_comm_id = COMM_BASE + i;
-		gp.qpn = 0x100 + i; /* announced only: no data flows */
+		/* A QP of its own, in INIT on the daemon's port, made before
+		 * the timed phases as cm_rate makes its own (the daemon sends
+		 * a REQ only for its QP's owner, and a peer takes a QPN it
+		 * holds for another connection as stale).  No data flows. */
+		gp.qpn = own_qp_new(R.qp_port);
+		if (gp.qpn == 0)
+			return 1;
 		gp.psn = 0x4242;
 		gp.src_port = (uint16_t)(0x8000 + i);
 		gcm_init(&R.cm[i], &gp, &ops, &R.cm[i]);

@@ -6,7 +6,12 @@
  * the one --expect names.
  *
  *   mad_send --socket PATH --register GID... --from GID --to GID
- *            [--comm-id N] [--wait-file FILE] --expect ok|ERRNO_NAME
+ *            [--comm-id N] [--qpn N --ca-guid N] [--wait-file FILE]
+ *            --expect ok|ERRNO_NAME
+ *
+ * The REQ names a QP of mad_send's own on the daemon's port (its Local
+ * QPN), unless --qpn names another (and --ca-guid its CA GUID): what a
+ * tenant would write to have a peer end another's connection as stale.
  *
  * --wait-file: after registering, wait (up to 60 s) until FILE exists
  * before sending, so a scenario can change the port in between.
@@ -19,10 +24,32 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "backend/muxbe.h"
 #include "common/cm_mad.h"
 #include "common/gid.h"
 #include "protocol/rdmacm_mux_proto.h"
+#include "tests/lib/own_qp.h"
+
+/* The name of the daemon's port index (a real one: "DEVICE:PORT"). */
+static const char *port_name(struct muxbe *mb, unsigned index)
+{
+	static char name[64];
+	char *reply = NULL;
+	json_t *j, *p;
+
+	name[0] = '\0';
+	if (muxbe_request(mb, "{\"op\":\"list_ports\"}", &reply) == 0) {
+		j = json_loads(reply, 0, NULL);
+		p = json_array_get(json_object_get(j, "ports"), index);
+		snprintf(name, sizeof(name), "%s",
+			 json_string_value(json_object_get(p, "name")) ?: "");
+		json_decref(j);
+	}
+	free(reply);
+	return name;
+}
 
 int main(int argc, char **argv)
 {
@@ -34,6 +61,8 @@ int main(int argc, char **argv)
 		{ "comm-id", required_argument, NULL, 'i' },
 		{ "expect", required_argument, NULL, 'e' },
 		{ "wait-file", required_argument, NULL, 'w' },
+		{ "qpn", required_argument, NULL, 'q' },
+		{ "ca-guid", required_argument, NULL, 'g' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct muxbe_options mo = { 0 };
@@ -44,7 +73,8 @@ int main(int argc, char **argv)
 	const char *expect = "ok", *got, *wait_file = NULL;
 	struct gid from, to, g;
 	uint8_t mad[MAD_SIZE];
-	uint32_t comm_id = 0x7e570001;
+	uint32_t comm_id = 0x7e570001, qpn = 0;
+	uint64_t ca_guid = 0;
 	char err[256];
 	struct muxbe *mb;
 	int c, rc, nreg = 0;
@@ -70,6 +100,8 @@ int main(int argc, char **argv)
 		case 'i': comm_id = (uint32_t)strtoul(optarg, NULL, 0); break;
 		case 'e': expect = optarg; break;
 		case 'w': wait_file = optarg; break;
+		case 'q': qpn = (uint32_t)strtoul(optarg, NULL, 0); break;
+		case 'g': ca_guid = strtoull(optarg, NULL, 0); break;
 		default: return 2;
 		}
 	}
@@ -90,7 +122,9 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
-	printf("mad_send: registered\n");
+	if (qpn == 0)
+		qpn = own_qp(port_name(mb, a.port));
+	printf("mad_send: registered; the REQ names QP %u\n", (unsigned)qpn);
 	fflush(stdout);
 	for (c = 0; wait_file && access(wait_file, F_OK) != 0; c++) {
 		if (c == 1200) {
@@ -102,6 +136,8 @@ int main(int argc, char **argv)
 	}
 	cm_mad_init(mad, CM_ATTR_REQ, comm_id);
 	cm_field_set(mad, CM_REQ_LOCAL_COMM_ID, comm_id);
+	cm_field_set(mad, CM_REQ_LOCAL_QPN, qpn);
+	cm_field_set(mad, CM_REQ_LOCAL_CA_GUID, ca_guid);
 	cm_field_set(mad, CM_REQ_SERVICE_ID,
 		     rdma_service_id(RDMA_PS_TCP, 7999));
 	cm_set_gid(mad, CM_REQ_OFF_PRIMARY_LOCAL_GID, &from);

@@ -7,6 +7,7 @@
  * daemon.  Needs LAB_IP (this host's address on the rxe netdev) and, for
  * the GSI test, RDMACM_MUXD and the GIDs of RCM_GSI_GID_A/B on the port.
  */
+#include <endian.h>
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
@@ -499,6 +500,16 @@ static void test_gsi_through_daemon(void **state)
 	/* A REQ from A's GID to B's, both ours: out on QP1 and back. */
 	cm_mad_init(mad, CM_ATTR_REQ, 1);
 	cm_field_set(mad, CM_REQ_LOCAL_COMM_ID, 0x5151);
+	/* A QP of this process's, and the device's node GUID (which the
+	 * daemon would write in place of any other). */
+	cm_field_set(mad, CM_REQ_LOCAL_QPN, h_qpn());
+	{
+		struct ibv_device_attr da;
+
+		assert_int_equal(ibv_query_device(muxbe_dev_context(dev), &da),
+				 0);
+		cm_field_set(mad, CM_REQ_LOCAL_CA_GUID, be64toh(da.node_guid));
+	}
 	cm_set_gid(mad, CM_REQ_OFF_PRIMARY_LOCAL_GID, &a);
 	cm_set_gid(mad, CM_REQ_OFF_PRIMARY_REMOTE_GID, &b);
 	d.sgid_index = (uint8_t)muxbe_dev_gid_index(dev, a.raw);

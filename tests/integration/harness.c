@@ -28,6 +28,7 @@
 #include "common/wire.h"
 #include "protocol/rdmacm_mux_proto.h"
 #include "mux/sim_fabric.h"
+#include "tests/lib/own_qp.h"
 
 int h_time_scale(void)
 {
@@ -628,10 +629,16 @@ int h_real_port(void)
 int tc_register(struct tclient *tc, const char *gid)
 {
 	struct gid g;
+	int rc;
 
 	assert_int_equal(gid_parse(gid, &g), 0);
 	memcpy(tc->gid, g.raw, 16);
-	return muxbe_register_gid(tc->mb, h_port0(), g.raw, &tc->port);
+	rc = muxbe_register_gid(tc->mb, h_port0(), g.raw, &tc->port);
+	/* The QP that h_mad()'s REQs, REPs and SIDR_REPs name. */
+	if (rc == 0)
+		assert_int_equal(muxbe_register_qpn(tc->mb, h_port0(), h_qpn()),
+				 0);
+	return rc;
 }
 
 int tc_pump_until(struct tclient *tc, int (*cond)(struct tclient *, int),
@@ -904,12 +911,24 @@ int simpeer_recv(struct simpeer *sp, uint8_t *mad, uint8_t *src, int timeout_ms)
 	return 0;
 }
 
+uint32_t h_qpn(void)
+{
+	return own_qp(h_port0());
+}
+
 void h_mad(uint8_t *mad, uint16_t attr, uint32_t local, uint32_t remote,
 	   uint64_t tid)
 {
 	cm_mad_init(mad, attr, tid);
 	wire_put32(mad + MAD_HDR_SIZE, local);
 	wire_put32(mad + MAD_HDR_SIZE + 4, remote);
+	/* The daemon sends these only for the QP's owner: this process. */
+	if (attr == CM_ATTR_REQ)
+		cm_field_set(mad, CM_REQ_LOCAL_QPN, h_qpn());
+	else if (attr == CM_ATTR_REP)
+		cm_field_set(mad, CM_REP_LOCAL_QPN, h_qpn());
+	else if (attr == CM_ATTR_SIDR_REP)
+		cm_field_set(mad, CM_SIDR_REP_QPN, h_qpn());
 }
 
 void h_req(uint8_t *mad, uint32_t local, const char *src, const char *dst)

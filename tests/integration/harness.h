@@ -166,6 +166,9 @@ int h_admin(const char *path, const char *request, char *reply, size_t cap);
 /* CM MADs for tests: any attribute with its comm IDs at P+0 and P+4, and
  * a REQ from src to dst with rdma_cm's header (Starting PSN = local, a
  * marker that survives comm-ID translation; TID 0x42000000 | local). */
+/* The QP this process owns on h_port0(), which h_mad()'s REQs, REPs and
+ * SIDR_REPs name and tc_register() registers (tests/lib/own_qp.h). */
+uint32_t h_qpn(void);
 void h_mad(uint8_t *mad, uint16_t attr, uint32_t local, uint32_t remote,
 	   uint64_t tid);
 void h_req(uint8_t *mad, uint32_t local, const char *src, const char *dst);

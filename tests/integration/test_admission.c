@@ -163,6 +163,7 @@ static void test_multi_client_routing(void **state)
 	uint8_t mad[MAD_SIZE];
 	uint32_t host_a, host_b;
 	struct gid ga, gb;
+	uint64_t guid;
 	json_t *st;
 
 	tc_connect_gid(&a, &f->d, "a", "fd00::1");
@@ -182,6 +183,18 @@ static void test_multi_client_routing(void **state)
 	 * The rest is as sent. */
 	host_a = wire_get32(b.rx[0].mad + 24);
 	assert_true(host_a != 0 && host_a != 0xa0001);
+	/* The Local CA GUID is the port's node GUID, whatever the client
+	 * wrote (0 here): a peer pairs it with the QPN, which is the port's
+	 * device's.  The QPN is this process's own (h_mad()). */
+	st = hd_status(&f->d);
+	guid = strtoull(json_string_value(json_object_get(
+				json_array_get(json_object_get(st, "ports"), 0),
+				"node_guid")),
+			NULL, 16);
+	json_decref(st);
+	assert_int_not_equal(guid, 0);
+	assert_int_equal(cm_field_get(b.rx[0].mad, CM_REQ_LOCAL_CA_GUID), guid);
+	cm_field_set(mad, CM_REQ_LOCAL_CA_GUID, guid);
 	assert_memory_equal(b.rx[0].mad, mad, 8);
 	if (!h_real_port())
 		assert_memory_equal(b.rx[0].mad + 8, mad + 8, 4);
@@ -657,6 +670,9 @@ static void test_two_daemons_share_fabric(void **state)
 			assert_int_equal(muxbe_register_gid(b.mb, "simb", g.raw,
 							    &b.port),
 					 0);
+			assert_int_equal(muxbe_register_qpn(b.mb, "simb",
+							    h_qpn()),
+					 0);
 		}
 	}
 	h_req(mad, 0xd1, "fd00::1", "fd01::2");
@@ -859,6 +875,7 @@ static void test_several_ports(void **state)
 	gid_parse("fd00::1", &g);
 	memcpy(a0.gid, g.raw, 16);
 	assert_int_equal(muxbe_register_gid(a0.mb, "p1", g.raw, &a0.port), 0);
+	assert_int_equal(muxbe_register_qpn(a0.mb, "p1", h_qpn()), 0);
 	h_req(mad, 0x71, "fd00::1", "fd00::2");
 	assert_int_equal(tc_send_sync(&a0, "fd00::2", mad), 0);
 	assert_true(tc_pump_until(&b1, tc_has_rx, 1, H_DEADLINE_MS));

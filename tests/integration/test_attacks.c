@@ -1224,6 +1224,8 @@ static void test_status_cannot_be_blinded(void **state)
 		assert_int_equal(muxbe_register_gid(mb[i], h_port0(), g.raw,
 						    &a.port),
 				 0);
+		assert_int_equal(muxbe_register_qpn(mb[i], h_port0(), h_qpn()),
+				 0);
 		memcpy(a.local_gid, g.raw, 16);
 		for (k = 0; k < BLIND_MAPPINGS; k++) {
 			h_req(m, (uint32_t)(i * 1000 + k + 1), gid, PEER);

@@ -36,6 +36,9 @@ struct fx {
 	struct simpeer p;
 	char qsock[160];
 	int q; /* QEMU's end */
+	/* A simulated port has no QPs: what a QEMU client's REQs and REPs
+	 * name is registered by a native client of its process. */
+	struct tclient qps;
 };
 
 static int setup(void **state)
@@ -43,6 +46,7 @@ static int setup(void **state)
 	static struct fx f;
 	static char arg[200];
 	const char *extra[] = { arg, NULL };
+	char err[256];
 
 	memset(&f, 0, sizeof(f));
 	snprintf(f.qsock, sizeof(f.qsock), "/tmp/rcm-qemu.%d.sock", getpid());
@@ -51,6 +55,13 @@ static int setup(void **state)
 	simpeer_open(&f.p, &f.d, "peer", PEER);
 	f.q = raw_connect(f.qsock);
 	assert_true(f.q >= 0);
+	/* After QEMU's client is in, so that it is the status's first. */
+	assert_true(hd_wait_status_at_least(&f.d, "counters.clients_accepted",
+					    1, H_DEADLINE_MS));
+	assert_int_equal(tc_connect(&f.qps, &f.d, "qemu-qps", 0, 0, err,
+				    sizeof(err)),
+			 0);
+	assert_int_equal(muxbe_register_qpn(f.qps.mb, "sim0", h_qpn()), 0);
 	*state = &f;
 	return 0;
 }
@@ -61,6 +72,7 @@ static int teardown(void **state)
 
 	if (f->q >= 0)
 		close(f->q);
+	tc_close(&f->qps);
 	simpeer_close(&f->p);
 	hd_stop(&f->d);
 	return 0;
@@ -265,8 +277,7 @@ static void test_passive_connection_and_sidr(void **state)
 	cma_hdr_build(m + CM_SIDR_REQ_OFF_PRIVATE_DATA, &s, &d, 4791);
 	simpeer_send(&f->p, GUEST, m);
 	qemu_expect(f, CM_ATTR_SIDR_REQ, &in);
-	cm_mad_init(m, CM_ATTR_SIDR_REP, 5);
-	cm_field_set(m, CM_SIDR_REP_REQUEST_ID, 0x42);
+	h_mad(m, CM_ATTR_SIDR_REP, 0x42, 0, 5);
 	assert_int_equal(q_mad(f->q, GUEST, m), QEMU_MSG_OK);
 	peer_expect(f, CM_ATTR_SIDR_REP, r);
 	assert_int_equal(cm_field_get(r, CM_SIDR_REP_REQUEST_ID), 0x42);
@@ -274,6 +285,25 @@ static void test_passive_connection_and_sidr(void **state)
 	assert_int_equal(q_mad(f->q, GUEST, m), QEMU_MSG_EINVAL);
 	assert_true(hd_status_int(&f->d, "counters.refusals.no_destination") ==
 		    1);
+}
+
+/* QEMU's REQs name only its process's QPs: another's gets an error
+ * response, is counted and never reaches the wire. */
+static void test_names_only_its_qps(void **state)
+{
+	struct fx *f = *state;
+	uint8_t m[MAD_SIZE], r[MAD_SIZE];
+
+	assert_int_equal(q_reg(f->q, QEMU_MSG_OP_REG, GUEST), QEMU_MSG_OK);
+	h_req(m, 0x8001, GUEST, PEER);
+	cm_field_set(m, CM_REQ_LOCAL_QPN, h_qpn() ^ 0x800);
+	assert_int_equal(q_mad(f->q, GUEST, m), QEMU_MSG_EACCES);
+	assert_int_equal(simpeer_recv(&f->p, r, NULL, 100), 0);
+	assert_int_equal(hd_status_int(&f->d, "counters.refusals.qp_owner"), 1);
+	h_req(m, 0x8002, GUEST, PEER);
+	assert_int_equal(q_mad(f->q, GUEST, m), QEMU_MSG_OK);
+	peer_expect(f, CM_ATTR_REQ, r);
+	assert_int_equal(cm_field_get(r, CM_REQ_LOCAL_QPN), h_qpn());
 }
 
 /* A MAD whose destination follows from nothing is refused, not sent to
@@ -380,6 +410,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(
 			test_passive_connection_and_sidr, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_names_only_its_qps, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_native_and_qemu, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_malformed_closes, setup,

@@ -45,6 +45,7 @@
 #include "common/gid.h"
 #include "common/wire.h"
 #include "mux/sim_fabric.h"
+#include "tests/lib/own_qp.h"
 
 #define NCLIENTS 1000
 #define SLOTS 4 /* connections per client at once */
@@ -752,6 +753,14 @@ static void client_open(struct client *c)
 			c->idx, strerror(-i), err);
 		exit(1);
 	}
+	/* The QP its REQs name (a simulated port's is registered). */
+	i = muxbe_register_qpn(c->mb, NULL, own_qp(NULL));
+	if (i < 0) {
+		muxbe_last_error(c->mb, err, sizeof(err));
+		fprintf(stderr, "soak: client %d: register_qpn: %s (%s)\n",
+			c->idx, strerror(-i), err);
+		exit(1);
+	}
 	for (i = 0; i < 8; i++)
 		muxbe_post_recv(c->mb, c->bufs[i], MUXBE_RECV_BUF_MIN, NULL);
 	ev.data.u64 = (uint64_t)c->idx;
@@ -795,6 +804,7 @@ static void client_tick(struct client *c)
 			cm_mad_init(out, CM_ATTR_REQ,
 				    0x4200000000ull | s->guest);
 			wire_put32(out + MAD_HDR_SIZE, s->guest);
+			cm_field_set(out, CM_REQ_LOCAL_QPN, own_qp(NULL));
 			cm_field_set(out, CM_REQ_STARTING_PSN,
 				     s->guest & 0xffffff);
 			cm_field_set(out, CM_REQ_SERVICE_ID,

@@ -14,10 +14,10 @@ port_state_is() { [ "$(status_get '.ports[0].state')" = "$1" ]; }
 host_a() {
 	add_ip 10.77.0.11
 	start_daemon
-	# Only the CM side (no data QP: a verbs context would keep the
-	# device from going away on Linux 6.1's rxe).
+	# No verbs context until a REQ comes (one would keep the device
+	# from going away on Linux 6.1's rxe); then the QP its REP names.
 	"$B/rdmacm-mux-vm" --name vm1 --gid 10.77.0.11 --listen 7471 \
-		--run-ms 60000 >/tmp/vm1.log 2>&1 &
+		--device-late rxe0 --run-ms 60000 >/tmp/vm1.log 2>&1 &
 	local vm=$!
 	wait_for grep -q listening /tmp/vm1.log || fail "vm1 did not start"
 	timeout 20 rdma link delete rxe0 || fail "rdma link delete hung or failed"
@@ -48,7 +48,7 @@ host_a() {
 
 host_b() {
 	await device-back
-	# The VM has no data QP: only the connection itself is checked.
+	# Only the connection itself is checked.
 	timeout 20 ucmatose -s 10.77.0.11 -b "$LAB_IP" -C 1 >/tmp/ucm.log 2>&1 &
 	await a-done
 	kill %1 2>/dev/null
