@@ -647,6 +647,8 @@ static int conn_in_sidr_rep(struct conn_table *ct, unsigned port, uint8_t *mad,
 		return -ENOENT;
 	if (gid_cmp(&conn_path_of(ct, c)->peer_gid, &path->peer_gid) != 0)
 		return -EPERM;
+	if (ct->cl[c->owner].away)
+		return -EHOSTDOWN;
 	if ((c->flags & CF_ORPHAN))
 		return -ESTALE;
 	if (conn_state_of(c) != CONN_SIDR_REQ_SENT)
@@ -669,6 +671,8 @@ static int conn_in_rej_unnamed(struct conn_table *ct, unsigned port,
 
 	if (c == NULL)
 		return -EBADR;
+	if (ct->cl[c->owner].away)
+		return -EHOSTDOWN;
 	if ((c->flags & CF_ORPHAN))
 		return -ESTALE;
 	if (conn_state_of(c) != CONN_REQ_RCVD)
@@ -711,6 +715,10 @@ int conn_inbound(struct conn_table *ct, unsigned port, uint8_t *mad,
 	if (gid_cmp(&conn_path_of(ct, c)->peer_gid, &path->peer_gid) != 0 ||
 	    !conn_peer_matches(c, mad))
 		return -EPERM;
+	/* Its owner has not come back since a restart: the entry stays as
+	 * it was (the peer retransmits), until it does or its grace ends. */
+	if (ct->cl[c->owner].away)
+		return -EHOSTDOWN;
 	if ((c->flags & CF_ORPHAN)) {
 		if (attr == CM_ATTR_DREQ) {
 			conn_answer_drep(ct, CONN_ANS_DREP_ABANDONED, port, mad,

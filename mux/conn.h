@@ -236,14 +236,29 @@ void conn_purge_client(struct conn_table *ct, uint64_t client);
  * *restored is 1 then (err may note entries that were lost).  Their
  * clients are gone; each may claim its entries with the token it was
  * given (conn_restore_claim), and conn_restore_purge_unclaimed() ends the rest.
- * max_entries is at most 16,646,144 and max_owners at most 65,535.
+ * max_entries is at most 16,646,144 and max_owners at most 65,535; each
+ * owner's first gids_per_owner GIDs are kept too (conn_restore_gid_note).
  */
 struct conn_table *conn_restore_open(const struct conn_limits *lim,
 				     uint32_t random_operand, conn_emit_fn emit,
 				     void *emit_arg, const char *path,
 				     uint32_t max_entries, uint32_t max_owners,
+				     uint32_t gids_per_owner,
 				     uint64_t ports_hash, int *restored,
 				     char *err, size_t errlen);
+/* A GID a client that may resume registered (add) or gave up: kept in
+ * the file with its owner record.  0, or -ENOSPC when the owner's slice
+ * is full (then it is not kept), -errno when the file has no room. */
+int conn_restore_gid_note(struct conn_table *ct, uint64_t client, unsigned port,
+			  const uint8_t gid[16], int add);
+/* The GIDs of each owner a restarted daemon took back from the file. */
+void conn_restore_gids_foreach(struct conn_table *ct,
+			       void (*fn)(void *arg, uint64_t client,
+					  unsigned port, const uint8_t gid[16]),
+			       void *arg);
+/* Whether client is an owner of the previous daemon's that has not come
+ * back (claimed its entries) yet: what arrives for it is held back. */
+int conn_restore_owner_away(struct conn_table *ct, uint64_t client);
 /* The daemon is going and its clients are not: purging a client keeps
  * its entries and owner record from now on, for the next daemon. */
 void conn_restore_detach(struct conn_table *ct);

@@ -72,6 +72,7 @@ struct conn_client {
 	struct hset conns;
 	uint8_t used;
 	uint8_t pinned; /* an owner that may resume: kept without entries */
+	uint8_t away;   /* a previous daemon's owner, not back yet */
 	uint16_t next_free;
 };
 
@@ -121,9 +122,11 @@ struct conn_table {
 	unsigned timer_len[TC_MAX];
 	uint64_t timer_ms[TC_MAX];
 	struct conn_counts counts;
-	unsigned call_max;        /* the current call's client limit */
-	struct conn_store *store; /* NULL: entries on the heap */
-	int detached;             /* the daemon is going; entries stay */
+	unsigned call_max;         /* the current call's client limit */
+	struct conn_store *store;  /* NULL: entries on the heap */
+	struct conn_gid_rec *gids; /* the store's: owners' GIDs */
+	uint32_t gids_per_owner;
+	int detached; /* the daemon is going; entries stay */
 };
 
 /* Access to entries, paths and clients, for all three files. */

@@ -114,6 +114,7 @@ static unsigned conn_restore_entries(struct conn_table *ct)
 		cc->id = o[i].client;
 		cc->used = 1;
 		cc->pinned = o[i].resumable;
+		cc->away = 1;
 		hset_insert(&ct->cl_index, i, conn_table_cl_key, ct);
 	}
 	/* The records no owner holds are free, lowest first. */
@@ -180,17 +181,18 @@ static unsigned conn_restore_entries(struct conn_table *ct)
 
 /* Each limit of a path record's or an entry's array, from the state
  * file's size for entries. */
-struct conn_table *conn_restore_open(const struct conn_limits *lim,
-				     uint32_t random_operand,
-				     conn_emit_fn emit_fn, void *emit_arg,
-				     const char *path, uint32_t max_entries,
-				     uint32_t max_owners, uint64_t ports_hash,
-				     int *restored, char *err, size_t errlen)
+struct conn_table *conn_restore_open(
+	const struct conn_limits *lim, uint32_t random_operand,
+	conn_emit_fn emit_fn, void *emit_arg, const char *path,
+	uint32_t max_entries, uint32_t max_owners, uint32_t gids_per_owner,
+	uint64_t ports_hash, int *restored, char *err, size_t errlen)
 {
 	struct conn_table *ct;
 	struct conn_store_layout lay = {
-		.size = { sizeof(struct conn), sizeof(struct conn_pathrec) },
-		.cap = { max_entries, max_entries },
+		.size = { sizeof(struct conn), sizeof(struct conn_pathrec),
+			  sizeof(struct conn_gid_rec) },
+		.cap = { max_entries, max_entries,
+			 max_owners * gids_per_owner },
 		.owner_cap = max_owners,
 	};
 	unsigned dropped;
@@ -217,6 +219,8 @@ struct conn_table *conn_restore_open(const struct conn_limits *lim,
 	}
 	ct->e = conn_store_array(ct->store, CONN_STORE_ENTRIES);
 	ct->paths = conn_store_array(ct->store, CONN_STORE_PATHS);
+	ct->gids = conn_store_array(ct->store, CONN_STORE_GIDS);
+	ct->gids_per_owner = gids_per_owner;
 	ct->cap = ct->path_cap = max_entries;
 	/* A client's record is its owner record. */
 	ct->cl_cap = max_owners;
@@ -251,6 +255,95 @@ static struct conn_owner *conn_restore_owner_of(struct conn_table *ct,
 	return &conn_store_owners(ct->store, &n)[i];
 }
 
+/* ---- owners' GIDs ------------------------------------------------------- */
+
+static struct conn_gid_rec *conn_restore_gids_of(struct conn_table *ct,
+						 uint32_t rec)
+{
+	return ct->gids + (size_t)rec * ct->gids_per_owner;
+}
+
+/* A record's slice as a new owner takes it: a previous owner's GIDs are
+ * not its (a slice never written reads as zeros, so nothing to do). */
+static void conn_restore_gids_clear(struct conn_table *ct, uint32_t rec)
+{
+	struct conn_gid_rec *g = conn_restore_gids_of(ct, rec);
+	uint32_t k;
+
+	for (k = 0; k < ct->gids_per_owner; k++)
+		g[k].used = 0;
+}
+
+int conn_restore_gid_note(struct conn_table *ct, uint64_t client, unsigned port,
+			  const uint8_t gid[16], int add)
+{
+	struct conn_gid_rec *g, *free_slot = NULL;
+	uint32_t rec, k;
+	int rc;
+
+	if (ct->store == NULL || ct->gids_per_owner == 0 || ct->detached)
+		return 0;
+	rec = conn_table_cl_find(ct, client);
+	if (rec == CONN_NO_OWNER || !conn_restore_owner_of(ct, rec)->resumable)
+		return 0; /* nobody can come back for it */
+	rc = conn_store_reserve(ct->store, CONN_STORE_GIDS,
+				(rec + 1) * ct->gids_per_owner);
+	if (rc)
+		return rc;
+	g = conn_restore_gids_of(ct, rec);
+	for (k = 0; k < ct->gids_per_owner; k++) {
+		if (!g[k].used) {
+			if (free_slot == NULL)
+				free_slot = &g[k];
+			continue;
+		}
+		if (g[k].port != port || memcmp(g[k].gid, gid, 16) != 0)
+			continue;
+		if (!add)
+			g[k].used = 0;
+		return 0;
+	}
+	if (!add)
+		return 0;
+	if (free_slot == NULL)
+		return -ENOSPC;
+	memcpy(free_slot->gid, gid, 16);
+	free_slot->port = (uint16_t)port;
+	free_slot->used = 1;
+	return 0;
+}
+
+void conn_restore_gids_foreach(struct conn_table *ct,
+			       void (*fn)(void *arg, uint64_t client,
+					  unsigned port, const uint8_t gid[16]),
+			       void *arg)
+{
+	struct conn_gid_rec *g;
+	uint32_t rec, k;
+
+	if (ct->store == NULL || ct->gids_per_owner == 0)
+		return;
+	for (rec = 0; rec < ct->ncl; rec++) {
+		if (!ct->cl[rec].used || !ct->cl[rec].away ||
+		    !conn_restore_owner_of(ct, rec)->resumable)
+			continue;
+		g = conn_restore_gids_of(ct, rec);
+		for (k = 0; k < ct->gids_per_owner; k++)
+			if (g[k].used)
+				fn(arg, ct->cl[rec].id, g[k].port, g[k].gid);
+	}
+}
+
+int conn_restore_owner_away(struct conn_table *ct, uint64_t client)
+{
+	uint32_t rec;
+
+	if (ct->store == NULL)
+		return 0;
+	rec = conn_table_cl_find(ct, client);
+	return rec != CONN_NO_OWNER && ct->cl[rec].away;
+}
+
 int conn_restore_owner_add(struct conn_table *ct, uint64_t client, uint32_t uid,
 			   const uint8_t token[16])
 {
@@ -260,8 +353,11 @@ int conn_restore_owner_add(struct conn_table *ct, uint64_t client, uint32_t uid,
 	if (ct->store == NULL)
 		return -ENOTSUP;
 	i = conn_table_cl_find(ct, client);
-	if (i == CONN_NO_OWNER)
+	if (i == CONN_NO_OWNER) {
 		i = conn_table_cl_new(ct, client);
+		if (i != CONN_NO_OWNER)
+			conn_restore_gids_clear(ct, i);
+	}
 	if (i == CONN_NO_OWNER)
 		return -ENOSPC;
 	o = conn_restore_owner_of(ct, i);
@@ -303,6 +399,7 @@ int conn_restore_claim(struct conn_table *ct, uint64_t old_client, uint32_t uid,
 	o->client = new_client;
 	memcpy(o->token, new_token, 16);
 	o->claimed = 1;
+	ct->cl[i].away = 0;
 	return 0;
 }
 

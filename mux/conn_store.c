@@ -24,7 +24,7 @@
 #include "mux/conn_store.h"
 
 #define STORE_MAGIC 0x45544154534d4352ull /* "RCMSTATE" */
-#define STORE_VERSION 2
+#define STORE_VERSION 3                   /* 3: owners' GIDs */
 #define STORE_HEADER_SIZE 4096
 
 struct store_header {

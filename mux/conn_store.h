@@ -24,7 +24,21 @@ struct conn_owner {
 	uint8_t token[16];
 };
 
-enum conn_store_array { CONN_STORE_ENTRIES, CONN_STORE_PATHS, CONN_STORE_N };
+/* A GID an owner held, kept so that a restarted daemon holds it for the
+ * owner while it may come back (conn_restore.c). */
+struct conn_gid_rec {
+	uint8_t gid[16];
+	uint16_t port;
+	uint8_t used;
+	uint8_t pad;
+};
+
+enum conn_store_array {
+	CONN_STORE_ENTRIES,
+	CONN_STORE_PATHS,
+	CONN_STORE_GIDS, /* owner_cap slices of cap / owner_cap */
+	CONN_STORE_N
+};
 
 struct conn_store_layout {
 	uint32_t size[CONN_STORE_N]; /* bytes per element */

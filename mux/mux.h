@@ -166,7 +166,8 @@ enum drop_reason {
 	DROP_WRONG_STATE,   /* not valid in the connection's state */
 	DROP_STALE_CONN,    /* for a connection its client abandoned */
 	DROP_UNSUPPORTED_ATTR,
-	DROP_CLIENT_GONE,       /* owner disconnected while in flight */
+	DROP_OWNER_AWAY,  /* held back: its owner not back since a restart */
+	DROP_CLIENT_GONE, /* owner disconnected while in flight */
 	DROP_CLIENT_QUEUE_FULL, /* owner's output queue above its limit */
 	DROP_WORKER_QUEUE_FULL,
 	DROP_MAX

@@ -54,6 +54,13 @@ TREE_GENERATE_STATIC(gid_tree, gid_entry, link, router_gid_entry_cmp)
 TREE_GENERATE_STATIC(rclient_tree, router_client, link, router_client_cmp)
 
 #define ROUTER_ANSWER_HOP_LIMIT 64
+/* GIDs of each client the state file keeps for a restart. */
+#define ROUTER_KEPT_GIDS 64u
+
+struct router;
+static void router_gid_adopt(void *arg, uint64_t client, unsigned port,
+			     const uint8_t raw[16]);
+static void router_client_rename(struct router *r, uint64_t from, uint64_t to);
 
 /* MADs the router sends, queued under its lock, sent after it. */
 struct router_out {
@@ -184,6 +191,8 @@ int router_owner_claim(struct router *r, uint64_t old_client, uint32_t uid,
 	pthread_mutex_lock(&r->lock);
 	rc = conn_restore_claim(r->conns, old_client, uid, token, new_client,
 				new_token);
+	if (rc == 0)
+		router_client_rename(r, old_client, new_client);
 	pthread_mutex_unlock(&r->lock);
 	return rc;
 }
@@ -209,9 +218,15 @@ struct router *router_new(const struct router_limits *lim,
 	if (lim->state_path) {
 		char err[256] = "";
 
+		/* Each owner's first GIDs are kept (a file's layout cannot
+		 * follow the limit's reloads). */
 		r->conns = conn_restore_open(&cl, random_operand, router_queue,
 					     r, lim->state_path,
 					     lim->max_entries, lim->max_owners,
+					     lim->max_gids_per_client <
+							     ROUTER_KEPT_GIDS
+						     ? lim->max_gids_per_client
+						     : ROUTER_KEPT_GIDS,
 					     lim->ports_hash, &r->restored, err,
 					     sizeof(err));
 		if (r->conns == NULL)
@@ -231,6 +246,9 @@ struct router *router_new(const struct router_limits *lim,
 	RB_INIT(&r->gids);
 	gid_map_init(&r->gid_owner, (uint64_t)random_operand * 0x9e3779b1u);
 	RB_INIT(&r->clients);
+	/* The GIDs of the previous daemon's clients wait for them. */
+	if (r->restored)
+		conn_restore_gids_foreach(r->conns, router_gid_adopt, r);
 	return r;
 }
 
@@ -294,6 +312,71 @@ void router_free(struct router *r)
 	free(r);
 }
 
+/* Lock held: e leaves the GID indexes and its client's list. */
+static void router_gid_drop(struct router *r, struct gid_entry *e)
+{
+	RB_REMOVE(gid_tree, &r->gids, e);
+	gid_map_del(&r->gid_owner, e->port, &e->gid);
+	LIST_REMOVE(e, client_link);
+	free(e);
+	r->ngids--;
+}
+
+/* Lock held: a GID a restarted daemon took back from the state file,
+ * held for its owner until it comes back or its grace time is over. */
+static void router_gid_adopt(void *arg, uint64_t client, unsigned port,
+			     const uint8_t raw[16])
+{
+	struct router *r = arg;
+	struct gid_entry *e = calloc(1, sizeof(*e));
+	struct router_client *c = router_client_get(r, client, 1);
+
+	if (e == NULL || c == NULL) {
+		free(e);
+		return;
+	}
+	e->port = port;
+	memcpy(e->gid.raw, raw, 16);
+	e->client = client;
+	if (RB_FIND(gid_tree, &r->gids, e) != NULL ||
+	    gid_map_add(&r->gid_owner, port, &e->gid, client) < 0) {
+		free(e);
+		router_client_put_if_empty(r, c);
+		return;
+	}
+	RB_INSERT(gid_tree, &r->gids, e);
+	LIST_INSERT_HEAD(&c->gids, e, client_link);
+	c->ngids++;
+	r->ngids++;
+}
+
+/* Lock held: a resumed client takes back the GIDs held for it. */
+static void router_client_rename(struct router *r, uint64_t from, uint64_t to)
+{
+	struct router_client *c = router_client_get(r, from, 0), *t;
+	struct gid_entry *e;
+
+	if (c == NULL || (t = router_client_get(r, to, 1)) == NULL)
+		return;
+	while ((e = LIST_FIRST(&c->gids)) != NULL) {
+		LIST_REMOVE(e, client_link);
+		c->ngids--;
+		e->client = to;
+		gid_map_del(&r->gid_owner, e->port, &e->gid);
+		if (gid_map_add(&r->gid_owner, e->port, &e->gid, to) < 0) {
+			RB_REMOVE(gid_tree, &r->gids, e);
+			free(e);
+			r->ngids--;
+			continue;
+		}
+		LIST_INSERT_HEAD(&t->gids, e, client_link);
+		t->ngids++;
+	}
+	RB_REMOVE(rclient_tree, &r->clients, c);
+	free(c);
+	router_client_put_if_empty(r, t);
+}
+
 int router_register_gid(struct router *r, unsigned port, const struct gid *gid,
 			uint64_t client)
 {
@@ -330,6 +413,8 @@ int router_register_gid(struct router *r, unsigned port, const struct gid *gid,
 	LIST_INSERT_HEAD(&c->gids, e, client_link);
 	c->ngids++;
 	r->ngids++;
+	/* Kept for a restart (beyond the file's slice it is not). */
+	conn_restore_gid_note(r->conns, client, port, gid->raw, 1);
 out:
 	pthread_mutex_unlock(&r->lock);
 	return rc;
@@ -350,11 +435,8 @@ int router_unregister_gid(struct router *r, unsigned port,
 		rc = -EACCES;
 	} else {
 		c = router_client_get(r, client, 0);
-		RB_REMOVE(gid_tree, &r->gids, e);
-		gid_map_del(&r->gid_owner, port, gid);
-		LIST_REMOVE(e, client_link);
-		free(e);
-		r->ngids--;
+		conn_restore_gid_note(r->conns, client, port, gid->raw, 0);
+		router_gid_drop(r, e);
 		if (c) {
 			c->ngids--;
 			router_client_put_if_empty(r, c);
@@ -491,6 +573,7 @@ static enum router_verdict router_verdict_of(int rc, uint16_t attr)
 	case -EPERM: return ROUTER_PEER_MISMATCH;
 	case -EPROTO: return ROUTER_WRONG_STATE;
 	case -ESTALE: return ROUTER_STALE_CONN;
+	case -EHOSTDOWN: return ROUTER_OWNER_AWAY;
 	default:
 		return attr == CM_ATTR_SIDR_REP ? ROUTER_UNKNOWN_REQUEST_ID
 						: ROUTER_UNKNOWN_COMM_ID;
@@ -530,6 +613,10 @@ enum router_verdict router_inbound(struct router *r, unsigned port,
 		v = router_route_by_gid(r, port, &path.local_gid, client);
 		if (v != ROUTER_DELIVER)
 			v = router_answer_no_listener(r, port, mad, &path);
+		else if (conn_restore_owner_away(r->conns, *client))
+			/* Its owner has not come back since the restart: not
+			 * answered for it (the peer retransmits). */
+			v = ROUTER_OWNER_AWAY;
 		else if (attr == CM_ATTR_REQ &&
 			 conn_note_req(r->conns, *client, port, mad, &path,
 				       now_ms) == -ESTALE)
@@ -556,26 +643,37 @@ enum router_verdict router_inbound(struct router *r, unsigned port,
 	return v;
 }
 
+/* Lock held: a client's GIDs go, and its record with them. */
+static void router_client_drop_gids(struct router *r, struct router_client *c)
+{
+	struct gid_entry *g;
+
+	if (c == NULL)
+		return;
+	while ((g = LIST_FIRST(&c->gids)) != NULL) {
+		c->ngids--;
+		router_gid_drop(r, g);
+	}
+	RB_REMOVE(rclient_tree, &r->clients, c);
+	free(c);
+}
+
 void router_purge_client(struct router *r, uint64_t client)
 {
 	struct router_client *c;
 	struct gid_entry *g;
 
 	pthread_mutex_lock(&r->lock);
+	c = router_client_get(r, client, 0);
+	/* Its GIDs leave the state file while its record is there (not
+	 * when the daemon is going: conn_restore_gid_note() knows). */
+	if (c)
+		LIST_FOREACH(g, &c->gids, client_link)
+			conn_restore_gid_note(r->conns, client, g->port,
+					      g->gid.raw, 0);
 	/* The client's peers are told (DREQ, REJ, DREP) once unlocked. */
 	conn_purge_client(r->conns, client);
-	c = router_client_get(r, client, 0);
-	if (c) {
-		while ((g = LIST_FIRST(&c->gids)) != NULL) {
-			RB_REMOVE(gid_tree, &r->gids, g);
-			gid_map_del(&r->gid_owner, g->port, &g->gid);
-			LIST_REMOVE(g, client_link);
-			free(g);
-			r->ngids--;
-		}
-		RB_REMOVE(rclient_tree, &r->clients, c);
-		free(c);
-	}
+	router_client_drop_gids(r, c);
 	router_unlock_flush(r);
 }
 
@@ -592,7 +690,13 @@ unsigned router_expire(struct router *r, uint64_t now_ms)
 	 * their peers are told, as if they had gone now. */
 	pthread_mutex_lock(&r->lock);
 	if (r->grace_until_ms && now_ms >= r->grace_until_ms) {
+		struct router_client *c, *next;
+
 		r->grace_until_ms = 0;
+		/* The GIDs held for them are free again. */
+		RB_FOREACH_SAFE(c, rclient_tree, &r->clients, next)
+			if (conn_restore_owner_away(r->conns, c->id))
+				router_client_drop_gids(r, c);
 		n = conn_restore_purge_unclaimed(r->conns);
 		if (n)
 			log_info(

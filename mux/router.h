@@ -105,6 +105,7 @@ enum router_verdict {
 	ROUTER_WRONG_STATE,   /* not valid in the connection's state */
 	ROUTER_STALE_CONN,    /* for a connection its client abandoned */
 	ROUTER_UNSUPPORTED_ATTR,
+	ROUTER_OWNER_AWAY, /* its owner has not come back since a restart */
 	ROUTER_VERDICT_MAX
 };
 /* Decide who gets an inbound MAD arriving on path (peer_gid: the sender)

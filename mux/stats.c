@@ -14,6 +14,7 @@ static const char *const drop_reason_names[DROP_MAX] = {
 	[DROP_WRONG_STATE] = "wrong_state",
 	[DROP_STALE_CONN] = "stale_connection",
 	[DROP_UNSUPPORTED_ATTR] = "unsupported_attribute",
+	[DROP_OWNER_AWAY] = "owner_away",
 	[DROP_CLIENT_GONE] = "client_gone",
 	[DROP_CLIENT_QUEUE_FULL] = "client_queue_full",
 	[DROP_WORKER_QUEUE_FULL] = "worker_queue_full",
@@ -33,6 +34,7 @@ static const enum drop_reason stats_verdict_drops[ROUTER_VERDICT_MAX] = {
 	[ROUTER_WRONG_STATE] = DROP_WRONG_STATE,
 	[ROUTER_STALE_CONN] = DROP_STALE_CONN,
 	[ROUTER_UNSUPPORTED_ATTR] = DROP_UNSUPPORTED_ATTR,
+	[ROUTER_OWNER_AWAY] = DROP_OWNER_AWAY,
 };
 
 enum drop_reason stats_drop_for_verdict(enum router_verdict v)

@@ -979,6 +979,49 @@ static void test_restart_client_that_does_not_come_back(void **state)
 	(void)m;
 }
 
+/* While a client of the previous daemon has not come back, what arrives
+ * for it is neither answered for it nor applied to its entries: a peer's
+ * REQ to its GID (held in the state file) gets no REJ, and a DREQ leaves
+ * its connection established.  Both reach it when the peer retransmits
+ * after it is back. */
+static void test_restart_holds_what_arrives_for_the_absent(void **state)
+{
+	struct fx *f = *state;
+	uint8_t m[MAD_SIZE], r[MAD_SIZE];
+	uint32_t h;
+	int n;
+
+	h = establish(f, 0x4545, 0x9045);
+	hd_kill(&f->d, SIGKILL);
+	hd_restart(&f->d);
+	/* A's and B's libraries have not run since: neither is back, and
+	 * their GIDs are held for them. */
+	assert_int_equal(hd_status_int(&f->d, "routing.gids"), 2);
+	assert_int_equal(hd_status_int(&f->d, "routing.established"), 1);
+	h_req(m, 0x9046, PEER, "fd00::1");
+	simpeer_send(&f->p, "fd00::1", m);
+	h_mad(m, CM_ATTR_DREQ, 0x9045, h, 1);
+	simpeer_send(&f->p, "fd00::1", m);
+	assert_true(hd_wait_status_int(&f->d, "counters.drops.owner_away", 2));
+	assert_int_equal(simpeer_recv(&f->p, r, NULL, 300),
+			 0); /* no REJ, DREP */
+	assert_int_equal(hd_status_int(&f->d,
+				       "counters.answers.rej_no_listener"),
+			 0);
+	assert_int_equal(hd_status_int(&f->d, "routing.established"), 1);
+	/* A comes back, and the peer retransmits both. */
+	assert_true(tc_pump_until(&f->a, tc_has_link_ups, 1, H_DEADLINE_MS));
+	n = f->a.nrx;
+	h_req(m, 0x9046, PEER, "fd00::1");
+	simpeer_send(&f->p, "fd00::1", m);
+	vm_expect(&f->a, n + 1, CM_ATTR_REQ);
+	h_mad(m, CM_ATTR_DREQ, 0x9045, h, 1);
+	simpeer_send(&f->p, "fd00::1", m);
+	vm_expect(&f->a, n + 2, CM_ATTR_DREQ);
+	assert_int_equal(remote_of(f->a.rx[n + 1].mad), 0x4545);
+	/* B never comes back: after its grace its GID is free. */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1008,6 +1051,9 @@ int main(void)
 			test_comm_id_reuse_new_connection, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_daemon_answers, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(
+			test_restart_holds_what_arrives_for_the_absent, setup,
+			teardown),
 		cmocka_unit_test_setup_teardown(
 			test_fabric_req_flood_leaves_vm_connecting, setup,
 			teardown),

@@ -960,7 +960,7 @@ static struct conn_table *open_table(const char *file, uint64_t ports_hash,
 				   .timewait_ms = TW };
 	char err[256] = "";
 	struct conn_table *ct = conn_restore_open(&lim, 7, capture, NULL, file,
-						  1024, 16, ports_hash,
+						  1024, 16, 4, ports_hash,
 						  restored, err, sizeof(err));
 
 	assert_non_null(ct);
