@@ -274,11 +274,153 @@ static int conn_store_set_aside(const char *path, char *aside, size_t len)
 	return rename(path, aside) < 0 ? -errno : 0;
 }
 
+/* A previous daemon's state of this boot and these ports whose limits
+ * (--max-clients, --max-comm-ids: the arrays' lengths) were others: its
+ * elements are the same, so its entries can be carried over. */
+static int conn_store_other_limits(const struct store_header *h,
+				   const struct stat *st,
+				   const struct conn_store_layout *lay,
+				   uint64_t ports_hash, const char *boot)
+{
+	size_t off[CONN_STORE_N];
+	int a, differ = h->owner_cap != lay->owner_cap;
+
+	if (h->ports_hash != ports_hash ||
+	    strncmp(h->boot_id, boot, sizeof(h->boot_id)) != 0 ||
+	    h->owner_cap == 0 ||
+	    (size_t)st->st_size !=
+		    conn_store_offsets(h->size, h->cap, h->owner_cap, off))
+		return 0;
+	for (a = 0; a < CONN_STORE_N; a++) {
+		if (h->size[a] != lay->size[a])
+			return 0;
+		differ |= h->cap[a] != lay->cap[a];
+	}
+	return differ;
+}
+
+/* Copies the state in fd (other limits) into a new file of layout lay
+ * that takes path's place: entries and paths keep their slots (host
+ * IDs are made of them), owners their records.  0, or -ENOSPC when the
+ * new limits cannot hold what is in use, -errno; why says which. */
+static int conn_store_carry(int fd, const char *path,
+			    const struct conn_store_layout *lay, char *why,
+			    size_t len)
+{
+	size_t old_off[CONN_STORE_N], new_off[CONN_STORE_N], old_size, new_size;
+	uint32_t i, k, owners, ogpo, ngpo, top_owner = 0, lost_gids = 0;
+	const struct conn_owner *oo;
+	struct store_header h, *nh;
+	uint8_t *om = MAP_FAILED, *nm = MAP_FAILED;
+	char tmp[4200];
+	int nfd = -1, rc = 0;
+
+	if (pread(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h))
+		return -EIO;
+	old_size = conn_store_offsets(h.size, h.cap, h.owner_cap, old_off);
+	new_size = conn_store_offsets(lay->size, lay->cap, lay->owner_cap,
+				      new_off);
+	om = mmap(NULL, old_size, PROT_READ, MAP_SHARED, fd, 0);
+	if (om == MAP_FAILED)
+		return -errno;
+	oo = (const struct conn_owner *)(om + STORE_HEADER_SIZE);
+	for (i = 0; i < h.owner_cap; i++)
+		if (oo[i].live)
+			top_owner = i + 1;
+	if (h.counter[CONN_STORE_ENTRIES_HWM] > lay->cap[CONN_STORE_ENTRIES] ||
+	    h.counter[CONN_STORE_PATHS_HWM] > lay->cap[CONN_STORE_PATHS] ||
+	    top_owner > lay->owner_cap) {
+		snprintf(
+			why, len,
+			"it holds the previous daemon's connections, which the new limits cannot hold (%u entry slots and %u owner records in use, room for %u and %u): start with the limits it was written with (--max-clients, --max-comm-ids), or remove it to end those connections without telling their peers",
+			h.counter[CONN_STORE_ENTRIES_HWM], top_owner,
+			lay->cap[CONN_STORE_ENTRIES], lay->owner_cap);
+		rc = -ENOSPC;
+		goto out;
+	}
+	snprintf(tmp, sizeof(tmp), "%s.new", path);
+	(void)unlink(tmp); /* a carry a crash cut short */
+	nfd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+		   0600);
+	if (nfd < 0 || ftruncate(nfd, (off_t)new_size) < 0) {
+		rc = -errno;
+		snprintf(why, len, "cannot write its new copy (.new): %s",
+			 strerror(-rc));
+		goto out;
+	}
+	nm = mmap(NULL, new_size, PROT_READ | PROT_WRITE, MAP_SHARED, nfd, 0);
+	if (nm == MAP_FAILED) {
+		rc = -errno;
+		snprintf(why, len, "cannot map its new copy (.new): %s",
+			 strerror(-rc));
+		goto out;
+	}
+	nh = (struct store_header *)nm;
+	*nh = h;
+	nh->magic = 0; /* until the rest is there */
+	for (i = 0; i < CONN_STORE_N; i++)
+		nh->cap[i] = lay->cap[i];
+	nh->owner_cap = lay->owner_cap;
+	owners = h.owner_cap < lay->owner_cap ? h.owner_cap : lay->owner_cap;
+	memcpy(nm + STORE_HEADER_SIZE, oo, owners * sizeof(*oo));
+	memcpy(nm + new_off[CONN_STORE_ENTRIES],
+	       om + old_off[CONN_STORE_ENTRIES],
+	       (size_t)h.counter[CONN_STORE_ENTRIES_HWM] *
+		       h.size[CONN_STORE_ENTRIES]);
+	memcpy(nm + new_off[CONN_STORE_PATHS], om + old_off[CONN_STORE_PATHS],
+	       (size_t)h.counter[CONN_STORE_PATHS_HWM] *
+		       h.size[CONN_STORE_PATHS]);
+	/* Each owner's GIDs, as many as its new slice holds. */
+	ogpo = h.cap[CONN_STORE_GIDS] / h.owner_cap;
+	ngpo = lay->cap[CONN_STORE_GIDS] / lay->owner_cap;
+	for (i = 0; i < owners; i++) {
+		const struct conn_gid_rec *og =
+			(const struct conn_gid_rec
+				 *)(om + old_off[CONN_STORE_GIDS]) +
+			(size_t)i * ogpo;
+		struct conn_gid_rec *ng =
+			(struct conn_gid_rec *)(nm + new_off[CONN_STORE_GIDS]) +
+			(size_t)i * ngpo;
+
+		for (k = 0; k < ogpo; k++) {
+			if (!og[k].used)
+				continue;
+			if (k < ngpo)
+				ng[k] = og[k];
+			else
+				lost_gids++;
+		}
+	}
+	__atomic_store_n(&nh->magic, STORE_MAGIC, __ATOMIC_RELEASE);
+	if (rename(tmp, path) < 0) {
+		rc = -errno;
+		snprintf(why, len,
+			 "cannot put its new copy (.new) in its place: %s",
+			 strerror(-rc));
+		goto out;
+	}
+	snprintf(
+		why, len,
+		"written for other limits (--max-clients, --max-comm-ids): its %u entry slots and %u owner records were carried over%s",
+		h.counter[CONN_STORE_ENTRIES_HWM], top_owner,
+		lost_gids ? ", some GIDs held for absent owners were not" : "");
+out:
+	if (nm != MAP_FAILED)
+		munmap(nm, new_size);
+	munmap(om, old_size);
+	if (nfd >= 0)
+		close(nfd);
+	if (rc && nfd >= 0)
+		unlink(tmp);
+	return rc;
+}
+
 /* What becomes of the file a start-up finds. */
 enum store_verdict {
 	STORE_ADOPT,   /* a previous daemon's state: restored */
 	STORE_FRESH,   /* new, or never written: started afresh, quietly */
-	STORE_REPLACE, /* the daemon's, of another layout or boot: afresh */
+	STORE_REPLACE, /* the daemon's, of another boot or ports: afresh */
+	STORE_CARRY,   /* the daemon's, of other limits: carried over */
 	STORE_ASIDE,   /* the daemon's header, a body or format it cannot
 			* read: renamed whole, for a look, and afresh */
 	STORE_REFUSE,  /* not the daemon's: start-up fails */
@@ -315,6 +457,12 @@ static enum store_verdict conn_store_judge(int fd, const struct stat *st,
 			 h.version, STORE_VERSION);
 		return STORE_ASIDE;
 	}
+	if (conn_store_other_limits(&h, st, lay, ports_hash, boot)) {
+		rc = conn_store_owners_ok(fd, h.owner_cap, why, len);
+		if (rc == -ENOMEM)
+			return STORE_REFUSE;
+		return rc < 0 ? STORE_ASIDE : STORE_CARRY;
+	}
 	if ((size_t)st->st_size != size ||
 	    !conn_store_matches(&h, lay, ports_hash, boot)) {
 		snprintf(
@@ -343,6 +491,7 @@ struct conn_store *conn_store_open(const char *path,
 					  off);
 	enum store_verdict v;
 	struct stat st;
+	char carried[600] = "";
 	int a, fresh, rc;
 
 	*restored = 0;
@@ -396,11 +545,27 @@ again:
 		}
 		close(s->fd);
 		goto again;
+	case STORE_CARRY:
+		/* Once: what takes its place has this layout. */
+		if (carried[0]) {
+			snprintf(err, errlen, "%s", carried);
+			goto fail;
+		}
+		rc = conn_store_carry(s->fd, path, lay, carried,
+				      sizeof(carried));
+		if (rc < 0) {
+			snprintf(err, errlen, "%s", carried);
+			goto fail;
+		}
+		close(s->fd);
+		goto again;
 	case STORE_ADOPT: *restored = 1; break;
 	default: break;
 	}
 	/* Not silently: the caller logs what err says of a success. */
-	if (aside[0])
+	if (carried[0])
+		snprintf(err, errlen, "%s", carried);
+	else if (aside[0])
 		snprintf(
 			err, errlen,
 			"the previous state was set aside as %s (%s); starting afresh",

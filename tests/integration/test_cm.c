@@ -1022,6 +1022,77 @@ static void test_restart_holds_what_arrives_for_the_absent(void **state)
 	/* B never comes back: after its grace its GID is free. */
 }
 
+/* A restart with other limits (--max-comm-ids, --max-clients: the state
+ * file's layout) carries the connections over, and says so; limits too
+ * small for what is in use refuse the start, saying why, and leave the
+ * file for a start with room. */
+static void test_restart_with_other_limits(void **state)
+{
+	static const char *const more[] = { "--max-comm-ids", "8192",
+					    "--max-clients", "300", NULL };
+	static const char *const too_small[] = { "--max-comm-ids",
+						 "1",
+						 "--max-clients",
+						 "1",
+						 "--max-peer-records",
+						 "1",
+						 "--max-timewait",
+						 "1",
+						 NULL };
+	struct fx *f = *state;
+	const char *args[32];
+	char out[4096], log[8192];
+	uint8_t m[MAD_SIZE], r[MAD_SIZE];
+	uint32_t h[5];
+	int i, n = 0;
+	FILE *lf;
+	size_t len;
+
+	for (i = 0; i < 5; i++)
+		h[i] = establish(f, 0x6000u + (uint32_t)i,
+				 0x9060u + (uint32_t)i);
+	hd_kill(&f->d, SIGTERM);
+
+	/* Too small: refused, the file as it was. */
+	args[n++] = "-s";
+	args[n++] = f->d.sock;
+	args[n++] = "-S";
+	args[n++] = f->d.status;
+	args[n++] = "--sim-fabric";
+	args[n++] = f->d.fabric;
+	args[n++] = "--config";
+	args[n++] = "none";
+	args[n++] = "--sim-port=sim0=fd00::1,fd00::2,fd00::3";
+	for (i = 0; too_small[i]; i++)
+		args[n++] = too_small[i];
+	args[n] = NULL;
+	assert_int_equal(hd_run(args, out, sizeof(out)), 1);
+	if (strstr(out, "new limits cannot hold") == NULL)
+		fail_msg("expected a refusal for the limits, got: %s", out);
+
+	/* More room: carried over, and the client's connections with it. */
+	f->d.extra = more;
+	hd_restart(&f->d);
+	assert_true(tc_pump_until(&f->a, tc_has_link_ups, 1, H_DEADLINE_MS));
+	assert_int_equal(f->a.link_status, 0);
+	assert_int_equal(hd_status_int(&f->d, "routing.established"), 5);
+	lf = fopen(f->d.log, "r");
+	assert_non_null(lf);
+	len = fread(log, 1, sizeof(log) - 1, lf);
+	log[len] = '\0';
+	fclose(lf);
+	assert_non_null(strstr(log, "were carried over"));
+	for (i = 0; i < 5; i++) {
+		n = f->a.nrx;
+		h_mad(m, CM_ATTR_DREQ, 0x9060u + (uint32_t)i, h[i], 1);
+		simpeer_send(&f->p, "fd00::1", m);
+		vm_expect(&f->a, n + 1, CM_ATTR_DREQ);
+		assert_int_equal(remote_of(f->a.rx[n].mad),
+				 0x6000u + (uint32_t)i);
+	}
+	(void)r;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1054,6 +1125,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(
 			test_restart_holds_what_arrives_for_the_absent, setup,
 			teardown),
+		cmocka_unit_test_setup_teardown(test_restart_with_other_limits,
+						setup, teardown),
 		cmocka_unit_test_setup_teardown(
 			test_fabric_req_flood_leaves_vm_connecting, setup,
 			teardown),
