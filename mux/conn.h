@@ -265,6 +265,16 @@ void conn_restore_detach(struct conn_table *ct);
 /* A client that may claim its entries back after a restart. */
 int conn_restore_owner_add(struct conn_table *ct, uint64_t client, uint32_t uid,
 			   const uint8_t token[16]);
+/* A QEMU client, whose token is its process's identity (QEMU cannot keep
+ * one): claimed only by conn_restore_claim_identity(). */
+int conn_restore_owner_add_qemu(struct conn_table *ct, uint64_t client,
+				uint32_t uid, const uint8_t identity[16]);
+/* A QEMU client takes over the entries of the previous daemon's QEMU
+ * client of the same identity and uid: 0 with *old_client, -ENOENT (none
+ * not yet claimed), -ENOTUNIQ (several: none is taken). */
+int conn_restore_claim_identity(struct conn_table *ct, uint32_t uid,
+				const uint8_t identity[16], uint64_t new_client,
+				uint64_t *old_client);
 /* A new client (new_client, with new_token from now on) takes over
  * old_client's entries: 0, -ENOENT (no such owner, or claimed already),
  * -EPERM (wrong uid or token), -EEXIST (new_client has entries already). */

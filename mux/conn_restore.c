@@ -344,8 +344,25 @@ int conn_restore_owner_away(struct conn_table *ct, uint64_t client)
 	return rec != CONN_NO_OWNER && ct->cl[rec].away;
 }
 
+static int conn_restore_owner_add_kind(struct conn_table *ct, uint64_t client,
+				       uint32_t uid, const uint8_t token[16],
+				       int qemu);
+
 int conn_restore_owner_add(struct conn_table *ct, uint64_t client, uint32_t uid,
 			   const uint8_t token[16])
+{
+	return conn_restore_owner_add_kind(ct, client, uid, token, 0);
+}
+
+int conn_restore_owner_add_qemu(struct conn_table *ct, uint64_t client,
+				uint32_t uid, const uint8_t identity[16])
+{
+	return conn_restore_owner_add_kind(ct, client, uid, identity, 1);
+}
+
+static int conn_restore_owner_add_kind(struct conn_table *ct, uint64_t client,
+				       uint32_t uid, const uint8_t token[16],
+				       int qemu)
 {
 	struct conn_owner *o;
 	uint32_t i;
@@ -364,7 +381,55 @@ int conn_restore_owner_add(struct conn_table *ct, uint64_t client, uint32_t uid,
 	o->uid = uid;
 	memcpy(o->token, token, 16);
 	o->resumable = 1;
+	o->qemu = (uint8_t)qemu;
 	ct->cl[i].pinned = 1;
+	return 0;
+}
+
+/* Record i's entries, GIDs and owner record pass to new_client. */
+static void conn_restore_hand_over(struct conn_table *ct, uint32_t i,
+				   uint64_t new_client,
+				   const uint8_t new_token[16])
+{
+	struct conn_owner *o = conn_restore_owner_of(ct, i);
+
+	/* The entries name the record, not the client: renaming the record
+	 * hands them all over at once. */
+	hset_remove(&ct->cl_index, i, conn_table_cl_key, ct);
+	ct->cl[i].id = new_client;
+	hset_insert(&ct->cl_index, i, conn_table_cl_key, ct);
+	o->client = new_client;
+	memcpy(o->token, new_token, 16);
+	o->claimed = 1;
+	ct->cl[i].away = 0;
+}
+
+int conn_restore_claim_identity(struct conn_table *ct, uint32_t uid,
+				const uint8_t identity[16], uint64_t new_client,
+				uint64_t *old_client)
+{
+	uint32_t i, n, found = CONN_NO_OWNER;
+	struct conn_owner *o;
+
+	if (ct->store == NULL)
+		return -ENOENT;
+	if (conn_table_cl_find(ct, new_client) != CONN_NO_OWNER)
+		return -EEXIST;
+	conn_store_owners(ct->store, &n);
+	for (i = 0; i < ct->ncl && i < n; i++) {
+		o = conn_restore_owner_of(ct, i);
+		if (!ct->cl[i].used || !ct->cl[i].away || !o->resumable ||
+		    !o->qemu || o->claimed || o->uid != uid ||
+		    memcmp(o->token, identity, 16) != 0)
+			continue;
+		if (found != CONN_NO_OWNER)
+			return -ENOTUNIQ; /* which is which cannot be told */
+		found = i;
+	}
+	if (found == CONN_NO_OWNER)
+		return -ENOENT;
+	*old_client = ct->cl[found].id;
+	conn_restore_hand_over(ct, found, new_client, identity);
 	return 0;
 }
 
@@ -383,7 +448,8 @@ int conn_restore_claim(struct conn_table *ct, uint64_t old_client, uint32_t uid,
 	if (i == CONN_NO_OWNER)
 		return -ENOENT;
 	o = conn_restore_owner_of(ct, i);
-	if (!o->resumable || o->claimed)
+	/* A QEMU client's token is no secret: only its process claims. */
+	if (!o->resumable || o->claimed || o->qemu)
 		return -ENOENT;
 	for (k = 0; k < 16; k++) /* in constant time */
 		diff |= o->token[k] ^ token[k];
@@ -391,15 +457,7 @@ int conn_restore_claim(struct conn_table *ct, uint64_t old_client, uint32_t uid,
 		return -EPERM;
 	if (conn_table_cl_find(ct, new_client) != CONN_NO_OWNER)
 		return -EEXIST;
-	/* The entries name the record, not the client: renaming the record
-	 * hands them all over at once. */
-	hset_remove(&ct->cl_index, i, conn_table_cl_key, ct);
-	ct->cl[i].id = new_client;
-	hset_insert(&ct->cl_index, i, conn_table_cl_key, ct);
-	o->client = new_client;
-	memcpy(o->token, new_token, 16);
-	o->claimed = 1;
-	ct->cl[i].away = 0;
+	conn_restore_hand_over(ct, i, new_client, new_token);
 	return 0;
 }
 

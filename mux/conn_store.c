@@ -240,6 +240,7 @@ static int conn_store_owners_ok(int fd, uint32_t n, char *err, size_t errlen)
 	}
 	for (i = 0; rc == 0 && i < n; i++) {
 		if (o[i].live > 1 || o[i].claimed > 1 || o[i].resumable > 1 ||
+		    o[i].qemu > 1 ||
 		    (o[i].live && (o[i].client == 0 ||
 				   o[i].client >= STORE_MAX_CLIENT_ID))) {
 			snprintf(

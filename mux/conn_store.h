@@ -20,7 +20,7 @@ struct conn_owner {
 	uint8_t live;
 	uint8_t claimed;   /* by a client of this daemon's life */
 	uint8_t resumable; /* it was given the token: it may claim */
-	uint8_t pad;
+	uint8_t qemu;      /* token: its process's identity, claimed so */
 	uint8_t token[16];
 };
 

@@ -5,13 +5,16 @@
  * reply object.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
+#include <unistd.h>
 
 #include "mux/mux.h"
 #include "common/text.h"
 #include "common/log.h"
+#include "common/wire.h"
 
 static const char *const mux_features[] = { "mad", "port-events" };
 
@@ -934,6 +937,75 @@ static int requests_qemu_refuse(struct mux *mux, struct client_info *ci,
 	return err;
 }
 
+/* QEMU keeps no token across a daemon's restart, but its process is its
+ * identity: its pid with the process's start time (a reused pid has
+ * another), and the socket (port) it comes in on; the uid is checked
+ * beside.  0, or -errno when /proc cannot say. */
+static int requests_qemu_identity(const struct client_info *ci,
+				  uint8_t identity[16])
+{
+	char path[64], buf[1024], *p;
+	unsigned long long start = 0;
+	ssize_t n;
+	int fd, field;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)ci->pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -EIO;
+	buf[n] = '\0';
+	/* The command name may hold anything: fields follow its last ')'. */
+	p = strrchr(buf, ')');
+	for (field = 2; p && field < 22; field++)
+		p = strchr(p + 1, ' ');
+	if (p == NULL || sscanf(p + 1, "%llu", &start) != 1 || start == 0)
+		return -EIO;
+	memset(identity, 0, 16);
+	identity[0] = 'Q';
+	wire_put16(identity + 2, (uint16_t)ci->qemu_port);
+	wire_put32(identity + 4, (uint32_t)ci->pid);
+	wire_put64(identity + 8, start);
+	return 0;
+}
+
+/* A QEMU process back after the daemon's restart (QEMU's chardev with
+ * reconnect=N) takes back its previous connection's GIDs and
+ * connections; any other is a new owner the next restart keeps. */
+static void requests_qemu_session(struct mux *mux, struct client_info *ci)
+{
+	uint8_t identity[16];
+	uint64_t old = 0, suppressed;
+	int rc;
+
+	if (requests_qemu_identity(ci, identity) < 0)
+		return; /* nothing proves it the same next time */
+	rc = router_owner_claim_identity(mux->router, ci->uid, identity, ci->id,
+					 &old);
+	if (rc == 0) {
+		atomic_fetch_add(&mux->stats.resumes, 1);
+		if (mux_refusal_log_allowed(mux, &suppressed))
+			log_finfo(
+				&(struct log_fields){ ci->id, ci->name },
+				"client %llu (QEMU, pid %d): the same process as client %llu of the previous daemon; its GIDs and connections are back (%llu similar suppressed)",
+				(unsigned long long)ci->id, (int)ci->pid,
+				(unsigned long long)old,
+				(unsigned long long)suppressed);
+		return;
+	}
+	if (rc == -ENOTUNIQ) {
+		atomic_fetch_add(&mux->stats.resumes_refused, 1);
+		log_fwarn(
+			&(struct log_fields){ ci->id, ci->name }, -rc,
+			"client %llu (QEMU, pid %d): its process had several connections on this socket before the restart, which cannot be told apart: none is taken back",
+			(unsigned long long)ci->id, (int)ci->pid);
+	}
+	router_owner_add_qemu(mux->router, ci->id, ci->uid, identity);
+}
+
 int requests_qemu_hello(struct mux *mux, struct client_info *ci)
 {
 	const struct policy_rule *rule;
@@ -965,6 +1037,7 @@ int requests_qemu_hello(struct mux *mux, struct client_info *ci)
 	}
 	policy_token_bucket_init(&ci->tb, rule->mad_rate, rule->mad_burst,
 				 mux_now_ms());
+	requests_qemu_session(mux, ci);
 	return 0;
 }
 

@@ -182,6 +182,32 @@ int router_owner_add(struct router *r, uint64_t client, uint32_t uid,
 	return rc;
 }
 
+int router_owner_add_qemu(struct router *r, uint64_t client, uint32_t uid,
+			  const uint8_t identity[16])
+{
+	int rc;
+
+	pthread_mutex_lock(&r->lock);
+	rc = conn_restore_owner_add_qemu(r->conns, client, uid, identity);
+	pthread_mutex_unlock(&r->lock);
+	return rc;
+}
+
+int router_owner_claim_identity(struct router *r, uint32_t uid,
+				const uint8_t identity[16], uint64_t new_client,
+				uint64_t *old_client)
+{
+	int rc;
+
+	pthread_mutex_lock(&r->lock);
+	rc = conn_restore_claim_identity(r->conns, uid, identity, new_client,
+					 old_client);
+	if (rc == 0)
+		router_client_rename(r, *old_client, new_client);
+	pthread_mutex_unlock(&r->lock);
+	return rc;
+}
+
 int router_owner_claim(struct router *r, uint64_t old_client, uint32_t uid,
 		       const uint8_t token[16], uint64_t new_client,
 		       const uint8_t new_token[16])

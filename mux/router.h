@@ -66,6 +66,12 @@ int router_owner_add(struct router *r, uint64_t client, uint32_t uid,
 int router_owner_claim(struct router *r, uint64_t old_client, uint32_t uid,
 		       const uint8_t token[16], uint64_t new_client,
 		       const uint8_t new_token[16]);
+/* QEMU clients: the token is the process's identity (conn.h). */
+int router_owner_add_qemu(struct router *r, uint64_t client, uint32_t uid,
+			  const uint8_t identity[16]);
+int router_owner_claim_identity(struct router *r, uint32_t uid,
+				const uint8_t identity[16], uint64_t new_client,
+				uint64_t *old_client);
 
 int router_register_gid(struct router *r, unsigned port, const struct gid *gid,
 			uint64_t client);

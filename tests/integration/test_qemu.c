@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -45,7 +46,7 @@ static int setup(void **state)
 {
 	static struct fx f;
 	static char arg[200];
-	const char *extra[] = { arg, NULL };
+	static const char *extra[] = { arg, NULL };
 	char err[256];
 
 	memset(&f, 0, sizeof(f));
@@ -306,6 +307,116 @@ static void test_names_only_its_qps(void **state)
 	assert_int_equal(cm_field_get(r, CM_REQ_LOCAL_QPN), h_qpn());
 }
 
+/* Another process on the QEMU socket sends QEMU's DREQ: 0 when it is
+ * not taken (a child: no cmocka assertions). */
+static int stranger_sends_dreq(const char *qsock)
+{
+	struct qemu_msg m = { .type = QEMU_MSG_REQ,
+			      .op = QEMU_MSG_OP_MAD,
+			      .umad_len = MAD_SIZE };
+	uint8_t buf[QEMU_MSG_SIZE];
+	struct pollfd pfd;
+	struct gid g;
+	size_t have = 0;
+	ssize_t n;
+	int q = raw_connect(qsock);
+
+	if (q < 0)
+		return 2;
+	gid_parse(GUEST, &g);
+	memcpy(m.sgid, g.raw, 16);
+	m.addr.qpn = 1;
+	m.addr.grh_present = 1;
+	memcpy(m.addr.gid, g.raw, 16);
+	h_mad(m.mad, CM_ATTR_DREQ, 0x5101, 0x9101, 3);
+	qemu_msg_encode(&m, buf);
+	if (send(q, buf, sizeof(buf), MSG_NOSIGNAL) != (ssize_t)sizeof(buf))
+		return 3;
+	pfd = (struct pollfd){ .fd = q, .events = POLLIN };
+	while (have < sizeof(buf) && poll(&pfd, 1, H_DEADLINE_MS) > 0) {
+		n = read(q, buf + have, sizeof(buf) - have);
+		if (n <= 0)
+			return 0; /* closed on it: not taken */
+		have += (size_t)n;
+	}
+	if (have < sizeof(buf))
+		return 4;
+	qemu_msg_decode(buf, &m);
+	memcpy(&m.err, buf + 24, 4);
+	return m.err == QEMU_MSG_OK;
+}
+
+/* The daemon restarts (kill -9) while QEMU holds a connection; QEMU's
+ * chardev (reconnect=N) connects again from the same process, which gets
+ * back its GID and its connection: the peer's DREQ reaches it by its own
+ * IDs and its DREP goes out, without QEMU registering again.  Another
+ * process on the QEMU socket gets nothing of it. */
+static void test_restart_keeps_qemu_connections(void **state)
+{
+	struct fx *f = *state;
+	uint8_t m[MAD_SIZE], r[MAD_SIZE];
+	struct qemu_msg in;
+	int status, other;
+	json_t *st;
+	pid_t pid;
+	uint32_t h;
+
+	assert_int_equal(q_reg(f->q, QEMU_MSG_OP_REG, GUEST), QEMU_MSG_OK);
+	h_req(m, 0x5101, GUEST, PEER);
+	assert_int_equal(q_mad(f->q, GUEST, m), QEMU_MSG_OK);
+	peer_expect(f, CM_ATTR_REQ, r);
+	h = local_of(r);
+	h_mad(m, CM_ATTR_REP, 0x9101, h, 1);
+	simpeer_send(&f->p, GUEST, m);
+	qemu_expect(f, CM_ATTR_REP, &in);
+	h_mad(m, CM_ATTR_RTU, 0x5101, 0x9101, 1);
+	assert_int_equal(q_mad(f->q, GUEST, m), QEMU_MSG_OK);
+	peer_expect(f, CM_ATTR_RTU, r);
+
+	hd_kill(&f->d, SIGKILL);
+	close(f->q);
+	hd_restart(&f->d);
+	/* Another process first: not the same QEMU, so nothing is its. */
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(stranger_sends_dreq(f->qsock));
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	assert_int_equal(simpeer_recv(&f->p, r, NULL, 100), 0);
+
+	/* QEMU again, and the native client that registers its QPN. */
+	f->q = raw_connect(f->qsock);
+	assert_true(f->q >= 0);
+	assert_true(tc_pump_until(&f->qps, tc_has_link_ups, 1, H_DEADLINE_MS));
+	assert_true(hd_wait_status_int(&f->d, "counters.resumes", 2));
+	st = hd_status(&f->d);
+	other = 0;
+	{
+		json_t *c;
+		size_t i;
+
+		json_array_foreach(json_object_get(st, "clients"), i, c)
+			if (strcmp(json_string_value(
+					   json_object_get(c, "protocol")),
+				   "qemu-rdmacm-mux") == 0 &&
+			    json_array_size(json_object_get(c, "gids")) == 1)
+				other++;
+	}
+	json_decref(st);
+	assert_int_equal(other, 1); /* its GID is back, unregistered */
+	h_mad(m, CM_ATTR_DREQ, 0x9101, h, 2);
+	simpeer_send(&f->p, GUEST, m);
+	qemu_expect(f, CM_ATTR_DREQ, &in);
+	assert_int_equal(remote_of(in.mad), 0x5101);
+	h_mad(m, CM_ATTR_DREP, 0x5101, 0x9101, 2);
+	assert_int_equal(q_mad(f->q, GUEST, m), QEMU_MSG_OK);
+	peer_expect(f, CM_ATTR_DREP, r);
+	assert_int_equal(local_of(r), h);
+	assert_int_equal(remote_of(r), 0x9101);
+}
+
 /* A MAD whose destination follows from nothing is refused, not sent to
  * QEMU's guess; nor is anything from a GID this client does not own. */
 static void test_refused(void **state)
@@ -412,6 +523,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_names_only_its_qps, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(
+			test_restart_keeps_qemu_connections, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_native_and_qemu, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_malformed_closes, setup,
