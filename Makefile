@@ -274,7 +274,7 @@ bench: $(B)/bench/bench_conn $(B)/bench/bench_relay $(MUXD)
 # ---- soak ------------------------------------------------------------------
 # 1,000 clients, churn, crashes and a daemon restart for SOAK_SECONDS.
 SOAK_SECONDS ?= 600
-$(B)/soak/soak: $(B)/obj/tests/soak/soak.o $(OWN_QP_OBJ) $(LIBA)
+$(B)/soak/soak: $(B)/obj/tests/soak/soak.o $(OWN_QP_OBJ) $(call obj,$(QEMU_MSG_SRC)) $(LIBA)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $(filter %.o,$^) $(LIBA) $(DEP_LIBS) -libverbs
 

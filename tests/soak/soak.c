@@ -4,7 +4,10 @@
  * with 1,000 clients on libmuxbe, each keeping connections to a scripted
  * remote CM on the sim fabric going (REQ, REP, RTU, then DREQ and DREP
  * from either side), clients that crash (closed without a word) and come
- * back, and a kill -9 of the daemon and a restart halfway.  It asserts:
+ * back, and a kill -9 of the daemon and a restart halfway; beside them,
+ * QEMU processes (QEMU's rdmacm-mux protocol) that hold connections
+ * across that restart, connecting again as QEMU's reconnect=1 does, and
+ * end them afterwards.  It asserts:
  *   - the daemon's RSS grows by less than 5% from the end of warm-up to
  *     the end of each half (before and after the restart);
  *   - every MAD reaches the right side with the right IDs, and every
@@ -45,10 +48,13 @@
 #include "common/gid.h"
 #include "common/wire.h"
 #include "mux/sim_fabric.h"
+#include "protocol/qemu_msg.h"
 #include "tests/lib/own_qp.h"
 
 #define NCLIENTS 1000
-#define SLOTS 4 /* connections per client at once */
+#define NQEMU 8      /* QEMU processes */
+#define QEMU_CONNS 4 /* connections each holds across the restart */
+#define SLOTS 4      /* connections per client at once */
 #define PEER_GID "fd99::1"
 #define PEER_MAX 65536 /* the peer's connection records */
 /* A DREQ goes again every second, up to DREQ_TRIES times, as a CM's do
@@ -123,6 +129,9 @@ struct soak {
 	pthread_t peer_thread;
 	atomic_int peer_stop;
 	int failed;
+	char qemu_sock[64];
+	pid_t qemu_pid[NQEMU];
+	int qemu_ready[NQEMU], qemu_go[NQEMU]; /* pipes' ends */
 };
 
 static struct soak S;
@@ -224,7 +233,11 @@ static void daemon_start(void)
 	char gids[64];
 	int fd, i;
 
-	snprintf(gids, sizeof(gids), "--sim-port=sim0=fd00::1*%d", NCLIENTS);
+	char qemu[96];
+
+	snprintf(gids, sizeof(gids), "--sim-port=sim0=fd00::1*%d",
+		 NCLIENTS + NQEMU);
+	snprintf(qemu, sizeof(qemu), "--qemu-socket=sim0=%s", S.qemu_sock);
 	S.pid = fork();
 	if (S.pid < 0)
 		die("fork");
@@ -235,7 +248,7 @@ static void daemon_start(void)
 			dup2(fd, 2);
 		}
 		execl(S.bin, S.bin, "--config", "none", "-s", S.sock, "-S",
-		      S.status, "--sim-fabric", S.fabric, gids,
+		      S.status, "--sim-fabric", S.fabric, gids, qemu,
 		      "--max-clients=2048", "--max-clients-per-uid=2048",
 		      "--timewait-ms=500", "--handshake-timeout-ms=5000",
 		      "--resume-grace-ms=10000", (char *)NULL);
@@ -438,6 +451,12 @@ static void peer_input(void)
 /* Now and then the peer ends a connection itself; and, as a CM does, it
  * sends its REP again while no RTU comes (a lost one, or one that was in
  * flight when the daemon died). */
+/* GIDs above the native clients' are the QEMU processes'. */
+static int peer_is_qemus(const struct peer_conn *p)
+{
+	return wire_get32(p->client_gid + 12) > NCLIENTS;
+}
+
 static void peer_tick(void)
 {
 	uint8_t out[MAD_SIZE];
@@ -459,7 +478,9 @@ static void peer_tick(void)
 	for (i = 0; i < 256; i++) {
 		struct peer_conn *p = &S.pc[(start + i) % PEER_MAX];
 
-		if (p->used && p->est) {
+		/* Not the QEMU processes': they end theirs after the
+		 * restart, which is what they are there to show. */
+		if (p->used && p->est && !peer_is_qemus(p)) {
 			mad(out, CM_ATTR_DREQ, p->peer, p->host);
 			peer_send(p->client_gid, out);
 			p->est = 0;    /* its DREP (or a repeat) ends it */
@@ -890,6 +911,265 @@ static void client_retransmit(struct client *c)
 	}
 }
 
+/* ---- QEMU processes across the restart ---------------------------------- */
+
+/* One QEMU process: its rdmacm-mux socket and the native connection
+ * through which its process registers the QPN its REQs name (a sim port
+ * has no QPs; QEMU's own would be the kernel's). */
+struct qemu_proc {
+	int idx, q;
+	uint8_t gid[16];
+	struct muxbe *mb;
+	uint32_t guest[QEMU_CONNS], peer[QEMU_CONNS];
+	int rep[QEMU_CONNS], drep[QEMU_CONNS];
+};
+
+static int qemu_connect(void)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s", S.qemu_sock);
+	if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0)
+		return fd;
+	if (fd >= 0)
+		close(fd);
+	return -1;
+}
+
+/* The next message from the daemon (a response, or a MAD for the guest),
+ * within ms: 1, 0 on timeout, -1 when the connection is gone. */
+static int qemu_read(struct qemu_proc *qp, struct qemu_msg *m, int ms)
+{
+	uint8_t buf[QEMU_MSG_SIZE];
+	struct pollfd pfd = { .fd = qp->q, .events = POLLIN };
+	size_t have = 0;
+	ssize_t n;
+
+	while (have < sizeof(buf)) {
+		if (poll(&pfd, 1, have ? 1000 : ms) <= 0)
+			return have ? -1 : 0;
+		n = read(qp->q, buf + have, sizeof(buf) - have);
+		if (n <= 0)
+			return -1;
+		have += (size_t)n;
+	}
+	qemu_msg_decode(buf, m);
+	memcpy(&m->type, buf, 4); /* a response, which decode refuses */
+	memcpy(&m->op, buf + 4, 4);
+	memcpy(&m->err, buf + 24, 4);
+	return 1;
+}
+
+/* A MAD for the guest: a REP to answer with RTU, or a DREP. */
+static void qemu_input(struct qemu_proc *qp, const struct qemu_msg *m);
+
+/* A request and its response (MADs for the guest in between are taken
+ * as they come): the response's code, or -1. */
+static int qemu_request(struct qemu_proc *qp, uint32_t op, const uint8_t *mad)
+{
+	struct qemu_msg m = { .type = QEMU_MSG_REQ, .op = op };
+	uint8_t buf[QEMU_MSG_SIZE];
+	int rc;
+
+	memcpy(m.sgid, qp->gid, 16);
+	if (mad) {
+		m.umad_len = MAD_SIZE;
+		m.addr.qpn = 1;
+		m.addr.grh_present = 1;
+		memcpy(m.addr.gid, qp->gid, 16);
+		memcpy(m.mad, mad, MAD_SIZE);
+	}
+	qemu_msg_encode(&m, buf);
+	if (send(qp->q, buf, sizeof(buf), MSG_NOSIGNAL) != (ssize_t)sizeof(buf))
+		return -1;
+	while ((rc = qemu_read(qp, &m, 5000)) == 1) {
+		if (m.type == QEMU_MSG_RESP)
+			return (int)m.err;
+		qemu_input(qp, &m);
+	}
+	return -1;
+}
+
+static void qemu_input(struct qemu_proc *qp, const struct qemu_msg *m)
+{
+	uint32_t local = wire_get32(m->mad + MAD_HDR_SIZE),
+		 remote = wire_get32(m->mad + MAD_HDR_SIZE + 4);
+	uint8_t out[MAD_SIZE];
+	int k;
+
+	for (k = 0; k < QEMU_CONNS; k++) {
+		if (qp->guest[k] != remote)
+			continue;
+		if (cm_mad_attr_id(m->mad) == CM_ATTR_REP && qp->peer[k] == 0) {
+			qp->peer[k] = local;
+			qp->rep[k] = 1;
+			mad(out, CM_ATTR_RTU, qp->guest[k], local);
+			qemu_request(qp, QEMU_MSG_OP_MAD, out);
+		} else if (cm_mad_attr_id(m->mad) == CM_ATTR_DREP &&
+			   local == qp->peer[k]) {
+			qp->drep[k] = 1;
+		}
+	}
+}
+
+static int qemu_count(const int *v)
+{
+	int k, n = 0;
+
+	for (k = 0; k < QEMU_CONNS; k++)
+		n += v[k] != 0;
+	return n;
+}
+
+/* Until v has QEMU_CONNS set, or ms pass. */
+static int qemu_wait(struct qemu_proc *qp, const int *v, int ms)
+{
+	uint64_t until = now_ms() + (uint64_t)ms;
+	struct qemu_msg m;
+
+	while (qemu_count(v) < QEMU_CONNS && now_ms() < until) {
+		if (qp->mb)
+			muxbe_process(qp->mb);
+		if (qemu_read(qp, &m, 50) == 1 && m.type == QEMU_MSG_REQ)
+			qemu_input(qp, &m);
+	}
+	return qemu_count(v) == QEMU_CONNS;
+}
+
+/* The child: connect, establish, say ready; when told the daemon is back,
+ * connect again (QEMU's reconnect=1) and end each connection.  Its exit
+ * status says what failed. */
+static int qemu_proc_run(int idx, int ready, int go)
+{
+	struct muxbe_options o = { .socket_path = S.sock, .name = "qemu-qpn" };
+	struct qemu_proc qp = { .idx = idx };
+	int k, i;
+	uint8_t out[MAD_SIZE], byte = 1;
+	char text[32];
+	struct gid g;
+
+	snprintf(text, sizeof(text), "fd00::%x", NCLIENTS + idx + 1);
+	gid_parse(text, &g);
+	memcpy(qp.gid, g.raw, 16);
+	if (muxbe_connect(&o, &qp.mb) < 0 ||
+	    muxbe_register_qpn(qp.mb, NULL, own_qp(NULL)) < 0)
+		return 10;
+	qp.q = qemu_connect();
+	if (qp.q < 0 || qemu_request(&qp, QEMU_MSG_OP_REG, NULL) != 0)
+		return 11;
+	for (k = 0; k < QEMU_CONNS; k++)
+		qp.guest[k] = 0x7000000u | (uint32_t)(idx << 8) | (uint32_t)k;
+	/* A REQ again each second while no REP came, as a guest's CM does
+	 * (the sim wire drops what a full queue cannot take). */
+	for (i = 0; i < 10 && qemu_count(qp.rep) < QEMU_CONNS; i++) {
+		for (k = 0; k < QEMU_CONNS; k++) {
+			if (qp.peer[k])
+				continue;
+			mad(out, CM_ATTR_REQ, qp.guest[k], 0);
+			cm_field_set(out, CM_REQ_LOCAL_QPN, own_qp(NULL));
+			cm_set_gid(out, CM_REQ_OFF_PRIMARY_LOCAL_GID, &g);
+			memcpy(out + CM_REQ_OFF_PRIMARY_REMOTE_GID, S.peer_gid,
+			       16);
+			cma_hdr_build(out + CM_REQ_OFF_PRIVATE_DATA, &g,
+				      (const struct gid *)S.peer_gid, 7471);
+			if (qemu_request(&qp, QEMU_MSG_OP_MAD, out) != 0)
+				return 12;
+		}
+		qemu_wait(&qp, qp.rep, 1000);
+	}
+	if (qemu_count(qp.rep) < QEMU_CONNS)
+		return 13;
+	if (write(ready, &byte, 1) != 1)
+		return 14;
+	/* The daemon dies: QEMU's socket closes; the library reconnects
+	 * on its own while it is pumped. */
+	while (read(go, &byte, 1) != 1) {
+		if (errno != EINTR)
+			return 15;
+	}
+	close(qp.q);
+	for (i = 0; i < 100 && (qp.q = qemu_connect()) < 0; i++)
+		usleep(100000);
+	if (qp.q < 0)
+		return 16;
+	/* The native connection re-registers the QPN once back up. */
+	for (i = 0; i < 100; i++) {
+		muxbe_process(qp.mb);
+		usleep(20000);
+	}
+	for (k = 0; k < QEMU_CONNS; k++) {
+		mad(out, CM_ATTR_DREQ, qp.guest[k], qp.peer[k]);
+		if (qemu_request(&qp, QEMU_MSG_OP_MAD, out) != 0)
+			return 17;
+	}
+	if (!qemu_wait(&qp, qp.drep, 10000))
+		return 18;
+	close(qp.q);
+	muxbe_close(qp.mb);
+	return 0;
+}
+
+static void qemu_procs_start(void)
+{
+	int i, r[2], gpipe[2];
+
+	for (i = 0; i < NQEMU; i++) {
+		if (pipe2(r, O_CLOEXEC) || pipe2(gpipe, O_CLOEXEC))
+			die("pipe");
+		S.qemu_pid[i] = fork();
+		if (S.qemu_pid[i] < 0)
+			die("fork");
+		if (S.qemu_pid[i] == 0) {
+			close(r[0]);
+			close(gpipe[1]);
+			_exit(qemu_proc_run(i, r[1], gpipe[0]));
+		}
+		close(r[1]);
+		close(gpipe[0]);
+		S.qemu_ready[i] = r[0];
+		S.qemu_go[i] = gpipe[1];
+	}
+}
+
+/* Before the restart: every QEMU process holds its connections. */
+static void qemu_procs_ready(void)
+{
+	uint8_t byte;
+	int i, st;
+
+	for (i = 0; i < NQEMU; i++) {
+		if (read(S.qemu_ready[i], &byte, 1) == 1)
+			continue;
+		waitpid(S.qemu_pid[i], &st, 0);
+		S.qemu_pid[i] = 0;
+		check(0,
+		      "QEMU process %d did not establish its connections (exit 0x%x)",
+		      i, st);
+	}
+}
+
+/* After it: they end them; each must have had every DREP. */
+static void qemu_procs_finish(void)
+{
+	uint8_t byte = 1;
+	int i, st;
+
+	for (i = 0; i < NQEMU; i++)
+		if (S.qemu_pid[i] && write(S.qemu_go[i], &byte, 1) != 1)
+			die("write");
+	for (i = 0; i < NQEMU; i++) {
+		if (S.qemu_pid[i] == 0)
+			continue;
+		waitpid(S.qemu_pid[i], &st, 0);
+		check(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+		      "QEMU process %d: its connections across the restart did not end well (exit 0x%x)",
+		      i, st);
+	}
+	printf("soak: qemu_connections_across_restart %d\n",
+	       NQEMU * QEMU_CONNS);
+}
+
 static void pump(int ms)
 {
 	struct epoll_event ev[256];
@@ -961,12 +1241,15 @@ int main(void)
 	snprintf(S.status, sizeof(S.status), "%s/status.sock", S.dir);
 	snprintf(S.fabric, sizeof(S.fabric), "%s/fabric", S.dir);
 	snprintf(S.log, sizeof(S.log), "%s/daemon.log", S.dir);
+	snprintf(S.qemu_sock, sizeof(S.qemu_sock), "%s/qemu.sock", S.dir);
 	S.ep = epoll_create1(EPOLL_CLOEXEC);
 	daemon_start();
 	peer_open();
+	fds0 = daemon_fds();
+	/* Before the clients and threads: nothing of theirs in the forks. */
+	qemu_procs_start();
 	if (pthread_create(&S.peer_thread, NULL, peer_loop, NULL))
 		die("peer thread");
-	fds0 = daemon_fds();
 	for (i = 0; i < NCLIENTS; i++) {
 		struct gid g;
 		char text[32];
@@ -991,6 +1274,7 @@ int main(void)
 	run_phase(half, &rss_w1, &rss_e1, t0 + warm);
 
 	/* Halfway: the daemon dies and comes back. */
+	qemu_procs_ready();
 	for (i = 0; i < NCLIENTS; i++)
 		for (int k = 0; k < SLOTS; k++)
 			if (S.c[i].s[k].st == S_EST) {
@@ -1003,6 +1287,7 @@ int main(void)
 	daemon_start();
 	printf("soak: established_at_restart %llu\n",
 	       (unsigned long long)S.must_verify);
+	qemu_procs_finish();
 	run_phase(end, &rss_w2, &rss_e2, now_ms() + warm);
 
 	/* Everything ends: the clients' connections first, then they go. */
@@ -1087,6 +1372,7 @@ int main(void)
 		 * known (ended, or a retransmission after the end), a queue
 		 * full (reported to the sender). */
 		check(strcmp(key, "client_gone") == 0 ||
+			      strcmp(key, "owner_away") == 0 ||
 			      strcmp(key, "unknown_comm_id") == 0 ||
 			      strcmp(key, "stale_connection") == 0 ||
 			      strcmp(key, "wrong_state") == 0 ||
