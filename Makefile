@@ -200,8 +200,12 @@ $(B)/tests/verbs_selftest: $(B)/obj/tests/e2e/verbs_selftest.o $(HARNESS_OBJ) $(
 # the kernel's rdma_cm (librdmacm, the peer side) and of a VM through the
 # daemon (libmuxbe and the guest CM).
 E2E_BINS := $(B)/tests/verbs_selftest $(B)/tests/mad_send $(B)/bench/cm_rate \
-	    $(B)/bench/cm_rate_vm
+	    $(B)/bench/cm_rate_vm $(B)/tests/rdma_hold
 $(B)/bench/cm_rate: $(B)/obj/tests/bench/cm_rate.o
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_ALL) -o $@ $^ -lrdmacm -libverbs
+# One connection held across daemon restarts, in the pvrdma guest too.
+$(B)/tests/rdma_hold: $(B)/obj/tests/e2e/rdma_hold.o
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ -lrdmacm -libverbs
 $(B)/tests/mad_send $(B)/bench/cm_rate_vm: $(LIBA)

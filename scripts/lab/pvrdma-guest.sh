@@ -63,9 +63,13 @@ fi
 # ---- the guest's initramfs ----------------------------------------------------
 BINS="rdma_client rdma_server ibv_devinfo"
 SBINS="ip rdma"
+# The lab's own, built by make tests (librdmacm, as rdma_client is).
+OWN_BINS="${B:-build}/tests/rdma_hold"
+for b in $OWN_BINS; do [ -x "$b" ] || die "$b is not built (make tests)"; done
 PROV=/usr/lib/x86_64-linux-gnu/libibverbs/libvmw_pvrdma-rdmav34.so
 hash=$({ cat tests/e2e/pvrdma/guest-init.sh; sha256sum /bin/busybox "$OUT/vmw_pvrdma.ko";
-	 for b in $BINS $SBINS; do sha256sum "$(command -v "$b")"; done; } | sha256sum | cut -c1-12)
+	 for b in $BINS $SBINS; do sha256sum "$(command -v "$b")"; done;
+	 sha256sum $OWN_BINS; } | sha256sum | cut -c1-12)
 IR_OUT=$OUT/initramfs-$hash.cpio
 if [ ! -f "$IR_OUT" ]; then
 	IR=$(mktemp -d "$OUT/ir.XXXXXX")
@@ -94,10 +98,11 @@ if [ ! -f "$IR_OUT" ]; then
 		truncate -s $(( $(stat -c %s "$f") - 28 - 12 - sl )) "$f"
 	done
 	for b in $BINS; do cp "$(command -v "$b")" "$IR/usr/bin/"; done
+	for b in $OWN_BINS; do cp "$b" "$IR/usr/bin/"; done
 	for b in $SBINS; do cp "$(command -v "$b")" "$IR/usr/sbin/"; done
 	cp -L "$PROV" "$IR$PROV"
 	cp /etc/libibverbs.d/vmw_pvrdma.driver "$IR/etc/libibverbs.d/"
-	for f in $(for b in $BINS $SBINS; do command -v "$b"; done) "$PROV"; do
+	for f in $(for b in $BINS $SBINS; do command -v "$b"; done) $OWN_BINS "$PROV"; do
 		ldd "$f" | awk '$2 == "=>" && $3 ~ /^\// {print $3}'
 	done | sort -u | while read -r l; do cp -L "$l" "$IR/usr/lib/x86_64-linux-gnu/"; done
 	cp -L /lib64/ld-linux-x86-64.so.2 "$IR/usr/lib64/"

@@ -7,8 +7,11 @@
 #   g.peer=A.B.C.D   the remote host, g.peermac=MAC its Ethernet address: the
 #                    guest's NIC has no path to it (RDMA goes through the
 #                    host's device), so its neighbour entry is static
-#   g.mode=client|server|both   rdma_client to the peer, rdma_server for it,
-#                    or the first then the second
+#   g.mode=client|server|both|hold   rdma_client to the peer, rdma_server
+#                    for it, or the first then the second; hold: first
+#                    rdma_hold (one connection to the peer's port 7472 held
+#                    across two daemon restarts: tests/e2e/rdma_hold.c),
+#                    then both
 #   g.tmo=SEC        timeout of each tool (default 60)
 # Milestones on the console start with "GUEST t=<uptime>"; the last line
 # is "GUEST done client=RC server=RC".
@@ -35,16 +38,24 @@ for i in $(seq 100); do
 	sleep 0.2
 done
 t net-ready
-crc=- src=-
-case "$g_mode" in client|both)
+crc=- src=- hrc=-
+case "$g_mode" in hold)
+	# A heartbeat: a guest that stops saying it has stopped running.
+	( while sleep 5; do t tick; done ) &
+	t hold-start
+	timeout "$g_tmo" rdma_hold -s "$g_peer" -p 7472 -n 2 2>&1; hrc=$?
+	t hold-end rc=$hrc
+	kill %1 2>/dev/null ;;
+esac
+case "$g_mode" in client|both|hold)
 	t client-start
 	timeout "$g_tmo" rdma_client -s "$g_peer" 2>&1; crc=$?
 	t client-end rc=$crc ;;
 esac
-case "$g_mode" in server|both)
+case "$g_mode" in server|both|hold)
 	t server-start
 	timeout "$g_tmo" rdma_server 2>&1; src=$?
 	t server-end rc=$src ;;
 esac
-echo "GUEST done client=$crc server=$src"
+echo "GUEST done client=$crc server=$src hold=$hrc"
 poweroff -f
