@@ -91,3 +91,29 @@ ucmatose_server() {
 	[ "$rc" = 0 ] || fail "ucmatose exit status $rc"
 	grep -q "data transfers complete" /tmp/ucm.log || fail "ucmatose data"
 }
+
+# The pvrdma guest (scripts/lab/pvrdma-guest.sh builds it), for scenarios
+# 20 and 23: what each shares, and stock QEMU started in the background
+# (its pid in QEMU_PID, its console in /tmp/guest.console).
+GUEST_IP=10.77.0.11
+QMP_PORT=4444
+guest_said() { grep -aq "$1" /tmp/guest.console 2>/dev/null; }
+# pvrdma_guest_start MODE TIMEOUT [CHARDEV-OPTIONS]: guest-init's g.mode
+# and g.tmo; the options go on the MAD chardev (",reconnect=1").
+pvrdma_guest_start() {
+	local g
+	g=$(ls -d /var/cache/rdmacm-mux-lab/pvrdma-*/ | tail -n 1)
+	[ -f "$g/initramfs.cpio" ] || fail "no guest initramfs (scripts/lab/pvrdma-guest.sh)"
+	qemu-system-x86_64 -name guest -accel tcg,tb-size=256 -cpu max -smp 1 -m 512 \
+		-object memory-backend-ram,id=mb,size=512M,share=on \
+		-machine q35,memory-backend=mb -nodefaults -no-user-config -display none \
+		-no-reboot -kernel "$g/vmlinux" -initrd "$g/initramfs.cpio" \
+		-append "console=ttyS0 panic=-1 quiet g.mode=$1 g.ip=$GUEST_IP g.peer=$LAB_PEER_IP g.tmo=$2" \
+		-serial file:/tmp/guest.console -qmp "tcp:127.0.0.1:$QMP_PORT,server=on,wait=off" \
+		-netdev hubport,id=n1,hubid=0 \
+		-device vmxnet3,netdev=n1,mac=52:54:00:88:00:0b,addr=10.0,multifunction=on \
+		-chardev "socket,path=/var/run/rdmacm-mux-rxe0-1,id=mads${3:-}" \
+		-device pvrdma,addr=10.1,ibdev=rxe0,netdev=eth0,mad-chardev=mads \
+		>/tmp/qemu.log 2>&1 &
+	QEMU_PID=$!
+}

@@ -15,31 +15,13 @@ LAB_OPTS="--mem 2560 --smp 2 --timeout 900"
 
 host_prepare() { scripts/lab/pvrdma-guest.sh >/dev/null; }
 
-GUEST_IP=10.77.0.11
-QMP_PORT=4444
-
-guest_said() { grep -aq "$1" /tmp/guest.console 2>/dev/null; }
-
 host_a() {
-	local g
-	g=$(ls -d /var/cache/rdmacm-mux-lab/pvrdma-*/ | tail -n 1)
-	[ -f "$g/initramfs.cpio" ] || fail "no guest initramfs (scripts/lab/pvrdma-guest.sh)"
 	start_daemon --qemu-socket rxe0:1
 	test -S /var/run/rdmacm-mux-rxe0-1 || fail "no QEMU socket at the old daemon's path"
 	tests/e2e/pvrdma/qmp-libvirt.sh "$QMP_PORT" /tmp/qmp.log &
 	local libvirt=$!
-	qemu-system-x86_64 -name guest -accel tcg,tb-size=256 -cpu max -smp 1 -m 512 \
-		-object memory-backend-ram,id=mb,size=512M,share=on \
-		-machine q35,memory-backend=mb -nodefaults -no-user-config -display none \
-		-no-reboot -kernel "$g/vmlinux" -initrd "$g/initramfs.cpio" \
-		-append "console=ttyS0 panic=-1 quiet g.mode=both g.ip=$GUEST_IP g.peer=$LAB_PEER_IP g.tmo=90" \
-		-serial file:/tmp/guest.console -qmp "tcp:127.0.0.1:$QMP_PORT,server=on,wait=off" \
-		-netdev hubport,id=n1,hubid=0 \
-		-device vmxnet3,netdev=n1,mac=52:54:00:88:00:0b,addr=10.0,multifunction=on \
-		-chardev socket,path=/var/run/rdmacm-mux-rxe0-1,id=mads \
-		-device pvrdma,addr=10.1,ibdev=rxe0,netdev=eth0,mad-chardev=mads \
-		>/tmp/qemu.log 2>&1 &
-	local qemu=$! t0
+	pvrdma_guest_start both 90
+	local qemu=$QEMU_PID t0
 	t0=$(date +%s)
 	# The guest's client runs first; B's server is up by then.
 	while kill -0 $qemu 2>/dev/null && ! guest_said "server-start"; do sleep 1; done
