@@ -231,8 +231,8 @@ void conn_purge_client(struct conn_table *ct, uint64_t client);
 /*
  * Persistence (conn_store.c).  conn_restore_open() keeps the entries in a
  * file mapping at path that outlives the process, and when the file holds
- * a previous daemon's entries (same layout, same ports: ports_hash names
- * them, same boot), takes them back:
+ * a previous daemon's entries (of this boot; port_ids name the ports by
+ * index, and entries on ports that moved follow them), takes them back:
  * *restored is 1 then (err may note entries that were lost).  Their
  * clients are gone; each may claim its entries with the token it was
  * given (conn_restore_claim), and conn_restore_purge_unclaimed() ends the rest.
@@ -244,8 +244,8 @@ struct conn_table *conn_restore_open(const struct conn_limits *lim,
 				     void *emit_arg, const char *path,
 				     uint32_t max_entries, uint32_t max_owners,
 				     uint32_t gids_per_owner,
-				     uint64_t ports_hash, int *restored,
-				     char *err, size_t errlen);
+				     const uint64_t *port_ids, unsigned nports,
+				     int *restored, char *err, size_t errlen);
 /* A GID a client that may resume registered (add) or gave up: kept in
  * the file with its owner record.  0, or -ENOSPC when the owner's slice
  * is full (then it is not kept), -errno when the file has no room. */

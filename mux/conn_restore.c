@@ -179,13 +179,54 @@ static unsigned conn_restore_entries(struct conn_table *ct)
 	return dropped;
 }
 
+/* Entries and owners' GIDs name ports by index: a restart with other
+ * ports moves them to their port's new index.  Those of ports that are
+ * gone are dropped; returns how many entries were. */
+static unsigned conn_restore_remap_ports(struct conn_table *ct,
+					 const int map[CONN_STORE_MAX_PORTS])
+{
+	uint32_t i,
+		hwm = *conn_store_counter(ct->store, CONN_STORE_ENTRIES_HWM),
+		ngids;
+	struct conn *c;
+	unsigned gone = 0;
+
+	for (i = 0; i < hwm && i < ct->cap; i++) {
+		c = conn_at(ct, i);
+		if (!(c->flags & CF_LIVE))
+			continue;
+		if (c->port >= CONN_STORE_MAX_PORTS || map[c->port] < 0) {
+			c->flags = 0;
+			gone++;
+			continue;
+		}
+		c->port = (uint8_t)map[c->port];
+	}
+	conn_store_owners(ct->store, &ngids);
+	ngids *= ct->gids_per_owner;
+	for (i = 0; i < ngids; i++) {
+		struct conn_gid_rec *g = &ct->gids[i];
+
+		if (!g->used)
+			continue;
+		if (g->port >= CONN_STORE_MAX_PORTS || map[g->port] < 0)
+			g->used = 0;
+		else
+			g->port = (uint16_t)map[g->port];
+	}
+	return gone;
+}
+
 /* Each limit of a path record's or an entry's array, from the state
  * file's size for entries. */
-struct conn_table *conn_restore_open(
-	const struct conn_limits *lim, uint32_t random_operand,
-	conn_emit_fn emit_fn, void *emit_arg, const char *path,
-	uint32_t max_entries, uint32_t max_owners, uint32_t gids_per_owner,
-	uint64_t ports_hash, int *restored, char *err, size_t errlen)
+struct conn_table *conn_restore_open(const struct conn_limits *lim,
+				     uint32_t random_operand,
+				     conn_emit_fn emit_fn, void *emit_arg,
+				     const char *path, uint32_t max_entries,
+				     uint32_t max_owners,
+				     uint32_t gids_per_owner,
+				     const uint64_t *port_ids, unsigned nports,
+				     int *restored, char *err, size_t errlen)
 {
 	struct conn_table *ct;
 	struct conn_store_layout lay = {
@@ -195,7 +236,15 @@ struct conn_table *conn_restore_open(
 			 max_owners * gids_per_owner },
 		.owner_cap = max_owners,
 	};
-	unsigned dropped;
+	int map[CONN_STORE_MAX_PORTS];
+	unsigned dropped, gone = 0;
+
+	if (nports > CONN_STORE_MAX_PORTS) {
+		snprintf(err, errlen, "at most %u ports", CONN_STORE_MAX_PORTS);
+		return NULL;
+	}
+	lay.nports = nports;
+	memcpy(lay.port_id, port_ids, nports * sizeof(*port_ids));
 
 	*restored = 0;
 	if (max_entries > CONN_MAX_ENTRIES || max_owners > CONN_MAX_CLIENTS) {
@@ -211,8 +260,7 @@ struct conn_table *conn_restore_open(
 		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}
-	ct->store = conn_store_open(path, &lay, ports_hash, restored, err,
-				    errlen);
+	ct->store = conn_store_open(path, &lay, restored, err, errlen);
 	if (ct->store == NULL) {
 		conn_table_free(ct);
 		return NULL;
@@ -225,8 +273,18 @@ struct conn_table *conn_restore_open(
 	/* A client's record is its owner record. */
 	ct->cl_cap = max_owners;
 	if (*restored) {
+		if (conn_store_port_map(ct->store, &lay, map))
+			gone = conn_restore_remap_ports(ct, map);
+		conn_store_set_ports(ct->store, &lay);
 		dropped = conn_restore_entries(ct);
-		if (dropped)
+		if (gone)
+			snprintf(
+				err, errlen,
+				"the ports changed: %u entries were on ports this daemon does not have and are lost (no DREQ can go out on a port that is not there)%s",
+				gone,
+				dropped ? "; more were being changed when the previous daemon ended"
+					: "");
+		else if (dropped)
 			snprintf(
 				err, errlen,
 				"%u entries were being changed when the previous daemon ended and are lost",

@@ -34,8 +34,9 @@ struct store_header {
 	uint32_t cap[CONN_STORE_N];
 	uint32_t owner_cap;
 	uint32_t counter[CONN_STORE_COUNTERS];
-	char boot_id[40];    /* deadlines are this boot's clock */
-	uint64_t ports_hash; /* port indexes mean the same ports */
+	char boot_id[40]; /* deadlines are this boot's clock */
+	uint32_t nports;  /* what port indexes mean */
+	uint64_t port_id[CONN_STORE_MAX_PORTS];
 };
 
 struct conn_store {
@@ -117,12 +118,13 @@ static void conn_store_layout(struct conn_store *s)
 
 static int conn_store_matches(const struct store_header *h,
 			      const struct conn_store_layout *lay,
-			      uint64_t ports_hash, const char *boot)
+			      const char *boot)
 {
 	int a;
 
 	if (h->magic != STORE_MAGIC || h->version != STORE_VERSION ||
-	    h->owner_cap != lay->owner_cap || h->ports_hash != ports_hash ||
+	    h->owner_cap != lay->owner_cap ||
+	    h->nports > CONN_STORE_MAX_PORTS ||
 	    strncmp(h->boot_id, boot, sizeof(h->boot_id)) != 0)
 		return 0;
 	for (a = 0; a < CONN_STORE_N; a++)
@@ -281,12 +283,12 @@ static int conn_store_set_aside(const char *path, char *aside, size_t len)
 static int conn_store_other_limits(const struct store_header *h,
 				   const struct stat *st,
 				   const struct conn_store_layout *lay,
-				   uint64_t ports_hash, const char *boot)
+				   const char *boot)
 {
 	size_t off[CONN_STORE_N];
 	int a, differ = h->owner_cap != lay->owner_cap;
 
-	if (h->ports_hash != ports_hash ||
+	if (h->nports > CONN_STORE_MAX_PORTS ||
 	    strncmp(h->boot_id, boot, sizeof(h->boot_id)) != 0 ||
 	    h->owner_cap == 0 ||
 	    (size_t)st->st_size !=
@@ -429,7 +431,6 @@ enum store_verdict {
 
 static enum store_verdict conn_store_judge(int fd, const struct stat *st,
 					   const struct conn_store_layout *lay,
-					   uint64_t ports_hash,
 					   const char *boot, size_t size,
 					   char *why, size_t len)
 {
@@ -458,20 +459,19 @@ static enum store_verdict conn_store_judge(int fd, const struct stat *st,
 			 h.version, STORE_VERSION);
 		return STORE_ASIDE;
 	}
-	if (conn_store_other_limits(&h, st, lay, ports_hash, boot)) {
+	if (conn_store_other_limits(&h, st, lay, boot)) {
 		rc = conn_store_owners_ok(fd, h.owner_cap, why, len);
 		if (rc == -ENOMEM)
 			return STORE_REFUSE;
 		return rc < 0 ? STORE_ASIDE : STORE_CARRY;
 	}
-	if ((size_t)st->st_size != size ||
-	    !conn_store_matches(&h, lay, ports_hash, boot)) {
+	if ((size_t)st->st_size != size || !conn_store_matches(&h, lay, boot)) {
 		snprintf(
 			why, len,
 			"it was written %s: the connections it held are not kept",
 			strncmp(h.boot_id, boot, sizeof(h.boot_id))
-				? "before this boot"
-				: "for other ports or limits (--max-clients, --max-comm-ids)");
+				? "before this boot (they ended with it)"
+				: "in a form this daemon cannot read");
 		return STORE_REPLACE;
 	}
 	rc = conn_store_owners_ok(fd, lay->owner_cap, why, len);
@@ -482,8 +482,7 @@ static enum store_verdict conn_store_judge(int fd, const struct stat *st,
 
 struct conn_store *conn_store_open(const char *path,
 				   const struct conn_store_layout *lay,
-				   uint64_t ports_hash, int *restored,
-				   char *err, size_t errlen)
+				   int *restored, char *err, size_t errlen)
 {
 	struct conn_store *s = calloc(1, sizeof(*s));
 	char boot[40], why[200] = "", aside[4200] = "";
@@ -527,8 +526,8 @@ again:
 		goto fail;
 	}
 	v = fresh ? STORE_FRESH
-		  : conn_store_judge(s->fd, &st, lay, ports_hash, boot, size,
-				     why, sizeof(why));
+		  : conn_store_judge(s->fd, &st, lay, boot, size, why,
+				     sizeof(why));
 	switch (v) {
 	case STORE_REFUSE: snprintf(err, errlen, "%s", why); goto fail;
 	case STORE_ASIDE:
@@ -593,7 +592,7 @@ again:
 			s->hdr->cap[a] = lay->cap[a];
 		}
 		s->hdr->owner_cap = lay->owner_cap;
-		s->hdr->ports_hash = ports_hash;
+		conn_store_set_ports(s, lay);
 		memcpy(s->hdr->boot_id, boot, sizeof(s->hdr->boot_id));
 		s->hdr->version = STORE_VERSION;
 		/* Last: a header without its magic is no state. */
@@ -621,6 +620,30 @@ again:
 fail:
 	conn_store_close(s);
 	return NULL;
+}
+
+int conn_store_port_map(struct conn_store *s,
+			const struct conn_store_layout *lay,
+			int map[CONN_STORE_MAX_PORTS])
+{
+	uint32_t i, j;
+	int differ = s->hdr->nports != lay->nports;
+
+	for (i = 0; i < CONN_STORE_MAX_PORTS; i++) {
+		map[i] = -1;
+		for (j = 0; i < s->hdr->nports && j < lay->nports; j++)
+			if (s->hdr->port_id[i] == lay->port_id[j])
+				map[i] = (int)j;
+		differ |= i < s->hdr->nports && map[i] != (int)i;
+	}
+	return differ;
+}
+
+void conn_store_set_ports(struct conn_store *s,
+			  const struct conn_store_layout *lay)
+{
+	s->hdr->nports = lay->nports;
+	memcpy(s->hdr->port_id, lay->port_id, sizeof(s->hdr->port_id));
 }
 
 void conn_store_close(struct conn_store *s)

@@ -40,19 +40,34 @@ enum conn_store_array {
 	CONN_STORE_N
 };
 
+#define CONN_STORE_MAX_PORTS 16
+
 struct conn_store_layout {
 	uint32_t size[CONN_STORE_N]; /* bytes per element */
 	uint32_t cap[CONN_STORE_N];  /* elements */
 	uint32_t owner_cap;
+	/* The daemon's ports in index order, each by an ID of its name:
+	 * entries name ports by index, so a restart with other ports
+	 * maps the old indexes to the new (conn_store_port_map). */
+	uint32_t nports;
+	uint64_t port_id[CONN_STORE_MAX_PORTS];
 };
 
 /* Opens (or creates) PATH for the arrays of lay.  *restored: 1 when it
- * holds a previous daemon's (same layout, same ports_hash, same boot),
- * 0 when it starts empty.  NULL and a message in err on failure. */
+ * holds a previous daemon's of this boot (carried into lay's sizes when
+ * they differ), 0 when it starts empty.  NULL and a message in err on
+ * failure. */
 struct conn_store *conn_store_open(const char *path,
 				   const struct conn_store_layout *lay,
-				   uint64_t ports_hash, int *restored,
-				   char *err, size_t errlen);
+				   int *restored, char *err, size_t errlen);
+/* Where each port of the file's is among lay's: map[old] = new index,
+ * or -1 for a port lay does not have; returns 1 when that is not the
+ * same list.  conn_store_set_ports() then writes lay's list. */
+int conn_store_port_map(struct conn_store *s,
+			const struct conn_store_layout *lay,
+			int map[CONN_STORE_MAX_PORTS]);
+void conn_store_set_ports(struct conn_store *s,
+			  const struct conn_store_layout *lay);
 void conn_store_close(struct conn_store *s);
 
 void *conn_store_array(struct conn_store *s, enum conn_store_array which);

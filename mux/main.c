@@ -338,8 +338,9 @@ int main(int argc, char **argv)
 				  ? MUX_STATE_MAX_ENTRIES
 				  : (unsigned)max_entries;
 	lim.max_owners = 2 * mux->cfg.max_clients;
-	/* Entries name ports by index: kept only for the same ports. */
-	lim.ports_hash = 1469598103934665603ull; /* FNV-1a */
+	/* Entries name ports by index: a port is known again by its name
+	 * (FNV-1a of it) when the list changed. */
+	lim.nports = (unsigned)mux->cfg.nports;
 	for (i = 0; i < mux->cfg.nports; i++) {
 		char pn[64];
 		const char *c;
@@ -348,9 +349,10 @@ int main(int argc, char **argv)
 			 mux->cfg.ports[i].kind == PORT_SPEC_SIM
 				 ? -1
 				 : mux->cfg.ports[i].port_num);
+		lim.port_ids[i] = 1469598103934665603ull;
 		for (c = pn; *c; c++)
-			lim.ports_hash = (lim.ports_hash ^ (uint8_t)*c) *
-					 1099511628211ull;
+			lim.port_ids[i] = (lim.port_ids[i] ^ (uint8_t)*c) *
+					  1099511628211ull;
 	}
 	/* Host comm IDs are XORed with this, as the kernel CM does, so that
 	 * they are not predictable from outside. */

@@ -253,8 +253,8 @@ struct router *router_new(const struct router_limits *lim,
 							     ROUTER_KEPT_GIDS
 						     ? lim->max_gids_per_client
 						     : ROUTER_KEPT_GIDS,
-					     lim->ports_hash, &r->restored, err,
-					     sizeof(err));
+					     lim->port_ids, lim->nports,
+					     &r->restored, err, sizeof(err));
 		if (r->conns == NULL)
 			log_warnx("%s: %s", lim->state_path, err);
 		else if (err[0])

@@ -32,7 +32,9 @@ struct router_limits {
 	 * daemon). */
 	const char *state_path;
 	unsigned max_entries, max_owners;
-	uint64_t ports_hash; /* the ports, in order, by name */
+	/* The ports, in index order, each by an ID of its name. */
+	unsigned nports;
+	uint64_t port_ids[16];
 };
 
 /* What the router needs from the daemon: a way to send the MADs it

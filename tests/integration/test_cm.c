@@ -1093,6 +1093,56 @@ static void test_restart_with_other_limits(void **state)
 	(void)r;
 }
 
+/* A restart with other ports: entries name ports by index, and follow
+ * their port to its new one; those of a port that is gone are lost,
+ * and the log says how many (no DREQ can go out on a missing port). */
+static void test_restart_with_other_ports(void **state)
+{
+	static const char *const moved[] = { "simz=fd02::1",
+					     "sim0=fd00::1,fd00::2,fd00::3",
+					     NULL };
+	static const char *const gone[] = { "simz=fd02::1", NULL };
+	struct fx *f = *state;
+	uint8_t m[MAD_SIZE];
+	char log[16384];
+	FILE *lf;
+	size_t len;
+	uint32_t h;
+	int n;
+
+	h = establish(f, 0x6100, 0x9161);
+	establish(f, 0x6101, 0x9162);
+	hd_kill(&f->d, SIGTERM);
+	/* sim0 is now port 1. */
+	f->d.ports = moved;
+	hd_restart(&f->d);
+	assert_true(tc_pump_until(&f->a, tc_has_link_ups, 1, H_DEADLINE_MS));
+	assert_int_equal(f->a.link_status, 0);
+	assert_int_equal(hd_status_int(&f->d, "routing.established"), 2);
+	n = f->a.nrx;
+	h_mad(m, CM_ATTR_DREQ, 0x9161, h, 1);
+	simpeer_send(&f->p, "fd00::1", m);
+	vm_expect(&f->a, n + 1, CM_ATTR_DREQ);
+	assert_int_equal(remote_of(f->a.rx[n].mad), 0x6100);
+	assert_int_equal(f->a.rx[n].addr.port, 1);
+
+	/* sim0 is gone: what was on it cannot be kept, and is said. */
+	hd_kill(&f->d, SIGTERM);
+	f->d.ports = gone;
+	hd_restart(&f->d);
+	assert_true(hd_wait_status_int(&f->d, "routing.comm_ids", 0));
+	lf = fopen(f->d.log, "r");
+	assert_non_null(lf);
+	len = fread(log, 1, sizeof(log) - 1, lf);
+	log[len] = '\0';
+	fclose(lf);
+	if (strstr(log, "entries were on ports this daemon does not have") ==
+	    NULL)
+		fail_msg("no word of the entries of the port that went: %s",
+			 log);
+	f->d.ports = ports;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1126,6 +1176,8 @@ int main(void)
 			test_restart_holds_what_arrives_for_the_absent, setup,
 			teardown),
 		cmocka_unit_test_setup_teardown(test_restart_with_other_limits,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_restart_with_other_ports,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(
 			test_fabric_req_flood_leaves_vm_connecting, setup,
