@@ -495,8 +495,8 @@ int qp_owner_task_of(pid_t pid, pid_t tid);
 
 /* ---- qp_registry.c: a simulated port's QPs, as its clients register them */
 
-/* (port, QPN) -> the process that registered it first, while the
- * registering connection lasts.  Locked inside. */
+/* (port, QPN) -> the process that registered it first, while one of
+ * its connections that registered it lasts.  Locked inside. */
 struct qp_registry;
 
 /* What a client may hold registered on simulated ports. */
@@ -508,9 +508,10 @@ void qp_registry_free(struct qp_registry *r);
  * does), -ENOSPC (client holds max_per_client), -ENOMEM. */
 int qp_registry_add(struct qp_registry *r, unsigned port, uint32_t qpn,
 		    pid_t pid, uint64_t client, unsigned max_per_client);
-/* 0, -ENOENT, or -EACCES (another process holds it). */
+/* client's registration goes: 0, -ENOENT (it has none), or -EACCES
+ * (another process holds the QPN). */
 int qp_registry_remove(struct qp_registry *r, unsigned port, uint32_t qpn,
-		       pid_t pid);
+		       pid_t pid, uint64_t client);
 void qp_registry_drop_client(struct qp_registry *r, uint64_t client);
 /* The process that holds (port, qpn): 0 with *pid, or -ENOENT. */
 int qp_registry_owner(struct qp_registry *r, unsigned port, uint32_t qpn,

@@ -2,9 +2,9 @@
 /*
  * A simulated port's QPs.  It has none of its own, so the clients say
  * whose a QPN is: the first process to register one on a port owns it,
- * for as long as the connection that registered it lasts; the other
- * connections of that process may name it too (on a real port the kernel
- * says the same of a process's QPs).  See qp_owner.c for why it matters.
+ * for as long as a connection of its that registered it lasts; all its
+ * connections may name it (on a real port the kernel says the same of a
+ * process's QPs).  See qp_owner.c for why it matters.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -17,14 +17,19 @@ struct qp_reg {
 	unsigned port;
 	uint32_t qpn;
 	pid_t pid;
-	uint64_t client; /* whose connection holds it */
+	uint64_t client; /* the connection that registered it */
 };
 
+/* By (port, QPN), then client: each connection of the owning process
+ * that registers a QPN holds it, so that it stays the process's while
+ * any of them is there. */
 static int qp_registry_cmp(const struct qp_reg *a, const struct qp_reg *b)
 {
 	if (a->port != b->port)
 		return a->port < b->port ? -1 : 1;
-	return a->qpn < b->qpn ? -1 : a->qpn > b->qpn;
+	if (a->qpn != b->qpn)
+		return a->qpn < b->qpn ? -1 : 1;
+	return a->client < b->client ? -1 : a->client > b->client;
 }
 
 RB_HEAD(qp_reg_tree, qp_reg);
@@ -60,19 +65,31 @@ void qp_registry_free(struct qp_registry *r)
 	free(r);
 }
 
+/* Lock held: the first registration of (port, qpn), or NULL. */
+static struct qp_reg *qp_registry_first(struct qp_registry *r, unsigned port,
+					uint32_t qpn)
+{
+	struct qp_reg key = { .port = port, .qpn = qpn, .client = 0 }, *e;
+
+	e = RB_NFIND(qp_reg_tree, &r->tree, &key);
+	return e && e->port == port && e->qpn == qpn ? e : NULL;
+}
+
 int qp_registry_add(struct qp_registry *r, unsigned port, uint32_t qpn,
 		    pid_t pid, uint64_t client, unsigned max_per_client)
 {
-	struct qp_reg key = { .port = port, .qpn = qpn }, *e;
+	struct qp_reg key = { .port = port, .qpn = qpn, .client = client }, *e;
 	unsigned held = 0;
 	int rc = 0;
 
 	pthread_mutex_lock(&r->lock);
-	e = RB_FIND(qp_reg_tree, &r->tree, &key);
-	if (e) {
-		rc = e->pid == pid ? 0 : -EADDRINUSE;
+	e = qp_registry_first(r, port, qpn);
+	if (e && e->pid != pid) {
+		rc = -EADDRINUSE;
 		goto out;
 	}
+	if (RB_FIND(qp_reg_tree, &r->tree, &key))
+		goto out; /* this connection has it already */
 	RB_FOREACH(e, qp_reg_tree, &r->tree)
 		held += e->client == client;
 	if (held >= max_per_client) {
@@ -94,16 +111,16 @@ out:
 }
 
 int qp_registry_remove(struct qp_registry *r, unsigned port, uint32_t qpn,
-		       pid_t pid)
+		       pid_t pid, uint64_t client)
 {
-	struct qp_reg key = { .port = port, .qpn = qpn }, *e;
+	struct qp_reg key = { .port = port, .qpn = qpn, .client = client }, *e;
 	int rc = -ENOENT;
 
 	pthread_mutex_lock(&r->lock);
-	e = RB_FIND(qp_reg_tree, &r->tree, &key);
+	e = qp_registry_first(r, port, qpn);
 	if (e && e->pid != pid)
 		rc = -EACCES;
-	else if (e) {
+	else if ((e = RB_FIND(qp_reg_tree, &r->tree, &key)) != NULL) {
 		RB_REMOVE(qp_reg_tree, &r->tree, e);
 		free(e);
 		rc = 0;
@@ -128,11 +145,11 @@ void qp_registry_drop_client(struct qp_registry *r, uint64_t client)
 int qp_registry_owner(struct qp_registry *r, unsigned port, uint32_t qpn,
 		      pid_t *pid)
 {
-	struct qp_reg key = { .port = port, .qpn = qpn }, *e;
+	struct qp_reg *e;
 	int rc = -ENOENT;
 
 	pthread_mutex_lock(&r->lock);
-	e = RB_FIND(qp_reg_tree, &r->tree, &key);
+	e = qp_registry_first(r, port, qpn);
 	if (e) {
 		*pid = e->pid;
 		rc = 0;

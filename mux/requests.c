@@ -500,7 +500,8 @@ static json_t *requests_op_unregister_qpn(struct mux *mux,
 		return err;
 	if (port->ops->qp_owner)
 		return proto_reply_ok(); /* the kernel's to forget */
-	rc = qp_registry_remove(mux->qp_registry, port->index, qpn, ci->pid);
+	rc = qp_registry_remove(mux->qp_registry, port->index, qpn, ci->pid,
+				ci->id);
 	if (rc == -ENOENT)
 		return proto_reply_error(rc, "QP %u is not registered on %s",
 					 (unsigned)qpn, port->name);

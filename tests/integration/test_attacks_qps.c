@@ -130,10 +130,39 @@ static void test_qps_are_their_owners(void **state)
 	hd_stop(&d);
 }
 
+/* A process's QPN stays its own while any of its connections that
+ * registered it is there, not only the first: a process with many
+ * clients (QEMU with several devices, a test harness) loses none of
+ * its QPs when one of them goes. */
+static void test_qpn_outlives_its_first_registrant(void **state)
+{
+	static const char *const gids[] = { "sim0=fd00::1,fd00::2", NULL };
+	uint8_t m[MAD_SIZE];
+	struct tclient a, b;
+	struct simpeer p;
+	struct hdaemon d;
+
+	(void)state;
+	hd_start(&d, NULL, gids, NULL);
+	simpeer_open(&p, &d, "peer", PEER);
+	tc_connect_gid(&a, &d, "first", "fd00::1");  /* registers h_qpn() */
+	tc_connect_gid(&b, &d, "second", "fd00::2"); /* and again */
+	tc_close(&a);
+	assert_true(hd_wait_client_gone(&d, "first"));
+	h_req(m, 0x3101, "fd00::2", PEER);
+	assert_int_equal(tc_send_sync(&b, PEER, m), 0);
+	assert_true(simpeer_recv(&p, m, NULL, H_DEADLINE_MS));
+	assert_int_equal(cm_field_get(m, CM_REQ_LOCAL_QPN), h_qpn());
+	tc_close(&b);
+	simpeer_close(&p);
+	hd_stop(&d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_qps_are_their_owners),
+		cmocka_unit_test(test_qpn_outlives_its_first_registrant),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
