@@ -999,10 +999,13 @@ static void requests_qemu_session(struct mux *mux, struct client_info *ci)
 	}
 	if (rc == -ENOTUNIQ) {
 		atomic_fetch_add(&mux->stats.resumes_refused, 1);
-		log_fwarn(
-			&(struct log_fields){ ci->id, ci->name }, -rc,
-			"client %llu (QEMU, pid %d): its process had several connections on this socket before the restart, which cannot be told apart: none is taken back",
-			(unsigned long long)ci->id, (int)ci->pid);
+		/* Within its uid's budget: reconnecting buys no lines. */
+		if (requests_log_allowed(mux, ci, &suppressed))
+			log_fwarn(
+				&(struct log_fields){ ci->id, ci->name }, -rc,
+				"client %llu (QEMU, pid %d): its process had several connections on this socket before the restart, which cannot be told apart: none is taken back (%llu similar suppressed)",
+				(unsigned long long)ci->id, (int)ci->pid,
+				(unsigned long long)suppressed);
 	}
 	router_owner_add_qemu(mux->router, ci->id, ci->uid, identity);
 }
