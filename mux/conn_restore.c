@@ -322,14 +322,17 @@ static struct conn_gid_rec *conn_restore_gids_of(struct conn_table *ct,
 }
 
 /* A record's slice as a new owner takes it: a previous owner's GIDs are
- * not its (a slice never written reads as zeros, so nothing to do). */
+ * not its.  Only what is set is written: a slice never written is a
+ * hole in the file, which reads as zeros, and a store into it would
+ * allocate a page that a full /run does not have (SIGBUS). */
 static void conn_restore_gids_clear(struct conn_table *ct, uint32_t rec)
 {
 	struct conn_gid_rec *g = conn_restore_gids_of(ct, rec);
 	uint32_t k;
 
 	for (k = 0; k < ct->gids_per_owner; k++)
-		g[k].used = 0;
+		if (g[k].used)
+			g[k].used = 0;
 }
 
 int conn_restore_gid_note(struct conn_table *ct, uint64_t client, unsigned port,

@@ -302,6 +302,25 @@ static int conn_store_other_limits(const struct store_header *h,
 	return differ;
 }
 
+/* All of buf at off: 0, or -errno (-ENOSPC from a full file system). */
+static int conn_store_pwrite(int fd, const void *buf, size_t len, size_t off)
+{
+	const uint8_t *p = buf;
+	ssize_t n;
+
+	while (len) {
+		n = pwrite(fd, p, len, (off_t)off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -EIO;
+		p += n;
+		len -= (size_t)n;
+		off += (size_t)n;
+	}
+	return 0;
+}
+
 /* Copies the state in fd (other limits) into a new file of layout lay
  * that takes path's place: entries and paths keep their slots (host
  * IDs are made of them), owners their records.  0, or -ENOSPC when the
@@ -313,8 +332,9 @@ static int conn_store_carry(int fd, const char *path,
 	size_t old_off[CONN_STORE_N], new_off[CONN_STORE_N], old_size, new_size;
 	uint32_t i, k, owners, ogpo, ngpo, top_owner = 0, lost_gids = 0;
 	const struct conn_owner *oo;
-	struct store_header h, *nh;
-	uint8_t *om = MAP_FAILED, *nm = MAP_FAILED;
+	struct store_header h, nh;
+	struct conn_gid_rec *ng;
+	uint8_t *om = MAP_FAILED;
 	char tmp[4200];
 	int nfd = -1, rc = 0;
 
@@ -351,50 +371,65 @@ static int conn_store_carry(int fd, const char *path,
 			 strerror(-rc));
 		goto out;
 	}
-	nm = mmap(NULL, new_size, PROT_READ | PROT_WRITE, MAP_SHARED, nfd, 0);
-	if (nm == MAP_FAILED) {
-		rc = -errno;
-		snprintf(why, len, "cannot map its new copy (.new): %s",
-			 strerror(-rc));
-		goto out;
-	}
-	nh = (struct store_header *)nm;
-	*nh = h;
-	nh->magic = 0; /* until the rest is there */
-	for (i = 0; i < CONN_STORE_N; i++)
-		nh->cap[i] = lay->cap[i];
-	nh->owner_cap = lay->owner_cap;
+	/* Written, not mapped: a full /run says ENOSPC here, where stores
+	 * into a new mapping would kill the daemon with SIGBUS. */
 	owners = h.owner_cap < lay->owner_cap ? h.owner_cap : lay->owner_cap;
-	memcpy(nm + STORE_HEADER_SIZE, oo, owners * sizeof(*oo));
-	memcpy(nm + new_off[CONN_STORE_ENTRIES],
-	       om + old_off[CONN_STORE_ENTRIES],
-	       (size_t)h.counter[CONN_STORE_ENTRIES_HWM] *
-		       h.size[CONN_STORE_ENTRIES]);
-	memcpy(nm + new_off[CONN_STORE_PATHS], om + old_off[CONN_STORE_PATHS],
-	       (size_t)h.counter[CONN_STORE_PATHS_HWM] *
-		       h.size[CONN_STORE_PATHS]);
+	rc = conn_store_pwrite(nfd, oo, owners * sizeof(*oo),
+			       STORE_HEADER_SIZE);
+	if (rc == 0)
+		rc = conn_store_pwrite(
+			nfd, om + old_off[CONN_STORE_ENTRIES],
+			(size_t)h.counter[CONN_STORE_ENTRIES_HWM] *
+				h.size[CONN_STORE_ENTRIES],
+			new_off[CONN_STORE_ENTRIES]);
+	if (rc == 0)
+		rc = conn_store_pwrite(nfd, om + old_off[CONN_STORE_PATHS],
+				       (size_t)h.counter[CONN_STORE_PATHS_HWM] *
+					       h.size[CONN_STORE_PATHS],
+				       new_off[CONN_STORE_PATHS]);
 	/* Each owner's GIDs, as many as its new slice holds. */
 	ogpo = h.cap[CONN_STORE_GIDS] / h.owner_cap;
 	ngpo = lay->cap[CONN_STORE_GIDS] / lay->owner_cap;
-	for (i = 0; i < owners; i++) {
+	ng = calloc(ngpo ? ngpo : 1, sizeof(*ng));
+	if (ng == NULL)
+		rc = -ENOMEM;
+	for (i = 0; rc == 0 && i < owners; i++) {
 		const struct conn_gid_rec *og =
 			(const struct conn_gid_rec
 				 *)(om + old_off[CONN_STORE_GIDS]) +
 			(size_t)i * ogpo;
-		struct conn_gid_rec *ng =
-			(struct conn_gid_rec *)(nm + new_off[CONN_STORE_GIDS]) +
-			(size_t)i * ngpo;
+		uint32_t used = 0;
 
+		memset(ng, 0, ngpo * sizeof(*ng));
 		for (k = 0; k < ogpo; k++) {
 			if (!og[k].used)
 				continue;
-			if (k < ngpo)
+			if (k < ngpo) {
 				ng[k] = og[k];
-			else
+				used++;
+			} else {
 				lost_gids++;
+			}
 		}
+		if (used)
+			rc = conn_store_pwrite(nfd, ng, ngpo * sizeof(*ng),
+					       new_off[CONN_STORE_GIDS] +
+						       (size_t)i * ngpo *
+							       sizeof(*ng));
 	}
-	__atomic_store_n(&nh->magic, STORE_MAGIC, __ATOMIC_RELEASE);
+	free(ng);
+	/* The header last: without its magic, no state. */
+	nh = h;
+	for (i = 0; i < CONN_STORE_N; i++)
+		nh.cap[i] = lay->cap[i];
+	nh.owner_cap = lay->owner_cap;
+	if (rc == 0)
+		rc = conn_store_pwrite(nfd, &nh, sizeof(nh), 0);
+	if (rc) {
+		snprintf(why, len, "cannot write its new copy (.new): %s",
+			 strerror(-rc));
+		goto out;
+	}
 	if (rename(tmp, path) < 0) {
 		rc = -errno;
 		snprintf(why, len,
@@ -408,8 +443,6 @@ static int conn_store_carry(int fd, const char *path,
 		h.counter[CONN_STORE_ENTRIES_HWM], top_owner,
 		lost_gids ? ", some GIDs held for absent owners were not" : "");
 out:
-	if (nm != MAP_FAILED)
-		munmap(nm, new_size);
 	munmap(om, old_size);
 	if (nfd >= 0)
 		close(nfd);
