@@ -348,32 +348,42 @@ static void router_gid_drop(struct router *r, struct gid_entry *e)
 	r->ngids--;
 }
 
+/* Lock held: (port, gid), which nobody holds, becomes c's.  0 or
+ * -ENOMEM. */
+static int router_gid_insert(struct router *r, struct router_client *c,
+			     unsigned port, const struct gid *gid)
+{
+	struct gid_entry *e = calloc(1, sizeof(*e));
+
+	if (e == NULL || gid_map_add(&r->gid_owner, port, gid, c->id) < 0) {
+		free(e);
+		return -ENOMEM;
+	}
+	e->port = port;
+	e->gid = *gid;
+	e->client = c->id;
+	RB_INSERT(gid_tree, &r->gids, e);
+	LIST_INSERT_HEAD(&c->gids, e, client_link);
+	c->ngids++;
+	r->ngids++;
+	return 0;
+}
+
 /* Lock held: a GID a restarted daemon took back from the state file,
  * held for its owner until it comes back or its grace time is over. */
 static void router_gid_adopt(void *arg, uint64_t client, unsigned port,
 			     const uint8_t raw[16])
 {
 	struct router *r = arg;
-	struct gid_entry *e = calloc(1, sizeof(*e));
+	struct gid_entry probe = { .port = port };
 	struct router_client *c = router_client_get(r, client, 1);
 
-	if (e == NULL || c == NULL) {
-		free(e);
+	memcpy(probe.gid.raw, raw, 16);
+	if (c == NULL)
 		return;
-	}
-	e->port = port;
-	memcpy(e->gid.raw, raw, 16);
-	e->client = client;
-	if (RB_FIND(gid_tree, &r->gids, e) != NULL ||
-	    gid_map_add(&r->gid_owner, port, &e->gid, client) < 0) {
-		free(e);
+	if (RB_FIND(gid_tree, &r->gids, &probe) != NULL ||
+	    router_gid_insert(r, c, port, &probe.gid) < 0)
 		router_client_put_if_empty(r, c);
-		return;
-	}
-	RB_INSERT(gid_tree, &r->gids, e);
-	LIST_INSERT_HEAD(&c->gids, e, client_link);
-	c->ngids++;
-	r->ngids++;
 }
 
 /* Lock held: a resumed client takes back the GIDs held for it. */
@@ -426,19 +436,11 @@ int router_register_gid(struct router *r, unsigned port, const struct gid *gid,
 		router_client_put_if_empty(r, c);
 		goto out;
 	}
-	e = calloc(1, sizeof(*e));
-	if (e == NULL || gid_map_add(&r->gid_owner, port, gid, client) < 0) {
-		free(e);
-		rc = -ENOMEM;
+	rc = router_gid_insert(r, c, port, gid);
+	if (rc) {
 		router_client_put_if_empty(r, c);
 		goto out;
 	}
-	*e = probe;
-	e->client = client;
-	RB_INSERT(gid_tree, &r->gids, e);
-	LIST_INSERT_HEAD(&c->gids, e, client_link);
-	c->ngids++;
-	r->ngids++;
 	/* Kept for a restart (beyond the file's slice it is not). */
 	conn_restore_gid_note(r->conns, client, port, gid->raw, 1);
 out:
