@@ -332,6 +332,17 @@ json_t *hd_status_query(struct hdaemon *d, const char *query)
 	return j;
 }
 
+void hd_read_log(const struct hdaemon *d, char *buf, size_t cap)
+{
+	FILE *f = fopen(d->log, "r");
+	size_t n;
+
+	assert_non_null(f);
+	n = fread(buf, 1, cap - 1, f);
+	buf[n] = '\0';
+	fclose(f);
+}
+
 json_t *hd_status(struct hdaemon *d)
 {
 	return hd_status_query(d, "{\"op\":\"status\"}");

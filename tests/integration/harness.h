@@ -41,6 +41,9 @@ void hd_kill(struct hdaemon *d, int sig);
 /* SIGTERM, and require a clean exit within the deadline. */
 void hd_stop(struct hdaemon *d);
 json_t *hd_status(struct hdaemon *d);
+/* What the daemon has logged so far, NUL-terminated (the first cap - 1
+ * bytes). */
+void hd_read_log(const struct hdaemon *d, char *buf, size_t cap);
 /* The answer to one status query line (NULL: send none, get the default). */
 json_t *hd_status_query(struct hdaemon *d, const char *query);
 /* Run the daemon with args (NULL-terminated) to its exit, which must come

@@ -49,18 +49,6 @@ static off_t file_size(const char *path)
 	return lstat(path, &st) == 0 ? st.st_size : -1;
 }
 
-/* What the daemon has logged so far, NUL-terminated. */
-static void read_log(const struct hdaemon *d, char *buf, size_t cap)
-{
-	FILE *f = fopen(d->log, "r");
-	size_t n;
-
-	assert_non_null(f);
-	n = fread(buf, 1, cap - 1, f);
-	buf[n] = '\0';
-	fclose(f);
-}
-
 /* The state file is the daemon's alone: what another uid planted, what
  * anyone may write, a link, a FIFO or an ordinary file it did not make
  * is refused at start-up, named with its reason, and left as it was; the
@@ -135,7 +123,7 @@ static void test_state_file_trusts_no_one(void **state)
 	assert_int_equal(stat(other, &st), 0);
 	assert_int_equal(stat(statep, &st), 0);
 	assert_int_equal(hd_status_int(&d, "routing.comm_ids"), 0);
-	read_log(&d, log, sizeof(log));
+	hd_read_log(&d, log, sizeof(log));
 	if (strstr(log, "set aside as") == NULL ||
 	    strstr(log, "is not one the daemon writes") == NULL)
 		fail_msg("no word of the state set aside: %s", log);
@@ -151,7 +139,7 @@ static void test_state_file_trusts_no_one(void **state)
 	close(fd);
 	hd_restart(&d);
 	assert_int_equal(stat(other, &st), 0);
-	read_log(&d, log, sizeof(log));
+	hd_read_log(&d, log, sizeof(log));
 	if (strstr(log, "holds state version 1, not") == NULL)
 		fail_msg("no word of the other version: %s", log);
 
@@ -167,7 +155,7 @@ static void test_state_file_trusts_no_one(void **state)
 	close(fd);
 	hd_restart(&d);
 	assert_int_equal(stat(other, &st), 0);
-	read_log(&d, log, sizeof(log));
+	hd_read_log(&d, log, sizeof(log));
 	hd_stop(&d);
 	if (strstr(log, "two owner records name client 7") == NULL)
 		fail_msg("no word of the twin owners: %s", log);

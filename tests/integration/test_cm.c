@@ -1045,8 +1045,6 @@ static void test_restart_with_other_limits(void **state)
 	uint8_t m[MAD_SIZE], r[MAD_SIZE];
 	uint32_t h[5];
 	int i, n = 0;
-	FILE *lf;
-	size_t len;
 
 	for (i = 0; i < 5; i++)
 		h[i] = establish(f, 0x6000u + (uint32_t)i,
@@ -1076,11 +1074,7 @@ static void test_restart_with_other_limits(void **state)
 	assert_true(tc_pump_until(&f->a, tc_has_link_ups, 1, H_DEADLINE_MS));
 	assert_int_equal(f->a.link_status, 0);
 	assert_int_equal(hd_status_int(&f->d, "routing.established"), 5);
-	lf = fopen(f->d.log, "r");
-	assert_non_null(lf);
-	len = fread(log, 1, sizeof(log) - 1, lf);
-	log[len] = '\0';
-	fclose(lf);
+	hd_read_log(&f->d, log, sizeof(log));
 	assert_non_null(strstr(log, "were carried over"));
 	for (i = 0; i < 5; i++) {
 		n = f->a.nrx;
@@ -1105,8 +1099,6 @@ static void test_restart_with_other_ports(void **state)
 	struct fx *f = *state;
 	uint8_t m[MAD_SIZE];
 	char log[16384];
-	FILE *lf;
-	size_t len;
 	uint32_t h;
 	int n;
 
@@ -1131,11 +1123,7 @@ static void test_restart_with_other_ports(void **state)
 	f->d.ports = gone;
 	hd_restart(&f->d);
 	assert_true(hd_wait_status_int(&f->d, "routing.comm_ids", 0));
-	lf = fopen(f->d.log, "r");
-	assert_non_null(lf);
-	len = fread(log, 1, sizeof(log) - 1, lf);
-	log[len] = '\0';
-	fclose(lf);
+	hd_read_log(&f->d, log, sizeof(log));
 	if (strstr(log, "entries were on ports this daemon does not have") ==
 	    NULL)
 		fail_msg("no word of the entries of the port that went: %s",
