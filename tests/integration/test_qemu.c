@@ -138,21 +138,30 @@ static uint32_t q_reg(int fd, uint32_t op, const char *gid)
 	return q_request(fd, &m);
 }
 
-/* A MAD the way QEMU's mad_send() sends it: addressed to the guest's own
+/* The MAD message QEMU's mad_send() makes: addressed to the guest's own
  * GID (its bug), with the host GID index it chose. */
-static uint32_t q_mad(int fd, const char *own, const uint8_t *mad)
+static void q_mad_msg(const char *own, const uint8_t *mad, struct qemu_msg *m)
 {
-	struct qemu_msg m = { .op = QEMU_MSG_OP_MAD, .umad_len = MAD_SIZE };
 	struct gid g;
 
+	*m = (struct qemu_msg){ .type = QEMU_MSG_REQ,
+				.op = QEMU_MSG_OP_MAD,
+				.umad_len = MAD_SIZE };
 	gid_parse(own, &g);
-	memcpy(m.sgid, g.raw, 16);
-	m.addr.qpn = 1;
-	m.addr.grh_present = 1;
-	m.addr.gid_index = 1;
-	memcpy(m.addr.gid, g.raw, 16);
-	m.addr.hop_limit = 0xff;
-	memcpy(m.mad, mad, MAD_SIZE);
+	memcpy(m->sgid, g.raw, 16);
+	m->addr.qpn = 1;
+	m->addr.grh_present = 1;
+	m->addr.gid_index = 1;
+	memcpy(m->addr.gid, g.raw, 16);
+	m->addr.hop_limit = 0xff;
+	memcpy(m->mad, mad, MAD_SIZE);
+}
+
+static uint32_t q_mad(int fd, const char *own, const uint8_t *mad)
+{
+	struct qemu_msg m;
+
+	q_mad_msg(own, mad, &m);
 	return q_request(fd, &m);
 }
 
@@ -311,39 +320,22 @@ static void test_names_only_its_qps(void **state)
  * not taken (a child: no cmocka assertions). */
 static int stranger_sends_dreq(const char *qsock)
 {
-	struct qemu_msg m = { .type = QEMU_MSG_REQ,
-			      .op = QEMU_MSG_OP_MAD,
-			      .umad_len = MAD_SIZE };
-	uint8_t buf[QEMU_MSG_SIZE];
-	struct pollfd pfd;
-	struct gid g;
-	size_t have = 0;
-	ssize_t n;
+	uint8_t mad[MAD_SIZE], buf[QEMU_MSG_SIZE];
+	struct qemu_msg m;
 	int q = raw_connect(qsock);
 
 	if (q < 0)
 		return 2;
-	gid_parse(GUEST, &g);
-	memcpy(m.sgid, g.raw, 16);
-	m.addr.qpn = 1;
-	m.addr.grh_present = 1;
-	memcpy(m.addr.gid, g.raw, 16);
-	h_mad(m.mad, CM_ATTR_DREQ, 0x5101, 0x9101, 3);
+	h_mad(mad, CM_ATTR_DREQ, 0x5101, 0x9101, 3);
+	q_mad_msg(GUEST, mad, &m);
 	qemu_msg_encode(&m, buf);
 	if (send(q, buf, sizeof(buf), MSG_NOSIGNAL) != (ssize_t)sizeof(buf))
 		return 3;
-	pfd = (struct pollfd){ .fd = q, .events = POLLIN };
-	while (have < sizeof(buf) && poll(&pfd, 1, H_DEADLINE_MS) > 0) {
-		n = read(q, buf + have, sizeof(buf) - have);
-		if (n <= 0)
-			return 0; /* closed on it: not taken */
-		have += (size_t)n;
+	switch (q_read(q, &m, H_DEADLINE_MS)) {
+	case -ECONNRESET: return 0; /* closed on it: not taken */
+	case 0: return m.err == QEMU_MSG_OK;
+	default: return 4;
 	}
-	if (have < sizeof(buf))
-		return 4;
-	qemu_msg_decode(buf, &m);
-	memcpy(&m.err, buf + 24, 4);
-	return m.err == QEMU_MSG_OK;
 }
 
 /* The daemon restarts (kill -9) while QEMU holds a connection; QEMU's
