@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <infiniband/umad.h>
@@ -34,6 +35,7 @@
 #include "mux/mux.h"
 #include "common/ibdev.h"
 #include "common/log.h"
+#include "common/wire.h"
 
 #define UMAD_RX_BUDGET 256
 #define UMAD_GID_MAX 256
@@ -65,7 +67,17 @@ struct umad_agent_port {
 	_Atomic uint64_t node_guid;
 	struct qp_owner_nl qp_nl;
 	struct log_ratelimit send_rl;
+	/* The low TID halves sent last, by their low bits (see
+	 * port_umad_send()). */
+	_Atomic uint32_t *recent_tids;
+	_Atomic uint64_t dup_waits; /* sends that waited so */
 };
+
+#define UMAD_RECENT_TIDS 65536u
+/* How long a send waits, at most, for ib_umad to finish sending an
+ * earlier MAD of the same TID: a soft-RoCE port on a loaded host has been
+ * seen more than 25 ms behind. */
+#define UMAD_DUP_WAIT_US 1000000u
 
 /* Read the GID table; returns 1 when it differs from what we had. */
 static int port_umad_read_gids(struct port *p)
@@ -294,6 +306,9 @@ static int port_umad_open(struct port *p, const struct port_spec *spec)
 	up->send_rl = (struct log_ratelimit)LOG_RATELIMIT_INIT(5, 1);
 	pthread_mutex_init(&up->gid_lock, NULL);
 	pthread_rwlock_init(&up->dev_lock, NULL);
+	up->recent_tids = calloc(UMAD_RECENT_TIDS, sizeof(*up->recent_tids));
+	if (up->recent_tids == NULL)
+		return -ENOMEM;
 	snprintf(up->dev, sizeof(up->dev), "%s", spec->name);
 	up->port_num = spec->port_num;
 	rc = qp_owner_nl_open(&up->qp_nl);
@@ -371,6 +386,58 @@ static int port_umad_start(struct port *p, struct event_base *base)
 	return port_umad_arm(p);
 }
 
+/* One write to ib_umad: 0 or the kernel's -errno. */
+static int port_umad_write(struct umad_agent_port *up, void *buf, int len)
+{
+	int rc;
+
+	pthread_rwlock_rdlock(&up->dev_lock);
+	errno = 0;
+	rc = up->fd < 0 || up->agent < 0
+		     ? -ENETDOWN
+		     : umad_send(up->fd, up->agent, buf, len, 0, 0);
+	pthread_rwlock_unlock(&up->dev_lock);
+	/* libibumad says EIO for every failed write; errno has the
+	 * kernel's reason. */
+	if (rc == -EIO && errno != 0)
+		rc = -errno;
+	return rc < 0 ? rc : 0;
+}
+
+/*
+ * ib_umad refuses (EINVAL) a send whose TID it is still sending
+ * (user_mad.c's is_duplicate(), until the send completes), and the TIDs
+ * of one connection's sends repeat every 255 of them: a storm of MADs on
+ * one connection can outrun the kernel's send completions that far.  A
+ * refusal of a TID sent lately is that; the send waits for the earlier
+ * one to finish, briefly, instead of failing.  Any other EINVAL (a MAD
+ * the kernel finds wrong) fails at once.
+ */
+static int port_umad_write_waiting(struct umad_agent_port *up, void *buf,
+				   int len, uint32_t tid)
+{
+	_Atomic uint32_t *recent = &up->recent_tids[tid % UMAD_RECENT_TIDS];
+	unsigned waited = 0, us = 50;
+	int rc;
+
+	for (;;) {
+		rc = port_umad_write(up, buf, len);
+		if (rc != -EINVAL || atomic_load(recent) != tid ||
+		    waited >= UMAD_DUP_WAIT_US)
+			break;
+		if (waited == 0)
+			atomic_fetch_add(&up->dup_waits, 1);
+		nanosleep(&(struct timespec){ .tv_nsec = (long)us * 1000 },
+			  NULL);
+		waited += us;
+		if (us < 100000)
+			us *= 2;
+	}
+	if (rc == 0)
+		atomic_store(recent, tid);
+	return rc;
+}
+
 static int port_umad_send(struct port *p, const struct proto_mad *m,
 			  int gid_index)
 {
@@ -393,16 +460,9 @@ static int port_umad_send(struct port *p, const struct proto_mad *m,
 	memcpy(um->addr.gid, m->addr.remote_gid, 16);
 	umad_set_pkey(buf, m->addr.pkey_index);
 	memcpy(umad_get_mad(buf), m->mad, m->mad_len);
-	pthread_rwlock_rdlock(&up->dev_lock);
-	errno = 0;
-	rc = up->fd < 0 || up->agent < 0
-		     ? -ENETDOWN
-		     : umad_send(up->fd, up->agent, buf, m->mad_len, 0, 0);
-	pthread_rwlock_unlock(&up->dev_lock);
-	/* libibumad says EIO for every failed write; errno has the
-	 * kernel's reason (EINVAL: that TID is still being sent). */
-	if (rc == -EIO && errno != 0)
-		rc = -errno;
+	rc = port_umad_write_waiting(up, buf, m->mad_len,
+				     (uint32_t)wire_get64(m->mad +
+							  MAD_OFF_TID));
 	/* Any sender may get here, so the warning is rate-limited. */
 	if (rc < 0 && log_ratelimit_allow(&up->send_rl, &suppressed))
 		log_fwarn(
@@ -491,9 +551,16 @@ static void port_umad_close(struct port *p)
 	if (up == NULL)
 		return;
 	port_umad_detach(p);
+	if (atomic_load(&up->dup_waits))
+		log_finfo(
+			&(struct log_fields){ .port = p->name },
+			"umad port %s: %llu sends waited for ib_umad to finish an earlier send of their TID",
+			p->name,
+			(unsigned long long)atomic_load(&up->dup_waits));
 	qp_owner_nl_close(&up->qp_nl);
 	pthread_mutex_destroy(&up->gid_lock);
 	pthread_rwlock_destroy(&up->dev_lock);
+	free(up->recent_tids);
 	free(up);
 	p->priv = NULL;
 }

@@ -798,6 +798,32 @@ static void daemon_kill(void)
 		kill(daemon_pid, SIGTERM);
 }
 
+/* How many of the daemon's sends waited for ib_umad to finish an
+ * earlier send of their TID, as its log says when it stops (port_umad.c;
+ * nothing on a sim port). */
+static unsigned long daemon_tid_waits(const char *dir)
+{
+	char path[160], line[512];
+	unsigned long n = 0;
+	const char *at;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/daemon.log", dir);
+	f = fopen(path, "r");
+	if (f == NULL)
+		return 0;
+	while (fgets(line, sizeof(line), f)) {
+		at = strstr(line, " sends waited for ib_umad");
+		if (at == NULL)
+			continue;
+		while (at > line && at[-1] >= '0' && at[-1] <= '9')
+			at--;
+		n = strtoul(at, NULL, 10);
+	}
+	fclose(f);
+	return n;
+}
+
 static void daemon_start(const char *bin, const char *dir, int pairs)
 {
 	char sock[160], status[160], fabric[160], simport[96], log[160],
@@ -1241,6 +1267,9 @@ int main(int argc, char **argv)
 		waitpid(daemon_pid, &status, 0);
 		daemon_pid = 0;
 		unlink(daemon_state);
+		if (umad_port)
+			FIG("sends_waited_for_their_tid",
+			    (double)daemon_tid_waits(dir));
 	}
 	/* How each pair count holds up against the best of this run (the
 	 * issue's "at 1,024 pairs, 80% of peak"), the relay's beside it. */

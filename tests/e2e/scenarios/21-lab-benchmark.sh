@@ -17,7 +17,9 @@ bench_sizes() {
 	if [ "${LAB_BENCH:-}" = full ]; then
 		N=1000 PAIRS=1,8 SECS=2 ROUNDS=3
 	else
-		N=40 PAIRS=1 SECS=0.3 ROUNDS=1
+		# 8 pairs too: their storms on one connection are what
+		# outran ib_umad's send completions (port_umad_send()).
+		N=40 PAIRS=1,8 SECS=0.3 ROUNDS=1
 	fi
 }
 
@@ -52,7 +54,7 @@ host_a() {
 		--seconds "$SECS" --rounds "$ROUNDS" >/tmp/relay.txt 2>&1 ||
 		{ cat /tmp/relay.txt; tail -n 20 /tmp/rcm-bench.*/daemon.log;
 		  fail "bench_relay on the umad port"; }
-	grep -E "ratio|mads_per_s|cpu_us|latency_p99|handshakes_per_s" /tmp/relay.txt |
+	grep -E "ratio|mads_per_s|cpu_us|latency_p99|handshakes_per_s|waited" /tmp/relay.txt |
 		sed 's/^bench: /lab-bench: umad /' | while read -r line; do ok "$line"; done
 }
 
