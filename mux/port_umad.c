@@ -225,6 +225,17 @@ static int port_umad_attach(struct port *p, int reopen)
 				p->name, up->dev);
 		return -ENODEV;
 	}
+	/* An InfiniBand port routes by LID, and may without a GRH: the
+	 * daemon keeps a connection's GIDs, not its LIDs, and would answer
+	 * to LID 0.  Refused, not half served (rdmacm-muxd(8) BUGS). */
+	if (!p->roce) {
+		if (!reopen)
+			log_fwarn(
+				&(struct log_fields){ .port = p->name }, 0,
+				"umad port %s: %s port %d is InfiniBand (LID routing), which the daemon does not serve yet: use a RoCE port",
+				p->name, up->dev, up->port_num);
+		return -EPROTONOSUPPORT;
+	}
 	if (umad_get_port(up->dev, up->port_num, &info) == 0) {
 		enum port_state st = info.state == 4 ? PORT_STATE_ACTIVE
 						     : PORT_STATE_DOWN;
@@ -237,9 +248,8 @@ static int port_umad_attach(struct port *p, int reopen)
 	}
 	up->lost = 0;
 	log_finfo(&(struct log_fields){ .port = p->name },
-		  "umad port %s: agent %d on %s port %d, %d GIDs, %s", p->name,
-		  up->agent, up->dev, up->port_num, up->ngids,
-		  p->roce ? "RoCE" : "InfiniBand");
+		  "umad port %s: agent %d on %s port %d, %d GIDs, RoCE",
+		  p->name, up->agent, up->dev, up->port_num, up->ngids);
 	return 0;
 }
 
