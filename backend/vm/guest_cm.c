@@ -47,7 +47,7 @@ static void send_tracked(struct gcm *g, uint64_t now_ms, int retried)
 {
 	g->ops->send(g->ctx, g->last_sent, &g->p.remote_gid);
 	g->retries = 0;
-	g->deadline_ms = retried ? now_ms + g->p.timeout_ms : 0;
+	g->deadline_ms = retried ? now_ms + g->timeout_ms : 0;
 }
 
 static void resend_last(struct gcm *g)
@@ -86,12 +86,31 @@ int gcm_listen(struct gcm *g)
 	return 0;
 }
 
+/* The IBA time (4.096 us * 2^t) of at least ms, as cm.c reads it back
+ * (cm_convert_to_ms(): 2^(t-8) ms). */
+static unsigned iba_time_of_ms(unsigned ms)
+{
+	unsigned t = 8;
+
+	while (t < 31 && (1u << (t - 8)) < ms)
+		t++;
+	return t;
+}
+
+static unsigned ms_of_iba_time(unsigned t)
+{
+	return 1u << (t > 8 ? (t > 31 ? 23 : t - 8) : 0);
+}
+
 int gcm_connect(struct gcm *g, uint64_t now_ms)
 {
 	uint8_t *m = g->last_sent;
+	unsigned t = iba_time_of_ms(g->p.timeout_ms);
 
 	if (g->state != GCM_IDLE && g->state != GCM_CLOSED)
 		return -EINVAL;
+	g->timeout_ms = ms_of_iba_time(t);
+	g->max_retries = g->p.max_retries & 0xf;
 	g->tid = new_tid(g);
 	cm_mad_init(m, CM_ATTR_REQ, g->tid);
 	cm_field_set(m, CM_REQ_LOCAL_COMM_ID, g->p.local_comm_id);
@@ -101,14 +120,14 @@ int gcm_connect(struct gcm *g, uint64_t now_ms)
 	cm_field_set(m, CM_REQ_LOCAL_QPN, g->p.qpn);
 	cm_field_set(m, CM_REQ_RESPONDER_RESOURCES, 1);
 	cm_field_set(m, CM_REQ_INITIATOR_DEPTH, 1);
-	cm_field_set(m, CM_REQ_REMOTE_CM_RESPONSE_TIMEOUT, 20);
+	cm_field_set(m, CM_REQ_REMOTE_CM_RESPONSE_TIMEOUT, t);
 	cm_field_set(m, CM_REQ_STARTING_PSN, g->p.psn);
-	cm_field_set(m, CM_REQ_LOCAL_CM_RESPONSE_TIMEOUT, 20);
+	cm_field_set(m, CM_REQ_LOCAL_CM_RESPONSE_TIMEOUT, t);
 	cm_field_set(m, CM_REQ_RETRY_COUNT, 7);
 	cm_field_set(m, CM_REQ_PKEY, 0xffff);
 	cm_field_set(m, CM_REQ_PATH_MTU, 3);
 	cm_field_set(m, CM_REQ_RNR_RETRY_COUNT, 7);
-	cm_field_set(m, CM_REQ_MAX_CM_RETRIES, g->p.max_retries & 0xf);
+	cm_field_set(m, CM_REQ_MAX_CM_RETRIES, g->max_retries);
 	cm_field_set(m, CM_REQ_PRIMARY_LOCAL_LID, 0xffff);
 	cm_field_set(m, CM_REQ_PRIMARY_REMOTE_LID, 0xffff);
 	cm_set_gid(m, CM_REQ_OFF_PRIMARY_LOCAL_GID, &g->p.local_gid);
@@ -195,6 +214,10 @@ static void on_req(struct gcm *g, const uint8_t *mad, const struct gid *src,
 	}
 	copy_peer_data(g, mad + CM_REQ_OFF_PRIVATE_DATA + CMA_HDR_SIZE,
 		       CM_REQ_PRIVATE_DATA_SIZE - CMA_HDR_SIZE);
+	/* The REP is retried as the REQ asks (cm_req_handler()). */
+	g->timeout_ms = ms_of_iba_time(
+		(unsigned)cm_field_get(mad, CM_REQ_LOCAL_CM_RESPONSE_TIMEOUT));
+	g->max_retries = (unsigned)cm_field_get(mad, CM_REQ_MAX_CM_RETRIES);
 	/* A REP answers the REQ's transaction. */
 	g->tid = cm_mad_tid(mad);
 	cm_mad_init(m, CM_ATTR_REP, g->tid);
@@ -307,9 +330,8 @@ void gcm_input(struct gcm *g, const uint8_t *mad, size_t len,
 	case CM_ATTR_MRA:
 		/* The peer needs more time: wait, do not retransmit. */
 		if (g->state == GCM_REQ_SENT && ids_match(g, mad))
-			g->deadline_ms = now_ms +
-					 4 * g->p.timeout_ms *
-						 (g->p.max_retries + 1);
+			g->deadline_ms = now_ms + 4 * g->timeout_ms *
+							  (g->max_retries + 1);
 		break;
 	case CM_ATTR_DREQ: on_dreq(g, mad, now_ms); break;
 	case CM_ATTR_DREP:
@@ -335,19 +357,17 @@ void gcm_established(struct gcm *g)
 
 void gcm_tick(struct gcm *g, uint64_t now_ms)
 {
-	uint8_t rej[MAD_SIZE];
-
 	if (g->deadline_ms == 0 || now_ms < g->deadline_ms)
 		return;
 	switch (g->state) {
 	case GCM_REQ_SENT:
 	case GCM_REP_SENT:
 	case GCM_DREQ_SENT:
-		if (g->retries < g->p.max_retries) {
+		if (g->retries < g->max_retries) {
 			g->retries++;
 			g->retransmissions++;
 			resend_last(g);
-			g->deadline_ms = now_ms + g->p.timeout_ms;
+			g->deadline_ms = now_ms + g->timeout_ms;
 			return;
 		}
 		if (g->state == GCM_DREQ_SENT) {
@@ -356,13 +376,9 @@ void gcm_tick(struct gcm *g, uint64_t now_ms)
 			g->ops->event(g->ctx, GCM_EV_DISCONNECTED, 0);
 			return;
 		}
-		/* Give up as the kernel CM does: REJ with reason Timeout. */
-		build_rej(g, rej, g->p.local_comm_id,
-			  g->state == GCM_REP_SENT ? g->remote_comm_id : 0,
-			  g->state == GCM_REP_SENT ? CM_MSG_RESPONSE_REP
-						   : CM_MSG_RESPONSE_REQ,
-			  CM_REJ_REASON_TIMEOUT, g->tid);
-		send_untracked(g, rej);
+		/* Give up as cm.c does (cm_process_send_error()): back to
+		 * idle with nothing sent; the peer's own timer ends its
+		 * side. */
 		enter_timewait(g, now_ms);
 		g->ops->event(g->ctx, GCM_EV_TIMEOUT, 0);
 		return;

@@ -32,7 +32,8 @@ enum gcm_state {
 enum gcm_event {
 	GCM_EV_CONNECTED,
 	GCM_EV_REJECTED, /* detail: REJ reason */
-	GCM_EV_TIMEOUT,  /* no answer after all retries */
+	GCM_EV_TIMEOUT,  /* no answer after all retries (nothing sent:
+			  * cm.c's cm_process_send_error()) */
 	GCM_EV_DISCONNECTED,
 	GCM_EV_CLOSED, /* timewait over */
 };
@@ -59,7 +60,8 @@ struct gcm_params {
 	uint32_t psn; /* the PSN our receive queue expects,
 					 * announced in REQ or REP */
 	uint64_t ca_guid;
-	unsigned timeout_ms; /* per try */
+	unsigned timeout_ms; /* per try, announced in the REQ (rounded up
+			      * to cm.c's 2^n ms) */
 	unsigned max_retries;
 	unsigned timewait_ms;
 	char private_data[64]; /* carried in REQ (after rdma_cm's
@@ -77,6 +79,11 @@ struct gcm {
 	uint32_t remote_psn;
 	uint64_t tid;
 	uint32_t tid_seq;
+	/* The connection's timing, as cm.c keeps it per cm_id: the
+	 * parameters' on the active side, the REQ's on the passive side
+	 * (its Local CM Response Timeout and Max CM Retries). */
+	unsigned timeout_ms;
+	unsigned max_retries;
 	unsigned retries;
 	uint64_t deadline_ms;        /* 0: no timer */
 	uint8_t last_sent[MAD_SIZE]; /* for retransmission and duplicates */

@@ -115,7 +115,7 @@ static void setup_pair(struct net *n, struct peer *a, struct peer *b)
 {
 	struct gcm_params pa = { .port = 7471,
 				 .local_comm_id = 0x1111,
-				 .timeout_ms = 100,
+				 .timeout_ms = 64, /* cm.c's 2^n ms */
 				 .max_retries = 3,
 				 .timewait_ms = 50 };
 	struct gcm_params pb = pa;
@@ -183,7 +183,7 @@ static void test_lost_req_is_retransmitted(void **state)
 	n.drop_next[CM_IDX_REQ] = 2;
 	gcm_connect(&a.cm, 0);
 	deliver(&n, &a, &b, 0);
-	gcm_tick(&a.cm, 99); /* not yet */
+	gcm_tick(&a.cm, 63); /* not yet */
 	assert_int_equal(n.sent[CM_IDX_REQ], 1);
 	gcm_tick(&a.cm, 100);
 	deliver(&n, &a, &b, 100);
@@ -249,7 +249,9 @@ static void test_no_listener_is_rejected(void **state)
 	assert_int_equal(b.cm.state, GCM_LISTEN);
 }
 
-static void test_timeout_sends_timeout_rej(void **state)
+/* Out of retries, the CM gives up as cm.c does (cm_process_send_error():
+ * back to idle, nothing sent). */
+static void test_timeout_gives_up_silently(void **state)
 {
 	struct net n;
 	struct peer a, b;
@@ -265,7 +267,34 @@ static void test_timeout_sends_timeout_rej(void **state)
 	}
 	assert_int_equal(n.sent[CM_IDX_REQ], 4); /* 1 + 3 retries */
 	assert_int_equal(a.events[GCM_EV_TIMEOUT], 1);
-	assert_int_equal(n.sent[CM_IDX_REJ], 1);
+	assert_int_equal(n.sent[CM_IDX_REJ], 0);
+}
+
+/* The passive side retries its REP as the REQ asks (its Local CM Response
+ * Timeout and Max CM Retries, as cm_req_handler() takes them), not by
+ * its own parameters. */
+static void test_rep_retried_as_the_req_asks(void **state)
+{
+	struct net n;
+	struct peer a, b;
+	uint64_t t;
+
+	(void)state;
+	setup_pair(&n, &a, &b);
+	a.cm.p.timeout_ms = 8;
+	a.cm.p.max_retries = 5;
+	n.drop_next[CM_IDX_REP] = 100;
+	gcm_connect(&a.cm, 0);
+	deliver(&n, &a, &b, 0);
+	assert_int_equal(b.cm.timeout_ms, 8);
+	assert_int_equal(b.cm.max_retries, 5);
+	for (t = 8; t <= 8 * 6; t += 8) {
+		gcm_tick(&b.cm, t);
+		deliver(&n, &a, &b, t);
+	}
+	assert_int_equal(n.sent[CM_IDX_REP], 6); /* 1 + 5 retries */
+	assert_int_equal(b.events[GCM_EV_TIMEOUT], 1);
+	assert_int_equal(n.sent[CM_IDX_REJ], 0);
 }
 
 static void test_dreq_retransmitted_and_duplicate_answered(void **state)
@@ -368,7 +397,8 @@ int main(void)
 		cmocka_unit_test(test_lost_rep_answered_as_duplicate),
 		cmocka_unit_test(test_lost_rtu_answered_as_duplicate),
 		cmocka_unit_test(test_no_listener_is_rejected),
-		cmocka_unit_test(test_timeout_sends_timeout_rej),
+		cmocka_unit_test(test_timeout_gives_up_silently),
+		cmocka_unit_test(test_rep_retried_as_the_req_asks),
 		cmocka_unit_test(
 			test_dreq_retransmitted_and_duplicate_answered),
 		cmocka_unit_test(test_mra_delays_retransmission),
