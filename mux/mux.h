@@ -218,8 +218,9 @@ struct mux_stats {
 	_Atomic uint64_t class_requests_answered; /* CM Get/Set */
 	_Atomic uint64_t answers[CONN_ANS_MAX];   /* sent on our own */
 	_Atomic uint64_t answers_failed;
-	_Atomic uint64_t losses_reported;            /* mad_lost events */
-	_Atomic uint64_t clients_refused_uid_limit;  /* --max-clients-per-uid */
+	_Atomic uint64_t answers_limited;           /* over a source's budget */
+	_Atomic uint64_t losses_reported;           /* mad_lost events */
+	_Atomic uint64_t clients_refused_uid_limit; /* --max-clients-per-uid */
 	_Atomic uint64_t clients_refused_rule_limit; /* a rule's max_clients */
 	_Atomic uint64_t hello_timeouts;      /* closed without hello in time */
 	_Atomic uint64_t resumes;             /* sessions taken over */
@@ -392,6 +393,13 @@ struct port_ops {
 	void (*close)(struct port *p);
 };
 
+/* The daemon's own answers (a REJ for a REQ nobody takes, a DREP for an
+ * unknown DREQ, a gone client's goodbyes) per source GID: a burst, then a
+ * steady rate; beyond it they are not sent (counted). */
+#define PORT_ANSWER_BUCKETS 1024
+#define PORT_ANSWER_BURST 256
+#define PORT_ANSWER_PER_S 256
+
 struct port {
 	const struct port_ops *ops;
 	struct mux *mux;
@@ -405,6 +413,8 @@ struct port {
 	_Atomic uint64_t wire_dropped; /* sim: a receiver's queue was full */
 	_Atomic uint64_t gid_table_changes;
 	struct port_senders *senders; /* when its send blocks */
+	/* Each source's budget for the daemon's own answers (port.c). */
+	_Atomic uint64_t answer_budget[PORT_ANSWER_BUCKETS];
 };
 
 json_t *port_json(struct port *p, int with_gids);
@@ -441,7 +451,8 @@ struct port_send {
 	TAILQ_ENTRY(port_send) link;
 	struct proto_mad m; /* as it goes on the wire */
 	int gid_index;
-	struct client_info *ci; /* held until the verdict is posted */
+	struct client_info *ci; /* held until the verdict is posted; NULL:
+				 * the daemon's own answer */
 	uint32_t rid;           /* the request to answer */
 };
 

@@ -9,7 +9,9 @@
 #include <string.h>
 
 #include "mux/mux.h"
+#include "common/hash.h"
 #include "common/log.h"
+#include "common/wire.h"
 
 /* How often the port thread expires drained routes and polls port state. */
 #define PORTIO_TICK_MS 250
@@ -131,15 +133,28 @@ static void port_count_client_send(struct port *p, struct client_info *ci,
 
 static void port_send_drop(struct port_send *ps)
 {
-	clients_put(ps->ci);
+	if (ps->ci)
+		clients_put(ps->ci);
 	free(ps);
+}
+
+static void port_count_answer(struct port *p, int rc)
+{
+	if (rc == 0) {
+		atomic_fetch_add(&p->tx, 1);
+	} else {
+		atomic_fetch_add(&p->tx_errors, 1);
+		atomic_fetch_add(&p->mux->stats.answers_failed, 1);
+	}
 }
 
 /* A sender thread sent ps (rc 0) or could not, or it never will
  * (-ECANCELED): count it, and hand the verdict to the client. */
 static void port_send_done(struct port *p, struct port_send *ps, int rc)
 {
-	if (rc != -ECANCELED) {
+	if (ps->ci == NULL)
+		port_count_answer(p, rc);
+	else if (rc != -ECANCELED) {
 		port_count_client_send(p, ps->ci, &ps->m, rc);
 		p->mux->deliver->send_done(p->mux, ps->ci, ps->rid, rc);
 	}
@@ -169,13 +184,45 @@ int port_send_client_mad(struct port *p, struct client_info *ci,
 	return rc;
 }
 
+/* Whether src's budget for answers has one left (a token bucket packed
+ * in one word, the time of its last refill in ms above 16 bits of tokens,
+ * so that any thread takes from it without a lock). */
+static int port_answer_allowed(struct port *p, const struct gid *src,
+			       uint64_t now_ms)
+{
+	uint64_t h = hash_mix64(wire_get64(src->raw) ^
+				hash_mix64(wire_get64(src->raw + 8)));
+	_Atomic uint64_t *b = &p->answer_budget[h % PORT_ANSWER_BUCKETS];
+	uint64_t old = atomic_load(b), at, tokens, add, next;
+
+	do {
+		at = old >> 16;
+		tokens = old & 0xffff;
+		add = now_ms > at ? (now_ms - at) * PORT_ANSWER_PER_S / 1000
+				  : 0;
+		if (at == 0)
+			add = PORT_ANSWER_BURST; /* a source not seen yet */
+		tokens = tokens + add > PORT_ANSWER_BURST ? PORT_ANSWER_BURST
+							  : tokens + add;
+		if (tokens == 0)
+			return 0;
+		/* The refill time moves only with whole tokens, so that a
+		 * steady trickle still earns them. */
+		next = (add ? now_ms : at) << 16 | (tokens - 1);
+	} while (!atomic_compare_exchange_weak(b, &old, next));
+	return 1;
+}
+
 /* The router's way out: a MAD the daemon sends on its own (an answer for
  * nobody's GID, or for a client that is gone), from the GID on path.  Any
- * thread. */
+ * thread: the send itself is a sender thread's where the port's send
+ * blocks (a RoCE port resolves the address first), so that answering a
+ * source that cannot be resolved stalls neither receive nor timers. */
 static void port_send_answer(void *arg, enum conn_answer why, unsigned port,
 			     const struct conn_path *path, const uint8_t *mad)
 {
 	struct mux *mux = arg;
+	struct port_send *ps;
 	struct proto_mad m;
 	struct port *p;
 	int idx;
@@ -202,17 +249,33 @@ static void port_send_answer(void *arg, enum conn_answer why, unsigned port,
 	memcpy(m.addr.remote_gid, path->peer_gid.raw, 16);
 	m.mad_len = MAD_SIZE;
 	memcpy(m.mad, mad, MAD_SIZE);
+	if (!port_answer_allowed(p, &path->peer_gid, mux_now_ms())) {
+		atomic_fetch_add(&mux->stats.answers_limited, 1);
+		return;
+	}
 	/* Counted before it leaves, so the count is never behind the wire. */
 	atomic_fetch_add(&mux->stats.answers[why], 1);
 	atomic_fetch_add(&mux->stats
 				  .mads_out[cm_attr_index(cm_mad_attr_id(mad))],
 			 1);
-	if (p->ops->send(p, &m, idx) == 0) {
-		atomic_fetch_add(&p->tx, 1);
-	} else {
-		atomic_fetch_add(&p->tx_errors, 1);
-		atomic_fetch_add(&mux->stats.answers_failed, 1);
+	if (p->senders) {
+		ps = malloc(sizeof(*ps));
+		if (ps == NULL) {
+			port_count_answer(p, -ENOMEM);
+			return;
+		}
+		ps->m = m;
+		ps->gid_index = idx;
+		ps->ci = NULL;
+		ps->rid = 0;
+		/* Behind what the connection's client sent (the same key). */
+		if (port_senders_queue(p, ps, cm_mad_sender_id(mad)) < 0) {
+			free(ps); /* that thread is full: not from here */
+			port_count_answer(p, -EAGAIN);
+		}
+		return;
 	}
+	port_count_answer(p, p->ops->send(p, &m, idx));
 }
 
 static int port_gid_in_table(void *arg, unsigned port, const struct gid *gid)

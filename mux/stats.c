@@ -105,6 +105,9 @@ json_t *stats_to_json(struct mux_stats *st)
 	json_object_set_new(answers, "failed",
 			    json_integer((json_int_t)atomic_load(
 				    &st->answers_failed)));
+	json_object_set_new(answers, "limited",
+			    json_integer((json_int_t)atomic_load(
+				    &st->answers_limited)));
 	for (i = 0; i < REFUSE_MAX; i++)
 		json_object_set_new(refusals, stats_refusal_name(i),
 				    json_integer((json_int_t)atomic_load(

@@ -26,6 +26,9 @@
 #include "common/wire.h"
 
 #define PEER "fd99::1"
+/* rdmacm-muxd(8): a source's budget for the daemon's answers. */
+#define PORT_ANSWER_BURST_FOR_TEST 256
+#define PORT_ANSWER_RATE_FOR_TEST 256
 static const char *const ports[] = { "sim0=fd00::1,fd00::2,fd00::3", NULL };
 
 struct fx {
@@ -683,6 +686,49 @@ static void test_fabric_req_flood_leaves_vm_connecting(void **state)
 			 0x77); /* its marker */
 }
 
+/* The daemon's own answers are budgeted per source: a peer that floods
+ * REQs at a GID nobody owns (or spoofs a source that cannot be resolved)
+ * gets a burst of REJs and then a steady trickle, counted, and another
+ * peer's answer is not held back by it. */
+static void test_answers_are_budgeted_per_source(void **state)
+{
+	struct fx *f = *state;
+	const int n = PORT_ANSWER_BURST_FOR_TEST + 100;
+	uint8_t m[MAD_SIZE], r[MAD_SIZE];
+	struct simpeer p2;
+	uint64_t t0, answered, limited, took;
+	int i;
+
+	t0 = h_now_ms();
+	for (i = 0; i < n; i++) {
+		h_req(m, 0x7000 + (uint32_t)i, PEER, "fd00::3");
+		simpeer_send(&f->p, "fd00::3", m);
+	}
+	assert_true(hd_wait_status_int(&f->d, "counters.mads_in.REQ", n));
+	took = h_now_ms() - t0;
+	answered = (uint64_t)hd_status_int(&f->d,
+					   "counters.answers.rej_no_listener");
+	limited = (uint64_t)hd_status_int(&f->d, "counters.answers.limited");
+	assert_true(answered + limited == (uint64_t)n);
+	assert_true(answered >= PORT_ANSWER_BURST_FOR_TEST);
+	assert_true(answered <=
+		    PORT_ANSWER_BURST_FOR_TEST + 1 +
+			    took * PORT_ANSWER_RATE_FOR_TEST / 1000);
+	assert_true(limited > 0);
+	/* Another source has its own budget.  (The first one's REJs are
+	 * read first: a fabric peer's send waits for every other peer's
+	 * queue.) */
+	while (simpeer_recv(&f->p, r, NULL, 100))
+		;
+	simpeer_open(&p2, &f->d, "peer2", "fd99::2");
+	h_req(m, 0x7fff, "fd99::2", "fd00::3");
+	simpeer_send(&p2, "fd00::3", m);
+	assert_true(simpeer_recv(&p2, r, NULL, H_DEADLINE_MS));
+	assert_int_equal(cm_mad_attr_id(r), CM_ATTR_REJ);
+	assert_int_equal(cm_field_get(r, CM_REJ_REMOTE_COMM_ID), 0x7fff);
+	simpeer_close(&p2);
+}
+
 /* Item 5: the daemon answers as a host's kernel CM for nobody's GID, for
  * unknown DREQs, and for clients that go away. */
 static void test_daemon_answers(void **state)
@@ -1158,6 +1204,8 @@ int main(void)
 						setup_short_timers, teardown),
 		cmocka_unit_test_setup_teardown(
 			test_comm_id_reuse_new_connection, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_answers_are_budgeted_per_source, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_daemon_answers, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(
