@@ -13,6 +13,7 @@
 #include "mux/conn_priv.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <string.h>
 
 #include "common/cm_mad.h"
@@ -118,7 +119,7 @@ static void conn_abandon(struct conn_table *ct, struct conn *c, uint64_t now_ms)
 		break;
 	case CONN_ESTABLISHED:
 		cm_build_dreq(mad, conn_table_next_tid(ct), conn_host_id(ct, c),
-			      c->peer_id, c->peer_qpn);
+			      c->peer_id, conn_peer_qpn(c));
 		conn_send_answer(ct, CONN_ANS_DREQ_ABANDONED, c->port,
 				 conn_path_of(ct, c), mad);
 		conn_table_set_state(ct, c, CONN_DREQ_SENT);
@@ -217,6 +218,15 @@ static int conn_out_req(struct conn_table *ct, uint64_t client, unsigned port,
 	if (guest_id == 0)
 		return -EINVAL;
 	c = conn_table_guest_find(ct, CK_COMM, client, port, guest_id);
+	/* Its MAD layer's retransmission, crossing the peer's REP (sent
+	 * before the REP reached the guest's CM): on its way as it is, as
+	 * cm.c's would be, the connection unchanged. */
+	if (c && conn_state_of(c) != CONN_REQ_SENT &&
+	    conn_table_tid_repeats(c, mad) &&
+	    gid_cmp(&conn_path_of(ct, c)->peer_gid, &path->peer_gid) == 0) {
+		*out = c;
+		return 0;
+	}
 	/* The same REQ again is a retransmission; anything else with this
 	 * ID is a new connection (a rebooted guest, a wrapped counter). */
 	if (c == NULL || conn_state_of(c) != CONN_REQ_SENT ||
@@ -236,18 +246,44 @@ static int conn_out_req(struct conn_table *ct, uint64_t client, unsigned port,
 	return 0;
 }
 
+/* The timer class of a REP's wait for its RTU: cm.c sends the REP
+ * max_cm_retries more times, each after the REQ's Local CM Response
+ * Timeout.  Twice that (or more: classes are powers of two), so that the
+ * guest's CM gives up first; at least a second, for the scheduling
+ * between the guest's clock and ours. */
+static int conn_rep_window(const struct conn *c)
+{
+	unsigned k = conn_timing_log2_ms(c) + 1, tries = 1;
+
+	while (tries < conn_timing_retries(c) + 1u) {
+		tries <<= 1;
+		k++;
+	}
+	if (k < 10)
+		k = 10;
+	if (k > TC_POW_N - 1)
+		k = TC_POW_N - 1;
+	return TC_POW0 + (int)k;
+}
+
 /* The client's REP: it accepts the peer's REQ (ib_send_cm_rep). */
-static int conn_out_rep(struct conn_table *ct, struct conn *c)
+static int conn_out_rep(struct conn_table *ct, struct conn *c,
+			const uint8_t *mad, uint64_t now_ms)
 {
 	switch (conn_state_of(c)) {
 	case CONN_REQ_RCVD:
 		conn_table_set_state(ct, c, CONN_REP_SENT);
-		/* Kept until RTU, DREQ, REJ or teardown: the guest goes
-		 * established on its first data. */
-		conn_table_timer_stop(ct, c);
+		/* Kept until RTU, DREQ or REJ, or until the guest's CM can
+		 * no longer be waiting: then it has given up (cm.c resets to
+		 * idle and tells the peer nothing) or gone established on
+		 * its first data with every RTU lost. */
+		conn_table_timer_arm(ct, c, conn_rep_window(c), now_ms);
 		return 0;
 	case CONN_REP_SENT: return 0; /* its retransmission */
-	default: return -EPROTO;
+	default:
+		/* A retransmission that crossed the peer's RTU (or what
+		 * followed it) changes nothing. */
+		return conn_table_tid_repeats(c, mad) ? 0 : -EPROTO;
 	}
 }
 
@@ -323,7 +359,7 @@ static int conn_out_reply(struct conn_table *ct, uint64_t client, unsigned port,
 	if (c == NULL)
 		return err;
 	switch (attr) {
-	case CM_ATTR_REP: err = conn_out_rep(ct, c); break;
+	case CM_ATTR_REP: err = conn_out_rep(ct, c, mad, now_ms); break;
 	case CM_ATTR_MRA: err = conn_out_mra(ct, c, mad, now_ms); break;
 	default: err = conn_out_rej(ct, c, now_ms); break;
 	}
@@ -340,7 +376,11 @@ static int conn_out_rtu(struct conn_table *ct, struct conn *c)
 		conn_table_set_state(ct, c, CONN_ESTABLISHED);
 		conn_table_timer_stop(ct, c);
 		return 0;
-	case CONN_ESTABLISHED: return 0; /* answering a duplicate REP */
+	case CONN_ESTABLISHED:
+		return 0; /* answering a duplicate REP */
+	/* The peer's DREQ reached the guest in REP_RCVD, where cm.c drops
+	 * it; the guest goes on, and answers the DREQ's retransmission. */
+	case CONN_DREQ_RCVD: return 0;
 	default: return -EPROTO;
 	}
 }
@@ -517,7 +557,8 @@ static int conn_in_rep(struct conn_table *ct, struct conn *c,
 	switch (conn_state_of(c)) {
 	case CONN_REQ_SENT:
 		conn_table_peer_set(ct, c, cm_mad_sender_id(mad));
-		c->peer_qpn = (uint32_t)cm_field_get(mad, CM_REP_LOCAL_QPN);
+		conn_set_peer_qpn(c, (uint32_t)cm_field_get(mad,
+							    CM_REP_LOCAL_QPN));
 		conn_table_set_state(ct, c, CONN_REP_RCVD);
 		conn_table_timer_arm(ct, c, TC_HANDSHAKE, now_ms);
 		return 0;
@@ -529,21 +570,35 @@ static int conn_in_rep(struct conn_table *ct, struct conn *c,
 	}
 }
 
-/* The peer's MRA (cm_mra_handler): it needs more time for our REQ (the
- * handshake waits as long as it asks) or our REP. */
+static int conn_timer_is_mra(const struct conn *c)
+{
+	return c->timer >= TC_MRA0 && c->timer < TC_MRA0 + 32;
+}
+
+/* The peer's MRA (cm_mra_handler): it needs more time for our REQ or our
+ * REP, and the handshake waits as long as it asks, once per message as
+ * cm.c does (MRA_REQ_RCVD, MRA_REP_RCVD: another is a duplicate). */
 static int conn_in_mra(struct conn_table *ct, struct conn *c,
 		       const uint8_t *mad, uint64_t now_ms)
 {
+	unsigned mraed = (unsigned)cm_field_get(mad, CM_MRA_MESSAGE_MRAED);
+
 	switch (conn_state_of(c)) {
 	case CONN_REQ_SENT:
-		conn_table_timer_arm(
-			ct, c,
-			TC_MRA0 +
-				(int)cm_field_get(mad, CM_MRA_SERVICE_TIMEOUT),
-			now_ms);
-		return 0;
 	case CONN_REP_SENT:
-	case CONN_ESTABLISHED: return 0;
+		if (mraed != (conn_state_of(c) == CONN_REQ_SENT
+				      ? CM_MSG_RESPONSE_REQ
+				      : CM_MSG_RESPONSE_REP))
+			return -EPROTO;
+		if (!conn_timer_is_mra(c))
+			conn_table_timer_arm(
+				ct, c,
+				TC_MRA0 + (int)cm_field_get(
+						  mad, CM_MRA_SERVICE_TIMEOUT),
+				now_ms);
+		return 0;
+	case CONN_ESTABLISHED: /* of a LAP */
+		return mraed == CM_MSG_RESPONSE_OTHER ? 0 : -EPROTO;
 	default: return -EPROTO;
 	}
 }
@@ -567,8 +622,13 @@ static int conn_in_dreq(struct conn_table *ct, struct conn *c, uint64_t now_ms)
 	case CONN_ESTABLISHED:
 	case CONN_REP_SENT:
 	case CONN_DREQ_SENT:
+	/* In REP_RCVD the guest may be established already, its RTU
+	 * refused or lost (conn_out_dreq()); its cm.c decides. */
+	case CONN_REP_RCVD:
 		conn_table_set_state(ct, c, CONN_DREQ_RCVD);
-		conn_table_timer_arm(ct, c, TC_HANDSHAKE, now_ms);
+		/* cm.c's DREQ_RCVD has no timer: it lasts until the guest
+		 * answers or goes, the connection on its quota meanwhile. */
+		conn_table_timer_stop(ct, c);
 		return 0;
 	case CONN_DREQ_RCVD: return 0;
 	case CONN_TIMEWAIT: /* our DREP was lost: the guest answers */
@@ -660,22 +720,29 @@ static int conn_in_sidr_rep(struct conn_table *ct, unsigned port, uint8_t *mad,
 	return 0;
 }
 
-/* A REJ without our comm ID: the active side gave up on a REQ before
- * anyone answered it (a timeout REJ); found by the peer record. */
+/* A REJ without our comm ID: the active side gave up on its REQ before
+ * a REP reached it (a timeout REJ, cm_destroy_id() in REQ_SENT), while
+ * the guest had not answered yet or its REP was on the way.  cm.c finds
+ * only a timeout REJ so (cm_acquire_rejected_id(), by the sender's comm
+ * ID and CA GUID; here its comm ID and GID). */
 static int conn_in_rej_unnamed(struct conn_table *ct, unsigned port,
 			       uint8_t *mad, const struct conn_path *path,
 			       uint64_t now_ms, uint64_t *client)
 {
-	struct conn *c = conn_table_peer_find(ct, port, cm_mad_sender_id(mad),
-					      &path->peer_gid);
+	struct conn *c;
 
+	if (cm_field_get(mad, CM_REJ_REASON) != CM_REJ_REASON_TIMEOUT)
+		return -EBADR;
+	c = conn_table_peer_find(ct, port, cm_mad_sender_id(mad),
+				 &path->peer_gid);
 	if (c == NULL)
 		return -EBADR;
 	if (ct->cl[c->owner].away)
 		return -EHOSTDOWN;
 	if ((c->flags & CF_ORPHAN))
 		return -ESTALE;
-	if (conn_state_of(c) != CONN_REQ_RCVD)
+	if (conn_state_of(c) != CONN_REQ_RCVD &&
+	    conn_state_of(c) != CONN_REP_SENT)
 		return -EPROTO;
 	*client = conn_client_id(ct, c);
 	if (!(c->flags & CF_GUESTED)) {
@@ -742,26 +809,29 @@ int conn_inbound(struct conn_table *ct, unsigned port, uint8_t *mad,
 /* The record of a peer's REQ or SIDR_REQ for client, charged to nobody.
  * A full table loses the record, not the REQ (the client cannot answer
  * it, and the peer times out, as with a lost MAD). */
-static void conn_peer_record_new(struct conn_table *ct, enum conn_kind kind,
-				 uint64_t client, unsigned port,
-				 uint32_t peer_id, uint32_t peer_qpn,
-				 const struct conn_path *path, uint64_t now_ms)
+static struct conn *conn_peer_record_new(struct conn_table *ct,
+					 enum conn_kind kind, uint64_t client,
+					 unsigned port, uint32_t peer_id,
+					 uint32_t peer_qpn,
+					 const struct conn_path *path,
+					 uint64_t now_ms)
 {
 	struct conn *c;
 	int err = 0;
 
 	if (conn_table_peer_rec_take(ct, port, &path->peer_gid) < 0)
-		return;
+		return NULL;
 	c = conn_table_entry_new(ct, kind, client, port, CONN_REQ_RCVD, path, 0,
 				 0, &err);
 	if (c == NULL) {
 		conn_table_peer_rec_undo(ct, port, &path->peer_gid);
-		return;
+		return NULL;
 	}
 	c->flags |= CF_PEER_REC;
-	c->peer_qpn = peer_qpn;
+	c->peer_qpn = peer_qpn & CONN_QPN_MASK;
 	conn_table_peer_set(ct, c, peer_id);
 	conn_table_timer_arm(ct, c, TC_HANDSHAKE, now_ms);
+	return c;
 }
 
 int conn_note_req(struct conn_table *ct, uint64_t client, unsigned port,
@@ -798,9 +868,16 @@ int conn_note_req(struct conn_table *ct, uint64_t client, unsigned port,
 			conn_table_timer_arm(ct, c, TC_HANDSHAKE, now_ms);
 		return 0;
 	}
-	conn_peer_record_new(ct, CK_COMM, client, port, peer_id,
-			     (uint32_t)cm_field_get(mad, CM_REQ_LOCAL_QPN),
-			     path, now_ms);
+	c = conn_peer_record_new(ct, CK_COMM, client, port, peer_id,
+				 (uint32_t)cm_field_get(mad, CM_REQ_LOCAL_QPN),
+				 path, now_ms);
+	/* The timing the guest's CM will give its REP (cm_req_handler()). */
+	if (c)
+		conn_set_timing(c,
+				(unsigned)cm_field_get(
+					mad, CM_REQ_LOCAL_CM_RESPONSE_TIMEOUT),
+				(unsigned)cm_field_get(mad,
+						       CM_REQ_MAX_CM_RETRIES));
 	return 0;
 }
 
@@ -865,6 +942,43 @@ int conn_destination(struct conn_table *ct, uint64_t client, unsigned port,
 		return -ENOENT;
 	*dst = conn_path_of(ct, r)->peer_gid;
 	return 0;
+}
+
+/* ---- timers: cm.c's send errors and TimeWait ------------------------------ */
+
+/* An entry's wait has run out, and it ends as cm_process_send_error()
+ * ends its state: a DREQ never answered enters TimeWait (the peer's late
+ * DREQ or DREP is absorbed there); every other wait, TimeWait's own
+ * included, ends the entry. */
+static void conn_timeout(struct conn_table *ct, struct conn *c, uint64_t now_ms)
+{
+	if (conn_state_of(c) == CONN_DREQ_SENT)
+		conn_enter_timewait(ct, c, now_ms);
+	else
+		conn_table_remove(ct, c);
+}
+
+unsigned conn_expire_some(struct conn_table *ct, uint64_t now_ms, unsigned max)
+{
+	struct conn *c;
+	unsigned n = 0;
+	int tc;
+
+	conn_table_clock(ct, now_ms);
+	for (tc = TC_HANDSHAKE; tc < TC_MAX && n < max; tc++) {
+		while (n < max &&
+		       (c = conn_table_timer_first(ct, tc)) != NULL &&
+		       conn_deadline_in(c, now_ms) <= 0) {
+			conn_timeout(ct, c, now_ms);
+			n++;
+		}
+	}
+	return n;
+}
+
+unsigned conn_expire(struct conn_table *ct, uint64_t now_ms)
+{
+	return conn_expire_some(ct, now_ms, UINT_MAX);
 }
 
 /* Every entry of a client's record: abandoned as cm_destroy_id() would,

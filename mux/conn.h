@@ -141,11 +141,6 @@ void conn_table_set_limits(struct conn_table *ct,
 /* A fresh low TID half for a MAD the caller sends on its own. */
 uint32_t conn_table_next_tid(struct conn_table *ct);
 
-/* Ends the entries whose timers have run out; returns how many. */
-unsigned conn_table_expire(struct conn_table *ct, uint64_t now_ms);
-/* The same, at most max entries (the caller holds a lock others wait on). */
-unsigned conn_table_expire_some(struct conn_table *ct, uint64_t now_ms,
-				unsigned max);
 /* Calls fn for a client's entries after the first skip, at most max of
  * them, in a stable order: comm IDs, then SIDR request IDs, each by the
  * guest's ID (peer records, which have none yet, first). */
@@ -221,6 +216,13 @@ int conn_note_sidr_req(struct conn_table *ct, uint64_t client, unsigned port,
  * answers.  0 and *dst, or -ENOENT. */
 int conn_destination(struct conn_table *ct, uint64_t client, unsigned port,
 		     const uint8_t *mad, struct gid *dst);
+
+/* The entries whose timers have run out, each as cm.c ends its state's
+ * wait (cm_process_send_error(), the TimeWait timer): a DREQ never
+ * answered enters TimeWait, the rest go.  Returns how many expired. */
+unsigned conn_expire(struct conn_table *ct, uint64_t now_ms);
+/* The same, at most max entries (the caller holds a lock others wait on). */
+unsigned conn_expire_some(struct conn_table *ct, uint64_t now_ms, unsigned max);
 
 /* The client is gone: tell its peers (DREQ, REJ, DREP as its states ask)
  * and forget its entries. */

@@ -21,9 +21,18 @@
 
 enum conn_kind { CK_COMM, CK_SIDR };
 
-/* Timer classes, one fixed duration each: handshake, timewait, and a
- * handshake extended by each of the 32 MRA Service Timeouts. */
-enum { TC_NONE, TC_HANDSHAKE, TC_TIMEWAIT, TC_MRA0, TC_MAX = TC_MRA0 + 32 };
+/* Timer classes, one fixed duration each: handshake, timewait, a
+ * handshake extended by each of the 32 MRA Service Timeouts, and 2^k ms
+ * for cm.c's own windows (a REP's retries, a DREQ's next try). */
+enum {
+	TC_NONE,
+	TC_HANDSHAKE,
+	TC_TIMEWAIT,
+	TC_MRA0,
+	TC_POW0 = TC_MRA0 + 32,
+	TC_POW_N = 24,
+	TC_MAX = TC_POW0 + TC_POW_N
+};
 
 /* Entry flags. */
 enum {
@@ -39,8 +48,8 @@ enum {
 
 struct conn {
 	uint32_t guest_id;
-	uint32_t peer_id; /* 0: not known yet */
-	uint32_t peer_qpn;
+	uint32_t peer_id;  /* 0: not known yet */
+	uint32_t peer_qpn; /* 24 bits; above them, conn_timing_*() */
 	uint32_t guest_tid_hi, guest_tid_lo; /* of the client's last send */
 	uint32_t path;                       /* its path record */
 	uint32_t deadline;                   /* table ms, modulo 2^32 */
@@ -179,6 +188,47 @@ static inline uint32_t conn_host_id(const struct conn_table *ct,
 	       ct->random_operand;
 }
 
+/*
+ * cm.c's retry timing of a connection, read from its REQ as cm.c reads
+ * it (cm_req_handler(), ib_send_cm_req()): a MAD is sent again up to
+ * `retries` times, 2^log2_ms ms apart.  Kept in the byte above the peer's
+ * 24-bit QPN: log2_ms in 4 bits (beyond 2^15 ms, 33 s a try, clamped),
+ * retries in 4.
+ */
+#define CONN_QPN_MASK 0xffffffu
+
+static inline uint32_t conn_peer_qpn(const struct conn *c)
+{
+	return c->peer_qpn & CONN_QPN_MASK;
+}
+
+static inline void conn_set_peer_qpn(struct conn *c, uint32_t qpn)
+{
+	c->peer_qpn = (c->peer_qpn & ~CONN_QPN_MASK) | (qpn & CONN_QPN_MASK);
+}
+
+static inline unsigned conn_timing_log2_ms(const struct conn *c)
+{
+	return (c->peer_qpn >> 24) & 0xf;
+}
+
+static inline unsigned conn_timing_retries(const struct conn *c)
+{
+	return c->peer_qpn >> 28;
+}
+
+/* From an IBA time (4.096 us * 2^t), as cm_convert_to_ms() rounds it. */
+static inline void conn_set_timing(struct conn *c, unsigned iba_time,
+				   unsigned retries)
+{
+	unsigned log2_ms = iba_time > 8 ? iba_time - 8 : 0;
+
+	if (log2_ms > 15)
+		log2_ms = 15;
+	c->peer_qpn = conn_peer_qpn(c) | (uint32_t)log2_ms << 24 |
+		      (uint32_t)(retries & 0xf) << 28;
+}
+
 /* A deadline read against now: negative once passed. */
 static inline int64_t conn_deadline_in(const struct conn *c, uint64_t now_ms)
 {
@@ -210,6 +260,8 @@ void conn_table_timer_append(struct conn_table *ct, struct conn *c, int tc);
 /* (Re-)arm: the deadline from now, to the tail of class tc. */
 void conn_table_timer_arm(struct conn_table *ct, struct conn *c, int tc,
 			  uint64_t now_ms);
+/* The entry of class tc whose deadline comes first, or NULL. */
+struct conn *conn_table_timer_first(const struct conn_table *ct, int tc);
 /* Draining entries (TimeWait, and what a client abandoned) count against
  * nobody's quota; above max_timewait the oldest leave early.  Run as a
  * call begins, when nothing holds an entry. */
@@ -309,6 +361,10 @@ struct conn *conn_table_peer_record_of(struct conn_table *ct,
  * TID. */
 void conn_table_tid_out(struct conn *c, const struct conn_table *ct,
 			uint8_t *mad);
+/* Whether a client's MAD repeats its last send on c (same attribute and
+ * guest TID): a retransmission, which the MAD layer makes of the same
+ * message while the first is unanswered. */
+int conn_table_tid_repeats(const struct conn *c, const uint8_t *mad);
 /* A message that echoes the TID of our last send gets the guest's back. */
 void conn_table_tid_in(const struct conn_table *ct, const struct conn *c,
 		       uint8_t *mad);

@@ -160,6 +160,8 @@ struct conn_table *conn_table_alloc(const struct conn_limits *lim,
 	for (i = 0; i < 32; i++)
 		ct->timer_ms[TC_MRA0 + i] = lim->handshake_ms +
 					    cm_service_timeout_ms((unsigned)i);
+	for (i = 0; i < TC_POW_N; i++)
+		ct->timer_ms[TC_POW0 + i] = UINT64_C(1) << i;
 	/* Clients' records are few and never move: reserved, touched as
 	 * used. */
 	ct->cl = conn_table_reserve_anon(CONN_MAX_CLIENTS * sizeof(*ct->cl));
@@ -273,7 +275,7 @@ void conn_table_timer_arm(struct conn_table *ct, struct conn *c, int tc,
 	conn_table_timer_append(ct, c, tc);
 }
 
-static struct conn *conn_table_timer_first(const struct conn_table *ct, int tc)
+struct conn *conn_table_timer_first(const struct conn_table *ct, int tc)
 {
 	return ct->timer_head[tc] ? conn_at(ct, ct->timer_head[tc] - 1) : NULL;
 }
@@ -890,16 +892,27 @@ static unsigned conn_table_tid_attr(const struct conn *c)
 	return c->state >> 4;
 }
 
+static unsigned conn_table_attr_nibble(const uint8_t *mad)
+{
+	return (cm_mad_attr_id(mad) - 0x0f) & 0x0f;
+}
+
+int conn_table_tid_repeats(const struct conn *c, const uint8_t *mad)
+{
+	return conn_table_tid_attr(c) != 0 &&
+	       conn_table_tid_attr(c) == conn_table_attr_nibble(mad) &&
+	       conn_table_guest_tid(c) == cm_mad_tid(mad);
+}
+
 /* A client's send gets a fresh low TID half, unless it repeats its last
  * send (same attribute and guest TID): a retransmission keeps its TID. */
 void conn_table_tid_out(struct conn *c, const struct conn_table *ct,
 			uint8_t *mad)
 {
 	uint64_t tid = cm_mad_tid(mad);
-	unsigned attr = (cm_mad_attr_id(mad) - 0x0f) & 0x0f;
+	unsigned attr = conn_table_attr_nibble(mad);
 
-	if (conn_table_tid_attr(c) == 0 || conn_table_tid_attr(c) != attr ||
-	    conn_table_guest_tid(c) != tid) {
+	if (!conn_table_tid_repeats(c, mad)) {
 		c->tid = (uint8_t)(c->tid == 0xff ? 1 : c->tid + 1);
 		c->state = (uint8_t)((attr << 4) | (c->state & 0x0f));
 		c->guest_tid_hi = (uint32_t)(tid >> 32);
@@ -922,30 +935,6 @@ void conn_table_tid_fresh(struct conn_table *ct, uint8_t *mad)
 {
 	wire_put64(mad + MAD_OFF_TID,
 		   (cm_mad_tid(mad) & TID_HIGH) | conn_table_next_tid(ct));
-}
-
-unsigned conn_table_expire_some(struct conn_table *ct, uint64_t now_ms,
-				unsigned max)
-{
-	struct conn *c;
-	unsigned n = 0;
-	int tc;
-
-	conn_table_clock(ct, now_ms);
-	for (tc = TC_HANDSHAKE; tc < TC_MAX && n < max; tc++) {
-		while (n < max &&
-		       (c = conn_table_timer_first(ct, tc)) != NULL &&
-		       conn_deadline_in(c, now_ms) <= 0) {
-			conn_table_remove(ct, c);
-			n++;
-		}
-	}
-	return n;
-}
-
-unsigned conn_table_expire(struct conn_table *ct, uint64_t now_ms)
-{
-	return conn_table_expire_some(ct, now_ms, UINT_MAX);
 }
 
 uint64_t conn_table_next_deadline(struct conn_table *ct)

@@ -737,8 +737,7 @@ unsigned router_expire(struct router *r, uint64_t now_ms)
 
 	do {
 		pthread_mutex_lock(&r->lock);
-		n = conn_table_expire_some(r->conns, now_ms,
-					   ROUTER_EXPIRE_BATCH);
+		n = conn_expire_some(r->conns, now_ms, ROUTER_EXPIRE_BATCH);
 		pthread_mutex_unlock(&r->lock);
 		total += n;
 	} while (n == ROUTER_EXPIRE_BATCH);

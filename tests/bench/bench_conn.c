@@ -146,7 +146,7 @@ int main(void)
 		}
 	}
 	t0 = now_s();
-	if (conn_table_expire(ct, 5 + 60000) != N)
+	if (conn_expire(ct, 5 + 60000) != N)
 		return 1;
 	t_exp = now_s() - t0;
 	conn_table_free(ct);

@@ -950,6 +950,10 @@ void h_req(uint8_t *mad, uint32_t local, const char *src, const char *dst)
 	assert_int_equal(gid_parse(dst, &d), 0);
 	h_mad(mad, CM_ATTR_REQ, local, 0, 0x42000000ull | local);
 	cm_field_set(mad, CM_REQ_STARTING_PSN, local & 0xffffff);
+	/* rdma_cm's timing (CMA_CM_RESPONSE_TIMEOUT, CMA_MAX_CM_RETRIES). */
+	cm_field_set(mad, CM_REQ_REMOTE_CM_RESPONSE_TIMEOUT, 20);
+	cm_field_set(mad, CM_REQ_LOCAL_CM_RESPONSE_TIMEOUT, 20);
+	cm_field_set(mad, CM_REQ_MAX_CM_RETRIES, 15);
 	cm_field_set(mad, CM_REQ_SERVICE_ID,
 		     rdma_service_id(RDMA_PS_TCP, 7471));
 	cm_set_gid(mad, CM_REQ_OFF_PRIMARY_LOCAL_GID, &s);

@@ -354,6 +354,24 @@ static void test_lifetimes(void **state)
 		hd_wait_status_int_within(&f->d, "routing.comm_ids", 0,
 					  400 + 250 + 500 * h_time_scale()));
 	assert_true(h_now_ms() - t0 >= 400);
+	/* A REP waits for its RTU as the REQ asked, and no longer: here
+	 * 1 ms and no retry, so the window's floor, a second (then the
+	 * guest's CM has long given up, telling nobody). */
+	peer_expect(f, CM_ATTR_DREP, r); /* A's, above */
+	h_req(m, 0xabc1, PEER, "fd00::2");
+	cm_field_set(m, CM_REQ_LOCAL_CM_RESPONSE_TIMEOUT, 8);
+	cm_field_set(m, CM_REQ_MAX_CM_RETRIES, 0);
+	simpeer_send(&f->p, "fd00::2", m);
+	vm_expect(&f->b, 3, CM_ATTR_REQ);
+	h_mad(m, CM_ATTR_REP, 0x74, 0xabc1, 5);
+	t0 = h_now_ms();
+	assert_int_equal(tc_send_sync(&f->b, PEER, m), 0);
+	peer_expect(f, CM_ATTR_REP, r);
+	assert_true(hd_status_int(&f->d, "routing.comm_ids") == 1);
+	assert_true(
+		hd_wait_status_int_within(&f->d, "routing.comm_ids", 0,
+					  1024 + 250 + 500 * h_time_scale()));
+	assert_true(h_now_ms() - t0 >= 1024);
 }
 
 /* A VM that goes away mid-handshake: its mappings go at once, and the

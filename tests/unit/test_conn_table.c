@@ -233,7 +233,7 @@ static void test_active_lifecycle_and_long_idle(void **state)
 	assert_true(conn_table_next_deadline(ct) == UINT64_MAX);
 	/* An established connection has no timer: 30 idle minutes later
 	 * the peer's DREQ still reaches the VM. */
-	assert_int_equal(conn_table_expire(ct, 30 * MIN), 0);
+	assert_int_equal(conn_expire(ct, 30 * MIN), 0);
 	assert_true(in(ct, CM_ATTR_DREQ, 0x900, h, 0x21, 30 * MIN) == A);
 	assert_int_equal(count(ct, CONN_DREQ_RCVD), 1);
 	out(ct, A, CM_ATTR_DREP, 0x21, 0x900, 30 * MIN + 5);
@@ -241,8 +241,8 @@ static void test_active_lifecycle_and_long_idle(void **state)
 	/* The peer's retransmitted DREQ during timewait still arrives and
 	 * re-arms the drain. */
 	assert_true(in(ct, CM_ATTR_DREQ, 0x900, h, 0x21, 30 * MIN + 4000) == A);
-	assert_int_equal(conn_table_expire(ct, 30 * MIN + 4000 + TW - 1), 0);
-	assert_int_equal(conn_table_expire(ct, 30 * MIN + 4000 + TW), 1);
+	assert_int_equal(conn_expire(ct, 30 * MIN + 4000 + TW - 1), 0);
+	assert_int_equal(conn_expire(ct, 30 * MIN + 4000 + TW), 1);
 	assert_int_equal(total(ct), 0);
 	assert_int_equal(in_rc(ct, CM_ATTR_DREQ, 0x900, h, 31 * MIN), -ENOENT);
 	conn_table_free(ct);
@@ -265,20 +265,20 @@ static void test_mra_extends_by_service_timeout(void **state)
 	cm_field_set(mad, CM_MRA_MESSAGE_MRAED, CM_MSG_RESPONSE_REQ);
 	cm_field_set(mad, CM_MRA_SERVICE_TIMEOUT, 24);
 	assert_int_equal(conn_inbound(ct, 0, mad, &path, 1000, &client), 0);
-	assert_int_equal(conn_table_expire(ct, 1000 + HS + 60000), 0);
+	assert_int_equal(conn_expire(ct, 1000 + HS + 60000), 0);
 	assert_true(in(ct, CM_ATTR_REP, 0x2, h, 0x32, 1000 + HS + 60000) == A);
 	out(ct, A, CM_ATTR_RTU, 0x32, 0x2, 1000 + HS + 60000);
 	/* Without the MRA the same REP would have found nothing. */
 	h = out(ct, A, CM_ATTR_REQ, 0x33, 0, 200000);
-	assert_int_equal(conn_table_expire(ct, 200000 + HS), 1);
+	assert_int_equal(conn_expire(ct, 200000 + HS), 1);
 	assert_int_equal(in_rc(ct, CM_ATTR_REP, 0x3, h, 200000 + HS), -ENOENT);
 	/* The client's own MRA keeps a peer's REQ as long. */
 	note_req(ct, B, 0x700, 300000);
 	mk(mad, CM_ATTR_MRA, 0x41, 0x700, 0);
 	cm_field_set(mad, CM_MRA_SERVICE_TIMEOUT, 20); /* ~4.3 s */
 	assert_int_equal(conn_outbound(ct, B, 0, mad, &path, 300000, 0), 0);
-	assert_int_equal(conn_table_expire(ct, 300000 + HS + 4000), 0);
-	assert_int_equal(conn_table_expire(ct, 300000 + HS + 4295), 1);
+	assert_int_equal(conn_expire(ct, 300000 + HS + 4000), 0);
+	assert_int_equal(conn_expire(ct, 300000 + HS + 4295), 1);
 	conn_table_free(ct);
 }
 
@@ -292,14 +292,21 @@ static void test_abandoned_handshake(void **state)
 	/* A retransmitted REQ re-arms and keeps its host ID. */
 	assert_int_equal(out(ct, A, CM_ATTR_REQ, 0x31, 0, 20000), h);
 	assert_int_equal(total(ct), 1);
-	assert_int_equal(conn_table_expire(ct, 20000 + HS - 1), 0);
-	assert_int_equal(conn_table_expire(ct, 20000 + HS), 1);
+	assert_int_equal(conn_expire(ct, 20000 + HS - 1), 0);
+	assert_int_equal(conn_expire(ct, 20000 + HS), 1);
 	assert_int_equal(in_rc(ct, CM_ATTR_REP, 0x1, h, 20000 + HS), -ENOENT);
-	/* A teardown whose DREP never comes is bounded by the same time. */
-	established(ct, A, 0x33, 0x3, 300000);
+	/* A teardown whose DREP never comes is bounded by the same time,
+	 * then drains in TimeWait as cm.c's does after its DREQ's last
+	 * retry (cm_process_send_error()): the late DREP is absorbed. */
+	h = established(ct, A, 0x33, 0x3, 300000);
 	out(ct, A, CM_ATTR_DREQ, 0x33, 0x3, 400000);
-	assert_int_equal(conn_table_expire(ct, 400000 + HS - 1), 0);
-	assert_int_equal(conn_table_expire(ct, 400000 + HS), 1);
+	assert_int_equal(conn_expire(ct, 400000 + HS - 1), 0);
+	assert_int_equal(conn_expire(ct, 400000 + HS), 1);
+	assert_int_equal(count(ct, CONN_TIMEWAIT), 1);
+	assert_int_equal(in_rc(ct, CM_ATTR_DREP, 0x3, h, 400000 + HS + 1),
+			 -EPROTO);
+	assert_int_equal(conn_expire(ct, 400000 + HS + TW), 1);
+	assert_int_equal(total(ct), 0);
 	conn_table_free(ct);
 }
 
@@ -319,21 +326,18 @@ static void test_passive_side_without_rtu(void **state)
 	h = out(ct, B, CM_ATTR_REP, 0x41, 0x700, 10);
 	assert_int_equal(total(ct), 1);
 	assert_int_equal(count(ct, CONN_REP_SENT), 1);
-	/* No RTU for ten handshake periods: the mapping stays. */
-	assert_int_equal(conn_table_expire(ct, 10 * HS), 0);
-	assert_true(conn_table_next_deadline(ct) == UINT64_MAX);
 	/* Both sides disconnect at once: the guest's DREQ crosses the
 	 * peer's, and each side's DREP is taken. */
-	note_req(ct, B, 0x720, 10 * HS);
-	h = out(ct, B, CM_ATTR_REP, 0x43, 0x720, 10 * HS);
-	assert_true(in(ct, CM_ATTR_DREQ, 0x720, h, 0x43, 10 * HS) == B);
-	out(ct, B, CM_ATTR_DREQ, 0x43, 0x720, 10 * HS);
-	out(ct, B, CM_ATTR_DREP, 0x43, 0x720, 10 * HS);
+	note_req(ct, B, 0x720, 20);
+	h = out(ct, B, CM_ATTR_REP, 0x43, 0x720, 20);
+	assert_true(in(ct, CM_ATTR_DREQ, 0x720, h, 0x43, 20) == B);
+	out(ct, B, CM_ATTR_DREQ, 0x43, 0x720, 20);
+	out(ct, B, CM_ATTR_DREP, 0x43, 0x720, 20);
 	assert_int_equal(count(ct, CONN_TIMEWAIT), 1);
-	h = out(ct, B, CM_ATTR_REP, 0x41, 0x700, 10 * HS); /* a dup REP */
+	h = out(ct, B, CM_ATTR_REP, 0x41, 0x700, 20); /* a dup REP */
 	/* The guest disconnects (it went established on data). */
-	out(ct, B, CM_ATTR_DREQ, 0x41, 0x700, 10 * HS);
-	assert_true(in(ct, CM_ATTR_DREP, 0x700, h, 0x41, 10 * HS + 1) == B);
+	out(ct, B, CM_ATTR_DREQ, 0x41, 0x700, 20);
+	assert_true(in(ct, CM_ATTR_DREP, 0x700, h, 0x41, 21) == B);
 	assert_int_equal(count(ct, CONN_TIMEWAIT), 2);
 
 	/* With an RTU: established. */
@@ -383,6 +387,173 @@ static void test_active_side_rtu_lost(void **state)
 	conn_table_free(ct);
 }
 
+/* A peer's REQ asking for cm.c's timing of the REP that answers it. */
+static void note_req_timed(struct conn_table *ct, uint64_t client,
+			   uint32_t peer_id, unsigned timeout, unsigned retries,
+			   uint64_t now)
+{
+	uint8_t mad[MAD_SIZE];
+
+	mk(mad, CM_ATTR_REQ, peer_id, 0, 1);
+	cm_field_set(mad, CM_REQ_LOCAL_CM_RESPONSE_TIMEOUT, timeout);
+	cm_field_set(mad, CM_REQ_MAX_CM_RETRIES, retries);
+	assert_int_equal(conn_note_req(ct, client, 0, mad, &path, now), 0);
+}
+
+/* The passive side's REP waits for its RTU as long as the REQ asked
+ * (cm.c sends it Max CM Retries more times, each after the REQ's Local
+ * CM Response Timeout), and then its entry goes: a guest whose CM never
+ * gives up cannot hold a slot of its quota for ever.  A peer's MRA for
+ * the REP extends the wait, once. */
+static void test_rep_waits_as_the_req_asks(void **state)
+{
+	struct conn_table *ct = new_table(7);
+	const uint64_t window = 16 * 4096; /* 4.096 us * 2^20, 16 tries */
+	uint8_t mad[MAD_SIZE];
+	uint64_t client;
+	uint32_t h;
+
+	(void)state;
+	note_req_timed(ct, B, 0x900, 20, 15, 0);
+	h = out(ct, B, CM_ATTR_REP, 0x91, 0x900, 0);
+	/* Its retransmissions do not extend the window. */
+	assert_int_equal(out(ct, B, CM_ATTR_REP, 0x91, 0x900, 60000), h);
+	assert_int_equal(conn_expire(ct, window), 0);
+	assert_int_equal(count(ct, CONN_REP_SENT), 1);
+	assert_true(conn_table_next_deadline(ct) <= 2 * window);
+	assert_int_equal(conn_expire(ct, 2 * window), 1);
+	assert_int_equal(total(ct), 0);
+	assert_int_equal(out_rc(ct, B, CM_ATTR_REP, 0x91, 0x900, 2 * window),
+			 -ENOENT);
+	assert_int_equal(in_rc(ct, CM_ATTR_RTU, 0x900, h, 2 * window), -ENOENT);
+
+	/* An RTU within the window establishes it, with no timer left. */
+	note_req_timed(ct, B, 0x901, 20, 15, 0);
+	h = out(ct, B, CM_ATTR_REP, 0x92, 0x901, 0);
+	assert_true(in(ct, CM_ATTR_RTU, 0x901, h, 0x92, window) == B);
+	assert_true(conn_table_next_deadline(ct) == UINT64_MAX);
+
+	/* A REQ asking for 1 ms and no retry: a second's floor, then the
+	 * peer's MRA of the REP waits a handshake and its Service
+	 * Timeout more, and a second MRA (a duplicate) no longer. */
+	note_req_timed(ct, B, 0x902, 8, 0, 0);
+	h = out(ct, B, CM_ATTR_REP, 0x93, 0x902, 0);
+	assert_true(conn_table_next_deadline(ct) == 1024);
+	mk(mad, CM_ATTR_MRA, 0x902, h, 0);
+	cm_field_set(mad, CM_MRA_MESSAGE_MRAED, CM_MSG_RESPONSE_REQ);
+	assert_int_equal(conn_inbound(ct, 0, mad, &path, 500, &client),
+			 -EPROTO); /* it names the wrong message */
+	cm_field_set(mad, CM_MRA_MESSAGE_MRAED, CM_MSG_RESPONSE_REP);
+	cm_field_set(mad, CM_MRA_SERVICE_TIMEOUT, 20); /* 4,295 ms */
+	assert_int_equal(conn_inbound(ct, 0, mad, &path, 500, &client), 0);
+	mk(mad, CM_ATTR_MRA, 0x902, h, 0);
+	cm_field_set(mad, CM_MRA_MESSAGE_MRAED, CM_MSG_RESPONSE_REP);
+	cm_field_set(mad, CM_MRA_SERVICE_TIMEOUT, 20);
+	assert_int_equal(conn_inbound(ct, 0, mad, &path, 20000, &client), 0);
+	assert_int_equal(conn_expire(ct, 500 + HS + 4294), 0);
+	assert_int_equal(conn_expire(ct, 500 + HS + 4295), 1);
+	assert_int_equal(count(ct, CONN_REP_SENT), 0);
+	conn_table_free(ct);
+}
+
+/* The active side's timeout REJ (cm_destroy_id() in REQ_SENT: Remote
+ * Comm ID 0, our CA GUID in its ARI) reaches the guest whose REP is on
+ * its way, as cm.c takes it in REP_SENT; a REJ of another reason without
+ * our comm ID names nobody (cm_acquire_rejected_id()). */
+static void test_timeout_rej_in_rep_sent(void **state)
+{
+	struct conn_table *ct = new_table(7);
+	uint8_t mad[MAD_SIZE];
+	uint64_t client = 0;
+
+	(void)state;
+	note_req(ct, B, 0x910, 0);
+	out(ct, B, CM_ATTR_REP, 0x94, 0x910, 1);
+	mk(mad, CM_ATTR_REJ, 0x910, 0, 2);
+	cm_field_set(mad, CM_REJ_MESSAGE_REJECTED, CM_MSG_RESPONSE_REQ);
+	cm_field_set(mad, CM_REJ_REASON, CM_REJ_REASON_CONSUMER_DEFINED);
+	assert_int_equal(conn_inbound(ct, 0, mad, &path, 2, &client), -EBADR);
+	assert_int_equal(count(ct, CONN_REP_SENT), 1);
+	cm_field_set(mad, CM_REJ_REASON, CM_REJ_REASON_TIMEOUT);
+	assert_int_equal(conn_inbound(ct, 0, mad, &path, 3, &client), 0);
+	assert_true(client == B);
+	assert_int_equal(remote_of(mad), 0x94);
+	assert_int_equal(count(ct, CONN_TIMEWAIT), 1);
+	/* In REQ_RCVD, unanswered, the same. */
+	note_req(ct, B, 0x911, 4);
+	mk(mad, CM_ATTR_REJ, 0x911, 0, 2);
+	cm_field_set(mad, CM_REJ_REASON, CM_REJ_REASON_CONSUMER_DEFINED);
+	assert_int_equal(conn_inbound(ct, 0, mad, &path, 5, &client), -EBADR);
+	cm_field_set(mad, CM_REJ_REASON, CM_REJ_REASON_TIMEOUT);
+	client = 0;
+	assert_int_equal(conn_inbound(ct, 0, mad, &path, 5, &client), 0);
+	assert_true(client == B);
+	assert_int_equal(count(ct, CONN_REQ_RCVD), 0);
+	conn_table_free(ct);
+}
+
+/* A client's MAD with the attribute and TID of its last send is the MAD
+ * layer's retransmission, in whichever state it crosses the peer's
+ * answer: a REQ after the REP arrived goes out as it is (not a new
+ * connection that would retire the first), a REP after the RTU too; the
+ * same comm ID with another TID is still a new connection. */
+static void test_retransmission_is_not_reuse(void **state)
+{
+	struct conn_table *ct = new_table(7);
+	uint8_t mad[MAD_SIZE];
+	uint32_t h;
+
+	(void)state;
+	h = out(ct, A, CM_ATTR_REQ, 0x95, 0, 0);
+	in(ct, CM_ATTR_REP, 0x950, h, 0x95, 1);
+	assert_int_equal(out(ct, A, CM_ATTR_REQ, 0x95, 0, 2), h);
+	assert_int_equal(count(ct, CONN_REP_RCVD), 1);
+	assert_int_equal(nemitted, 0); /* nobody rejected */
+	assert_int_equal(total(ct), 1);
+	out(ct, A, CM_ATTR_RTU, 0x95, 0x950, 3);
+	assert_int_equal(count(ct, CONN_ESTABLISHED), 1);
+	/* The same ID in a REQ of another TID: a new connection, the old
+	 * one told goodbye. */
+	mk(mad, CM_ATTR_REQ, 0x95, 0, 0x777);
+	assert_int_equal(conn_outbound(ct, A, 0, mad, &path, 4, 0), 0);
+	assert_true(local_of(mad) != h);
+	assert_int_equal(nemitted, 1);
+	assert_int_equal(emitted[0].why, CONN_ANS_DREQ_ABANDONED);
+
+	/* The passive side's REP crossing the RTU. */
+	note_req(ct, B, 0x960, 10);
+	h = out(ct, B, CM_ATTR_REP, 0x96, 0x960, 10);
+	assert_true(in(ct, CM_ATTR_RTU, 0x960, h, 0x96, 11) == B);
+	assert_int_equal(out(ct, B, CM_ATTR_REP, 0x96, 0x960, 12), h);
+	assert_int_equal(count(ct, CONN_ESTABLISHED), 1);
+	mk(mad, CM_ATTR_REP, 0x96, 0x960, 0x888);
+	assert_int_equal(conn_outbound(ct, B, 0, mad, &path, 13, 0), -EPROTO);
+	conn_table_free(ct);
+}
+
+/* The peer's DREQ reaching a connection in REP_RCVD (its RTU refused or
+ * lost) is the guest's to judge: delivered; if the guest was still in
+ * REP_RCVD its cm.c drops it and sends its RTU, which passes, and the
+ * DREQ's retransmission ends the connection. */
+static void test_peer_dreq_in_rep_rcvd(void **state)
+{
+	struct conn_table *ct = new_table(7);
+	uint32_t h;
+
+	(void)state;
+	h = out(ct, A, CM_ATTR_REQ, 0x97, 0, 0);
+	in(ct, CM_ATTR_REP, 0x970, h, 0x97, 1);
+	assert_true(in(ct, CM_ATTR_DREQ, 0x970, h, 0x97, 2) == A);
+	assert_int_equal(count(ct, CONN_DREQ_RCVD), 1);
+	/* cm.c's DREQ_RCVD waits for its consumer, with no timer. */
+	assert_true(conn_table_next_deadline(ct) == UINT64_MAX);
+	out(ct, A, CM_ATTR_RTU, 0x97, 0x970, 3);
+	assert_true(in(ct, CM_ATTR_DREQ, 0x970, h, 0x97, 4) == A);
+	out(ct, A, CM_ATTR_DREP, 0x97, 0x970, 5);
+	assert_int_equal(count(ct, CONN_TIMEWAIT), 1);
+	conn_table_free(ct);
+}
+
 static void test_rej_from_the_client(void **state)
 {
 	struct conn_table *ct = new_table(7);
@@ -404,7 +575,7 @@ static void test_rej_from_the_client(void **state)
 	h = out(ct, A, CM_ATTR_REJ, 0x51, 0x800, 2);
 	assert_true(h != 0 && h != 0x51);
 	assert_int_equal(count(ct, CONN_TIMEWAIT), 1);
-	assert_int_equal(conn_table_expire(ct, 2 + TW), 1);
+	assert_int_equal(conn_expire(ct, 2 + TW), 1);
 	/* Answering nothing it received: refused (it could otherwise
 	 * reject, accept or confirm someone else's connection). */
 	assert_int_equal(out_rc(ct, A, CM_ATTR_REJ, 0x52, 0x802, 3), -ENOENT);
@@ -652,7 +823,7 @@ static void test_quota_and_purge(void **state)
 	assert_int_equal(c.total, 0);
 	assert_int_equal(total(ct), 1);
 	/* Nothing of A's is left on a timer either. */
-	assert_int_equal(conn_table_expire(ct, 10 * HS), 1);
+	assert_int_equal(conn_expire(ct, 10 * HS), 1);
 	conn_table_free(ct);
 }
 
@@ -786,8 +957,8 @@ static void test_sidr_lifetime(void **state)
 	cm_field_set(mad, CM_SIDR_REP_REQUEST_ID, hb);
 	assert_int_equal(conn_inbound(ct, 0, mad, &path, 6, &client), -EPROTO);
 	/* Answered: drained after timewait; unanswered: after handshake. */
-	assert_int_equal(conn_table_expire(ct, 5 + TW), 1);
-	assert_int_equal(conn_table_expire(ct, HS), 1);
+	assert_int_equal(conn_expire(ct, 5 + TW), 1);
+	assert_int_equal(conn_expire(ct, HS), 1);
 	conn_table_free(ct);
 }
 
@@ -811,11 +982,15 @@ static void check_view(void *arg, const struct conn_view *v)
 	uint64_t limit;
 
 	(void)arg;
-	if (v->state == CONN_ESTABLISHED || v->state == CONN_REP_SENT) {
+	if (v->state == CONN_ESTABLISHED || v->state == CONN_DREQ_RCVD) {
 		assert_true(v->expires_in_ms < 0);
 		return;
 	}
-	limit = v->state == CONN_TIMEWAIT ? TW : HS;
+	/* A REP answering a REQ that asked for no retries and the least
+	 * timeout: the window's floor, a second. */
+	limit = v->state == CONN_TIMEWAIT   ? TW
+		: v->state == CONN_REP_SENT ? 1024
+					    : HS;
 	assert_true(v->expires_in_ms >= 0 &&
 		    (uint64_t)v->expires_in_ms <= limit);
 }
@@ -866,7 +1041,7 @@ static void test_entries_never_outlive_their_lifetimes(void **state)
 				in_rc(ct, CM_ATTR_REJ, 0x100 + k, host[k], now);
 			break;
 		}
-		conn_table_expire(ct, now);
+		conn_expire(ct, now);
 		assert_true(conn_table_next_deadline(ct) > now);
 		conn_table_client_foreach(ct, A, 0, 1000, now, check_view,
 					  NULL);
@@ -901,7 +1076,7 @@ static void test_host_ids_not_reused_soon(void **state)
 		assert_int_equal(in(ct, CM_ATTR_REJ, 0x700 + i, ids[i],
 				    1 + i % 8, now),
 				 A);
-		assert_int_equal(conn_table_expire(ct, now + TW), 1);
+		assert_int_equal(conn_expire(ct, now + TW), 1);
 		assert_int_equal(total(ct), 0);
 		assert_int_equal(in_rc(ct, CM_ATTR_DREQ, 0x700 + i, ids[i],
 				       now + TW),
@@ -1050,6 +1225,10 @@ int main(void)
 		cmocka_unit_test(test_abandoned_handshake),
 		cmocka_unit_test(test_passive_side_without_rtu),
 		cmocka_unit_test(test_active_side_rtu_lost),
+		cmocka_unit_test(test_rep_waits_as_the_req_asks),
+		cmocka_unit_test(test_timeout_rej_in_rep_sent),
+		cmocka_unit_test(test_retransmission_is_not_reuse),
+		cmocka_unit_test(test_peer_dreq_in_rep_rcvd),
 		cmocka_unit_test(test_rej_from_the_client),
 		cmocka_unit_test(test_refusals),
 		cmocka_unit_test(test_inbound_matches_peer),
