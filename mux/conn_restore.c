@@ -145,6 +145,13 @@ static unsigned conn_restore_entries(struct conn_table *ct)
 			c->timer = TC_NONE; /* lives until torn down */
 			continue;
 		}
+		/* A class may be shorter now (other limits): no deadline
+		 * lies beyond what the class gives a new entry, or the
+		 * class's FIFO would no longer be in deadline order. */
+		if (conn_deadline_in(c, ct->now_ms) >
+		    (int64_t)ct->timer_ms[c->timer])
+			c->deadline = (uint32_t)(ct->now_ms +
+						 ct->timer_ms[c->timer]);
 		timed[ntimed].idx = i;
 		timed[ntimed].in = (int32_t)conn_deadline_in(c, ct->now_ms);
 		ntimed++;

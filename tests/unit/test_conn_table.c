@@ -1127,11 +1127,11 @@ static void test_listing_is_ordered_and_pages(void **state)
 
 /* ---- persistence (conn_store.c) ---------------------------------------- */
 
-static struct conn_table *open_table(const char *file, uint64_t port_id,
-				     int *restored)
+static struct conn_table *open_table_hs(const char *file, uint64_t port_id,
+					int *restored, unsigned handshake_ms)
 {
 	struct conn_limits lim = { .max_per_client = 64,
-				   .handshake_ms = HS,
+				   .handshake_ms = handshake_ms,
 				   .timewait_ms = TW };
 	char err[256] = "";
 	struct conn_table *ct = conn_restore_open(&lim, 7, capture, NULL, file,
@@ -1141,6 +1141,41 @@ static struct conn_table *open_table(const char *file, uint64_t port_id,
 	assert_non_null(ct);
 	nemitted = 0;
 	return ct;
+}
+
+static struct conn_table *open_table(const char *file, uint64_t port_id,
+				     int *restored)
+{
+	return open_table_hs(file, port_id, restored, HS);
+}
+
+/* A daemon restarted with a shorter handshake takes the previous one's
+ * timers back no later than the class gives a new entry: otherwise the
+ * restored entry heads the class's list past the new ones' deadlines,
+ * and they wait behind it. */
+static void test_restored_timers_keep_their_order(void **state)
+{
+	char file[] = "/tmp/rcm-test-state.XXXXXX";
+	struct conn_table *ct;
+	int fd = mkstemp(file), restored;
+
+	(void)state;
+	assert_true(fd >= 0);
+	close(fd);
+	unlink(file);
+	ct = open_table(file, 42, &restored);
+	out(ct, A, CM_ATTR_REQ, 0x21, 0, 0); /* due at HS */
+	conn_restore_detach(ct);
+	conn_table_free(ct);
+	ct = open_table_hs(file, 42, &restored, 1000);
+	assert_int_equal(restored, 1);
+	assert_true(conn_table_next_deadline(ct) == 1000);
+	out(ct, B, CM_ATTR_REQ, 0x22, 0, 10); /* due at 1,010 */
+	assert_int_equal(conn_expire(ct, 1000), 1);
+	assert_int_equal(conn_expire(ct, 1010), 1);
+	assert_int_equal(total(ct), 0);
+	conn_table_free(ct);
+	unlink(file);
 }
 
 /* A table that outlives its daemon: entries, their states and timers,
@@ -1241,6 +1276,7 @@ int main(void)
 		cmocka_unit_test(test_host_id_never_zero),
 		cmocka_unit_test(test_entries_never_outlive_their_lifetimes),
 		cmocka_unit_test(test_state_survives_the_daemon),
+		cmocka_unit_test(test_restored_timers_keep_their_order),
 		cmocka_unit_test(test_host_ids_not_reused_soon),
 		cmocka_unit_test(test_listing_is_ordered_and_pages),
 	};
