@@ -14,6 +14,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/cm_mad.h"
@@ -89,14 +90,20 @@ static void conn_emit_rej(struct conn_table *ct, struct conn *c, unsigned msg,
 /*
  * The client no longer stands behind this connection (it is gone, or it
  * reused the comm ID): tell the peer what cm_destroy_id() would, and
- * leave the entry in the state that follows.
+ * leave the entry in TimeWait, where the peer's last messages are
+ * absorbed.  Returns whether cm.c's own ID would linger in TimeWait after
+ * the destroy (REP_SENT, and what a DREQ began): its timewait_info keeps
+ * the peer's comm ID from being reused that long.  cm.c sends each of
+ * these once: its DREQ is cancelled as soon as sent (DREQ_SENT, then
+ * cm_enter_timewait()).
  */
-static void conn_abandon(struct conn_table *ct, struct conn *c, uint64_t now_ms)
+static int conn_abandon(struct conn_table *ct, struct conn *c, uint64_t now_ms)
 {
 	uint8_t mad[MAD_SIZE];
+	int lingers = 0;
 
 	if (conn_kind_of(c) != CK_COMM)
-		return;
+		return 0;
 	switch (conn_state_of(c)) {
 	case CONN_REQ_SENT:
 		conn_emit_rej(ct, c, CM_MSG_RESPONSE_REQ, CM_REJ_REASON_TIMEOUT,
@@ -111,6 +118,7 @@ static void conn_abandon(struct conn_table *ct, struct conn *c, uint64_t now_ms)
 		conn_emit_rej(ct, c, CM_MSG_RESPONSE_OTHER,
 			      CM_REJ_REASON_CONSUMER_DEFINED,
 			      CONN_ANS_REJ_ABANDONED);
+		lingers = 1;
 		break;
 	case CONN_REP_RCVD:
 		conn_emit_rej(ct, c, CM_MSG_RESPONSE_REP,
@@ -122,25 +130,31 @@ static void conn_abandon(struct conn_table *ct, struct conn *c, uint64_t now_ms)
 			      c->peer_id, conn_peer_qpn(c));
 		conn_send_answer(ct, CONN_ANS_DREQ_ABANDONED, c->port,
 				 conn_path_of(ct, c), mad);
-		conn_table_set_state(ct, c, CONN_DREQ_SENT);
-		conn_table_timer_arm(ct, c, TC_HANDSHAKE, now_ms);
-		return;
+		lingers = 1;
+		break;
 	case CONN_DREQ_RCVD:
 		cm_build_drep(mad, conn_table_next_tid(ct), conn_host_id(ct, c),
 			      c->peer_id);
 		conn_send_answer(ct, CONN_ANS_DREP_ABANDONED, c->port,
 				 conn_path_of(ct, c), mad);
+		lingers = 1;
 		break;
-	default: return;
+	case CONN_DREQ_SENT: lingers = 1; break; /* the client's DREQ: quiet */
+	case CONN_TIMEWAIT:
+		/* After a teardown; one a REJ ended, cm.c resets to idle. */
+		return conn_last_sent(c) == CM_ATTR_DREQ ||
+		       conn_last_sent(c) == CM_ATTR_DREP;
+	default: return 0;
 	}
 	conn_enter_timewait(ct, c, now_ms);
+	return lingers;
 }
 
 /* The guest reuses a comm ID: the old connection is abandoned and stays
  * only to absorb its peer's last messages, out of the guest's sight. */
 static void conn_retire(struct conn_table *ct, struct conn *c, uint64_t now_ms)
 {
-	conn_abandon(ct, c, now_ms);
+	(void)conn_abandon(ct, c, now_ms);
 	conn_table_guest_unlink(ct, c);
 	c->flags |= CF_ORPHAN;
 	if (c->timer == TC_NONE)
@@ -981,22 +995,47 @@ unsigned conn_expire(struct conn_table *ct, uint64_t now_ms)
 	return conn_expire_some(ct, now_ms, UINT_MAX);
 }
 
-/* Every entry of a client's record: abandoned as cm_destroy_id() would,
- * then gone, and the record with them. */
+/* The record of what gone clients left draining, made when first needed. */
+static uint32_t conn_departed_record(struct conn_table *ct)
+{
+	uint32_t i = conn_table_cl_find(ct, CONN_DEPARTED);
+
+	return i != CONN_NO_OWNER ? i : conn_table_cl_new(ct, CONN_DEPARTED);
+}
+
+/* Every entry of a client's record: abandoned as cm_destroy_id() would;
+ * what cm.c would keep in TimeWait moves to the departed record to drain
+ * there, the rest goes, and the client's record with it. */
 void conn_purge_record(struct conn_table *ct, uint32_t owner)
 {
 	struct conn_client *cc = &ct->cl[owner];
+	uint32_t i, n = 0, departed, *keep;
 	struct conn *c;
-	uint32_t i;
 
+	keep = cc->n ? malloc(cc->n * sizeof(*keep)) : NULL;
 	for (i = 0; i < cc->conns.cap; i++) {
 		if (cc->conns.cell[i] == 0)
 			continue;
 		c = conn_at(ct, cc->conns.cell[i] - 1);
-		if (!(c->flags & CF_ORPHAN))
-			conn_abandon(ct, c, ct->now_ms);
+		if ((c->flags & CF_ORPHAN) ? conn_state_of(c) == CONN_TIMEWAIT
+					   : conn_abandon(ct, c, ct->now_ms))
+			if (keep)
+				keep[n++] = cc->conns.cell[i] - 1;
 	}
+	/* (Moved after the walk: removing from the set moves its cells.)
+	 * Without memory or a record for them, they go with the rest. */
+	departed = n && cc->id != CONN_DEPARTED ? conn_departed_record(ct)
+						: CONN_NO_OWNER;
+	for (i = 0; i < n && departed != CONN_NO_OWNER; i++) {
+		c = conn_at(ct, keep[i]);
+		c->flags |= CF_ORPHAN;
+		if (conn_table_rehome(ct, c, departed) < 0)
+			break;
+	}
+	free(keep);
 	conn_table_drop_client(ct, owner);
+	if (departed != CONN_NO_OWNER)
+		conn_table_cl_forget_empty(ct, departed);
 }
 
 void conn_purge_client(struct conn_table *ct, uint64_t client)

@@ -102,6 +102,10 @@ RB_HEAD(src_tree, src_count);
 #define CONN_OWN_TID_BASE 0xff000000u
 #define CONN_MAX_CLIENTS 0xffffu
 #define CONN_NO_OWNER 0xffffu
+/* The record that holds what clients that are gone left draining in
+ * TimeWait: no client has this ID (the daemon counts them from 1; the
+ * state file takes IDs below 2^48). */
+#define CONN_DEPARTED ((UINT64_C(1) << 48) - 1)
 /* A freed slot waits until this many are free before it is reused. */
 #define CONN_REUSE_AFTER 4096u
 
@@ -229,6 +233,13 @@ static inline void conn_set_timing(struct conn *c, unsigned iba_time,
 		      (uint32_t)(retries & 0xf) << 28;
 }
 
+/* The attribute of the client's last send on the entry (0: none yet),
+ * kept in the state byte's high nibble (conn_table_tid_out()). */
+static inline unsigned conn_last_sent(const struct conn *c)
+{
+	return c->state >> 4 ? 0x0fu + (c->state >> 4) : 0;
+}
+
 /* A deadline read against now: negative once passed. */
 static inline int64_t conn_deadline_in(const struct conn *c, uint64_t now_ms)
 {
@@ -302,6 +313,9 @@ void conn_table_set_state(struct conn_table *ct, struct conn *c,
 			  enum conn_state s);
 /* No guest ID finds the entry any more (the guest reused it). */
 void conn_table_guest_unlink(struct conn_table *ct, struct conn *c);
+/* The entry, found by no guest ID and charged to nobody, moves to the
+ * record at index owner: 0, or -ENOMEM (it stays where it was). */
+int conn_table_rehome(struct conn_table *ct, struct conn *c, uint32_t owner);
 /* The slot goes back, oldest first; its generation and TID sequence
  * stay, so that the next entry in it has other IDs. */
 void conn_table_slot_free(struct conn_table *ct, struct conn *c);

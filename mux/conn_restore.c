@@ -114,7 +114,12 @@ static unsigned conn_restore_entries(struct conn_table *ct)
 		cc->id = o[i].client;
 		cc->used = 1;
 		cc->pinned = o[i].resumable;
-		cc->away = 1;
+		/* What gone clients left draining goes on draining; every
+		 * other owner is away until it claims its entries. */
+		if (o[i].client == CONN_DEPARTED)
+			o[i].claimed = 1;
+		else
+			cc->away = 1;
 		hset_insert(&ct->cl_index, i, conn_table_cl_key, ct);
 	}
 	/* The records no owner holds are free, lowest first. */
@@ -552,7 +557,8 @@ uint64_t conn_restore_max_client(struct conn_table *ct)
 	uint32_t i, n = ct->ncl;
 
 	for (i = 0; i < n; i++)
-		if (ct->cl[i].used && ct->cl[i].id > max)
+		if (ct->cl[i].used && ct->cl[i].id != CONN_DEPARTED &&
+		    ct->cl[i].id > max)
 			max = ct->cl[i].id;
 	return max;
 }

@@ -572,6 +572,23 @@ void conn_table_guest_unlink(struct conn_table *ct, struct conn *c)
 	conn_table_set_flags(ct, c, 0, CF_GUESTED);
 }
 
+int conn_table_rehome(struct conn_table *ct, struct conn *c, uint32_t owner)
+{
+	struct conn_client *to = &ct->cl[owner];
+	uint32_t idx = conn_idx(ct, c), from = c->owner;
+
+	if (conn_table_client_room(ct, to) < 0)
+		return -ENOMEM;
+	conn_table_guest_unlink(ct, c);
+	conn_table_uncharge(ct, c);
+	hset_remove(&ct->cl[from].conns, idx, conn_table_client_key, ct);
+	ct->cl[from].n--;
+	c->owner = (uint16_t)owner;
+	to->n++;
+	hset_insert(&to->conns, idx, conn_table_client_key, ct);
+	return 0;
+}
+
 static void conn_table_peer_unlink(struct conn_table *ct, struct conn *c)
 {
 	if (c->flags & CF_IN_PEER) {

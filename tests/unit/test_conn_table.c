@@ -747,7 +747,11 @@ static void test_purge_tells_peers(void **state)
 	out(ct, A, CM_ATTR_DREQ, 0x6, 0xc06, 1); /* DREQ sent: quiet */
 	assert_int_equal(nemitted, 0);
 	conn_purge_client(ct, A);
-	assert_int_equal(total(ct), 0);
+	/* What cm.c would keep in TimeWait after the destroy drains here,
+	 * charged to nobody (the REP sent, the connections established or
+	 * being torn down); the rest goes. */
+	assert_int_equal(total(ct), 4);
+	assert_int_equal(count(ct, CONN_TIMEWAIT), 4);
 	assert_int_equal(nemitted, 5);
 	for (i = 0; i < nemitted; i++) {
 		const uint8_t *m = emitted[i].mad;
@@ -781,6 +785,40 @@ static void test_purge_tells_peers(void **state)
 	assert_int_equal(seen[CONN_ANS_DREQ_ABANDONED], 1);
 	assert_int_equal(seen[CONN_ANS_REJ_ABANDONED], 3);
 	assert_int_equal(seen[CONN_ANS_DREP_ABANDONED], 1);
+	conn_table_free(ct);
+}
+
+/* For a client that is gone the daemon says what cm_destroy_id() says,
+ * once (cm.c cancels its DREQ as soon as it is sent and enters TimeWait),
+ * and keeps what cm.c would keep in TimeWait that long, charged to
+ * nobody: the peer's late DREP is absorbed there, and its comm ID cannot
+ * come back as a new connection meanwhile. */
+static void test_gone_clients_connections_drain(void **state)
+{
+	struct conn_table *ct = new_table(7);
+	uint8_t mad[MAD_SIZE];
+	uint32_t h;
+
+	(void)state;
+	h = established(ct, A, 0x7, 0xe07, 0);
+	/* One the peer rejected drains for its client, but cm.c resets
+	 * that one to idle: it goes with the client. */
+	in(ct, CM_ATTR_REJ, 0xe08, out(ct, A, CM_ATTR_REQ, 0x8, 0, 0), 0x8, 0);
+	assert_int_equal(count(ct, CONN_TIMEWAIT), 1);
+	conn_purge_client(ct, A);
+	assert_int_equal(total(ct), 1);
+	assert_int_equal(nemitted, 1);
+	assert_int_equal(emitted[0].why, CONN_ANS_DREQ_ABANDONED);
+	assert_int_equal(count(ct, CONN_TIMEWAIT), 1);
+	assert_int_equal(conn_expire(ct, TW - 1), 0);
+	assert_int_equal(nemitted, 1); /* never again */
+	assert_int_equal(in_rc(ct, CM_ATTR_DREP, 0xe07, h, TW - 1), -ESTALE);
+	/* The peer reusing its comm ID meanwhile: a stale connection. */
+	mk(mad, CM_ATTR_REQ, 0xe07, 0, 1);
+	assert_int_equal(conn_note_req(ct, B, 0, mad, &path, TW - 1), -ESTALE);
+	assert_int_equal(emitted[1].why, CONN_ANS_REJ_STALE);
+	assert_int_equal(conn_expire(ct, TW), 1);
+	assert_int_equal(total(ct), 0);
 	conn_table_free(ct);
 }
 
@@ -1241,6 +1279,18 @@ static void test_state_survives_the_daemon(void **state)
 	assert_int_equal(nemitted, 1);
 	assert_int_equal(emitted[0].why, CONN_ANS_DREQ_ABANDONED);
 	assert_int_equal(local_of(emitted[0].mad), h3);
+	/* What B left draining in TimeWait (beside client 10's own ended
+	 * connection) outlives another restart, owned by no client: no
+	 * client ID comes from it. */
+	assert_int_equal(count(ct, CONN_TIMEWAIT), 2);
+	conn_restore_detach(ct);
+	conn_table_free(ct);
+	ct = open_table(file, 42, &restored);
+	assert_int_equal(count(ct, CONN_TIMEWAIT), 2);
+	assert_true(conn_restore_max_client(ct) < 1000);
+	conn_restore_purge_unclaimed(ct); /* the grace ends */
+	assert_int_equal(count(ct, CONN_TIMEWAIT), 2);
+	assert_int_equal(in_rc(ct, CM_ATTR_DREP, 0x933, h3, 2000), -ESTALE);
 	conn_table_free(ct);
 
 	/* Another port: what was on the old one cannot be kept. */
@@ -1269,6 +1319,7 @@ int main(void)
 		cmocka_unit_test(test_inbound_matches_peer),
 		cmocka_unit_test(test_comm_id_reuse),
 		cmocka_unit_test(test_purge_tells_peers),
+		cmocka_unit_test(test_gone_clients_connections_drain),
 		cmocka_unit_test(test_unknown_dreq_answered),
 		cmocka_unit_test(test_quota_and_purge),
 		cmocka_unit_test(test_quotas_count_what_the_client_does),
