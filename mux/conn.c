@@ -1003,39 +1003,76 @@ static uint32_t conn_departed_record(struct conn_table *ct)
 	return i != CONN_NO_OWNER ? i : conn_table_cl_new(ct, CONN_DEPARTED);
 }
 
-/* Every entry of a client's record: abandoned as cm_destroy_id() would;
- * what cm.c would keep in TimeWait moves to the departed record to drain
- * there, the rest goes, and the client's record with it. */
-void conn_purge_record(struct conn_table *ct, uint32_t owner)
+/*
+ * Entries of record owner (every one, or those from gid on port, when
+ * gid is given) abandoned as cm_destroy_id() would abandon them: what
+ * cm.c would keep in TimeWait moves to the departed record to drain
+ * there; the rest goes, with the record when it is every entry.
+ * -ENOMEM when there is no memory to walk them (nothing changes then,
+ * unless it is every entry).
+ */
+static int conn_abandon_record(struct conn_table *ct, uint32_t owner,
+			       unsigned port, const struct gid *gid)
 {
 	struct conn_client *cc = &ct->cl[owner];
-	uint32_t i, n = 0, departed, *keep;
+	uint32_t i, n = 0, departed = CONN_NO_OWNER, *pick;
+	int lingers, from_departed = cc->id == CONN_DEPARTED;
 	struct conn *c;
 
-	keep = cc->n ? malloc(cc->n * sizeof(*keep)) : NULL;
+	/* Two bits of a picked index say what becomes of it. */
+	pick = cc->n ? malloc(cc->n * sizeof(*pick)) : NULL;
+	if (cc->n && pick == NULL && gid)
+		return -ENOMEM;
 	for (i = 0; i < cc->conns.cap; i++) {
 		if (cc->conns.cell[i] == 0)
 			continue;
 		c = conn_at(ct, cc->conns.cell[i] - 1);
-		if ((c->flags & CF_ORPHAN) ? conn_state_of(c) == CONN_TIMEWAIT
-					   : conn_abandon(ct, c, ct->now_ms))
-			if (keep)
-				keep[n++] = cc->conns.cell[i] - 1;
+		if (gid && (c->port != port ||
+			    gid_cmp(&conn_path_of(ct, c)->local_gid, gid) != 0))
+			continue;
+		lingers = (c->flags & CF_ORPHAN)
+				  ? conn_state_of(c) == CONN_TIMEWAIT
+				  : conn_abandon(ct, c, ct->now_ms);
+		if (pick)
+			pick[n++] = (cc->conns.cell[i] - 1) << 1 |
+				    (uint32_t)lingers;
 	}
-	/* (Moved after the walk: removing from the set moves its cells.)
-	 * Without memory or a record for them, they go with the rest. */
-	departed = n && cc->id != CONN_DEPARTED ? conn_departed_record(ct)
-						: CONN_NO_OWNER;
-	for (i = 0; i < n && departed != CONN_NO_OWNER; i++) {
-		c = conn_at(ct, keep[i]);
-		c->flags |= CF_ORPHAN;
-		if (conn_table_rehome(ct, c, departed) < 0)
-			break;
+	/* (After the walk: removing from the set moves its cells.)  Without
+	 * a record for them, what would linger goes with the rest. */
+	for (i = 0; i < n; i++) {
+		c = conn_at(ct, pick[i] >> 1);
+		if ((pick[i] & 1) && !from_departed &&
+		    departed == CONN_NO_OWNER)
+			departed = conn_departed_record(ct);
+		if ((pick[i] & 1) && departed != CONN_NO_OWNER) {
+			c->flags |= CF_ORPHAN;
+			if (conn_table_rehome(ct, c, departed) == 0)
+				continue;
+		}
+		if (gid)
+			conn_table_remove(ct, c);
 	}
-	free(keep);
-	conn_table_drop_client(ct, owner);
+	free(pick);
+	if (!gid)
+		conn_table_drop_client(ct, owner);
 	if (departed != CONN_NO_OWNER)
 		conn_table_cl_forget_empty(ct, departed);
+	return 0;
+}
+
+void conn_purge_record(struct conn_table *ct, uint32_t owner)
+{
+	(void)conn_abandon_record(ct, owner, 0, NULL);
+}
+
+int conn_purge_gid(struct conn_table *ct, uint64_t client, unsigned port,
+		   const struct gid *gid)
+{
+	uint32_t owner = conn_table_cl_find(ct, client);
+
+	if (ct->detached || owner == CONN_NO_OWNER)
+		return 0;
+	return conn_abandon_record(ct, owner, port, gid);
 }
 
 void conn_purge_client(struct conn_table *ct, uint64_t client)

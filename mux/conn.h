@@ -224,6 +224,12 @@ unsigned conn_expire(struct conn_table *ct, uint64_t now_ms);
 /* The same, at most max entries (the caller holds a lock others wait on). */
 unsigned conn_expire_some(struct conn_table *ct, uint64_t now_ms, unsigned max);
 
+/* The client gave up gid on port (a QEMU guest reset: its CM is gone):
+ * its connections from that GID end as if the client had gone.  0, or
+ * -ENOMEM (they stay). */
+int conn_purge_gid(struct conn_table *ct, uint64_t client, unsigned port,
+		   const struct gid *gid);
+
 /* The client is gone: tell its peers (DREQ, REJ, DREP as its states ask)
  * and forget its entries. */
 void conn_purge_client(struct conn_table *ct, uint64_t client);

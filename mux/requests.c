@@ -417,7 +417,7 @@ static json_t *requests_op_unregister_gid(struct mux *mux,
 	port = requests_port_gid(mux, req, &gid, &err);
 	if (port == NULL)
 		return err;
-	rc = router_unregister_gid(mux->router, port->index, &gid, ci->id);
+	rc = router_unregister_gid(mux->router, port->index, &gid, ci->id, 0);
 	if (rc == -ENOENT)
 		return proto_reply_error(ENOENT,
 					 "GID %s is not registered on %s",
@@ -1119,8 +1119,11 @@ void requests_qemu_handle(struct mux *mux, struct client_info *ci,
 		err = requests_qemu_register(mux, ci, port, &gid);
 		break;
 	case QEMU_MSG_OP_UNREG:
+		/* pvrdma unregisters the guest's GIDs when the guest resets
+		 * its device (a reboot): the guest's CM is gone, and its
+		 * connections with it. */
 		rc = router_unregister_gid(mux->router, port->index, &gid,
-					   ci->id);
+					   ci->id, 1);
 		err = rc == -ENOENT ? QEMU_MSG_ENOTFOUND
 				    : requests_qemu_code(rc);
 		break;

@@ -449,7 +449,8 @@ out:
 }
 
 int router_unregister_gid(struct router *r, unsigned port,
-			  const struct gid *gid, uint64_t client)
+			  const struct gid *gid, uint64_t client,
+			  int end_connections)
 {
 	struct gid_entry probe = { .port = port, .gid = *gid }, *e;
 	struct router_client *c;
@@ -469,8 +470,11 @@ int router_unregister_gid(struct router *r, unsigned port,
 			c->ngids--;
 			router_client_put_if_empty(r, c);
 		}
+		/* Its peers are told (DREQ, REJ, DREP) once unlocked. */
+		if (end_connections)
+			rc = conn_purge_gid(r->conns, client, port, gid);
 	}
-	pthread_mutex_unlock(&r->lock);
+	router_unlock_flush(r);
 	return rc;
 }
 

@@ -77,8 +77,11 @@ int router_owner_claim_identity(struct router *r, uint32_t uid,
 
 int router_register_gid(struct router *r, unsigned port, const struct gid *gid,
 			uint64_t client);
+/* end_connections: the client's connections from the GID end too, as
+ * if it had gone (a QEMU guest reset, whose CM went with it). */
 int router_unregister_gid(struct router *r, unsigned port,
-			  const struct gid *gid, uint64_t client);
+			  const struct gid *gid, uint64_t client,
+			  int end_connections);
 int router_owns_gid(struct router *r, unsigned port, const struct gid *gid,
 		    uint64_t client);
 /* GIDs a MAD says are its sender's (its source, a REQ's local port GIDs,

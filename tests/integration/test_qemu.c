@@ -173,6 +173,12 @@ static void peer_expect(struct fx *f, uint16_t attr, uint8_t *mad)
 	assert_int_equal(cm_mad_attr_id(mad), attr);
 }
 
+/* The next MAD the peer gets, whatever it is. */
+static void peer_expect_any(struct fx *f, uint8_t *mad)
+{
+	assert_true(simpeer_recv(&f->p, mad, NULL, H_DEADLINE_MS));
+}
+
 static void qemu_expect(struct fx *f, uint16_t attr, struct qemu_msg *m)
 {
 	assert_int_equal(q_read(f->q, m, H_DEADLINE_MS), 0);
@@ -252,6 +258,67 @@ static void test_active_connection_repaired(void **state)
 	assert_int_equal(q_mad(f->q, GUEST, m), QEMU_MSG_OK);
 	peer_expect(f, CM_ATTR_DREP, r);
 	assert_true(hd_status_int(&f->d, "routing.draining") == 1);
+}
+
+/* A guest that reboots while QEMU stays connected: pvrdma unregisters
+ * its GIDs when the guest resets the device, and the guest's CM is gone
+ * with its connections.  Their peers hear what cm_destroy_id() says (a
+ * DREQ to the established one, a timeout REJ to the pending REQ), and
+ * nothing stays on the client's quota. */
+static void test_guest_reset_ends_its_connections(void **state)
+{
+	struct fx *f = *state;
+	uint8_t m[MAD_SIZE], r[MAD_SIZE];
+	struct qemu_msg in;
+	json_t *st, *c;
+	uint32_t h, h2;
+	int i, dreq = 0, rej = 0;
+
+	assert_int_equal(q_reg(f->q, QEMU_MSG_OP_REG, GUEST), QEMU_MSG_OK);
+	h_req(m, 0x5101, GUEST, PEER);
+	assert_int_equal(q_mad(f->q, GUEST, m), QEMU_MSG_OK);
+	peer_expect(f, CM_ATTR_REQ, r);
+	h = local_of(r);
+	h_mad(m, CM_ATTR_REP, 0x9101, h, 1);
+	simpeer_send(&f->p, GUEST, m);
+	qemu_expect(f, CM_ATTR_REP, &in);
+	h_mad(m, CM_ATTR_RTU, 0x5101, 0x9101, 1);
+	assert_int_equal(q_mad(f->q, GUEST, m), QEMU_MSG_OK);
+	peer_expect(f, CM_ATTR_RTU, r);
+	h_req(m, 0x5102, GUEST, PEER);
+	assert_int_equal(q_mad(f->q, GUEST, m), QEMU_MSG_OK);
+	peer_expect(f, CM_ATTR_REQ, r);
+	h2 = local_of(r);
+	assert_true(hd_status_int(&f->d, "routing.established") == 1);
+
+	assert_int_equal(q_reg(f->q, QEMU_MSG_OP_UNREG, GUEST), QEMU_MSG_OK);
+	for (i = 0; i < 2; i++) {
+		peer_expect_any(f, r);
+		if (cm_mad_attr_id(r) == CM_ATTR_DREQ) {
+			dreq++;
+			assert_int_equal(local_of(r), h);
+			assert_int_equal(remote_of(r), 0x9101);
+		} else {
+			rej++;
+			assert_int_equal(cm_mad_attr_id(r), CM_ATTR_REJ);
+			assert_int_equal(local_of(r), h2);
+			assert_int_equal(cm_field_get(r, CM_REJ_REASON),
+					 CM_REJ_REASON_TIMEOUT);
+		}
+	}
+	assert_true(dreq == 1 && rej == 1);
+	assert_true(hd_status_int(&f->d, "routing.established") == 0);
+	/* The torn-down one drains in TimeWait, on nobody's quota. */
+	assert_true(hd_status_int(&f->d, "routing.draining") == 1);
+	st = hd_status(&f->d);
+	c = json_array_get(json_object_get(st, "clients"), 0);
+	assert_int_equal(json_array_size(json_object_get(c, "connections")), 0);
+	json_decref(st);
+	/* The peer's DREP is absorbed, shown to no one. */
+	h_mad(m, CM_ATTR_DREP, 0x9101, h, 2);
+	simpeer_send(&f->p, GUEST, m);
+	assert_true(hd_wait_status_int(&f->d, "counters.drops.stale_connection",
+				       1));
 }
 
 /* The peer connects to the guest: REP, MRA and the rest go back to the
@@ -513,6 +580,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(
 			test_passive_connection_and_sidr, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_guest_reset_ends_its_connections, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_names_only_its_qps, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(

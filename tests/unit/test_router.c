@@ -120,9 +120,9 @@ static void test_gid_registry(void **state)
 	assert_true(router_owns_gid(r, 0, &g1, A));
 	assert_false(router_owns_gid(r, 0, &g1, B));
 	assert_true(router_gid_owner(r, 1, &g1) == B);
-	assert_int_equal(router_unregister_gid(r, 0, &g1, B), -EACCES);
-	assert_int_equal(router_unregister_gid(r, 0, &g2, A), -ENOENT);
-	assert_int_equal(router_unregister_gid(r, 0, &g1, A), 0);
+	assert_int_equal(router_unregister_gid(r, 0, &g1, B, 0), -EACCES);
+	assert_int_equal(router_unregister_gid(r, 0, &g2, A, 0), -ENOENT);
+	assert_int_equal(router_unregister_gid(r, 0, &g1, A, 0), 0);
 	assert_true(router_gid_owner(r, 0, &g1) == 0);
 	assert_int_equal(router_register_gid(r, 0, &g1, B), 0);
 	router_counts(r, &rc);
@@ -243,7 +243,7 @@ static uint32_t conn_for(struct router *r, uint16_t attr, uint32_t guest)
 		assert_int_equal(inbound(r, 0, mad, 0, &who), ROUTER_DELIVER);
 		mad_with_ids(mad, CM_ATTR_REP, guest, 0x5555);
 		assert_int_equal(outbound(r, 0, A, mad, 0), 0);
-		router_unregister_gid(r, 0, &a, A);
+		router_unregister_gid(r, 0, &a, A, 0);
 		return wire_get32(mad + 24);
 	}
 	req_to(mad, guest, "fd00::2");
