@@ -543,6 +543,18 @@ int conn_outbound(struct conn_table *ct, uint64_t client, unsigned port,
 	return 0;
 }
 
+uint8_t conn_reply_gid_type(struct conn_table *ct, unsigned port,
+			    const uint8_t *mad)
+{
+	uint16_t attr = cm_mad_attr_id(mad);
+	struct conn *c;
+
+	if (attr == CM_ATTR_SIDR_REQ || attr == CM_ATTR_SIDR_REP)
+		return 0;
+	c = conn_table_host_find(ct, CK_COMM, port, cm_mad_sender_id(mad));
+	return c ? conn_path_of(ct, c)->gid_type : 0;
+}
+
 /* ---- inbound: the peer's messages (cm.c's cm_*_handler) ------------------ */
 
 /* Whether the Local Comm ID of a peer's message names the peer this

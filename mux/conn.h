@@ -82,6 +82,9 @@ struct conn_path {
 	struct gid peer_gid;
 	uint16_t pkey_index;
 	uint8_t grh, sl, hop_limit, traffic_class;
+	/* The GID type the peer's MAD came on (IBV_GID_TYPE_* + 1), for
+	 * what answers it; 0: the port's preference. */
+	uint8_t gid_type;
 	uint32_t flow_label;
 };
 
@@ -180,6 +183,13 @@ const char *conn_answer_name(enum conn_answer a);
 int conn_outbound(struct conn_table *ct, uint64_t client, unsigned port,
 		  uint8_t *mad, const struct conn_path *path, uint64_t now_ms,
 		  unsigned max_conns);
+
+/* The GID type a client's MAD, translated by conn_outbound(), leaves as:
+ * that of the peer's MAD its connection began with when the peer began
+ * it (the REQ a REP answers, as cm_init_av_for_response() makes the
+ * passive side's path), 0 (the port's preference) otherwise. */
+uint8_t conn_reply_gid_type(struct conn_table *ct, unsigned port,
+			    const uint8_t *mad);
 
 /*
  * An inbound CM MAD that is routed by ID (everything but REQ and

@@ -64,6 +64,9 @@ struct conn {
 };
 
 _Static_assert(sizeof(struct conn) == 44, "an entry is 44 bytes");
+/* Path records are in the state file too: a field of conn_path takes
+ * padding, never size. */
+_Static_assert(sizeof(struct conn_path) == 44, "a path is 44 bytes");
 
 /* A path and our CA GUID, shared by the connections that use them. */
 struct conn_pathrec {

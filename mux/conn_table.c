@@ -127,7 +127,7 @@ static int conn_table_path_eq(const struct conn_path *a,
 	       a->pkey_index == b->pkey_index && a->grh == b->grh &&
 	       a->sl == b->sl && a->hop_limit == b->hop_limit &&
 	       a->traffic_class == b->traffic_class &&
-	       a->flow_label == b->flow_label;
+	       a->gid_type == b->gid_type && a->flow_label == b->flow_label;
 }
 
 /* ---- the table ------------------------------------------------------------ */

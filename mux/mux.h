@@ -369,10 +369,12 @@ struct port_ops {
 	/* Whether send sleeps (then clients' sends go through sender
 	 * threads, port_senders.c). */
 	int send_blocks;
-	/* Any thread: the index of a GID in the port's table as last read
-	 * (the preferred RoCE version where it is there twice), or
-	 * -ENOENT.  Never does I/O, so it is safe on every hot path. */
-	int (*gid_index)(struct port *p, const struct gid *gid);
+	/* Any thread: the index of a GID in the port's table as last read,
+	 * of type (a conn_path's gid_type: IBV_GID_TYPE_* + 1; 0 or a type
+	 * it is not there as: the preferred RoCE version where it is there
+	 * twice), or -ENOENT.  Never does I/O, so it is safe on every hot
+	 * path. */
+	int (*gid_index)(struct port *p, const struct gid *gid, int type);
 	/* Optional, any thread: read the GID table again now (a client
 	 * registers an address that may have just appeared). */
 	void (*gid_refresh)(struct port *p);
@@ -422,8 +424,9 @@ json_t *port_json(struct port *p, int with_gids);
 /* How the router sends the MADs it answers with (port.c). */
 extern const struct router_ops port_router_ops;
 
-/* Called by port implementations on the port thread. */
-void port_input(struct port *p, struct proto_mad *m);
+/* Called by port implementations on the port thread; gid_type: the type
+ * of the GID it arrived on (IBV_GID_TYPE_* + 1), 0 when unknown. */
+void port_input(struct port *p, struct proto_mad *m, int gid_type);
 /* A client's MAD out on p from gid_index, counted.  With may_defer, a
  * port whose send blocks takes it through its sender threads:
  * -EINPROGRESS, and the verdict on request rid reaches the client later

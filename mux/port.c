@@ -51,7 +51,8 @@ static struct log_ratelimit *port_drop_rl(void)
 
 /* Gets and Sets to the CM class are answered here (on a umad port the
  * kernel's MAD layer answers them before they reach us). */
-static int port_answer_class_request(struct port *p, const struct proto_mad *m)
+static int port_answer_class_request(struct port *p, const struct proto_mad *m,
+				     int gid_type)
 {
 	struct proto_mad resp;
 	struct gid local;
@@ -62,7 +63,7 @@ static int port_answer_class_request(struct port *p, const struct proto_mad *m)
 	resp.addr = m->addr;
 	resp.mad_len = MAD_SIZE;
 	memcpy(local.raw, m->addr.local_gid, 16);
-	idx = p->ops->gid_index(p, &local);
+	idx = p->ops->gid_index(p, &local, gid_type);
 	/* Counted before it leaves, so the count is never behind the wire. */
 	atomic_fetch_add(&p->mux->stats.class_requests_answered, 1);
 	if (idx < 0 || p->ops->send(p, &resp, idx) != 0)
@@ -70,7 +71,7 @@ static int port_answer_class_request(struct port *p, const struct proto_mad *m)
 	return 1;
 }
 
-void port_input(struct port *p, struct proto_mad *m)
+void port_input(struct port *p, struct proto_mad *m, int gid_type)
 {
 	struct mux *mux = p->mux;
 	struct client_info *ci;
@@ -85,9 +86,11 @@ void port_input(struct port *p, struct proto_mad *m)
 		atomic_fetch_add(&mux->stats.mads_in[cm_attr_index(
 					 cm_mad_attr_id(m->mad))],
 				 1);
-	if (port_answer_class_request(p, m))
+	if (port_answer_class_request(p, m, gid_type))
 		return;
 	router_path_from_addr(&m->addr, 1, &path);
+	/* What answers it leaves as it came (cm_init_av_for_response()). */
+	path.gid_type = (uint8_t)gid_type;
 	v = router_inbound(mux->router, p->index, m->mad, m->mad_len, &path,
 			   mux_now_ms(), &client);
 	if (v != ROUTER_DELIVER) {
@@ -230,7 +233,7 @@ static void port_send_answer(void *arg, enum conn_answer why, unsigned port,
 	if (port >= (unsigned)mux->nports)
 		return;
 	p = &mux->ports[port];
-	idx = p->ops->gid_index(p, &path->local_gid);
+	idx = p->ops->gid_index(p, &path->local_gid, path->gid_type);
 	if (idx < 0 || atomic_load(&p->state) != PORT_STATE_ACTIVE) {
 		atomic_fetch_add(&mux->stats.answers_failed, 1);
 		return;
@@ -286,7 +289,7 @@ static int port_gid_in_table(void *arg, unsigned port, const struct gid *gid)
 	if (port >= (unsigned)mux->nports)
 		return 0;
 	p = &mux->ports[port];
-	return p->ops->gid_index(p, gid) >= 0;
+	return p->ops->gid_index(p, gid, 0) >= 0;
 }
 
 const struct router_ops port_router_ops = {
@@ -328,7 +331,8 @@ static void port_count_missing(void *arg, unsigned port, const struct gid *gid,
 	struct missing_gids *m = arg;
 
 	(void)owner;
-	if (port == m->port->index && m->port->ops->gid_index(m->port, gid) < 0)
+	if (port == m->port->index &&
+	    m->port->ops->gid_index(m->port, gid, 0) < 0)
 		m->n++;
 }
 

@@ -85,11 +85,12 @@ static int port_sim_open(struct port *p, const struct port_spec *spec)
 	return 0;
 }
 
-static int port_sim_gid_index(struct port *p, const struct gid *gid)
+static int port_sim_gid_index(struct port *p, const struct gid *gid, int type)
 {
 	struct sim_port *sp = p->priv;
 	uint64_t i;
 
+	(void)type; /* one GID, one type */
 	return gid_map_get(&sp->index, 0, gid, &i) == 0 ? (int)i : -ENOENT;
 }
 
@@ -101,7 +102,7 @@ static void port_sim_receive(struct port *p, const struct proto_mad *wire)
 	struct gid dst;
 
 	memcpy(dst.raw, wire->addr.remote_gid, 16);
-	if (port_sim_gid_index(p, &dst) < 0 ||
+	if (port_sim_gid_index(p, &dst, 0) < 0 ||
 	    atomic_load(&p->state) != PORT_STATE_ACTIVE)
 		return;
 	memset(&in, 0, sizeof(in));
@@ -114,7 +115,7 @@ static void port_sim_receive(struct port *p, const struct proto_mad *wire)
 	in.addr.lid = 0;
 	in.mad_len = wire->mad_len;
 	memcpy(in.mad, wire->mad, wire->mad_len);
-	port_input(p, &in);
+	port_input(p, &in, 0);
 }
 
 static void port_sim_rx(evutil_socket_t fd, short what, void *arg)
@@ -162,7 +163,7 @@ static int port_sim_send(struct port *p, const struct proto_mad *m,
 
 	memcpy(wire.addr.local_gid, sp->gids[gid_index].raw, 16);
 	memcpy(dst.raw, wire.addr.remote_gid, 16);
-	if (port_sim_gid_index(p, &dst) >= 0) {
+	if (port_sim_gid_index(p, &dst, 0) >= 0) {
 		/* Between two GIDs of this port: the port's own loopback,
 		 * which never congests (the kernel's unix datagram queue
 		 * holds only net.unix.max_dgram_qlen datagrams). */

@@ -146,10 +146,11 @@ static int port_umad_want_type(const struct umad_agent_port *up)
 				     : IBV_GID_TYPE_ROCE_V2;
 }
 
-static int port_umad_gid_index(struct port *p, const struct gid *gid)
+static int port_umad_gid_index(struct port *p, const struct gid *gid, int type)
 {
 	struct umad_agent_port *up = p->priv;
-	int i, idx = -ENOENT, want = port_umad_want_type(up);
+	int i, idx = -ENOENT,
+	       want = type > 0 ? type - 1 : port_umad_want_type(up);
 
 	pthread_mutex_lock(&up->gid_lock);
 	for (i = 0; i < up->ngids; i++) {
@@ -345,7 +346,7 @@ static void port_umad_rx(evutil_socket_t fd, short what, void *arg)
 	uint8_t buf[sizeof(struct ib_user_mad) + PROTO_MAD_MAX];
 	struct ib_user_mad *um = (struct ib_user_mad *)buf;
 	struct proto_mad in;
-	int len, rc, budget = UMAD_RX_BUDGET;
+	int len, rc, gid_type, budget = UMAD_RX_BUDGET;
 
 	(void)fd;
 	(void)what;
@@ -377,14 +378,21 @@ static void port_umad_rx(evutil_socket_t fd, short what, void *arg)
 		in.addr.flow_label = ntohl(um->addr.flow_label) & 0xfffff;
 		in.addr.pkey_index = um->addr.pkey_index;
 		memcpy(in.addr.remote_gid, um->addr.gid, 16);
+		/* ib_umad gives the index of our GID the MAD came to, of
+		 * the type it came as (ib_init_ah_attr_from_wc()): what a
+		 * reply must leave from. */
+		gid_type = 0;
 		pthread_mutex_lock(&up->gid_lock);
-		if (um->addr.grh_present && um->addr.gid_index < up->ngids)
+		if (um->addr.grh_present && um->addr.gid_index < up->ngids) {
 			memcpy(in.addr.local_gid,
 			       up->gids[um->addr.gid_index].raw, 16);
+			if (up->valid[um->addr.gid_index])
+				gid_type = up->types[um->addr.gid_index] + 1;
+		}
 		pthread_mutex_unlock(&up->gid_lock);
 		in.mad_len = (uint16_t)len;
 		memcpy(in.mad, umad_get_mad(buf), (size_t)len);
-		port_input(p, &in);
+		port_input(p, &in, gid_type);
 	}
 }
 

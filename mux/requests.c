@@ -353,11 +353,11 @@ static int requests_gid_register_checked(struct mux *mux,
 			return -ENOSPC;
 		}
 	}
-	*idx = port->ops->gid_index(port, gid);
+	*idx = port->ops->gid_index(port, gid, 0);
 	if (*idx < 0 && port->ops->gid_refresh) {
 		/* The address may have just been added to the netdev. */
 		port->ops->gid_refresh(port);
-		*idx = port->ops->gid_index(port, gid);
+		*idx = port->ops->gid_index(port, gid, 0);
 	}
 	if (*idx < 0 && !in_table_optional) {
 		snprintf(text, len, "GID %s is not in the GID table of port %s",
@@ -530,7 +530,8 @@ static void requests_list_gid(void *arg, unsigned port_index,
 					(int)port_index, "gid",
 					gid_format(gid, buf), "port_name",
 					port->name, "in_table",
-					port->ops->gid_index(port, gid) >= 0));
+					port->ops->gid_index(port, gid, 0) >=
+						0));
 }
 
 static json_t *requests_op_list_gids(struct mux *mux, struct client_info *ci)
@@ -705,7 +706,7 @@ static int requests_path_fault(struct mux *mux, struct client_info *ci,
 		*why = "port is down";
 		return -ENETDOWN;
 	}
-	*idx = port->ops->gid_index(port, sgid);
+	*idx = port->ops->gid_index(port, sgid, 0);
 	if (*idx < 0) {
 		*reason = REFUSE_SOURCE_GID;
 		*why = "source GID has left the port's GID table";
@@ -815,7 +816,8 @@ int requests_send_mad(struct mux *mux, struct client_info *ci,
 	enum refusal reason;
 	struct gid sgid;
 	uint64_t now = mux_now_ms(); /* one clock read per MAD */
-	int idx, rc;
+	uint8_t gid_type = 0;
+	int idx, typed, rc;
 
 	/* Cheapest first; the rate limit before anything touches state. */
 	if (!policy_token_bucket_take(&ci->tb, now))
@@ -875,7 +877,7 @@ int requests_send_mad(struct mux *mux, struct client_info *ci,
 	/* From here on the MAD carries host comm IDs, not the guest's. */
 	rc = router_outbound(mux->router, port->index, ci->id, &claims,
 			     &not_owned, m->mad, &path, now,
-			     ci->rule->max_connections);
+			     ci->rule->max_connections, &gid_type);
 	if (rc == -EADDRNOTAVAIL && not_owned == 0)
 		return requests_refuse(
 			mux, ci, REFUSE_SOURCE_GID, -EADDRNOTAVAIL,
@@ -912,6 +914,9 @@ int requests_send_mad(struct mux *mux, struct client_info *ci,
 			  cm_attr_name(cm_mad_attr_id(m->mad)),
 			  (unsigned)cm_mad_sender_id(in->mad),
 			  (unsigned)cm_mad_sender_id(m->mad));
+	if (gid_type &&
+	    (typed = port->ops->gid_index(port, &sgid, gid_type)) >= 0)
+		idx = typed;
 	rc = port_send_client_mad(port, ci, m, idx, rid, may_defer);
 	if (rc && rc != -EINPROGRESS)
 		*why = "port send failed";

@@ -517,7 +517,7 @@ int router_owns_gid(struct router *r, unsigned port, const struct gid *gid,
 int router_outbound(struct router *r, unsigned port, uint64_t client,
 		    const struct router_claims *claims, unsigned *not_owned,
 		    uint8_t *mad, const struct conn_path *path, uint64_t now_ms,
-		    unsigned max_conns)
+		    unsigned max_conns, uint8_t *gid_type)
 {
 	unsigned i, j;
 	int rc;
@@ -540,6 +540,8 @@ int router_outbound(struct router *r, unsigned port, uint64_t client,
 	}
 	rc = conn_outbound(r->conns, client, port, mad, path, now_ms,
 			   max_conns);
+	if (rc == 0 && gid_type)
+		*gid_type = conn_reply_gid_type(r->conns, port, mad);
 	router_unlock_flush(r);
 	return rc;
 }

@@ -95,11 +95,12 @@ struct router_claims {
  * claims (may be NULL) is not the client's on the port, -EADDRNOTAVAIL
  * and its index in *not_owned, and nothing changes; otherwise translated
  * in place (comm ID, request ID, TID): 0 or a negative errno from
- * conn_outbound() (conn.h). */
+ * conn_outbound() (conn.h).  On 0, *gid_type (when not NULL) is the GID
+ * type the MAD should leave as (conn_reply_gid_type()). */
 int router_outbound(struct router *r, unsigned port, uint64_t client,
 		    const struct router_claims *claims, unsigned *not_owned,
 		    uint8_t *mad, const struct conn_path *path, uint64_t now_ms,
-		    unsigned max_conns);
+		    unsigned max_conns, uint8_t *gid_type);
 /* What becomes of an inbound MAD: delivered, or dropped and why (the
  * daemon counts each, rdmacm-muxctl(8) names them). */
 enum router_verdict {

@@ -531,6 +531,34 @@ static void test_retransmission_is_not_reuse(void **state)
 	conn_table_free(ct);
 }
 
+/* What answers a peer's REQ leaves as the REQ came (RoCE v1 or v2, as
+ * cm_init_av_for_response() makes the passive side's path); what the
+ * client started leaves as the port prefers. */
+static void test_replies_leave_as_the_req_came(void **state)
+{
+	struct conn_table *ct = new_table(7);
+	struct conn_path v1 = path;
+	uint8_t mad[MAD_SIZE];
+	uint32_t h;
+
+	(void)state;
+	v1.gid_type = 2; /* IBV_GID_TYPE_ROCE_V1 + 1 */
+	mk(mad, CM_ATTR_REQ, 0x990, 0, 1);
+	assert_int_equal(conn_note_req(ct, B, 0, mad, &v1, 0), 0);
+	mk(mad, CM_ATTR_REP, 0x99, 0x990, 2);
+	assert_int_equal(conn_outbound(ct, B, 0, mad, &path, 1, 0), 0);
+	assert_int_equal(conn_reply_gid_type(ct, 0, mad), 2);
+	h = local_of(mad);
+	in(ct, CM_ATTR_RTU, 0x990, h, 0x99, 2);
+	mk(mad, CM_ATTR_DREQ, 0x99, 0x990, 3);
+	assert_int_equal(conn_outbound(ct, B, 0, mad, &path, 3, 0), 0);
+	assert_int_equal(conn_reply_gid_type(ct, 0, mad), 2);
+	mk(mad, CM_ATTR_REQ, 0x98, 0, 4);
+	assert_int_equal(conn_outbound(ct, A, 0, mad, &path, 4, 0), 0);
+	assert_int_equal(conn_reply_gid_type(ct, 0, mad), 0);
+	conn_table_free(ct);
+}
+
 /* The peer's DREQ reaching a connection in REP_RCVD (its RTU refused or
  * lost) is the guest's to judge: delivered; if the guest was still in
  * REP_RCVD its cm.c drops it and sends its RTU, which passes, and the
@@ -1314,6 +1342,7 @@ int main(void)
 		cmocka_unit_test(test_timeout_rej_in_rep_sent),
 		cmocka_unit_test(test_retransmission_is_not_reuse),
 		cmocka_unit_test(test_peer_dreq_in_rep_rcvd),
+		cmocka_unit_test(test_replies_leave_as_the_req_came),
 		cmocka_unit_test(test_rej_from_the_client),
 		cmocka_unit_test(test_refusals),
 		cmocka_unit_test(test_inbound_matches_peer),

@@ -102,7 +102,8 @@ static int outbound(struct router *r, unsigned port, uint64_t client,
 {
 	struct conn_path path = { .peer_gid = peer_gid };
 
-	return router_outbound(r, port, client, NULL, NULL, mad, &path, now, 0);
+	return router_outbound(r, port, client, NULL, NULL, mad, &path, now, 0,
+			       NULL);
 }
 
 static void test_gid_registry(void **state)
@@ -405,7 +406,7 @@ static void test_outbound_claims(void **state)
 	assert_int_equal(router_register_gid(r, 0, &b1, B), 0);
 	req_to(mad, 0x10, "fd00::2");
 	assert_int_equal(router_outbound(r, 0, A, &claims, &not_owned, mad,
-					 &path, 0, 0),
+					 &path, 0, 0, NULL),
 			 -EADDRNOTAVAIL);
 	assert_int_equal(not_owned, 1);
 	assert_int_equal(cm_field_get(mad, CM_REQ_LOCAL_COMM_ID), 0x10);
@@ -414,12 +415,12 @@ static void test_outbound_claims(void **state)
 	/* The same GIDs on another port are nobody's there. */
 	claims.n = 1;
 	assert_int_equal(router_outbound(r, 1, A, &claims, &not_owned, mad,
-					 &path, 0, 0),
+					 &path, 0, 0, NULL),
 			 -EADDRNOTAVAIL);
 	assert_int_equal(not_owned, 0);
 	claims = (struct router_claims){ 2, { a2, a1 } };
 	assert_int_equal(router_outbound(r, 0, A, &claims, &not_owned, mad,
-					 &path, 0, 0),
+					 &path, 0, 0, NULL),
 			 0);
 	assert_true(cm_field_get(mad, CM_REQ_LOCAL_COMM_ID) != 0x10);
 	router_client_counts(r, A, &rc);
