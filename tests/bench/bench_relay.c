@@ -107,6 +107,7 @@ struct client {
 	uint32_t peer_local; /* the partner's comm ID, as seen */
 	uint32_t hs_id;      /* handshake: current guest comm ID */
 	uint16_t last_attr;  /* for a refusal's message */
+	int in_input;        /* client_input() is taking its frames */
 	uint32_t tid;        /* each MAD its own TID: a real port's
 					 * ib_umad refuses a send whose TID is
 					 * still outstanding */
@@ -277,7 +278,12 @@ static void send_mad(struct client *c, const uint8_t *mad)
 
 /* ---- workloads ----------------------------------------------------------- */
 
-enum workload { WL_REQ, WL_REPLY, WL_HANDSHAKE };
+/* WL_REQ: REQs that retransmit one comm ID per pair (the table stays
+ * as it is); WL_REQ_FRESH: each REQ a new connection (a fresh comm ID),
+ * which the partner rejects, as a storm of connection attempts makes the
+ * table grow, the quota bind and TimeWait fill; WL_REPLY: MRAs routed by
+ * comm ID; WL_HANDSHAKE: whole connections. */
+enum workload { WL_REQ, WL_REQ_FRESH, WL_REPLY, WL_HANDSHAKE };
 
 static enum workload wl;
 static unsigned want_inflight;
@@ -289,10 +295,13 @@ static int measuring;
 /* The MAD a sender sends in the throughput and latency workloads. */
 static void workload_mad(struct client *c, uint8_t *mad)
 {
-	if (wl == WL_REQ) {
+	if (wl == WL_REQ || wl == WL_REQ_FRESH) {
 		cm_mad_init(mad, CM_ATTR_REQ, ++c->tid);
+		/* Apart from the other workloads' comm IDs. */
 		cm_field_set(mad, CM_REQ_LOCAL_COMM_ID,
-			     0x100 + (uint32_t)c->pair);
+			     wl == WL_REQ
+				     ? 0x100 + (uint32_t)c->pair
+				     : 0x20000000u | (c->tid & 0x0fffffff));
 		cm_set_gid(mad, CM_REQ_OFF_PRIMARY_LOCAL_GID, &c->gid);
 		cm_set_gid(mad, CM_REQ_OFF_PRIMARY_REMOTE_GID,
 			   &partner(c)->gid);
@@ -330,6 +339,18 @@ static void on_mad(struct client *c, const uint8_t *mad)
 	c->received++;
 	if (attr == CM_ATTR_REQ)
 		c->peer_local = local; /* the sender's comm ID as seen here */
+	if (wl == WL_REQ_FRESH && attr == CM_ATTR_REQ) {
+		/* B turns the connection down (cm_issue_rej(): no comm ID
+		 * of its own), which ends A's entry in TimeWait. */
+		cm_mad_init(out, CM_ATTR_REJ, ++c->tid);
+		wire_put32(out + 28, local);
+		cm_field_set(out, CM_REJ_MESSAGE_REJECTED, CM_MSG_RESPONSE_REQ);
+		cm_field_set(out, CM_REJ_REASON,
+			     CM_REJ_REASON_CONSUMER_DEFINED);
+		wire_put64(out + TS_OFF, wire_get64(mad + TS_OFF));
+		send_mad(c, out);
+		return;
+	}
 	if (wl != WL_HANDSHAKE) {
 		if (measuring && lat && nlat < cap_lat)
 			lat[nlat++] = now_ns() - wire_get64(mad + TS_OFF);
@@ -371,7 +392,9 @@ static void on_mad(struct client *c, const uint8_t *mad)
 	}
 }
 
-/* Frames that arrived for c. */
+/* Frames that arrived for c.  An answer sent from on_mad() may find the
+ * socket full and pump meanwhile (send_frame()): c's own frames wait
+ * until this call has taken the ones it holds. */
 static void client_input(struct client *c)
 {
 	struct proto_frame f;
@@ -379,9 +402,12 @@ static void client_input(struct client *c)
 	size_t off = 0;
 	ssize_t n;
 
+	if (c->in_input)
+		return;
 	n = read(c->fd, c->rbuf + c->have, sizeof(c->rbuf) - c->have);
 	if (n <= 0)
 		return;
+	c->in_input = 1;
 	c->have += (size_t)n;
 	while (c->have - off >= PROTO_HDR_SIZE) {
 		if (proto_header_decode(c->rbuf + off, RBUF, &f) < 0) {
@@ -415,6 +441,7 @@ static void client_input(struct client *c)
 	}
 	memmove(c->rbuf, c->rbuf + off, c->have - off);
 	c->have -= off;
+	c->in_input = 0;
 }
 
 /* ---- running a workload --------------------------------------------------- */
@@ -1035,8 +1062,11 @@ static void setup_replies(void)
 }
 
 struct run_figures {
-	double req1, req16, rep1, rep16, hs, hs16, p50, p99, p999;
-	double open_sat, steal_pct, cpu_us;
+	double req1, req16, fresh1, fresh16, rep1, rep16, hs, hs16;
+	double p50, p99, p999, open_sat, steal_pct;
+	/* CPU per MAD delivered, in each closed-loop phase, microseconds */
+	double cpu_req1, cpu_req16, cpu_fresh1, cpu_fresh16, cpu_rep1,
+		cpu_rep16, cpu_hs, cpu_hs16;
 };
 
 #define MAX_ROUNDS 9
@@ -1073,38 +1103,77 @@ static void phase(const char *name)
 			use_daemon ? "daemon" : "relay", name, npairs);
 }
 
+/* The MADs delivered to every client so far. */
+static uint64_t delivered(void)
+{
+	uint64_t n = 0;
+	int i;
+
+	for (i = 0; i < 2 * npairs; i++)
+		n += clients[i].received;
+	return n;
+}
+
+/* One closed-loop phase: its rate (run() of secs), and the CPU the
+ * measured process (or thread) spent per MAD delivered meanwhile. */
+struct cpu_probe {
+	pid_t pid, tid;
+};
+
+static double phase_run(const struct cpu_probe *cp, const char *name,
+			double (*run)(double, unsigned), double secs,
+			unsigned arg, double *cpu_us)
+{
+	uint64_t c0, c1, m0, m1;
+	double rate;
+
+	phase(name);
+	m0 = delivered();
+	c0 = cpu_ns(cp->pid, cp->tid);
+	rate = run(secs, arg);
+	c1 = cpu_ns(cp->pid, cp->tid);
+	m1 = delivered();
+	*cpu_us = m1 > m0 ? (double)(c1 - c0) / 1000.0 / (double)(m1 - m0) : 0;
+	return rate;
+}
+
+static double closed_run(double secs, unsigned inflight)
+{
+	want_inflight = inflight;
+	return run_closed(secs);
+}
+
+static double handshakes_run(double secs, unsigned inflight)
+{
+	return run_handshakes(secs, (int)inflight);
+}
+
 static void measure(const char *path, pid_t cpu_pid, pid_t cpu_tid, double secs,
 		    struct run_figures *r, int with_latency)
 {
-	uint64_t c0, c1, mads0 = 0, mads1 = 0, st0, st1, tot0, tot1;
-	int i;
+	const struct cpu_probe cp = { cpu_pid, cpu_tid };
+	uint64_t st0, st1, tot0, tot1;
 
 	connect_all(path);
-	c0 = cpu_ns(cpu_pid, cpu_tid);
-	for (i = 0; i < 2 * npairs; i++)
-		mads0 += clients[i].received;
 	wl = WL_REQ;
-	want_inflight = 1;
-	phase("req_by_gid_1_inflight");
-	r->req1 = run_closed(secs);
-	want_inflight = 16;
-	phase("req_by_gid_16_inflight");
-	r->req16 = run_closed(secs);
-	for (i = 0; i < 2 * npairs; i++)
-		mads1 += clients[i].received;
-	c1 = cpu_ns(cpu_pid, cpu_tid);
-	r->cpu_us = mads1 > mads0 ? (double)(c1 - c0) / 1000.0 /
-					    (double)(mads1 - mads0)
-				  : 0;
+	r->req1 = phase_run(&cp, "req_by_gid_1_inflight", closed_run, secs, 1,
+			    &r->cpu_req1);
+	r->req16 = phase_run(&cp, "req_by_gid_16_inflight", closed_run, secs,
+			     16, &r->cpu_req16);
 	setup_replies();
 	/* In the daemon the REQ made B's peer record; B's MRAs answer it. */
 	wl = WL_REPLY;
-	want_inflight = 1;
-	phase("reply_by_comm_id_1_inflight");
-	r->rep1 = run_closed(secs);
-	want_inflight = 16;
-	phase("reply_by_comm_id_16_inflight");
-	r->rep16 = run_closed(secs);
+	r->rep1 = phase_run(&cp, "reply_by_comm_id_1_inflight", closed_run,
+			    secs, 1, &r->cpu_rep1);
+	r->rep16 = phase_run(&cp, "reply_by_comm_id_16_inflight", closed_run,
+			     secs, 16, &r->cpu_rep16);
+	drain();
+	wl = WL_REQ_FRESH;
+	r->fresh1 = phase_run(&cp, "req_fresh_1_inflight", closed_run, secs, 1,
+			      &r->cpu_fresh1);
+	r->fresh16 = phase_run(&cp, "req_fresh_16_inflight", closed_run, secs,
+			       16, &r->cpu_fresh16);
+	drain();
 	if (with_latency) {
 		wl = WL_REQ;
 		phase("open_loop_saturation");
@@ -1123,10 +1192,10 @@ static void measure(const char *path, pid_t cpu_pid, pid_t cpu_tid, double secs,
 		r->p999 = pct(0.999);
 	}
 	wl = WL_HANDSHAKE;
-	phase("handshakes");
-	r->hs = run_handshakes(secs, 1);
-	phase("handshakes_16_inflight");
-	r->hs16 = run_handshakes(secs, 16);
+	r->hs = phase_run(&cp, "handshakes", handshakes_run, secs, 1,
+			  &r->cpu_hs);
+	r->hs16 = phase_run(&cp, "handshakes_16_inflight", handshakes_run, secs,
+			    16, &r->cpu_hs16);
 	phase("end");
 	close_all();
 }
@@ -1227,6 +1296,11 @@ int main(int argc, char **argv)
 		snprintf(key, sizeof(key), "pairs=%d %s", npairs, name); \
 		figure(key, v);                                          \
 	} while (0)
+#define CPU_FIG(phase_name, field)                                 \
+	do {                                                       \
+		FIG("daemon_cpu_us_per_mad_" phase_name, d.field); \
+		FIG("relay_cpu_us_per_mad_" phase_name, b.field);  \
+	} while (0)
 		compare("req_by_gid_1_inflight", "mads_per_s", d.req1, b.req1);
 		compare("req_by_gid_16_inflight", "mads_per_s", d.req16,
 			b.req16);
@@ -1234,6 +1308,10 @@ int main(int argc, char **argv)
 			b.rep1);
 		compare("reply_by_comm_id_16_inflight", "mads_per_s", d.rep16,
 			b.rep16);
+		compare("req_fresh_1_inflight", "mads_per_s", d.fresh1,
+			b.fresh1);
+		compare("req_fresh_16_inflight", "mads_per_s", d.fresh16,
+			b.fresh16);
 		compare("handshakes", "per_s", d.hs, b.hs);
 		/* A handshake is five MADs: against the relay's frame rate. */
 		FIG("handshakes_16_inflight_vs_relay_frames", d.hs16 / b.req16);
@@ -1249,8 +1327,15 @@ int main(int argc, char **argv)
 		/* What the hypervisor took meanwhile: a VM's tail. */
 		FIG("latency_steal_pct", d.steal_pct);
 		FIG("relay_latency_steal_pct", b.steal_pct);
-		FIG("daemon_cpu_us_per_mad", d.cpu_us);
-		FIG("relay_cpu_us_per_mad", b.cpu_us);
+		/* CPU per MAD delivered, each phase on its own. */
+		CPU_FIG("req_by_gid_1_inflight", cpu_req1);
+		CPU_FIG("req_by_gid_16_inflight", cpu_req16);
+		CPU_FIG("reply_by_comm_id_1_inflight", cpu_rep1);
+		CPU_FIG("reply_by_comm_id_16_inflight", cpu_rep16);
+		CPU_FIG("req_fresh_1_inflight", cpu_fresh1);
+		CPU_FIG("req_fresh_16_inflight", cpu_fresh16);
+		CPU_FIG("handshakes", cpu_hs);
+		CPU_FIG("handshakes_16_inflight", cpu_hs16);
 		FIG("daemon_peak_rss_kb", (double)peak_rss_kb(daemon_pid));
 		if (nrun < MAX_PAIR_COUNTS) {
 			run_pairs[nrun] = npairs;
