@@ -559,6 +559,28 @@ static void test_replies_leave_as_the_req_came(void **state)
 	conn_table_free(ct);
 }
 
+/* A connection is found by its comm ID on any port of the host, as
+ * cm_acquire_id() finds it: after its path migrated to another port the
+ * peer's DREQ still reaches it (the peer's GID is checked as ever). */
+static void test_found_on_any_port(void **state)
+{
+	struct conn_table *ct = new_table(7);
+	uint8_t mad[MAD_SIZE];
+	uint64_t client = 0;
+	uint32_t h;
+
+	(void)state;
+	h = established(ct, A, 0x31, 0x931, 0);
+	mk(mad, CM_ATTR_DREQ, 0x931, h, 1);
+	assert_int_equal(conn_inbound(ct, 1, mad, &path, 1, &client), 0);
+	assert_true(client == A);
+	assert_int_equal(remote_of(mad), 0x31);
+	mk(mad, CM_ATTR_DREP, 0x931, h, 1);
+	assert_int_equal(conn_inbound(ct, 1, mad, &other_path, 2, &client),
+			 -EPERM);
+	conn_table_free(ct);
+}
+
 /* The peer's DREQ reaching a connection in REP_RCVD (its RTU refused or
  * lost) is the guest's to judge: delivered; if the guest was still in
  * REP_RCVD its cm.c drops it and sends its RTU, which passes, and the
@@ -1343,6 +1365,7 @@ int main(void)
 		cmocka_unit_test(test_retransmission_is_not_reuse),
 		cmocka_unit_test(test_peer_dreq_in_rep_rcvd),
 		cmocka_unit_test(test_replies_leave_as_the_req_came),
+		cmocka_unit_test(test_found_on_any_port),
 		cmocka_unit_test(test_rej_from_the_client),
 		cmocka_unit_test(test_refusals),
 		cmocka_unit_test(test_inbound_matches_peer),
