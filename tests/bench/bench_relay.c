@@ -18,7 +18,7 @@
  *   - the daemon's CPU microseconds per relayed MAD, and its peak RSS.
  * One line per figure ("bench: KEY VALUE"), or --json.
  *
- *   bench_relay [--daemon PATH] [--seconds S] [--pairs 1,8,64,256,1024]
+ *   bench_relay [--daemon PATH] [--seconds S] [--pairs 1,8,64,1024]
  *               [--rounds N] [--port DEV:PORT [--gid-base GID]] [--json]
  *               [--quick]
  *
@@ -1215,8 +1215,7 @@ int main(int argc, char **argv)
 	};
 	const char *bin = getenv("RDMACM_MUXD") ? getenv("RDMACM_MUXD")
 						: "build/rdmacm-muxd";
-	char pairs_list[128] = "1,8,64,256,1024",
-	     dir[] = "/tmp/rcm-bench.XXXXXX";
+	char pairs_list[128] = "1,8,64,1024", dir[] = "/tmp/rcm-bench.XXXXXX";
 	char sock[160], key[96], *tok, *save = NULL;
 	struct run_figures d, b, dr[MAX_ROUNDS], br[MAX_ROUNDS];
 	double run_req16[MAX_PAIR_COUNTS], run_relay_req16[MAX_PAIR_COUNTS];
