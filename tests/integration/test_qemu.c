@@ -196,6 +196,28 @@ static uint32_t remote_of(const uint8_t *m)
 	return wire_get32(m + 28);
 }
 
+/* The guest (its GID registered) connects to the peer: REQ with the
+ * guest's comm ID g, REP with the peer's p, RTU.  Returns the host comm
+ * ID the peer saw. */
+static uint32_t q_establish(struct fx *f, uint32_t g, uint32_t p)
+{
+	uint8_t m[MAD_SIZE], r[MAD_SIZE];
+	struct qemu_msg in;
+	uint32_t h;
+
+	h_req(m, g, GUEST, PEER);
+	assert_int_equal(q_mad(f->q, GUEST, m), QEMU_MSG_OK);
+	peer_expect(f, CM_ATTR_REQ, r);
+	h = local_of(r);
+	h_mad(m, CM_ATTR_REP, p, h, 1);
+	simpeer_send(&f->p, GUEST, m);
+	qemu_expect(f, CM_ATTR_REP, &in);
+	h_mad(m, CM_ATTR_RTU, g, p, 1);
+	assert_int_equal(q_mad(f->q, GUEST, m), QEMU_MSG_OK);
+	peer_expect(f, CM_ATTR_RTU, r);
+	return h;
+}
+
 /* GID registration with the old codes, by the full 128 bits. */
 static void test_register(void **state)
 {
@@ -269,22 +291,12 @@ static void test_guest_reset_ends_its_connections(void **state)
 {
 	struct fx *f = *state;
 	uint8_t m[MAD_SIZE], r[MAD_SIZE];
-	struct qemu_msg in;
 	json_t *st, *c;
 	uint32_t h, h2;
 	int i, dreq = 0, rej = 0;
 
 	assert_int_equal(q_reg(f->q, QEMU_MSG_OP_REG, GUEST), QEMU_MSG_OK);
-	h_req(m, 0x5101, GUEST, PEER);
-	assert_int_equal(q_mad(f->q, GUEST, m), QEMU_MSG_OK);
-	peer_expect(f, CM_ATTR_REQ, r);
-	h = local_of(r);
-	h_mad(m, CM_ATTR_REP, 0x9101, h, 1);
-	simpeer_send(&f->p, GUEST, m);
-	qemu_expect(f, CM_ATTR_REP, &in);
-	h_mad(m, CM_ATTR_RTU, 0x5101, 0x9101, 1);
-	assert_int_equal(q_mad(f->q, GUEST, m), QEMU_MSG_OK);
-	peer_expect(f, CM_ATTR_RTU, r);
+	h = q_establish(f, 0x5101, 0x9101);
 	h_req(m, 0x5102, GUEST, PEER);
 	assert_int_equal(q_mad(f->q, GUEST, m), QEMU_MSG_OK);
 	peer_expect(f, CM_ATTR_REQ, r);
@@ -421,16 +433,7 @@ static void test_restart_keeps_qemu_connections(void **state)
 	uint32_t h;
 
 	assert_int_equal(q_reg(f->q, QEMU_MSG_OP_REG, GUEST), QEMU_MSG_OK);
-	h_req(m, 0x5101, GUEST, PEER);
-	assert_int_equal(q_mad(f->q, GUEST, m), QEMU_MSG_OK);
-	peer_expect(f, CM_ATTR_REQ, r);
-	h = local_of(r);
-	h_mad(m, CM_ATTR_REP, 0x9101, h, 1);
-	simpeer_send(&f->p, GUEST, m);
-	qemu_expect(f, CM_ATTR_REP, &in);
-	h_mad(m, CM_ATTR_RTU, 0x5101, 0x9101, 1);
-	assert_int_equal(q_mad(f->q, GUEST, m), QEMU_MSG_OK);
-	peer_expect(f, CM_ATTR_RTU, r);
+	h = q_establish(f, 0x5101, 0x9101);
 
 	hd_kill(&f->d, SIGKILL);
 	close(f->q);
