@@ -295,6 +295,12 @@ uint64_t cm_service_timeout_ms(unsigned t)
 	return (ns + 999999) / 1000000;
 }
 
+unsigned cm_timeout_log2_ms(unsigned t)
+{
+	t &= 31;
+	return t > 8 ? t - 8 : 0;
+}
+
 int cm_mad_validate(const uint8_t *mad, size_t len)
 {
 	if (len != MAD_SIZE)

@@ -287,6 +287,10 @@ void cm_build_sidr_rep(uint8_t *mad, uint64_t tid, uint32_t request_id,
 		       unsigned status, uint64_t service_id);
 /* MRA Service Timeout (4.096 us * 2^t) in milliseconds, rounded up. */
 uint64_t cm_service_timeout_ms(unsigned t);
+/* A CM timeout (a REQ's CM Response Timeout) as cm.c reads it
+ * (cm_convert_to_ms(): 4.096 us * 2^t taken as 2^(t-8) ms, at least
+ * 1 ms): the exponent of that power of two. */
+unsigned cm_timeout_log2_ms(unsigned t);
 
 /* Checks the common header for a CM Send MAD of a full 256 bytes.
  * Returns 0 or -EBADMSG (bad version/class), -EPROTO (bad method),

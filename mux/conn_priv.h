@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/cm_mad.h"
 #include "common/hset.h"
 #include "common/tree.h"
 #include "mux/conn.h"
@@ -228,7 +229,7 @@ static inline unsigned conn_timing_retries(const struct conn *c)
 static inline void conn_set_timing(struct conn *c, unsigned iba_time,
 				   unsigned retries)
 {
-	unsigned log2_ms = iba_time > 8 ? iba_time - 8 : 0;
+	unsigned log2_ms = cm_timeout_log2_ms(iba_time);
 
 	if (log2_ms > 15)
 		log2_ms = 15;

@@ -97,11 +97,6 @@ static unsigned iba_time_of_ms(unsigned ms)
 	return t;
 }
 
-static unsigned ms_of_iba_time(unsigned t)
-{
-	return 1u << (t > 8 ? (t > 31 ? 23 : t - 8) : 0);
-}
-
 int gcm_connect(struct gcm *g, uint64_t now_ms)
 {
 	uint8_t *m = g->last_sent;
@@ -109,7 +104,7 @@ int gcm_connect(struct gcm *g, uint64_t now_ms)
 
 	if (g->state != GCM_IDLE && g->state != GCM_CLOSED)
 		return -EINVAL;
-	g->timeout_ms = ms_of_iba_time(t);
+	g->timeout_ms = 1u << cm_timeout_log2_ms(t);
 	g->max_retries = g->p.max_retries & 0xf;
 	g->tid = new_tid(g);
 	cm_mad_init(m, CM_ATTR_REQ, g->tid);
@@ -215,8 +210,11 @@ static void on_req(struct gcm *g, const uint8_t *mad, const struct gid *src,
 	copy_peer_data(g, mad + CM_REQ_OFF_PRIVATE_DATA + CMA_HDR_SIZE,
 		       CM_REQ_PRIVATE_DATA_SIZE - CMA_HDR_SIZE);
 	/* The REP is retried as the REQ asks (cm_req_handler()). */
-	g->timeout_ms = ms_of_iba_time(
-		(unsigned)cm_field_get(mad, CM_REQ_LOCAL_CM_RESPONSE_TIMEOUT));
+	g->timeout_ms =
+		1u << cm_timeout_log2_ms(
+			(unsigned)
+				cm_field_get(mad,
+					     CM_REQ_LOCAL_CM_RESPONSE_TIMEOUT));
 	g->max_retries = (unsigned)cm_field_get(mad, CM_REQ_MAX_CM_RETRIES);
 	/* A REP answers the REQ's transaction. */
 	g->tid = cm_mad_tid(mad);
