@@ -72,6 +72,27 @@ static void conn_send_answer(struct conn_table *ct, enum conn_answer why,
 		ct->emit(ct->emit_arg, &e);
 }
 
+uint32_t conn_answer_tid(struct conn_table *ct, const uint8_t *request)
+{
+	uint32_t low = (uint32_t)cm_mad_tid(request),
+		 sender = cm_mad_sender_id(request);
+
+	return sender != 0 && low == sender ? low : conn_table_next_tid(ct);
+}
+
+/* What cm.c's own ID would carry: the peer's TID on the passive side
+ * (its REQ's, its DREQ's: their comm ID, as cm.c forms them), ours
+ * (the host ID) on the active side. */
+static uint32_t conn_own_tid(const struct conn_table *ct, const struct conn *c)
+{
+	switch (conn_state_of(c)) {
+	case CONN_REQ_RCVD:
+	case CONN_REP_SENT:
+	case CONN_DREQ_RCVD: return c->peer_id;
+	default: return conn_host_id(ct, c);
+	}
+}
+
 static void conn_emit_rej(struct conn_table *ct, struct conn *c, unsigned msg,
 			  unsigned reason, enum conn_answer why)
 {
@@ -81,8 +102,8 @@ static void conn_emit_rej(struct conn_table *ct, struct conn *c, unsigned msg,
 	/* A timeout REJ names our CA GUID, by which the peer finds the
 	 * REQ it never answered (cm.c's cm_acquire_rejected_id). */
 	wire_put64(guid, ct->paths[c->path].ca_guid);
-	cm_build_rej(mad, conn_table_next_tid(ct), conn_host_id(ct, c),
-		     c->peer_id, msg, reason, timeout ? guid : NULL,
+	cm_build_rej(mad, conn_own_tid(ct, c), conn_host_id(ct, c), c->peer_id,
+		     msg, reason, timeout ? guid : NULL,
 		     timeout ? sizeof(guid) : 0);
 	conn_send_answer(ct, why, c->port, conn_path_of(ct, c), mad);
 }
@@ -126,14 +147,14 @@ static int conn_abandon(struct conn_table *ct, struct conn *c, uint64_t now_ms)
 			      CONN_ANS_REJ_ABANDONED);
 		break;
 	case CONN_ESTABLISHED:
-		cm_build_dreq(mad, conn_table_next_tid(ct), conn_host_id(ct, c),
+		cm_build_dreq(mad, conn_own_tid(ct, c), conn_host_id(ct, c),
 			      c->peer_id, conn_peer_qpn(c));
 		conn_send_answer(ct, CONN_ANS_DREQ_ABANDONED, c->port,
 				 conn_path_of(ct, c), mad);
 		lingers = 1;
 		break;
 	case CONN_DREQ_RCVD:
-		cm_build_drep(mad, conn_table_next_tid(ct), conn_host_id(ct, c),
+		cm_build_drep(mad, conn_own_tid(ct, c), conn_host_id(ct, c),
 			      c->peer_id);
 		conn_send_answer(ct, CONN_ANS_DREP_ABANDONED, c->port,
 				 conn_path_of(ct, c), mad);
@@ -717,7 +738,7 @@ static void conn_answer_drep(struct conn_table *ct, enum conn_answer why,
 	uint8_t mad[MAD_SIZE];
 
 	/* cm_issue_drep(): the DREQ's IDs swapped. */
-	cm_build_drep(mad, conn_table_next_tid(ct), cm_mad_receiver_id(dreq),
+	cm_build_drep(mad, conn_answer_tid(ct, dreq), cm_mad_receiver_id(dreq),
 		      cm_mad_sender_id(dreq));
 	conn_send_answer(ct, why, port, path, mad);
 }
@@ -878,7 +899,7 @@ int conn_note_req(struct conn_table *ct, uint64_t client, unsigned port,
 		 * TimeWait: cm.c's cm_dup_req_handler() rejects it. */
 		/* As cm_issue_rej() does: the REQ's sender can only match
 		 * a REJ of its REQ (it knows no ID of ours yet). */
-		cm_build_rej(rej, conn_table_next_tid(ct), 0, peer_id,
+		cm_build_rej(rej, conn_answer_tid(ct, mad), 0, peer_id,
 			     CM_MSG_RESPONSE_REQ, CM_REJ_REASON_STALE_CONN,
 			     NULL, 0);
 		conn_send_answer(ct, CONN_ANS_REJ_STALE, port,

@@ -160,6 +160,13 @@ void conn_table_client_counts(struct conn_table *ct, uint64_t client,
 
 /* ---- conn.c: the state machine -------------------------------------------- */
 
+/* The low TID half of the daemon's own answer to `request` (a REJ of a
+ * REQ, a DREP of a DREQ, a SIDR_REP): the request's, where it is the
+ * sender's comm ID as cm.c forms TIDs (cm_form_tid(); cm.c answers with
+ * the TID it was sent), otherwise a fresh one: a spoofed request does not
+ * choose what our sends are keyed by in ib_umad. */
+uint32_t conn_answer_tid(struct conn_table *ct, const uint8_t *request);
+
 const char *conn_state_name(enum conn_state s);
 const char *conn_answer_name(enum conn_answer a);
 

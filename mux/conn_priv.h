@@ -61,7 +61,7 @@ struct conn {
 	uint8_t state; /* enum conn_state; the high nibble: last send's attr */
 	uint8_t flags;
 	uint8_t timer; /* class, TC_NONE */
-	uint8_t tid;   /* sequence of the last send's wire TID */
+	uint8_t spare; /* free (the entry stays 44 bytes) */
 };
 
 _Static_assert(sizeof(struct conn) == 44, "an entry is 44 bytes");

@@ -618,7 +618,7 @@ static struct conn *conn_table_slot_alloc(struct conn_table *ct)
 {
 	uint32_t idx;
 	struct conn *c;
-	uint8_t gen, tid;
+	uint8_t gen;
 
 	if (ct->nfree < CONN_REUSE_AFTER &&
 	    conn_table_array_grow(ct, CONN_STORE_ENTRIES, &ct->hwm, ct->cap,
@@ -635,9 +635,7 @@ static struct conn *conn_table_slot_alloc(struct conn_table *ct)
 		return NULL;
 	}
 	gen = (uint8_t)(c->gen + 1);
-	tid = c->tid;
 	memset(c, 0, sizeof(*c));
-	c->tid = tid;
 	/* Host ID 0 is never given. */
 	if (((((uint32_t)gen << 24) | idx) ^ ct->random_operand) == 0)
 		gen++;
@@ -895,12 +893,6 @@ struct conn *conn_table_create_bound(struct conn_table *ct, enum conn_kind kind,
 
 #define TID_HIGH 0xffffffff00000000ull
 
-static uint32_t conn_table_wire_tid(const struct conn_table *ct,
-				    const struct conn *c)
-{
-	return ((conn_idx(ct, c) + 1) << 8) | c->tid;
-}
-
 static uint64_t conn_table_guest_tid(const struct conn *c)
 {
 	return (uint64_t)c->guest_tid_hi << 32 | c->guest_tid_lo;
@@ -925,30 +917,41 @@ int conn_table_tid_repeats(const struct conn *c, const uint8_t *mad)
 	       conn_table_guest_tid(c) == cm_mad_tid(mad);
 }
 
-/* A client's send gets a fresh low TID half, unless it repeats its last
- * send (same attribute and guest TID): a retransmission keeps its TID. */
+/*
+ * cm.c's TIDs (cm_form_tid()): a message of its own carries its comm ID
+ * in the low half, an answer the TID of the message it answers.  So a
+ * client's send leaves with the host ID in the low half, unless it
+ * answers with the peer's own TID as cm.c forms it (the peer's comm ID):
+ * a peer sees the TIDs a host's kernel CM would send, and no tenant
+ * picks a TID that another's send could collide with in ib_umad (which
+ * refuses a send whose TID is still outstanding: port_umad waits).  The
+ * high half is ib_umad's: it puts the agent's number there.
+ */
 void conn_table_tid_out(struct conn *c, const struct conn_table *ct,
 			uint8_t *mad)
 {
 	uint64_t tid = cm_mad_tid(mad);
 	unsigned attr = conn_table_attr_nibble(mad);
+	uint32_t low = (uint32_t)tid;
 
 	if (!conn_table_tid_repeats(c, mad)) {
-		c->tid = (uint8_t)(c->tid == 0xff ? 1 : c->tid + 1);
 		c->state = (uint8_t)((attr << 4) | (c->state & 0x0f));
 		c->guest_tid_hi = (uint32_t)(tid >> 32);
-		c->guest_tid_lo = (uint32_t)tid;
+		c->guest_tid_lo = low;
 	}
-	wire_put64(mad + MAD_OFF_TID,
-		   (tid & TID_HIGH) | conn_table_wire_tid(ct, c));
+	if (c->peer_id == 0 || low != c->peer_id)
+		low = conn_host_id(ct, c);
+	wire_put64(mad + MAD_OFF_TID, (tid & TID_HIGH) | low);
 }
 
-/* A message that echoes the TID of our last send gets the guest's back. */
+/* A message that echoes the host ID we put in the client's last send's
+ * TID gets the client's TID back. */
 void conn_table_tid_in(const struct conn_table *ct, const struct conn *c,
 		       uint8_t *mad)
 {
 	if (conn_table_tid_attr(c) &&
-	    (uint32_t)cm_mad_tid(mad) == conn_table_wire_tid(ct, c))
+	    (c->peer_id == 0 || c->guest_tid_lo != c->peer_id) &&
+	    (uint32_t)cm_mad_tid(mad) == conn_host_id(ct, c))
 		wire_put64(mad + MAD_OFF_TID, conn_table_guest_tid(c));
 }
 

@@ -578,7 +578,7 @@ static enum router_verdict router_answer_no_listener(
 {
 	struct conn_emit e = { .port = port, .path = path };
 	uint8_t out[MAD_SIZE];
-	uint32_t tid = conn_table_next_tid(r->conns);
+	uint32_t tid = conn_answer_tid(r->conns, mad);
 
 	if (r->ops == NULL || r->ops->gid_in_table == NULL ||
 	    !r->ops->gid_in_table(r->ops_arg, port, &path->local_gid))

@@ -186,33 +186,42 @@ static void test_two_clients_same_comm_id(void **state)
 	conn_table_free(ct);
 }
 
-/* ib_umad refuses a send whose TID equals one still outstanding: the
- * guest's RTU and DREQ of one connection (same guest TID, as Linux's CM
- * forms it) leave with different TIDs; a retransmission keeps its TID. */
-static void test_wire_tids_unique(void **state)
+/* TIDs as cm.c forms them (cm_form_tid()): the guest's own messages
+ * (its TID's low half its comm ID) leave with the host ID there, every
+ * one of a connection alike; an answer keeps the peer's TID where that
+ * is the peer's comm ID, and gets the host ID otherwise (no tenant picks
+ * what its sends are keyed by in ib_umad). */
+static void test_wire_tids_as_cm_forms_them(void **state)
 {
 	struct conn_table *ct = new_table(7);
 	uint8_t mad[MAD_SIZE];
-	uint64_t t_req, t_req2, t_rtu, t_dreq;
-	uint32_t h;
+	uint32_t h, hp;
 
 	(void)state;
-	mk(mad, CM_ATTR_REQ, 0x21, 0, 0x55);
+	mk(mad, CM_ATTR_REQ, 0x21, 0, 0x1234000000000021ull);
 	assert_int_equal(conn_outbound(ct, A, 0, mad, &path, 0, 0), 0);
-	t_req = wire_get64(mad + 8);
 	h = local_of(mad);
-	mk(mad, CM_ATTR_REQ, 0x21, 0, 0x55);
-	assert_int_equal(conn_outbound(ct, A, 0, mad, &path, 1, 0), 0);
-	t_req2 = wire_get64(mad + 8);
-	assert_true(t_req == t_req2);
+	assert_int_equal((uint32_t)wire_get64(mad + 8), h);
+	assert_int_equal(wire_get64(mad + 8) >> 32, 0x12340000u);
 	in(ct, CM_ATTR_REP, 0x900, h, 0x21, 2);
-	mk(mad, CM_ATTR_RTU, 0x21, 0x900, 0x55);
+	mk(mad, CM_ATTR_RTU, 0x21, 0x900, 0x1234000000000021ull);
 	assert_int_equal(conn_outbound(ct, A, 0, mad, &path, 3, 0), 0);
-	t_rtu = wire_get64(mad + 8);
-	mk(mad, CM_ATTR_DREQ, 0x21, 0x900, 0x55);
+	assert_int_equal((uint32_t)wire_get64(mad + 8), h);
+	mk(mad, CM_ATTR_DREQ, 0x21, 0x900, 0x1234000000000021ull);
 	assert_int_equal(conn_outbound(ct, A, 0, mad, &path, 4, 0), 0);
-	t_dreq = wire_get64(mad + 8);
-	assert_true(t_req != t_rtu && t_rtu != t_dreq && t_req != t_dreq);
+	assert_int_equal((uint32_t)wire_get64(mad + 8), h);
+
+	/* Passive: the peer's REQ (cm.c's TID: its comm ID 0x700 low);
+	 * the REP that echoes it keeps it, one with a TID of its own
+	 * choosing gets the host ID. */
+	note_req(ct, B, 0x700, 5);
+	mk(mad, CM_ATTR_REP, 0x31, 0x700, 0x9999000000000700ull);
+	assert_int_equal(conn_outbound(ct, B, 0, mad, &path, 6, 0), 0);
+	hp = local_of(mad);
+	assert_int_equal((uint32_t)wire_get64(mad + 8), 0x700);
+	mk(mad, CM_ATTR_REP, 0x31, 0x700, 0x9999000000000701ull);
+	assert_int_equal(conn_outbound(ct, B, 0, mad, &path, 7, 0), 0);
+	assert_int_equal((uint32_t)wire_get64(mad + 8), hp);
 	conn_table_free(ct);
 }
 
@@ -1354,7 +1363,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_two_clients_same_comm_id),
-		cmocka_unit_test(test_wire_tids_unique),
+		cmocka_unit_test(test_wire_tids_as_cm_forms_them),
 		cmocka_unit_test(test_active_lifecycle_and_long_idle),
 		cmocka_unit_test(test_mra_extends_by_service_timeout),
 		cmocka_unit_test(test_abandoned_handshake),
