@@ -88,7 +88,7 @@ INTEG_BINS := $(addprefix $(B)/tests/,$(INTEG_TESTS))
 
 
 .PHONY: soak
-.PHONY: print-unit-tests print-integration-tests check-house check-format check-units bench bench-lab check-lab all clean check check-quick check-unit \
+.PHONY: print-unit-tests print-integration-tests check-house check-format check-units bench bench-lab check-lab check-conformance all clean check check-quick check-unit \
 	demo install uninstall dist distcheck deb fuzz tests
 UNITS   := $(B)/systemd/rdmacm-muxd.service $(B)/systemd/rdmacm-muxd.socket
 EXAMPLE := $(B)/example/device_model
@@ -200,12 +200,20 @@ $(B)/tests/verbs_selftest: $(B)/obj/tests/e2e/verbs_selftest.o $(HARNESS_OBJ) $(
 # the kernel's rdma_cm (librdmacm, the peer side) and of a VM through the
 # daemon (libmuxbe and the guest CM).
 E2E_BINS := $(B)/tests/verbs_selftest $(B)/tests/mad_send $(B)/bench/cm_rate \
-	    $(B)/bench/cm_rate_vm $(B)/tests/rdma_hold
+	    $(B)/bench/cm_rate_vm $(B)/tests/rdma_hold $(B)/tests/cm_peer $(B)/tests/cm_app
 $(B)/bench/cm_rate: $(B)/obj/tests/bench/cm_rate.o
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ -lrdmacm -libverbs
 # One connection held across daemon restarts, in the pvrdma guest too.
 $(B)/tests/rdma_hold: $(B)/obj/tests/e2e/rdma_hold.o
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_ALL) -o $@ $^ -lrdmacm -libverbs
+# The conformance run: a raw CM peer on umad, and the application side
+# (librdmacm) of each case, on a host and in the pvrdma guest.
+$(B)/tests/cm_peer: $(B)/obj/tests/conformance/cm_peer.o $(call obj,common/cm_mad.c common/gid.c)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_ALL) -o $@ $^ -libumad -lm
+$(B)/tests/cm_app: $(B)/obj/tests/conformance/cm_app.o
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ -lrdmacm -libverbs
 $(B)/tests/mad_send $(B)/bench/cm_rate_vm: $(LIBA)
@@ -231,6 +239,10 @@ check-quick:
 # The real kernel: soft-RoCE in QEMU VMs, stock rdma-core peers.
 check-lab: all tests
 	tests/e2e/run.sh
+
+# The conformance run alone (the kernel CM as the judge; part of check-lab).
+check-conformance: all tests
+	tests/e2e/run.sh 24-conformance
 
 # The lab benchmark at full size (see tests/e2e/scenarios/21-lab-benchmark.sh).
 bench-lab: all tests

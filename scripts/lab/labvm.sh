@@ -16,6 +16,8 @@
 #   --mem MIB          memory of VM a (default 1024; b always has 1024)
 #   --smp N            vCPUs of VM a (default 1)
 #   --prepare          only fetch and cache the kernel and initramfs
+# LAB_KEEP_SYNC=DIR: copy the shared directory there at the end (what the
+# VMs left in it, such as the conformance run's records).
 #
 # Exit status: SCRIPT_A's (then SCRIPT_B's if a's was 0); 124 timeout;
 # 125 the lab itself failed (the console tail is printed).
@@ -156,6 +158,7 @@ cleanup() {
 	local p
 	for p in "${QEMU_PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
 	for p in "${QEMU_PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+	[ -z "${LAB_KEEP_SYNC:-}" ] || cp -r "$CTL/sync/." "$LAB_KEEP_SYNC/"
 	rm -rf "$RUN"
 }
 trap cleanup EXIT

@@ -9,8 +9,9 @@
 #     linux-headers (downloaded and unpacked, not installed; ~20 s);
 #   - an initramfs for the guest: static busybox, vmxnet3, the RDMA core
 #     and CM modules and vmw_pvrdma (signatures stripped: no RSA check per
-#     insmod under emulation), stock rdma_client and rdma_server with their
-#     libraries and the vmw_pvrdma verbs provider, and tests/e2e/pvrdma/
+#     insmod under emulation), stock rdma_client and rdma_server, the
+#     lab's rdma_hold and cm_app (librdmacm), with their libraries and
+#     the vmw_pvrdma verbs provider, and tests/e2e/pvrdma/
 #     guest-init.sh as /init (uncompressed: gunzip under nested emulation
 #     costs seconds).
 # Prints the directory holding vmlinux, vmw_pvrdma.ko and initramfs.cpio.
@@ -64,7 +65,7 @@ fi
 BINS="rdma_client rdma_server ibv_devinfo"
 SBINS="ip rdma"
 # The lab's own, built by make tests (librdmacm, as rdma_client is).
-OWN_BINS="${B:-build}/tests/rdma_hold"
+OWN_BINS="${B:-build}/tests/rdma_hold ${B:-build}/tests/cm_app"
 for b in $OWN_BINS; do [ -x "$b" ] || die "$b is not built (make tests)"; done
 PROV=/usr/lib/x86_64-linux-gnu/libibverbs/libvmw_pvrdma-rdmav34.so
 hash=$({ cat tests/e2e/pvrdma/guest-init.sh; sha256sum /bin/busybox "$OUT/vmw_pvrdma.ko";

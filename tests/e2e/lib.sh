@@ -99,7 +99,9 @@ GUEST_IP=10.77.0.11
 QMP_PORT=4444
 guest_said() { grep -aq "$1" /tmp/guest.console 2>/dev/null; }
 # pvrdma_guest_start MODE TIMEOUT [CHARDEV-OPTIONS]: guest-init's g.mode
-# and g.tmo; the options go on the MAD chardev (",reconnect=1").
+# and g.tmo; the options go on the MAD chardev (",reconnect=1").  With
+# GUEST_CMD_PORT set, the guest's second serial port (g.mode=cmd's
+# command line) listens on that TCP port of 127.0.0.1.
 pvrdma_guest_start() {
 	local g
 	g=$(ls -d /var/cache/rdmacm-mux-lab/pvrdma-*/ | tail -n 1)
@@ -109,7 +111,8 @@ pvrdma_guest_start() {
 		-machine q35,memory-backend=mb -nodefaults -no-user-config -display none \
 		-no-reboot -kernel "$g/vmlinux" -initrd "$g/initramfs.cpio" \
 		-append "console=ttyS0 panic=-1 quiet g.mode=$1 g.ip=$GUEST_IP g.peer=$LAB_PEER_IP g.tmo=$2" \
-		-serial file:/tmp/guest.console -qmp "tcp:127.0.0.1:$QMP_PORT,server=on,wait=off" \
+		-serial file:/tmp/guest.console \
+		${GUEST_CMD_PORT:+-serial tcp:127.0.0.1:$GUEST_CMD_PORT,server=on,wait=off} -qmp "tcp:127.0.0.1:$QMP_PORT,server=on,wait=off" \
 		-netdev hubport,id=n1,hubid=0 \
 		-device vmxnet3,netdev=n1,mac=52:54:00:88:00:0b,addr=10.0,multifunction=on \
 		-chardev "socket,path=/var/run/rdmacm-mux-rxe0-1,id=mads${3:-}" \

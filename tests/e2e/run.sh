@@ -25,7 +25,7 @@ for f in "${SCEN[@]}"; do
 	LAB_TWO=0 MODULES_A=$NO_KCM MODULES_B=$NO_KCM LAB_OPTS=""
 	unset -f host_prepare
 	. "$f"
-	pre="set -e; export LAB_BENCH='${LAB_BENCH:-}'; cd '$REPO'; . tests/e2e/lib.sh; . '$f'; set +e"
+	pre="set -e; export LAB_BENCH='${LAB_BENCH:-}' CONF_CASES='${CONF_CASES:-}' CONF_VERBOSE='${CONF_VERBOSE:-}'; cd '$REPO'; . tests/e2e/lib.sh; . '$f'; set +e"
 	echo "== $name"
 	if declare -F host_prepare >/dev/null && ! out=$(host_prepare 2>&1); then
 		FAILED=$((FAILED + 1))
@@ -43,7 +43,11 @@ for f in "${SCEN[@]}"; do
 	dt=$(($(date +%s) - t0))
 	if [ "$rc" = 0 ]; then
 		PASSED=$((PASSED + 1))
-		echo "$out" | grep -E '(^|\] )ok: ' | sed 's/^/   /'
+		if [ -n "${CONF_VERBOSE:-}" ]; then
+			echo "$out" | sed 's/^/   | /'
+		else
+			echo "$out" | grep -E '(^|\] )ok: ' | sed 's/^/   /'
+		fi
 		echo "   PASS (${dt}s)"
 	else
 		FAILED=$((FAILED + 1))

@@ -12,6 +12,10 @@
 #                    rdma_hold (one connection to the peer's port 7472 held
 #                    across two daemon restarts: tests/e2e/rdma_hold.c),
 #                    then both
+#                    cmd: run the command lines that arrive on the
+#                    second serial port (ttyS1) until "quit": "run CMD"
+#                    starts CMD in the background, its output on ttyS1
+#                    (the conformance run's cm_app)
 #   g.tmo=SEC        timeout of each tool (default 60)
 # Milestones on the console start with "GUEST t=<uptime>"; the last line
 # is "GUEST done client=RC server=RC".
@@ -39,6 +43,17 @@ for i in $(seq 100); do
 done
 t net-ready
 crc=- src=- hrc=-
+case "$g_mode" in cmd)
+	stty -F /dev/ttyS1 raw -echo
+	t cmd-ready
+	while read -r line; do
+		case "$line" in
+		run\ *) (eval "timeout $g_tmo ${line#run }") >/dev/ttyS1 2>&1 & ;;
+		quit) break ;;
+		esac
+	done </dev/ttyS1
+	t cmd-end ;;
+esac
 case "$g_mode" in hold)
 	# A heartbeat: a guest that stops saying it has stopped running.
 	( while sleep 5; do t tick; done ) &
