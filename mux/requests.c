@@ -754,6 +754,19 @@ static int requests_named_qp(const uint8_t *mad, uint32_t *qpn,
 	}
 }
 
+/* A timeout REJ names in its ARI the CA GUID of its sender's REQ or
+ * REP, by which a peer's cm.c finds the connection it ends
+ * (cm_acquire_rejected_id()); that GUID left as the port's device's
+ * (requests_named_qp()), so the ARI must say the same. */
+static void requests_timeout_rej_guid(struct port *port, uint8_t *mad)
+{
+	if (cm_mad_attr_id(mad) != CM_ATTR_REJ ||
+	    cm_field_get(mad, CM_REJ_REASON) != CM_REJ_REASON_TIMEOUT ||
+	    cm_field_get(mad, CM_REJ_ARI_LENGTH) != CM_REJ_ARI_CA_GUID_LEN)
+		return;
+	wire_put64(mad + CM_REJ_OFF_ARI, port->ops->node_guid(port));
+}
+
 /* Whether the client's process owns the QP the MAD names, on this port:
  * the kernel's resource tracking says on a real port, the clients'
  * registrations on a simulated one.  A peer's cm.c takes (QPN, CA GUID)
@@ -872,6 +885,7 @@ int requests_send_mad(struct mux *mux, struct client_info *ci,
 			cm_field_set(m->mad, ca_guid,
 				     port->ops->node_guid(port));
 	}
+	requests_timeout_rej_guid(port, m->mad);
 	requests_claims(port, mad, &sgid, &claims, claim_names);
 	router_path_from_addr(&m->addr, 0, &path);
 	/* From here on the MAD carries host comm IDs, not the guest's. */

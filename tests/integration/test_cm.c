@@ -395,6 +395,30 @@ static void test_disconnect_mid_handshake(void **state)
 		hd_wait_status_int(&f->d, "counters.drops.unknown_comm_id", 1));
 }
 
+/* The guest's timeout REJ of its own REQ (cm_destroy_id() in REQ_SENT:
+ * Remote Comm ID 0, its CA GUID in the ARI) names the CA GUID its REQ
+ * left with, the port's device's, by which the peer's cm.c finds the
+ * connection (cm_acquire_rejected_id()): conformance case 32. */
+static void test_timeout_rej_names_the_reqs_guid(void **state)
+{
+	struct fx *f = *state;
+	uint8_t m[MAD_SIZE], r[MAD_SIZE], guest_guid[8];
+
+	h_req(m, 0x82, "fd00::1", PEER);
+	cm_field_set(m, CM_REQ_LOCAL_CA_GUID, 0x1111222233334444ull);
+	assert_int_equal(tc_send_sync(&f->a, PEER, m), 0);
+	peer_expect(f, CM_ATTR_REQ, r);
+	assert_true(cm_field_get(r, CM_REQ_LOCAL_CA_GUID) !=
+		    0x1111222233334444ull);
+	wire_put64(guest_guid, 0x1111222233334444ull);
+	cm_build_rej(m, 0x82, 0x82, 0, CM_MSG_RESPONSE_OTHER,
+		     CM_REJ_REASON_TIMEOUT, guest_guid, sizeof(guest_guid));
+	assert_int_equal(tc_send_sync(&f->a, PEER, m), 0);
+	peer_expect(f, CM_ATTR_REJ, m);
+	assert_int_equal(wire_get64(m + CM_REJ_OFF_ARI),
+			 cm_field_get(r, CM_REQ_LOCAL_CA_GUID));
+}
+
 /* Gets to the CM class are answered as the spec asks: ClassPortInfo
  * with its contents, anything else "unsupported". */
 static void test_class_port_info(void **state)
@@ -1213,6 +1237,8 @@ int main(void)
 						setup_short_timers, teardown),
 		cmocka_unit_test_setup_teardown(test_disconnect_mid_handshake,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_timeout_rej_names_the_reqs_guid, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_class_port_info, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(
