@@ -894,6 +894,14 @@ int conn_note_req(struct conn_table *ct, uint64_t client, unsigned port,
 	if (peer_id == 0)
 		return 0; /* nothing to key a record by; the guest decides */
 	c = conn_table_peer_find(ct, port, peer_id, &path->peer_gid);
+	if (c && conn_state_of(c) == CONN_TIMEWAIT && !(c->flags & CF_ORPHAN) &&
+	    conn_last_sent(c) == CM_ATTR_REJ) {
+		/* The client rejected that REQ: cm.c reset its ID to idle
+		 * and keeps no TimeWait, so the peer's REQ again is a new
+		 * connection request (conformance case 41). */
+		conn_table_remove(ct, c);
+		c = NULL;
+	}
 	if (c && conn_state_of(c) == CONN_TIMEWAIT) {
 		/* The peer reuses the comm ID of a connection still in
 		 * TimeWait: cm.c's cm_dup_req_handler() rejects it. */

@@ -763,13 +763,19 @@ static void test_comm_id_reuse(void **state)
 	in(ct, CM_ATTR_DREP, 0xa02, h_new, 0x91, 21);
 	assert_true(out(ct, A, CM_ATTR_REQ, 0x91, 0, 22) != h_new);
 	assert_int_equal(nemitted, 1);
-	/* The peer reuses its comm ID while ours is in TimeWait: REJ
-	 * "stale connection", as cm_dup_req_handler() answers. */
+	/* The peer reuses its comm ID while ours is in TimeWait after a
+	 * disconnect: REJ "stale connection", as cm_dup_req_handler()
+	 * answers (one a REJ ended is no TimeWait in cm.c:
+	 * test_rejected_req_again_is_new). */
 	{
 		uint8_t mad[MAD_SIZE];
+		uint32_t hb;
 
 		note_req(ct, B, 0xb01, 30);
-		out(ct, B, CM_ATTR_REJ, 0xb1, 0xb01, 31);
+		hb = out(ct, B, CM_ATTR_REP, 0xb1, 0xb01, 31);
+		in(ct, CM_ATTR_RTU, 0xb01, hb, 0xb1, 31);
+		in(ct, CM_ATTR_DREQ, 0xb01, hb, 0xb1, 31);
+		out(ct, B, CM_ATTR_DREP, 0xb1, 0xb01, 31);
 		mk(mad, CM_ATTR_REQ, 0xb01, 0, 1);
 		assert_int_equal(conn_note_req(ct, B, 0, mad, &path, 32),
 				 -ESTALE);
@@ -878,6 +884,27 @@ static void test_gone_clients_connections_drain(void **state)
 	assert_int_equal(emitted[1].why, CONN_ANS_REJ_STALE);
 	assert_int_equal(conn_expire(ct, TW), 1);
 	assert_int_equal(total(ct), 0);
+	conn_table_free(ct);
+}
+
+/* A REQ the client rejected leaves no TimeWait (cm.c resets its ID to
+ * idle): the peer's REQ again is a new request for the client, where one
+ * a DREQ ended is still a stale connection. */
+static void test_rejected_req_again_is_new(void **state)
+{
+	struct conn_table *ct = new_table(7);
+	uint8_t mad[MAD_SIZE];
+
+	(void)state;
+	note_req(ct, B, 0x710, 0);
+	mk(mad, CM_ATTR_REJ, 0x31, 0x710, 0x710);
+	assert_int_equal(conn_outbound(ct, B, 0, mad, &path, 1, 0), 0);
+	assert_int_equal(count(ct, CONN_TIMEWAIT), 1);
+	mk(mad, CM_ATTR_REQ, 0x710, 0, 0x710);
+	assert_int_equal(conn_note_req(ct, B, 0, mad, &path, 2), 0);
+	assert_int_equal(count(ct, CONN_TIMEWAIT), 0);
+	assert_int_equal(count(ct, CONN_REQ_RCVD), 1);
+	assert_int_equal(nemitted, 0);
 	conn_table_free(ct);
 }
 
@@ -1364,6 +1391,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_two_clients_same_comm_id),
 		cmocka_unit_test(test_wire_tids_as_cm_forms_them),
+		cmocka_unit_test(test_rejected_req_again_is_new),
 		cmocka_unit_test(test_active_lifecycle_and_long_idle),
 		cmocka_unit_test(test_mra_extends_by_service_timeout),
 		cmocka_unit_test(test_abandoned_handshake),
