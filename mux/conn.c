@@ -369,8 +369,8 @@ static int conn_out_rej_unnamed(struct conn_table *ct, uint64_t client,
 
 	if (c == NULL)
 		return -ENOENT;
+	conn_table_tid_answer(ct, mad, c->peer_id);
 	conn_table_remove(ct, c);
-	conn_table_tid_fresh(ct, mad);
 	return 1;
 }
 
@@ -548,8 +548,8 @@ int conn_outbound(struct conn_table *ct, uint64_t client, unsigned port,
 			rc = -ENOENT;
 			break;
 		}
+		conn_table_tid_answer(ct, mad, c->peer_id);
 		conn_table_remove(ct, c);
-		conn_table_tid_fresh(ct, mad);
 		rc = 1;
 		break;
 	}

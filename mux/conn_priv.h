@@ -386,8 +386,11 @@ int conn_table_tid_repeats(const struct conn *c, const uint8_t *mad);
 /* A message that echoes the TID of our last send gets the guest's back. */
 void conn_table_tid_in(const struct conn_table *ct, const struct conn *c,
 		       uint8_t *mad);
-/* A TID of the table's own for a MAD that belongs to no entry. */
-void conn_table_tid_fresh(struct conn_table *ct, uint8_t *mad);
+/* The TID of a client's answer that belongs to no entry (a REJ of a REQ
+ * before any reply, a SIDR_REP): the request's where its low half is
+ * the requester's ID `sender` (cm.c echoes it), else one of our own. */
+void conn_table_tid_answer(struct conn_table *ct, uint8_t *mad,
+			   uint32_t sender);
 
 /* ---- conn.c: the state machine -------------------------------------------- */
 

@@ -955,10 +955,14 @@ void conn_table_tid_in(const struct conn_table *ct, const struct conn *c,
 		wire_put64(mad + MAD_OFF_TID, conn_table_guest_tid(c));
 }
 
-void conn_table_tid_fresh(struct conn_table *ct, uint8_t *mad)
+void conn_table_tid_answer(struct conn_table *ct, uint8_t *mad, uint32_t sender)
 {
-	wire_put64(mad + MAD_OFF_TID,
-		   (cm_mad_tid(mad) & TID_HIGH) | conn_table_next_tid(ct));
+	uint64_t tid = cm_mad_tid(mad);
+	uint32_t low = (uint32_t)tid;
+
+	if (sender == 0 || low != sender)
+		low = conn_table_next_tid(ct);
+	wire_put64(mad + MAD_OFF_TID, (tid & TID_HIGH) | low);
 }
 
 uint64_t conn_table_next_deadline(struct conn_table *ct)
