@@ -9,7 +9,7 @@
  * order of first appearance, times become multiples of the case's unit.
  *
  *   cm_peer --dev DEV --port N --src-ip IP --ep-ip IP --host-ip IP
- *           --case FILE --ids N [--go FILE] [--verbose]
+ *           --case FILE --ids N [--go FILE] [--sync-prefix P] [--verbose]
  *
  * --ep-ip is the endpoint (where REQs go), --host-ip the address of the
  * endpoint's host that no endpoint listens on ("dst=host").  --ids seeds
@@ -21,6 +21,8 @@
  *   resend ATTR [c=N]    the last ATTR sent on the connection, byte for byte
  *   await ATTR [MS]      record arrivals until ATTR comes (default 10 s)
  *   wait MS              record arrivals for MS
+ *   sync NAME            have the endpoint's host act (--sync-prefix P:
+ *                        create P-NAME, wait for P-NAME-done)
  * Record lines: "S: recv ATTR fields... [dt=K]" (K = round(ms / unit)
  * since the last ATTR received) and "S: no ATTR" for an await that timed
  * out.
@@ -72,7 +74,8 @@ struct peer {
 	uint32_t ids;
 	unsigned unit_ms;
 	int verbose;
-	uint64_t next_tid;
+	const char *sync_prefix;
+	uint32_t next_tid; /* of a Get, which no connection owns */
 	struct peer_conn conn[MAX_CONNS];
 	struct peer_names their_ids, tids, qpns, guids;
 	/* TIDs this side sent, with what: a reply names the message. */
@@ -554,9 +557,11 @@ static void peer_parse_args(char **tok, int ntok, struct peer_args *a)
 	}
 }
 
-static uint64_t peer_new_tid(struct peer *p)
+/* A TID as cm.c forms one (cm_form_tid()): the sender's comm ID in the
+ * low half (ib_umad writes the high half).  The peer plays a Linux host. */
+static uint64_t peer_new_tid(struct peer *p, uint32_t local_id)
 {
-	return ((uint64_t)p->ids << 32) | ++p->next_tid;
+	return ((uint64_t)p->ids << 32) | local_id;
 }
 
 /* The TID a reply carries: cm.c answers with the TID of the message it
@@ -568,7 +573,7 @@ static uint64_t peer_reply_tid(struct peer *p, struct peer_conn *c,
 		return c->dreq_tid;
 	if (c->req_tid)
 		return c->req_tid;
-	return peer_new_tid(p);
+	return peer_new_tid(p, c->our_id);
 }
 
 static void peer_build_req(struct peer *p, struct peer_conn *c,
@@ -577,7 +582,7 @@ static void peer_build_req(struct peer *p, struct peer_conn *c,
 	const struct gid *dst = !strcmp(a->dst, "host") ? &p->host : &p->ep;
 	uint32_t qpn = a->qpn_of >= 0 ? p->conn[a->qpn_of].our_qpn : c->our_qpn;
 
-	c->req_tid = peer_new_tid(p);
+	c->req_tid = peer_new_tid(p, c->our_id);
 	c->dst = *dst;
 	cm_mad_init(mad, CM_ATTR_REQ, c->req_tid);
 	cm_field_set(mad, CM_REQ_LOCAL_COMM_ID, c->our_id);
@@ -644,7 +649,7 @@ static void peer_send(struct peer *p, const char *attr,
 		cm_field_set(mad, CM_RTU_LOCAL_COMM_ID, ours);
 		cm_field_set(mad, CM_RTU_REMOTE_COMM_ID, their);
 	} else if (!strcmp(attr, "DREQ")) {
-		cm_build_dreq(mad, peer_new_tid(p), ours, their,
+		cm_build_dreq(mad, peer_new_tid(p, ours), ours, their,
 			      a->unknown ? 0x123456 : c->their_qpn);
 	} else if (!strcmp(attr, "DREP")) {
 		cm_build_drep(mad, peer_reply_tid(p, c, CM_ATTR_DREQ), ours,
@@ -672,7 +677,7 @@ static void peer_send(struct peer *p, const char *attr,
 		cm_field_set(mad, CM_MRA_MESSAGE_MRAED, (uint64_t)msg);
 		cm_field_set(mad, CM_MRA_SERVICE_TIMEOUT, (uint64_t)a->st);
 	} else if (!strcmp(attr, "LAP")) {
-		cm_mad_init(mad, CM_ATTR_LAP, peer_new_tid(p));
+		cm_mad_init(mad, CM_ATTR_LAP, peer_new_tid(p, ours));
 		cm_field_set(mad, CM_LAP_LOCAL_COMM_ID, ours);
 		cm_field_set(mad, CM_LAP_REMOTE_COMM_ID, their);
 		cm_field_set(mad, CM_LAP_REMOTE_QPN, c->their_qpn);
@@ -684,7 +689,7 @@ static void peer_send(struct peer *p, const char *attr,
 		cm_field_set(mad, CM_APR_REMOTE_COMM_ID, their);
 		cm_field_set(mad, CM_APR_AP_STATUS, (uint64_t)a->status);
 	} else if (!strcmp(attr, "SIDR_REQ")) {
-		cm_mad_init(mad, CM_ATTR_SIDR_REQ, peer_new_tid(p));
+		cm_mad_init(mad, CM_ATTR_SIDR_REQ, peer_new_tid(p, ours));
 		cm_field_set(mad, CM_SIDR_REQ_REQUEST_ID, ours);
 		cm_field_set(mad, CM_SIDR_REQ_PKEY, 0xffff);
 		cm_field_set(mad, CM_SIDR_REQ_SERVICE_ID,
@@ -693,7 +698,8 @@ static void peer_send(struct peer *p, const char *attr,
 			      &p->ep, 40000);
 		dst = &p->ep;
 	} else if (!strcmp(attr, "CPI")) {
-		cm_mad_init(mad, CM_ATTR_CLASS_PORT_INFO, peer_new_tid(p));
+		cm_mad_init(mad, CM_ATTR_CLASS_PORT_INFO,
+			    peer_new_tid(p, ++p->next_tid));
 		mad[MAD_OFF_METHOD] = MAD_METHOD_GET;
 		dst = &p->ep;
 	} else {
@@ -722,6 +728,29 @@ static uint16_t peer_attr_by_name(const char *name)
 }
 
 /* ---- the case ------------------------------------------------------------ */
+
+/* Have the endpoint's host act (the scenario restarts the daemon for
+ * "sync restart"): create PREFIX-NAME, wait for PREFIX-NAME-done, and
+ * record what arrives meanwhile. */
+static void peer_sync(struct peer *p, const char *name)
+{
+	char path[512];
+	FILE *f;
+	int i;
+
+	if (!p->sync_prefix)
+		die("a sync step needs --sync-prefix");
+	snprintf(path, sizeof(path), "%s-%s", p->sync_prefix, name);
+	f = fopen(path, "w");
+	if (!f)
+		die("cannot create the sync file");
+	fclose(f);
+	snprintf(path, sizeof(path), "%s-%s-done", p->sync_prefix, name);
+	for (i = 0; i < 1200 && access(path, F_OK); i++)
+		peer_collect(p, 0, 100);
+	if (access(path, F_OK))
+		die("the endpoint's host never did what a sync step asked");
+}
 
 static void peer_step(struct peer *p, char *line)
 {
@@ -755,6 +784,8 @@ static void peer_step(struct peer *p, char *line)
 			printf("%d: no %s\n", p->step, tok[1]);
 	} else if (!strcmp(tok[0], "wait") && ntok == 2) {
 		peer_collect(p, 0, atoi(tok[1]));
+	} else if (!strcmp(tok[0], "sync") && ntok == 2) {
+		peer_sync(p, tok[1]);
 	} else {
 		die("unknown step");
 	}
@@ -773,6 +804,7 @@ int main(int argc, char **argv)
 		{ "ids", required_argument, NULL, 'i' },
 		{ "go", required_argument, NULL, 'g' },
 		{ "verbose", no_argument, NULL, 'v' },
+		{ "sync-prefix", required_argument, NULL, 'S' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *dev = "rxe0", *case_file = NULL, *go = NULL;
@@ -800,6 +832,7 @@ int main(int argc, char **argv)
 		case 'i': p.ids = (uint32_t)strtoul(optarg, NULL, 0); break;
 		case 'g': go = optarg; break;
 		case 'v': p.verbose = 1; break;
+		case 'S': p.sync_prefix = optarg; break;
 		default: die("bad option (see the head of cm_peer.c)");
 		}
 	}

@@ -120,3 +120,17 @@ pvrdma_guest_start() {
 		>/tmp/qemu.log 2>&1 &
 	QEMU_PID=$!
 }
+# The new daemon (the QEMU socket's options as scenarios 23 and 24 start
+# it) took QEMU back with the guest's GID.
+qemu_client_back() {
+	[ "$(status_get .counters.resumes)" = 1 ] &&
+		status_get '.clients[] | select(.protocol == "qemu-rdmacm-mux") | .gids[].gid' |
+			grep -qx "::ffff:$GUEST_IP"
+}
+restart_daemon() {
+	"$B/rdmacm-muxd" --port rxe0:1 -s /tmp/m.sock -S /tmp/s.sock --qemu-socket rxe0:1 \
+		2>>/tmp/d.log &
+	DAEMON_PID=$!
+	wait_for "$B/rdmacm-muxctl" -t 200 status >/dev/null 2>&1 || fail "daemon did not start again"
+	wait_for qemu_client_back || { status_json; fail "QEMU did not come back with its GID"; }
+}

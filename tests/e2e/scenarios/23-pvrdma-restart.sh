@@ -25,19 +25,6 @@ wait_guest() {
 	tail -n 20 /tmp/qemu.log
 	fail "the guest never said \"$1\""
 }
-qemu_client_back() {
-	[ "$(status_get .counters.resumes)" = 1 ] &&
-		status_get '.clients[] | select(.protocol == "qemu-rdmacm-mux") | .gids[].gid' |
-			grep -qx "::ffff:$GUEST_IP"
-}
-restart_daemon() {
-	"$B/rdmacm-muxd" --port rxe0:1 -s /tmp/m.sock -S /tmp/s.sock --qemu-socket rxe0:1 \
-		2>>/tmp/d.log &
-	DAEMON_PID=$!
-	wait_for "$B/rdmacm-muxctl" -t 200 status >/dev/null 2>&1 || fail "daemon did not start again"
-	wait_for qemu_client_back || { status_json; fail "QEMU did not come back with its GID"; }
-}
-
 host_a() {
 	local qemu libvirt
 	start_daemon --qemu-socket rxe0:1

@@ -32,6 +32,26 @@ wait_line() {
 	return 1
 }
 
+# conf_serve_syncs TAG MODE: until B's peer is done with the case, do
+# what its "sync" steps ask: "restart" kills the daemon (SIGKILL) and
+# starts it again, QEMU reconnecting (nothing to do for the kernel CM).
+conf_serve_syncs() {
+	local i
+	for i in $(seq 3000); do
+		[ -e "$LAB_SYNC/$1-peer-done" ] && return 0
+		if [ -e "$LAB_SYNC/$1-restart" ] && [ ! -e "$LAB_SYNC/$1-restart-done" ]; then
+			if [ "$2" = guest ]; then
+				kill -9 "$DAEMON_PID"
+				wait "$DAEMON_PID" 2>/dev/null
+				restart_daemon
+			fi
+			signal "$1-restart-done"
+		fi
+		sleep 0.1
+	done
+	fail "peer never signalled $1-peer-done"
+}
+
 # conf_phase PHASE MODE: every case's application side, on this host
 # (MODE native) or in the guest (MODE guest), in step with B.
 conf_phase() {
@@ -50,7 +70,7 @@ conf_phase() {
 		wait_line /tmp/app.log "cm_app[$tag]: ready" 120 ||
 			{ tail -n 20 /tmp/app.log; fail "$tag: cm_app did not start"; }
 		signal "$tag-go"
-		await_long 300 "$tag-peer-done"
+		conf_serve_syncs "$tag" "$mode"
 		wait_line /tmp/app.log "cm_app[$tag]: exit" 120 ||
 			{ tail -n 20 /tmp/app.log; fail "$tag: cm_app did not end"; }
 		grep -aF "cm_app[$tag]:" /tmp/app.log | tr -d '\r' >"$LAB_SYNC/$tag.app"
@@ -67,7 +87,7 @@ host_a() {
 	start_daemon --qemu-socket rxe0:1
 	tests/e2e/pvrdma/qmp-libvirt.sh "$QMP_PORT" /tmp/qmp.log &
 	libvirt=$!
-	GUEST_CMD_PORT=$CMD_PORT pvrdma_guest_start cmd 600
+	GUEST_CMD_PORT=$CMD_PORT pvrdma_guest_start cmd 600 ,reconnect=1
 	local i
 	for i in $(seq 600); do guest_said "cmd-ready" && break; sleep 1; done
 	guest_said "cmd-ready" || { tail -n 20 /tmp/guest.console; fail "the guest did not boot"; }
@@ -96,7 +116,7 @@ conf_peer() {
 		name=$(basename "$f" .case)
 		tag=$phase-$name
 		"$B/tests/cm_peer" --src-ip "$LAB_IP" --ep-ip "$2" --host-ip "$3" --case "$f" \
-			--ids $((base + n)) --go "$LAB_SYNC/$tag-go" \
+			--ids $((base + n)) --go "$LAB_SYNC/$tag-go" --sync-prefix "$LAB_SYNC/$tag" \
 			>"$LAB_SYNC/$tag.rec" 2>"$LAB_SYNC/$tag.err" &
 		pid=$!
 		wait_line "$LAB_SYNC/$tag.rec" "cm_peer: ready" 10 ||
