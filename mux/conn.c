@@ -74,10 +74,8 @@ static void conn_send_answer(struct conn_table *ct, enum conn_answer why,
 
 uint32_t conn_answer_tid(struct conn_table *ct, const uint8_t *request)
 {
-	uint32_t low = (uint32_t)cm_mad_tid(request),
-		 sender = cm_mad_sender_id(request);
-
-	return sender != 0 && low == sender ? low : conn_table_next_tid(ct);
+	return conn_table_echo_tid(ct, (uint32_t)cm_mad_tid(request),
+				   cm_mad_sender_id(request));
 }
 
 /* What cm.c's own ID would carry: the peer's TID on the passive side

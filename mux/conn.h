@@ -141,9 +141,6 @@ void conn_table_free(struct conn_table *ct);
 void conn_table_set_limits(struct conn_table *ct,
 			   const struct conn_limits *lim);
 
-/* A fresh low TID half for a MAD the caller sends on its own. */
-uint32_t conn_table_next_tid(struct conn_table *ct);
-
 /* Calls fn for a client's entries after the first skip, at most max of
  * them, in a stable order: comm IDs, then SIDR request IDs, each by the
  * guest's ID (peer records, which have none yet, first). */

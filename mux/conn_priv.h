@@ -391,6 +391,10 @@ void conn_table_tid_in(const struct conn_table *ct, const struct conn *c,
  * the requester's ID `sender` (cm.c echoes it), else one of our own. */
 void conn_table_tid_answer(struct conn_table *ct, uint8_t *mad,
 			   uint32_t sender);
+/* The low TID half of an answer to a message with low half `low` from
+ * `sender`: `low` where it is the sender's comm ID, else one of ours. */
+uint32_t conn_table_echo_tid(struct conn_table *ct, uint32_t low,
+			     uint32_t sender);
 
 /* ---- conn.c: the state machine -------------------------------------------- */
 

@@ -205,7 +205,8 @@ void conn_table_set_limits(struct conn_table *ct, const struct conn_limits *lim)
 	ct->lim.max_timewait = lim->max_timewait;
 }
 
-uint32_t conn_table_next_tid(struct conn_table *ct)
+/* A fresh low TID half for a MAD the daemon sends on its own. */
+static uint32_t conn_table_next_tid(struct conn_table *ct)
 {
 	ct->tid_seq = (ct->tid_seq + 1) & 0xffffff;
 	if (ct->store)
@@ -893,6 +894,13 @@ struct conn *conn_table_create_bound(struct conn_table *ct, enum conn_kind kind,
 
 #define TID_HIGH 0xffffffff00000000ull
 
+/* A TID's low half as cm.c forms its sender's (cm_form_tid()): the
+ * sender's comm ID. */
+static int conn_table_tid_is_senders(uint32_t low, uint32_t sender)
+{
+	return sender != 0 && low == sender;
+}
+
 static uint64_t conn_table_guest_tid(const struct conn *c)
 {
 	return (uint64_t)c->guest_tid_hi << 32 | c->guest_tid_lo;
@@ -939,7 +947,7 @@ void conn_table_tid_out(struct conn *c, const struct conn_table *ct,
 		c->guest_tid_hi = (uint32_t)(tid >> 32);
 		c->guest_tid_lo = low;
 	}
-	if (c->peer_id == 0 || low != c->peer_id)
+	if (!conn_table_tid_is_senders(low, c->peer_id))
 		low = conn_host_id(ct, c);
 	wire_put64(mad + MAD_OFF_TID, (tid & TID_HIGH) | low);
 }
@@ -950,7 +958,7 @@ void conn_table_tid_in(const struct conn_table *ct, const struct conn *c,
 		       uint8_t *mad)
 {
 	if (conn_table_tid_attr(c) &&
-	    (c->peer_id == 0 || c->guest_tid_lo != c->peer_id) &&
+	    !conn_table_tid_is_senders(c->guest_tid_lo, c->peer_id) &&
 	    (uint32_t)cm_mad_tid(mad) == conn_host_id(ct, c))
 		wire_put64(mad + MAD_OFF_TID, conn_table_guest_tid(c));
 }
@@ -958,11 +966,17 @@ void conn_table_tid_in(const struct conn_table *ct, const struct conn *c,
 void conn_table_tid_answer(struct conn_table *ct, uint8_t *mad, uint32_t sender)
 {
 	uint64_t tid = cm_mad_tid(mad);
-	uint32_t low = (uint32_t)tid;
 
-	if (sender == 0 || low != sender)
-		low = conn_table_next_tid(ct);
-	wire_put64(mad + MAD_OFF_TID, (tid & TID_HIGH) | low);
+	wire_put64(mad + MAD_OFF_TID,
+		   (tid & TID_HIGH) |
+			   conn_table_echo_tid(ct, (uint32_t)tid, sender));
+}
+
+uint32_t conn_table_echo_tid(struct conn_table *ct, uint32_t low,
+			     uint32_t sender)
+{
+	return conn_table_tid_is_senders(low, sender) ? low
+						      : conn_table_next_tid(ct);
 }
 
 uint64_t conn_table_next_deadline(struct conn_table *ct)
