@@ -922,7 +922,17 @@ struct qemu_proc {
 	struct muxbe *mb;
 	uint32_t guest[QEMU_CONNS], peer[QEMU_CONNS];
 	int rep[QEMU_CONNS], drep[QEMU_CONNS];
+	int links_up; /* times the native link came back */
 };
+
+static void qemu_link(void *user, int up, int status, const char *message)
+{
+	struct qemu_proc *qp = user;
+
+	(void)status;
+	(void)message;
+	qp->links_up += up;
+}
 
 static int qemu_connect(void)
 {
@@ -1042,8 +1052,13 @@ static int qemu_wait(struct qemu_proc *qp, const int *v, int ms)
  * status says what failed. */
 static int qemu_proc_run(int idx, int ready, int go)
 {
-	struct muxbe_options o = { .socket_path = S.sock, .name = "qemu-qpn" };
+	static const struct muxbe_callbacks cb = { .link = qemu_link };
 	struct qemu_proc qp = { .idx = idx };
+	struct muxbe_options o = { .socket_path = S.sock,
+				   .name = "qemu-qpn",
+				   .cb = &cb,
+				   .user = &qp };
+	uint64_t until;
 	int k, i;
 	uint8_t out[MAD_SIZE], byte = 1;
 	char text[32];
@@ -1094,16 +1109,28 @@ static int qemu_proc_run(int idx, int ready, int go)
 	if (qp.q < 0)
 		return 16;
 	/* The native connection re-registers the QPN once back up. */
-	for (i = 0; i < 100; i++) {
+	until = now_ms() + 10000;
+	while (qp.links_up == 0 && now_ms() < until) {
+		struct pollfd pfd = { .fd = muxbe_fd(qp.mb), .events = POLLIN };
+
+		poll(&pfd, 1, 50);
 		muxbe_process(qp.mb);
-		usleep(20000);
 	}
-	for (k = 0; k < QEMU_CONNS; k++) {
-		mad(out, CM_ATTR_DREQ, qp.guest[k], qp.peer[k]);
-		if (qemu_request(&qp, QEMU_MSG_OP_MAD, out) != 0)
-			return 17;
+	if (qp.links_up == 0)
+		return 19;
+	/* A DREQ again each second while no DREP came, as a guest's CM
+	 * does (the daemon's sends to a full peer are dropped). */
+	for (i = 0; i < 10 && qemu_count(qp.drep) < QEMU_CONNS; i++) {
+		for (k = 0; k < QEMU_CONNS; k++) {
+			if (qp.drep[k])
+				continue;
+			mad(out, CM_ATTR_DREQ, qp.guest[k], qp.peer[k]);
+			if (qemu_request(&qp, QEMU_MSG_OP_MAD, out) != 0)
+				return 17;
+		}
+		qemu_wait(&qp, qp.drep, 1000);
 	}
-	if (!qemu_wait(&qp, qp.drep, 10000))
+	if (qemu_count(qp.drep) < QEMU_CONNS)
 		return 18;
 	close(qp.q);
 	muxbe_close(qp.mb);
@@ -1149,19 +1176,28 @@ static void qemu_procs_ready(void)
 	}
 }
 
-/* After it: they end them; each must have had every DREP. */
-static void qemu_procs_finish(void)
+/* After it: they end their connections, while the native clients go on
+ * (they must claim theirs within the resume grace). */
+static void qemu_procs_go(void)
 {
 	uint8_t byte = 1;
-	int i, st;
+	int i;
 
 	for (i = 0; i < NQEMU; i++)
 		if (S.qemu_pid[i] && write(S.qemu_go[i], &byte, 1) != 1)
 			die("write");
+}
+
+/* Each must have had every DREP. */
+static void qemu_procs_reap(void)
+{
+	int i, st;
+
 	for (i = 0; i < NQEMU; i++) {
 		if (S.qemu_pid[i] == 0)
 			continue;
 		waitpid(S.qemu_pid[i], &st, 0);
+		S.qemu_pid[i] = 0;
 		check(WIFEXITED(st) && WEXITSTATUS(st) == 0,
 		      "QEMU process %d: its connections across the restart did not end well (exit 0x%x)",
 		      i, st);
@@ -1287,8 +1323,9 @@ int main(void)
 	daemon_start();
 	printf("soak: established_at_restart %llu\n",
 	       (unsigned long long)S.must_verify);
-	qemu_procs_finish();
+	qemu_procs_go();
 	run_phase(end, &rss_w2, &rss_e2, now_ms() + warm);
+	qemu_procs_reap();
 
 	/* Everything ends: the clients' connections first, then they go. */
 	for (uint64_t until = now_ms() + GIVE_UP_MS + 4000; now_ms() < until;) {
