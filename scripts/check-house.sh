@@ -177,6 +177,13 @@ if [ "$(git rev-parse --show-toplevel 2>/dev/null)" = "$PWD" ] &&
 			/^Fixes:/ && ($0 !~ /^Fixes: [0-9a-f]+ \(".*"\)$/ || length($2) != 12) {
 				print c ": \"" $0 "\" is not Fixes: <12 hex> (\"subject\")"; bad = 1 }
 			END { if (NR < 3 && !bad) print c ": no body" }'
+		# A Fixes: tag names an ancestor by its own subject.
+		git log -1 --format=%B "$c" | sed -n 's/^Fixes: \([0-9a-f]\{12\}\) ("\(.*\)")$/\1 \2/p' |
+			while read -r sha subject; do
+				[ "$(git log -1 --format=%s "$sha" 2>/dev/null)" = "$subject" ] &&
+					git merge-base --is-ancestor "$sha" "$c" ||
+					echo "${c:0:12}: Fixes: $sha is not an earlier commit named \"$subject\""
+			done
 	done)
 	[ -z "$wrong" ] && ok "commit messages since ${CONVENTION_BASE:0:12} follow the convention" ||
 		bad "commit messages: $wrong"
