@@ -1101,6 +1101,47 @@ static int conn_table_listing_cmp(const void *a, const void *b, void *arg)
 	return *(const uint32_t *)a < *(const uint32_t *)b ? -1 : 1;
 }
 
+/* Sift list[i] down the max-heap list[0..n) (the listing's order). */
+static void conn_table_listing_sift(struct conn_table *ct, uint32_t *list,
+				    uint32_t n, uint32_t i)
+{
+	uint32_t top = list[i], child;
+
+	while ((child = 2 * i + 1) < n) {
+		if (child + 1 < n &&
+		    conn_table_listing_cmp(&list[child + 1], &list[child], ct) >
+			    0)
+			child++;
+		if (conn_table_listing_cmp(&list[child], &top, ct) <= 0)
+			break;
+		list[i] = list[child];
+		i = child;
+	}
+	list[i] = top;
+}
+
+/* The first k of list[0..n) in the listing's order, into list[0..k):
+ * a status page of a client with thousands of entries sorts k of them,
+ * not all, while the router's lock is held. */
+static void conn_table_listing_first(struct conn_table *ct, uint32_t *list,
+				     uint32_t n, uint32_t k)
+{
+	uint32_t i;
+
+	if (k < n / 4) {
+		for (i = k / 2; i-- > 0;)
+			conn_table_listing_sift(ct, list, k, i);
+		for (i = k; i < n; i++)
+			if (conn_table_listing_cmp(&list[i], &list[0], ct) <
+			    0) {
+				list[0] = list[i];
+				conn_table_listing_sift(ct, list, k, 0);
+			}
+		n = k;
+	}
+	qsort_r(list, n, sizeof(*list), conn_table_listing_cmp, ct);
+}
+
 void conn_table_client_foreach(struct conn_table *ct, uint64_t client,
 			       unsigned skip, unsigned max, uint64_t now_ms,
 			       void (*fn)(void *arg, const struct conn_view *v),
@@ -1112,7 +1153,7 @@ void conn_table_client_foreach(struct conn_table *ct, uint64_t client,
 	uint32_t *list, n = 0, i;
 
 	conn_table_clock(ct, now_ms);
-	if (cc == NULL || cc->conns.n == 0 || skip >= cc->conns.n)
+	if (cc == NULL || cc->conns.n == 0 || skip >= cc->conns.n || max == 0)
 		return;
 	list = malloc(cc->conns.n * sizeof(*list));
 	if (list == NULL)
@@ -1120,7 +1161,7 @@ void conn_table_client_foreach(struct conn_table *ct, uint64_t client,
 	for (i = 0; i < cc->conns.cap; i++)
 		if (cc->conns.cell[i])
 			list[n++] = cc->conns.cell[i] - 1;
-	qsort_r(list, n, sizeof(*list), conn_table_listing_cmp, ct);
+	conn_table_listing_first(ct, list, n, max < n - skip ? skip + max : n);
 	for (i = skip; i < n && i - skip < max; i++) {
 		c = conn_at(ct, list[i]);
 		memset(&v, 0, sizeof(v));

@@ -1249,6 +1249,31 @@ static void test_listing_is_ordered_and_pages(void **state)
 	conn_table_free(ct);
 }
 
+/* A page of a client with many entries, picked without sorting them all,
+ * is the same as in a full sort: the first ones, then page by page. */
+static void test_listing_pages_of_many(void **state)
+{
+	enum { N = 60 }; /* within the table's 64 a client */
+	struct conn_table *ct = new_table(N);
+	uint32_t got[N + 2] = { 0 };
+	unsigned i, k;
+
+	(void)state;
+	/* Guest IDs in a scrambled order (37 is prime to N). */
+	for (i = 0; i < N; i++)
+		out(ct, A, CM_ATTR_REQ, 0x100 + (i * 37) % N, 0, 0);
+	conn_table_client_foreach(ct, A, 0, 3, 0, list_guest_ids, got);
+	for (k = 3; k < N; k += 7)
+		conn_table_client_foreach(ct, A, k, 7, 0, list_guest_ids, got);
+	assert_int_equal(got[0], N);
+	for (i = 0; i < N; i++)
+		assert_int_equal(got[1 + i], 0x100 + i);
+	/* Nothing asked, nothing listed. */
+	conn_table_client_foreach(ct, A, 0, 0, 0, list_guest_ids, got);
+	assert_int_equal(got[0], N);
+	conn_table_free(ct);
+}
+
 /* ---- persistence (conn_store.c) ---------------------------------------- */
 
 static struct conn_table *open_table_hs(const char *file, uint64_t port_id,
@@ -1419,6 +1444,7 @@ int main(void)
 		cmocka_unit_test(test_restored_timers_keep_their_order),
 		cmocka_unit_test(test_host_ids_not_reused_soon),
 		cmocka_unit_test(test_listing_is_ordered_and_pages),
+		cmocka_unit_test(test_listing_pages_of_many),
 	};
 
 	/* RCM_TEST_FILTER=test_name runs one (a pattern, see cmocka). */
