@@ -270,11 +270,14 @@ struct client_view {
 };
 
 static json_t *clients_view_json(const struct client_view *cv, struct router *r,
-				 unsigned conns_max, uint64_t now)
+				 unsigned *conns_left, uint64_t now)
 {
 	struct client_info *ci = cv->ci;
 	struct router_counts rc;
-	json_t *o;
+	json_t *o, *conns;
+
+	conns = router_conns_json(r, ci->id, 0, *conns_left, now);
+	*conns_left -= conns ? (unsigned)json_array_size(conns) : 0;
 
 	router_client_counts(r, ci->id, &rc);
 	o = json_pack(
@@ -282,8 +285,7 @@ static json_t *clients_view_json(const struct client_view *cv, struct router *r,
 		"id", (json_int_t)ci->id, "name", cv->name, "pid", (int)ci->pid,
 		"uid", (int)ci->uid, "gid", (int)ci->gid, "worker",
 		(int)ci->worker, "connected", (json_int_t)ci->connected, "gids",
-		router_gids_json(r, ci->id), "connections",
-		router_conns_json(r, ci->id, 0, conns_max, now), "routing",
+		router_gids_json(r, ci->id), "connections", conns, "routing",
 		"gids", (int)rc.gids, "comm_ids", (int)rc.comm_ids, "sidr_ids",
 		(int)rc.sidr_ids, "handshake", (int)rc.handshake, "established",
 		(int)rc.established, "disconnecting", (int)rc.disconnecting,
@@ -314,9 +316,12 @@ static json_t *clients_view_json(const struct client_view *cv, struct router *r,
 }
 
 /* Status: every client with its identity, counters and its first
- * conns_max connections (by comm ID).  The table's lock is held only to copy the
+ * conns_max connections (by comm ID), conns_total in all (clients in
+ * order of id): a status answer's size stays bounded however many
+ * clients there are.  The table's lock is held only to copy the
  * identities: accepting, hello and routing never wait for the JSON. */
-json_t *clients_json(struct clients *c, struct router *r, unsigned conns_max)
+json_t *clients_json(struct clients *c, struct router *r, unsigned conns_max,
+		     unsigned conns_total)
 {
 	json_t *arr = json_array(), *o;
 	struct client_view *views;
@@ -347,7 +352,12 @@ json_t *clients_json(struct clients *c, struct router *r, unsigned conns_max)
 		return NULL;
 	}
 	for (i = 0; i < n; i++) {
-		o = clients_view_json(&views[i], r, conns_max, now);
+		unsigned left = conns_total < conns_max ? conns_total
+							: conns_max;
+
+		conns_total -= left;
+		o = clients_view_json(&views[i], r, &left, now);
+		conns_total += left; /* what it did not list */
 		if (o)
 			json_array_append_new(arr, o);
 		clients_put(views[i].ci);

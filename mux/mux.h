@@ -341,7 +341,8 @@ void clients_put(struct client_info *ci);
 struct client_info *clients_hold(struct client_info *ci);
 /* Every client for the status, each with its newest conns_max
  * connections; NULL when out of memory. */
-json_t *clients_json(struct clients *c, struct router *r, unsigned conns_max);
+json_t *clients_json(struct clients *c, struct router *r, unsigned conns_max,
+		     unsigned conns_total);
 /* At hello: the name the client gave and the policy rule it runs under
  * (the client_info takes over the reference to pol), or -EUSERS (and pol
  * released) when the rule's max_clients already run under an equal rule

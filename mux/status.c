@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <malloc.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +37,9 @@
 #define STATUS_WRITE_CHUNK 4096
 /* Connections listed per client in the snapshot (all are counted). */
 #define STATUS_CONNS_PER_CLIENT 64
+#define STATUS_CONNS_IN_ALL 4096
+/* An answer this large gives its memory back once sent (status_free_text). */
+#define STATUS_TRIM_BYTES (256u << 10)
 
 struct status_conn {
 	TAILQ_ENTRY(status_conn) link;
@@ -146,7 +150,7 @@ static json_t *status_snapshot(struct mux *mux)
 		(int)mux->cfg.max_timewait, "ports", status_ports(mux),
 		"clients",
 		clients_json(&mux->clients, mux->router,
-			     STATUS_CONNS_PER_CLIENT),
+			     STATUS_CONNS_PER_CLIENT, STATUS_CONNS_IN_ALL),
 		"routing", "gids", (int)rc.gids, "comm_ids", (int)rc.comm_ids,
 		"sidr_ids", (int)rc.sidr_ids, "handshake", (int)rc.handshake,
 		"established", (int)rc.established, "disconnecting",
@@ -211,9 +215,15 @@ static void status_conn_free(struct status_conn *sc)
 
 static void status_free_text(const void *data, size_t len, void *arg)
 {
-	(void)len;
 	(void)arg;
 	free((void *)data);
+	/* A snapshot of many clients' connections is tens of megabytes of
+	 * JSON for a moment, in this thread's malloc arena, which glibc
+	 * keeps once freed: each status query would leave the daemon that
+	 * much larger, for good.  Rare (an admin's), so the trim's walk of
+	 * the arenas costs nothing that matters. */
+	if (len >= STATUS_TRIM_BYTES)
+		malloc_trim(0);
 }
 
 /*

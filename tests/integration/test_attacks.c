@@ -1246,6 +1246,24 @@ static void test_status_cannot_be_blinded(void **state)
 			 64);
 	assert_int_equal(json_path_int(cl, "connections_total"),
 			 BLIND_MAPPINGS);
+	/* And 4,096 in all (clients in order of id): the answer's size
+	 * does not grow with the clients; the last one is counted only. */
+	{
+		size_t listed = 0, j;
+		json_t *c;
+
+		json_array_foreach(json_object_get(st, "clients"), j, c)
+			listed += json_array_size(
+				json_object_get(c, "connections"));
+		assert_int_equal(listed, 4096);
+		cl = h_client(st, "vm199");
+		assert_non_null(cl);
+		assert_int_equal(json_array_size(
+					 json_object_get(cl, "connections")),
+				 0);
+		assert_int_equal(json_path_int(cl, "connections_total"),
+				 BLIND_MAPPINGS);
+	}
 	{
 		char q[128];
 		json_int_t id = json_integer_value(json_object_get(cl, "id"));
