@@ -50,6 +50,7 @@
 #include "mux/sim_fabric.h"
 #include "protocol/qemu_msg.h"
 #include "tests/lib/own_qp.h"
+#include "tests/lib/status_query.h"
 
 #define NCLIENTS 1000
 #define NQEMU 8      /* QEMU processes */
@@ -172,57 +173,13 @@ static void die(const char *what)
 
 static json_t *status(void)
 {
-	static const char q[] = "{\"op\":\"status\"}\n";
-	struct sockaddr_un sun = { .sun_family = AF_UNIX };
-	size_t len = 0, cap = 1 << 20;
-	char *buf = malloc(cap);
-	json_t *j = NULL;
-	ssize_t n;
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-	snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", S.status);
-	if (buf && fd >= 0 &&
-	    connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == 0 &&
-	    write(fd, q, sizeof(q) - 1) == (ssize_t)sizeof(q) - 1) {
-		for (;;) {
-			if (len + 65536 > cap) {
-				char *nb = realloc(buf, cap *= 2);
-
-				if (nb == NULL)
-					break;
-				buf = nb;
-			}
-			n = read(fd, buf + len, cap - len - 1);
-			if (n <= 0)
-				break;
-			len += (size_t)n;
-		}
-		buf[len] = '\0';
-		j = json_loads(buf, 0, NULL);
-	}
-	if (fd >= 0)
-		close(fd);
-	free(buf);
-	return j;
-}
-
-static long long jpath(json_t *j, const char *path)
-{
-	char key[64];
-	const char *p = path, *dot;
-
-	while (j && (dot = strchr(p, '.')) != NULL) {
-		snprintf(key, sizeof(key), "%.*s", (int)(dot - p), p);
-		j = json_object_get(j, key);
-		p = dot + 1;
-	}
-	return j ? json_integer_value(json_object_get(j, p)) : -1;
+	return status_query(S.status);
 }
 
 static long long status_int(const char *path)
 {
 	json_t *j = status();
-	long long v = jpath(j, path);
+	long long v = status_int_at(j, path);
 
 	json_decref(j);
 	return v;
@@ -257,7 +214,7 @@ static void daemon_start(void)
 	for (i = 0; i < 500; i++) {
 		json_t *j = status();
 
-		if (j && jpath(j, "daemon.pid") == S.pid) {
+		if (j && status_int_at(j, "daemon.pid") == S.pid) {
 			json_decref(j);
 			return;
 		}
@@ -1380,8 +1337,8 @@ int main(void)
 	       (unsigned long long)S.send_reset,
 	       (unsigned long long)atomic_load(&S.rep_resent));
 	printf("soak: wire_dropped %lld\n",
-	       jpath(json_array_get(json_object_get(st, "ports"), 0),
-		     "counters.wire_dropped"));
+	       status_int_at(json_array_get(json_object_get(st, "ports"), 0),
+			     "counters.wire_dropped"));
 	printf("soak: mads_out %llu\nsoak: mads_in %llu\nsoak: established %llu\n"
 	       "soak: torn_down %llu\nsoak: crashes %llu\nsoak: peer_dreq %llu\n"
 	       "soak: verified_after_restart %llu\nsoak: misrouted %llu\n"
@@ -1444,11 +1401,11 @@ int main(void)
 	      "RSS grew from %ld to %ld kB before the restart", rss_w1, rss_e1);
 	check(rss_e2 <= rss_w2 + rss_w2 / 20,
 	      "RSS grew from %ld to %ld kB after it", rss_w2, rss_e2);
-	check(jpath(st, "routing.comm_ids") == 0 &&
-		      jpath(st, "routing.sidr_ids") == 0,
-	      "mappings left: %lld", jpath(st, "routing.comm_ids"));
-	check(jpath(st, "routing.gids") == 0, "GIDs left: %lld",
-	      jpath(st, "routing.gids"));
+	check(status_int_at(st, "routing.comm_ids") == 0 &&
+		      status_int_at(st, "routing.sidr_ids") == 0,
+	      "mappings left: %lld", status_int_at(st, "routing.comm_ids"));
+	check(status_int_at(st, "routing.gids") == 0, "GIDs left: %lld",
+	      status_int_at(st, "routing.gids"));
 	check(json_array_size(json_object_get(st, "clients")) == 0,
 	      "clients left: %zu",
 	      json_array_size(json_object_get(st, "clients")));
