@@ -279,7 +279,7 @@ $(B)/bench/bench_conn: $(B)/obj/tests/bench/bench_conn.o $(CONN_OBJ) \
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(DEP_LIBS)
 
-$(B)/bench/bench_relay: $(B)/obj/tests/bench/bench_relay.o $(OWN_QP_OBJ) $(PROTOCOL_OBJ) $(COMMON_OBJ)
+$(B)/bench/bench_relay: $(B)/obj/tests/bench/bench_relay.o $(OWN_QP_OBJ) $(STATUS_QUERY_OBJ) $(PROTOCOL_OBJ) $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(DEP_LIBS) -libverbs
 

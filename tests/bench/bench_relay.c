@@ -15,12 +15,14 @@
  *     open loop (one MAD per send, spread evenly over the clients; the
  *     highest rate whose sends keep to their schedule), each from the
  *     time its MAD was due;
- *   - the daemon's CPU microseconds per relayed MAD, and its peak RSS.
+ *   - the daemon's CPU microseconds per relayed MAD, and its peak RSS;
+ * then, on a sim port, the daemon's memory per mapping with 125,000 to
+ * 1,000,000 comm-ID mappings of established connections held.
  * One line per figure ("bench: KEY VALUE"), or --json.
  *
  *   bench_relay [--daemon PATH] [--seconds S] [--pairs 1,8,64,1024]
  *               [--rounds N] [--port DEV:PORT [--gid-base GID]] [--json]
- *               [--quick]
+ *               [--mappings 125000,...,1000000|none] [--quick]
  *
  * Client i's GID is the base (default fd00::) plus i+1 in its low 32
  * bits.  --port runs the daemon on a real (umad) port instead of a sim
@@ -63,6 +65,7 @@
 #include "common/wire.h"
 #include "protocol/rdmacm_mux_proto.h"
 #include "tests/lib/own_qp.h"
+#include "tests/lib/status_query.h"
 
 #define MAX_PAIRS 1024
 #define MAX_PAIR_COUNTS 16 /* in --pairs */
@@ -101,16 +104,17 @@ struct client {
 	uint8_t rbuf[RBUF];
 	size_t have;
 	uint32_t rid;
-	unsigned inflight;   /* requests without a reply */
-	uint64_t received;   /* MADs delivered to it */
-	uint32_t host_id;    /* what its partner's MADs must name */
-	uint32_t peer_local; /* the partner's comm ID, as seen */
-	uint32_t hs_id;      /* handshake: current guest comm ID */
-	uint16_t last_attr;  /* for a refusal's message */
-	int in_input;        /* client_input() is taking its frames */
-	uint32_t tid;        /* each MAD its own TID: a real port's
+	unsigned inflight;      /* requests without a reply */
+	uint64_t received;      /* MADs delivered to it */
+	uint32_t host_id;       /* what its partner's MADs must name */
+	uint32_t peer_local;    /* the partner's comm ID, as seen */
+	uint32_t hs_id;         /* handshake: current guest comm ID */
+	uint16_t last_attr;     /* for a refusal's message */
+	int in_input;           /* client_input() is taking its frames */
+	uint32_t tid;           /* each MAD its own TID: a real port's
 					 * ib_umad refuses a send whose TID is
 					 * still outstanding */
+	uint32_t started, held; /* WL_HOLD: A's connections */
 };
 
 static struct client clients[2 * MAX_PAIRS];
@@ -282,8 +286,9 @@ static void send_mad(struct client *c, const uint8_t *mad)
  * as it is); WL_REQ_FRESH: each REQ a new connection (a fresh comm ID),
  * which the partner rejects, as a storm of connection attempts makes the
  * table grow, the quota bind and TimeWait fill; WL_REPLY: MRAs routed by
- * comm ID; WL_HANDSHAKE: whole connections. */
-enum workload { WL_REQ, WL_REQ_FRESH, WL_REPLY, WL_HANDSHAKE };
+ * comm ID; WL_HANDSHAKE: whole connections; WL_HOLD: connections
+ * established and held (REQ, REP, RTU), up to hold_per_pair a pair. */
+enum workload { WL_REQ, WL_REQ_FRESH, WL_REPLY, WL_HANDSHAKE, WL_HOLD };
 
 static enum workload wl;
 static unsigned want_inflight;
@@ -291,6 +296,7 @@ static uint64_t *lat; /* latency samples, ns */
 static size_t nlat, cap_lat;
 static uint64_t handshakes;
 static int measuring;
+static uint32_t hold_per_pair;
 
 /* The MAD a sender sends in the throughput and latency workloads. */
 static void workload_mad(struct client *c, uint8_t *mad)
@@ -351,7 +357,20 @@ static void on_mad(struct client *c, const uint8_t *mad)
 		send_mad(c, out);
 		return;
 	}
-	if (wl != WL_HANDSHAKE) {
+	if (wl == WL_HOLD && attr == CM_ATTR_REP) {
+		/* At A: established; the next one while the pair has room. */
+		cm_mad_init(out, CM_ATTR_RTU, 1);
+		wire_put32(out + 24, remote);
+		wire_put32(out + 28, local);
+		send_mad(c, out);
+		c->held++;
+		if (c->started < hold_per_pair) {
+			c->started++;
+			hs_start(c);
+		}
+		return;
+	}
+	if (wl != WL_HANDSHAKE && !(wl == WL_HOLD && attr == CM_ATTR_REQ)) {
 		if (measuring && lat && nlat < cap_lat)
 			lat[nlat++] = now_ns() - wire_get64(mad + TS_OFF);
 		return;
@@ -1030,6 +1049,131 @@ static void close_all(void)
 	close(epfd);
 }
 
+/* ---- memory per mapping ------------------------------------------------------ */
+
+/* A field of /proc/PID/status, in kB: RssAnon (the daemon's heap: the
+ * table's indexes), RssShmem (the state file, on a tmpfs), or -1. */
+static long proc_status_kb(pid_t pid, const char *field)
+{
+	char path[64], line[256];
+	size_t len = strlen(field);
+	long kb = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "r");
+	while (f && fgets(line, sizeof(line), f))
+		if (strncmp(line, field, len) == 0 && line[len] == ':') {
+			kb = strtol(line + len + 1, NULL, 10);
+			break;
+		}
+	if (f)
+		fclose(f);
+	return kb;
+}
+
+/* Every pair holds per_pair connections (two mappings each, one per
+ * side), started 16 at a time; the daemon's count must agree.  The
+ * daemon's memory once they are: anon and shmem, in kB. */
+static void hold_connections(const char *status_sock, uint32_t per_pair,
+			     long *anon, long *shmem)
+{
+	uint64_t deadline = now_ns() + 300000000000ull, want;
+	long long have;
+	uint32_t done;
+	json_t *st;
+	int i;
+
+	wl = WL_HOLD;
+	hold_per_pair = per_pair;
+	for (i = 0; i < npairs; i++) {
+		struct client *a = &clients[2 * i];
+
+		while (a->started < per_pair && a->started - a->held < 16) {
+			a->started++;
+			hs_start(a);
+		}
+	}
+	do {
+		pump(10);
+		for (done = 0, i = 0; i < npairs; i++)
+			done += clients[2 * i].held >= per_pair;
+	} while (done < (uint32_t)npairs && now_ns() < deadline);
+	drain();
+	/* The memory before the status query, whose answer is large for a
+	 * moment (the daemon gives it back once sent). */
+	*anon = proc_status_kb(daemon_pid, "RssAnon");
+	*shmem = proc_status_kb(daemon_pid, "RssShmem");
+	want = 2ull * per_pair * (uint64_t)npairs;
+	st = status_query(status_sock);
+	have = status_int_at(st, "routing.comm_ids");
+	json_decref(st);
+	if (done < (uint32_t)npairs || have != (long long)want) {
+		fprintf(stderr,
+			"bench: %u of %d pairs hold %u connections; the daemon has %lld mappings of %llu\n",
+			done, npairs, per_pair, have, (unsigned long long)want);
+		exit(2);
+	}
+}
+
+/*
+ * The daemon's memory as the table grows to each count of mappings in
+ * list (established connections between 250 pairs of clients, default
+ * limits): bytes per mapping of its own memory (RssAnon, from the
+ * daemon's size with the clients connected and no mapping), bytes per
+ * mapping added since the previous count (what the table's growth costs,
+ * without the fixed part: flat when it stays the same), and the state
+ * file's pages per mapping (RssShmem).
+ */
+static void memory_per_mapping(const char *bin, const char *dir, char *list)
+{
+	char sock[160], status_sock[160], key[96], *tok, *save = NULL;
+	long anon0, shmem0, anon, shmem, anon_prev;
+	unsigned long want, prev = 0;
+	int status;
+
+	npairs = 250;
+	use_daemon = 1;
+	daemon_start(bin, dir, npairs);
+	snprintf(sock, sizeof(sock), "%s/mux.sock", dir);
+	snprintf(status_sock, sizeof(status_sock), "%s/status.sock", dir);
+	connect_all(sock);
+	drain();
+	anon0 = anon_prev = proc_status_kb(daemon_pid, "RssAnon");
+	shmem0 = proc_status_kb(daemon_pid, "RssShmem");
+	for (tok = strtok_r(list, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save)) {
+		want = strtoul(tok, NULL, 10);
+		if (want < 2ul * (unsigned long)npairs || want <= prev) {
+			fprintf(stderr,
+				"bench: --mappings: growing counts of at least %d\n",
+				2 * npairs);
+			exit(2);
+		}
+		hold_connections(status_sock,
+				 (uint32_t)(want / 2 / (unsigned long)npairs),
+				 &anon, &shmem);
+		want = 2ul * hold_per_pair * (unsigned long)npairs;
+		snprintf(key, sizeof(key),
+			 "mappings=%lu daemon_bytes_per_mapping", want);
+		figure(key, (double)(anon - anon0) * 1024.0 / (double)want);
+		snprintf(key, sizeof(key),
+			 "mappings=%lu daemon_bytes_per_added_mapping", want);
+		figure(key, (double)(anon - anon_prev) * 1024.0 /
+				    (double)(want - prev));
+		snprintf(key, sizeof(key),
+			 "mappings=%lu state_file_bytes_per_mapping", want);
+		figure(key, (double)(shmem - shmem0) * 1024.0 / (double)want);
+		anon_prev = anon;
+		prev = want;
+	}
+	close_all();
+	kill(daemon_pid, SIGTERM);
+	waitpid(daemon_pid, &status, 0);
+	daemon_pid = 0;
+	unlink(daemon_state);
+}
+
 /* For comm-ID routed replies each A sends one REQ; its B learns A's host
  * comm ID from it (the daemon translated it; the relay did not). */
 static void setup_replies(void)
@@ -1211,11 +1355,13 @@ int main(int argc, char **argv)
 		{ "rounds", required_argument, NULL, 'r' },
 		{ "port", required_argument, NULL, 'P' },
 		{ "gid-base", required_argument, NULL, 'G' },
+		{ "mappings", required_argument, NULL, 'm' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *bin = getenv("RDMACM_MUXD") ? getenv("RDMACM_MUXD")
 						: "build/rdmacm-muxd";
 	char pairs_list[128] = "1,8,64,1024", dir[] = "/tmp/rcm-bench.XXXXXX";
+	char mappings_list[128] = "125000,250000,500000,1000000";
 	char sock[160], key[96], *tok, *save = NULL;
 	struct run_figures d, b, dr[MAX_ROUNDS], br[MAX_ROUNDS];
 	double run_req16[MAX_PAIR_COUNTS], run_relay_req16[MAX_PAIR_COUNTS];
@@ -1238,6 +1384,12 @@ int main(int argc, char **argv)
 			secs = 0.2;
 			rounds = 1;
 			snprintf(pairs_list, sizeof(pairs_list), "1,8");
+			snprintf(mappings_list, sizeof(mappings_list),
+				 "2000,4000");
+			break;
+		case 'm':
+			snprintf(mappings_list, sizeof(mappings_list), "%s",
+				 optarg);
 			break;
 		case 'r': rounds = atoi(optarg); break;
 		case 'P': umad_port = optarg; break;
@@ -1377,6 +1529,10 @@ int main(int argc, char **argv)
 			 "pairs=%d relay_latency_p99_vs_1_pair", run_pairs[r]);
 		figure(key, run_relay_p99[r] / run_relay_p99[0]);
 	}
+	/* The memory a sim port's daemon holds per mapping (not on a real
+	 * port: the lab's VM has no room for a million). */
+	if (!umad_port && strcmp(mappings_list, "none") != 0)
+		memory_per_mapping(bin, dir, mappings_list);
 	relay.stop = 1;
 	pthread_join(relay.thread, NULL);
 	if (as_json) {
