@@ -189,6 +189,8 @@ $(B)/tests/test_guest_cm: $(B)/obj/backend/vm/guest_cm.o $(COMMON_OBJ)
 OWN_QP_OBJ := $(B)/obj/tests/lib/own_qp.o
 # The daemon's status document, for the programs that read its counters.
 STATUS_QUERY_OBJ := $(B)/obj/tests/lib/status_query.o
+# The daemon's memory, CPU and descriptors, from /proc.
+PROC_FIGURES_OBJ := $(B)/obj/tests/lib/proc_figures.o
 HARNESS_OBJ := $(B)/obj/tests/integration/harness.o $(OWN_QP_OBJ)
 $(INTEG_BINS): $(B)/tests/%: $(B)/obj/tests/integration/%.o $(HARNESS_OBJ) $(LIBA)
 	@mkdir -p $(dir $@)
@@ -279,7 +281,7 @@ $(B)/bench/bench_conn: $(B)/obj/tests/bench/bench_conn.o $(CONN_OBJ) \
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(DEP_LIBS)
 
-$(B)/bench/bench_relay: $(B)/obj/tests/bench/bench_relay.o $(OWN_QP_OBJ) $(STATUS_QUERY_OBJ) $(PROTOCOL_OBJ) $(COMMON_OBJ)
+$(B)/bench/bench_relay: $(B)/obj/tests/bench/bench_relay.o $(OWN_QP_OBJ) $(STATUS_QUERY_OBJ) $(PROC_FIGURES_OBJ) $(PROTOCOL_OBJ) $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(DEP_LIBS) -libverbs
 
@@ -292,7 +294,7 @@ bench: $(B)/bench/bench_conn $(B)/bench/bench_relay $(MUXD)
 # ---- soak ------------------------------------------------------------------
 # 1,000 clients, churn, crashes and a daemon restart for SOAK_SECONDS.
 SOAK_SECONDS ?= 600
-$(B)/soak/soak: $(B)/obj/tests/soak/soak.o $(OWN_QP_OBJ) $(STATUS_QUERY_OBJ) $(call obj,$(QEMU_MSG_SRC)) $(LIBA)
+$(B)/soak/soak: $(B)/obj/tests/soak/soak.o $(OWN_QP_OBJ) $(STATUS_QUERY_OBJ) $(PROC_FIGURES_OBJ) $(call obj,$(QEMU_MSG_SRC)) $(LIBA)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $(filter %.o,$^) $(LIBA) $(DEP_LIBS) -libverbs
 

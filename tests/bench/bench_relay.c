@@ -34,7 +34,6 @@
  * handshake figures show what its quotas allow.  Each figure is the
  * median of N rounds (default 3) that alternate relay and daemon.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -65,6 +64,7 @@
 #include "common/wire.h"
 #include "protocol/rdmacm_mux_proto.h"
 #include "tests/lib/own_qp.h"
+#include "tests/lib/proc_figures.h"
 #include "tests/lib/status_query.h"
 
 #define MAX_PAIRS 1024
@@ -924,82 +924,6 @@ static void daemon_start(const char *bin, const char *dir, int pairs)
 	}
 }
 
-/* The time this VM's CPUs were runnable but not run (the hypervisor's
- * steal), and all their time, from /proc/stat, in clock ticks. */
-static void steal_ticks(uint64_t *steal, uint64_t *total)
-{
-	unsigned long long v[8] = { 0 };
-	FILE *f = fopen("/proc/stat", "r");
-	int i;
-
-	*steal = *total = 0;
-	if (f == NULL)
-		return;
-	if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0],
-		   &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]) == 8) {
-		for (i = 0; i < 8; i++)
-			*total += v[i];
-		*steal = v[7];
-	}
-	fclose(f);
-}
-
-static uint64_t schedstat_ns(const char *path)
-{
-	unsigned long long ns = 0;
-	FILE *f = fopen(path, "r");
-
-	if (f == NULL)
-		return 0;
-	if (fscanf(f, "%llu", &ns) != 1)
-		ns = 0;
-	fclose(f);
-	return ns;
-}
-
-/* CPU time of one thread, or of every thread of a process, in ns. */
-static uint64_t cpu_ns(pid_t pid, pid_t tid)
-{
-	char path[300];
-	struct dirent *de;
-	uint64_t total = 0;
-	DIR *d;
-
-	if (tid) {
-		snprintf(path, sizeof(path), "/proc/%d/task/%d/schedstat",
-			 (int)pid, (int)tid);
-		return schedstat_ns(path);
-	}
-	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
-	d = opendir(path);
-	while (d && (de = readdir(d)) != NULL) {
-		if (de->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof(path), "/proc/%d/task/%s/schedstat",
-			 (int)pid, de->d_name);
-		total += schedstat_ns(path);
-	}
-	if (d)
-		closedir(d);
-	return total;
-}
-
-static long peak_rss_kb(pid_t pid)
-{
-	char path[64], line[256];
-	long kb = -1;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	f = fopen(path, "r");
-	while (f && fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmHWM: %ld", &kb) == 1)
-			break;
-	if (f)
-		fclose(f);
-	return kb;
-}
-
 /* ---- main ------------------------------------------------------------------- */
 
 static json_t *results;
@@ -1053,25 +977,6 @@ static void close_all(void)
 
 /* A field of /proc/PID/status, in kB: RssAnon (the daemon's heap: the
  * table's indexes), RssShmem (the state file, on a tmpfs), or -1. */
-static long proc_status_kb(pid_t pid, const char *field)
-{
-	char path[64], line[256];
-	size_t len = strlen(field);
-	long kb = -1;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	f = fopen(path, "r");
-	while (f && fgets(line, sizeof(line), f))
-		if (strncmp(line, field, len) == 0 && line[len] == ':') {
-			kb = strtol(line + len + 1, NULL, 10);
-			break;
-		}
-	if (f)
-		fclose(f);
-	return kb;
-}
-
 /* Every pair holds per_pair connections (two mappings each, one per
  * side), started 16 at a time; the daemon's count must agree.  The
  * daemon's memory once they are: anon and shmem, in kB. */
@@ -1102,8 +1007,8 @@ static void hold_connections(const char *status_sock, uint32_t per_pair,
 	drain();
 	/* The memory before the status query, whose answer is large for a
 	 * moment (the daemon gives it back once sent). */
-	*anon = proc_status_kb(daemon_pid, "RssAnon");
-	*shmem = proc_status_kb(daemon_pid, "RssShmem");
+	*anon = proc_figures_status_kb(daemon_pid, "RssAnon");
+	*shmem = proc_figures_status_kb(daemon_pid, "RssShmem");
 	want = 2ull * per_pair * (uint64_t)npairs;
 	st = status_query(status_sock);
 	have = status_int_at(st, "routing.comm_ids");
@@ -1139,8 +1044,8 @@ static void memory_per_mapping(const char *bin, const char *dir, char *list)
 	snprintf(status_sock, sizeof(status_sock), "%s/status.sock", dir);
 	connect_all(sock);
 	drain();
-	anon0 = anon_prev = proc_status_kb(daemon_pid, "RssAnon");
-	shmem0 = proc_status_kb(daemon_pid, "RssShmem");
+	anon0 = anon_prev = proc_figures_status_kb(daemon_pid, "RssAnon");
+	shmem0 = proc_figures_status_kb(daemon_pid, "RssShmem");
 	for (tok = strtok_r(list, ",", &save); tok;
 	     tok = strtok_r(NULL, ",", &save)) {
 		want = strtoul(tok, NULL, 10);
@@ -1273,9 +1178,9 @@ static double phase_run(const struct cpu_probe *cp, const char *name,
 
 	phase(name);
 	m0 = delivered();
-	c0 = cpu_ns(cp->pid, cp->tid);
+	c0 = proc_figures_cpu_ns(cp->pid, cp->tid);
 	rate = run(secs, arg);
-	c1 = cpu_ns(cp->pid, cp->tid);
+	c1 = proc_figures_cpu_ns(cp->pid, cp->tid);
 	m1 = delivered();
 	*cpu_us = m1 > m0 ? (double)(c1 - c0) / 1000.0 / (double)(m1 - m0) : 0;
 	return rate;
@@ -1324,9 +1229,9 @@ static void measure(const char *path, pid_t cpu_pid, pid_t cpu_tid, double secs,
 		r->open_sat = open_loop_saturation(r->req1 / 2, r->req16,
 						   secs / 4);
 		phase("latency");
-		steal_ticks(&st0, &tot0);
+		proc_figures_steal_ticks(&st0, &tot0);
 		run_open(r->open_sat / 2, secs);
-		steal_ticks(&st1, &tot1);
+		proc_figures_steal_ticks(&st1, &tot1);
 		r->steal_pct = tot1 > tot0 ? 100.0 * (double)(st1 - st0) /
 						     (double)(tot1 - tot0)
 					   : 0;
@@ -1487,7 +1392,8 @@ int main(int argc, char **argv)
 		CPU_FIG("req_fresh_16_inflight", cpu_fresh16);
 		CPU_FIG("handshakes", cpu_hs);
 		CPU_FIG("handshakes_16_inflight", cpu_hs16);
-		FIG("daemon_peak_rss_kb", (double)peak_rss_kb(daemon_pid));
+		FIG("daemon_peak_rss_kb",
+		    (double)proc_figures_status_kb(daemon_pid, "VmHWM"));
 		if (nrun < MAX_PAIR_COUNTS) {
 			run_pairs[nrun] = npairs;
 			run_p99[nrun] = d.p99;

@@ -21,7 +21,6 @@
  *     descriptors as before they came.
  * One "soak: KEY VALUE" line per figure; exit status 0 when all hold.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -50,6 +49,7 @@
 #include "mux/sim_fabric.h"
 #include "protocol/qemu_msg.h"
 #include "tests/lib/own_qp.h"
+#include "tests/lib/proc_figures.h"
 #include "tests/lib/status_query.h"
 
 #define NCLIENTS 1000
@@ -223,38 +223,6 @@ static void daemon_start(void)
 	}
 	errno = ETIMEDOUT;
 	die("daemon start");
-}
-
-static long daemon_rss_kb(void)
-{
-	char path[64], line[256];
-	long kb = -1;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)S.pid);
-	f = fopen(path, "r");
-	while (f && fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
-			break;
-	if (f)
-		fclose(f);
-	return kb;
-}
-
-static int daemon_fds(void)
-{
-	char path[64];
-	struct dirent *de;
-	DIR *d;
-	int n = 0;
-
-	snprintf(path, sizeof(path), "/proc/%d/fd", (int)S.pid);
-	d = opendir(path);
-	while (d && (de = readdir(d)) != NULL)
-		n += de->d_name[0] != '.';
-	if (d)
-		closedir(d);
-	return n;
 }
 
 /* ---- the remote CM on the sim wire --------------------------------------- */
@@ -1199,9 +1167,9 @@ static void run_phase(uint64_t until, long *rss_warm, long *rss_end,
 			next_crash = S.now + 200;
 		}
 		if (*rss_warm < 0 && S.now >= warm_at)
-			*rss_warm = daemon_rss_kb();
+			*rss_warm = proc_figures_status_kb(S.pid, "VmRSS");
 	}
-	*rss_end = daemon_rss_kb();
+	*rss_end = proc_figures_status_kb(S.pid, "VmRSS");
 }
 
 int main(void)
@@ -1238,7 +1206,7 @@ int main(void)
 	S.ep = epoll_create1(EPOLL_CLOEXEC);
 	daemon_start();
 	peer_open();
-	fds0 = daemon_fds();
+	fds0 = proc_figures_fds(S.pid);
 	/* Before the clients and threads: nothing of theirs in the forks. */
 	qemu_procs_start();
 	if (pthread_create(&S.peer_thread, NULL, peer_loop, NULL))
@@ -1355,7 +1323,7 @@ int main(void)
 	       (unsigned long long)atomic_load(&S.wrong_ids),
 	       (unsigned long long)S.send_refused,
 	       (unsigned long long)S.lost_reported, rss_w1, rss_e1, rss_w2,
-	       rss_e2, fds0, daemon_fds());
+	       rss_e2, fds0, proc_figures_fds(S.pid));
 	drops = json_object_get(json_object_get(st, "counters"), "drops");
 	json_object_foreach(drops, key, v) {
 		if (json_integer_value(v) == 0)
@@ -1409,9 +1377,9 @@ int main(void)
 	check(json_array_size(json_object_get(st, "clients")) == 0,
 	      "clients left: %zu",
 	      json_array_size(json_object_get(st, "clients")));
-	check(daemon_fds() == fds0,
+	check(proc_figures_fds(S.pid) == fds0,
 	      "descriptors: %d before the clients, %d after", fds0,
-	      daemon_fds());
+	      proc_figures_fds(S.pid));
 	json_decref(st);
 	kill(S.pid, SIGTERM);
 	waitpid(S.pid, &status_rc, 0);

@@ -1,0 +1,103 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/*
+ * The daemon's figures from /proc, for the soak and the benchmarks
+ * (proc_figures.h).
+ */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/lib/proc_figures.h"
+
+long proc_figures_status_kb(pid_t pid, const char *field)
+{
+	char path[64], line[256];
+	size_t len = strlen(field);
+	long kb = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "r");
+	while (f && fgets(line, sizeof(line), f))
+		if (strncmp(line, field, len) == 0 && line[len] == ':') {
+			kb = strtol(line + len + 1, NULL, 10);
+			break;
+		}
+	if (f)
+		fclose(f);
+	return kb;
+}
+
+static uint64_t proc_figures_schedstat_ns(const char *path)
+{
+	unsigned long long ns = 0;
+	FILE *f = fopen(path, "r");
+
+	if (f == NULL)
+		return 0;
+	if (fscanf(f, "%llu", &ns) != 1)
+		ns = 0;
+	fclose(f);
+	return ns;
+}
+
+uint64_t proc_figures_cpu_ns(pid_t pid, pid_t tid)
+{
+	char path[300];
+	struct dirent *de;
+	uint64_t total = 0;
+	DIR *d;
+
+	if (tid) {
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/schedstat",
+			 (int)pid, (int)tid);
+		return proc_figures_schedstat_ns(path);
+	}
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	d = opendir(path);
+	while (d && (de = readdir(d)) != NULL) {
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%s/schedstat",
+			 (int)pid, de->d_name);
+		total += proc_figures_schedstat_ns(path);
+	}
+	if (d)
+		closedir(d);
+	return total;
+}
+
+void proc_figures_steal_ticks(uint64_t *steal, uint64_t *total)
+{
+	unsigned long long v[8] = { 0 };
+	FILE *f = fopen("/proc/stat", "r");
+	int i;
+
+	*steal = *total = 0;
+	if (f == NULL)
+		return;
+	if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0],
+		   &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]) == 8) {
+		for (i = 0; i < 8; i++)
+			*total += v[i];
+		*steal = v[7];
+	}
+	fclose(f);
+}
+
+int proc_figures_fds(pid_t pid)
+{
+	char path[64];
+	struct dirent *de;
+	DIR *d;
+	int n = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+	d = opendir(path);
+	while (d && (de = readdir(d)) != NULL)
+		n += de->d_name[0] != '.';
+	if (d)
+		closedir(d);
+	return n;
+}
