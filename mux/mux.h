@@ -355,6 +355,9 @@ int clients_set_hello(struct clients *c, struct client_info *ci,
 
 enum port_state { PORT_STATE_DOWN, PORT_STATE_ACTIVE };
 
+/* Sender threads of a port whose send blocks (port_senders.c). */
+#define PORT_SENDERS 8
+
 struct port;
 struct mux;
 
@@ -365,8 +368,11 @@ struct port_ops {
 	/* Port thread: arm receive events on base. */
 	int (*start)(struct port *p, struct event_base *base);
 	/* Any thread. gid_index is the source GID's index in the port's
-	 * table, chosen by the daemon. */
-	int (*send)(struct port *p, const struct proto_mad *m, int gid_index);
+	 * table, chosen by the daemon.  lane: 0 for the port's own agent,
+	 * 1..PORT_SENDERS for sender thread lane - 1, which a port whose
+	 * send blocks gives a way out of its own (port_umad.c). */
+	int (*send)(struct port *p, const struct proto_mad *m, int gid_index,
+		    unsigned lane);
 	/* Whether send sleeps (then clients' sends go through sender
 	 * threads, port_senders.c). */
 	int send_blocks;

@@ -15,8 +15,7 @@
 
 /* How often the port thread expires drained routes and polls port state. */
 #define PORTIO_TICK_MS 250
-/* Sender threads of a port whose send blocks, and each one's queue. */
-#define PORT_SENDERS 8
+/* Each sender thread's queue (PORT_SENDERS: mux.h). */
 #define PORT_SENDER_QUEUE 1024
 
 const char *port_state_name(int st)
@@ -66,7 +65,7 @@ static int port_answer_class_request(struct port *p, const struct proto_mad *m,
 	idx = p->ops->gid_index(p, &local, gid_type);
 	/* Counted before it leaves, so the count is never behind the wire. */
 	atomic_fetch_add(&p->mux->stats.class_requests_answered, 1);
-	if (idx < 0 || p->ops->send(p, &resp, idx) != 0)
+	if (idx < 0 || p->ops->send(p, &resp, idx, 0) != 0)
 		atomic_fetch_add(&p->tx_errors, 1);
 	return 1;
 }
@@ -182,7 +181,7 @@ int port_send_client_mad(struct port *p, struct client_info *ci,
 			return -EINPROGRESS;
 		port_send_drop(ps); /* that thread is busy: send from here */
 	}
-	rc = p->ops->send(p, m, gid_index);
+	rc = p->ops->send(p, m, gid_index, 0);
 	port_count_client_send(p, ci, m, rc);
 	return rc;
 }
@@ -278,7 +277,7 @@ static void port_send_answer(void *arg, enum conn_answer why, unsigned port,
 		}
 		return;
 	}
-	port_count_answer(p, p->ops->send(p, &m, idx));
+	port_count_answer(p, p->ops->send(p, &m, idx, 0));
 }
 
 static int port_gid_in_table(void *arg, unsigned port, const struct gid *gid)

@@ -22,6 +22,7 @@ struct port_sender {
 	pthread_cond_t cond;
 	TAILQ_HEAD(, port_send) queue;
 	unsigned len;
+	unsigned lane; /* the port's way out for this thread (port_ops) */
 	int stop;
 };
 
@@ -48,7 +49,8 @@ static void *port_senders_main(void *arg)
 		TAILQ_REMOVE(&s->queue, ps, link);
 		s->len--;
 		pthread_mutex_unlock(&s->lock);
-		rc = s->port->ops->send(s->port, &ps->m, ps->gid_index);
+		rc = s->port->ops->send(s->port, &ps->m, ps->gid_index,
+					s->lane);
 		s->port->senders->done(s->port, ps, rc);
 		pthread_mutex_lock(&s->lock);
 	}
@@ -71,6 +73,7 @@ int port_senders_start(struct port *p, unsigned nthreads, unsigned queue_max,
 	ss->queue_max = queue_max;
 	for (i = 0; i < nthreads; i++) {
 		ss->s[i].port = p;
+		ss->s[i].lane = i + 1;
 		pthread_mutex_init(&ss->s[i].lock, NULL);
 		pthread_cond_init(&ss->s[i].cond, NULL);
 		TAILQ_INIT(&ss->s[i].queue);

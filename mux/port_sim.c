@@ -149,7 +149,7 @@ static int port_sim_start(struct port *p, struct event_base *base)
 }
 
 static int port_sim_send(struct port *p, const struct proto_mad *m,
-			 int gid_index)
+			 int gid_index, unsigned lane)
 {
 	struct sim_port *sp = p->priv;
 	uint8_t buf[SIM_DGRAM_MAX];
@@ -160,6 +160,8 @@ static int port_sim_send(struct port *p, const struct proto_mad *m,
 	size_t nlen;
 	DIR *dir;
 	int len;
+
+	(void)lane; /* a datagram socket: nothing to share */
 
 	memcpy(wire.addr.local_gid, sp->gids[gid_index].raw, 16);
 	memcpy(dst.raw, wire.addr.remote_gid, 16);

@@ -6,6 +6,13 @@
  * client's source GID; MAD-layer retries are off because the guests' CMs
  * retransmit on their own.
  *
+ * Each sender thread sends through an agent of its own, on an open of
+ * its own: ib_umad holds a file's mutex across a whole write, the
+ * address resolution of a RoCE send included (user_mad.c:
+ * ib_umad_write(), which sleeps on the ib_addr workqueue), and across
+ * every read and poll of that file.  On one file the sends would leave
+ * one at a time, and receive would wait behind each of them.
+ *
  * The GID table follows the netdev's addresses: it is re-read once a
  * second, and at once when a client registers a GID that is not in it.
  * The verbs context that reads it is opened for each read and closed
@@ -42,14 +49,24 @@
 /* Port-thread ticks (250 ms) between GID table polls and reopen tries. */
 #define UMAD_POLL_TICKS 4
 
+/* An open of the port's umad device and the agent on it.  Lane 0's
+ * takes the CM class's Sends; the others are send-only, one for each
+ * sender thread (port_ops.send's lane). */
+struct umad_lane {
+	struct port *port;
+	int fd;
+	int agent;
+	struct event *rx_ev;
+};
+
+#define UMAD_LANES (1 + PORT_SENDERS)
+
 struct umad_agent_port {
 	char dev[32];
 	int port_num;
 	int roce_version; /* preferred where a GID is there twice */
-	int fd;
-	int agent;
+	struct umad_lane lanes[UMAD_LANES];
 	struct event_base *base;
-	struct event *rx_ev;
 	/* Senders (any thread) hold it shared; the port thread holds it
 	 * exclusively to close the device under them. */
 	pthread_rwlock_t dev_lock;
@@ -172,6 +189,41 @@ static void port_umad_gid_refresh(struct port *p)
 
 static void port_umad_rx(evutil_socket_t fd, short what, void *arg);
 
+/* The sender threads' lanes: a send-only agent each (no class: ib_mad
+ * gives it nothing to receive).  One that cannot be had sends through
+ * lane 0, slower but not wrong. */
+static int port_umad_open_send_lanes(struct port *p, int reopen)
+{
+	struct umad_agent_port *up = p->priv;
+	struct umad_lane *l;
+	int i, err = 0, n = 0;
+
+	for (i = 1; i < UMAD_LANES; i++) {
+		l = &up->lanes[i];
+		l->fd = umad_open_port(up->dev, up->port_num);
+		if (l->fd < 0) {
+			err = -l->fd;
+			l->fd = -1;
+			continue;
+		}
+		errno = 0;
+		l->agent = umad_register(l->fd, 0, 0, 0, NULL);
+		if (l->agent < 0) {
+			err = errno ? errno : EPERM;
+			umad_close_port(l->fd);
+			l->fd = l->agent = -1;
+			continue;
+		}
+		n++;
+	}
+	if (err && !reopen)
+		log_fwarn(
+			&(struct log_fields){ .port = p->name }, err,
+			"umad port %s: a send agent of its own for each sender thread: not all; the rest send through the receive agent, one at a time",
+			p->name);
+	return n;
+}
+
 /* Open the device port, register the CM agent, read the GID table.
  * On a reopen the failures are expected (the device is still gone) and
  * the port state is announced. */
@@ -179,13 +231,14 @@ static int port_umad_attach(struct port *p, int reopen)
 {
 	long method_mask[16 / sizeof(long)] = { 0 };
 	struct umad_agent_port *up = p->priv;
+	struct umad_lane *rl = &up->lanes[0];
 	umad_port_t info;
-	int err;
+	int err, nsend;
 
-	up->fd = umad_open_port(up->dev, up->port_num);
-	if (up->fd < 0) {
-		err = up->fd;
-		up->fd = -1;
+	rl->fd = umad_open_port(up->dev, up->port_num);
+	if (rl->fd < 0) {
+		err = rl->fd;
+		rl->fd = -1;
 		if (!reopen) {
 			errno = -err;
 			log_warn(
@@ -197,9 +250,9 @@ static int port_umad_attach(struct port *p, int reopen)
 	/* Method Send only: bit 3 of the 128-bit method mask. */
 	method_mask[0] = 1L << MAD_METHOD_SEND;
 	errno = 0;
-	up->agent = umad_register(up->fd, MAD_CLASS_CM, MAD_CM_CLASS_VERSION, 0,
+	rl->agent = umad_register(rl->fd, MAD_CLASS_CM, MAD_CM_CLASS_VERSION, 0,
 				  method_mask);
-	if (up->agent < 0) {
+	if (rl->agent < 0) {
 		/* umad_register() says -EPERM for every failure; the
 		 * kernel's reason is in errno. */
 		err = errno ? errno : EPERM;
@@ -247,38 +300,60 @@ static int port_umad_attach(struct port *p, int reopen)
 			atomic_store(&p->state, st);
 		umad_release_port(&info);
 	}
+	nsend = port_umad_open_send_lanes(p, reopen);
 	up->lost = 0;
-	log_finfo(&(struct log_fields){ .port = p->name },
-		  "umad port %s: agent %d on %s port %d, %d GIDs, RoCE",
-		  p->name, up->agent, up->dev, up->port_num, up->ngids);
+	log_finfo(
+		&(struct log_fields){ .port = p->name },
+		"umad port %s: agent %d on %s port %d, %d GIDs, RoCE, %d send agents",
+		p->name, rl->agent, up->dev, up->port_num, up->ngids, nsend);
 	return 0;
 }
 
+/* Every lane is read: a send-only agent is given a response only while
+ * a send of its TID is out, but what is given is taken, not left to
+ * pile up in the kernel. */
 static int port_umad_arm(struct port *p)
 {
 	struct umad_agent_port *up = p->priv;
+	struct umad_lane *l;
+	int i, rc;
 
-	up->rx_ev = event_new(up->base, umad_get_fd(up->fd),
-			      EV_READ | EV_PERSIST, port_umad_rx, p);
-	if (up->rx_ev == NULL)
-		return -ENOMEM;
-	return event_add(up->rx_ev, NULL);
+	for (i = 0; i < UMAD_LANES; i++) {
+		l = &up->lanes[i];
+		if (l->fd < 0)
+			continue;
+		l->rx_ev = event_new(up->base, umad_get_fd(l->fd),
+				     EV_READ | EV_PERSIST, port_umad_rx, l);
+		if (l->rx_ev == NULL)
+			return -ENOMEM;
+		rc = event_add(l->rx_ev, NULL);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
 }
 
 /* Release everything the device gave us; the port stays, down. */
 static void port_umad_detach(struct port *p)
 {
 	struct umad_agent_port *up = p->priv;
+	struct umad_lane *l;
+	int i;
 
-	if (up->rx_ev)
-		event_free(up->rx_ev);
-	up->rx_ev = NULL;
+	for (i = 0; i < UMAD_LANES; i++) {
+		if (up->lanes[i].rx_ev)
+			event_free(up->lanes[i].rx_ev);
+		up->lanes[i].rx_ev = NULL;
+	}
 	pthread_rwlock_wrlock(&up->dev_lock);
-	if (up->agent >= 0 && up->fd >= 0)
-		umad_unregister(up->fd, up->agent);
-	if (up->fd >= 0)
-		umad_close_port(up->fd);
-	up->agent = up->fd = -1;
+	for (i = 0; i < UMAD_LANES; i++) {
+		l = &up->lanes[i];
+		if (l->agent >= 0 && l->fd >= 0)
+			umad_unregister(l->fd, l->agent);
+		if (l->fd >= 0)
+			umad_close_port(l->fd);
+		l->agent = l->fd = -1;
+	}
 	pthread_rwlock_unlock(&up->dev_lock);
 	pthread_mutex_lock(&up->gid_lock);
 	memset(up->valid, 0, sizeof(up->valid));
@@ -306,13 +381,15 @@ static void port_umad_lost(struct port *p, const char *why)
 static int port_umad_open(struct port *p, const struct port_spec *spec)
 {
 	struct umad_agent_port *up = calloc(1, sizeof(*up));
-	int rc;
+	int i, rc;
 
 	if (up == NULL)
 		return -ENOMEM;
 	p->priv = up;
-	up->fd = -1;
-	up->agent = -1;
+	for (i = 0; i < UMAD_LANES; i++) {
+		up->lanes[i].port = p;
+		up->lanes[i].fd = up->lanes[i].agent = -1;
+	}
 	up->roce_version = spec->roce_version;
 	up->send_rl = (struct log_ratelimit)LOG_RATELIMIT_INIT(5, 1);
 	pthread_mutex_init(&up->gid_lock, NULL);
@@ -341,7 +418,8 @@ static int port_umad_open(struct port *p, const struct port_spec *spec)
 
 static void port_umad_rx(evutil_socket_t fd, short what, void *arg)
 {
-	struct port *p = arg;
+	struct umad_lane *l = arg;
+	struct port *p = l->port;
 	struct umad_agent_port *up = p->priv;
 	uint8_t buf[sizeof(struct ib_user_mad) + PROTO_MAD_MAX];
 	struct ib_user_mad *um = (struct ib_user_mad *)buf;
@@ -352,7 +430,7 @@ static void port_umad_rx(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	while (budget-- > 0) {
 		len = PROTO_MAD_MAX;
-		rc = umad_recv(up->fd, buf, &len, 0);
+		rc = umad_recv(l->fd, buf, &len, 0);
 		if (rc == -EAGAIN || rc == -EWOULDBLOCK || rc == -ETIMEDOUT)
 			return;
 		if (rc < 0) {
@@ -404,16 +482,20 @@ static int port_umad_start(struct port *p, struct event_base *base)
 	return port_umad_arm(p);
 }
 
-/* One write to ib_umad: 0 or the kernel's -errno. */
-static int port_umad_write(struct umad_agent_port *up, void *buf, int len)
+/* One write to ib_umad through a lane (lane 0 where that one could not
+ * be had): 0 or the kernel's -errno. */
+static int port_umad_write(struct umad_agent_port *up, unsigned lane, void *buf,
+			   int len)
 {
+	const struct umad_lane *l;
 	int rc;
 
 	pthread_rwlock_rdlock(&up->dev_lock);
+	l = &up->lanes[lane < UMAD_LANES && up->lanes[lane].fd >= 0 ? lane : 0];
 	errno = 0;
-	rc = up->fd < 0 || up->agent < 0
+	rc = l->fd < 0 || l->agent < 0
 		     ? -ENETDOWN
-		     : umad_send(up->fd, up->agent, buf, len, 0, 0);
+		     : umad_send(l->fd, l->agent, buf, len, 0, 0);
 	pthread_rwlock_unlock(&up->dev_lock);
 	/* libibumad says EIO for every failed write; errno has the
 	 * kernel's reason. */
@@ -431,15 +513,15 @@ static int port_umad_write(struct umad_agent_port *up, void *buf, int len)
  * one to finish, briefly, instead of failing.  Any other EINVAL (a MAD
  * the kernel finds wrong) fails at once.
  */
-static int port_umad_write_waiting(struct umad_agent_port *up, void *buf,
-				   int len, uint32_t tid)
+static int port_umad_write_waiting(struct umad_agent_port *up, unsigned lane,
+				   void *buf, int len, uint32_t tid)
 {
 	_Atomic uint32_t *recent = &up->recent_tids[tid % UMAD_RECENT_TIDS];
 	unsigned waited = 0, us = 50;
 	int rc;
 
 	for (;;) {
-		rc = port_umad_write(up, buf, len);
+		rc = port_umad_write(up, lane, buf, len);
 		if (rc != -EINVAL || atomic_load(recent) != tid ||
 		    waited >= UMAD_DUP_WAIT_US)
 			break;
@@ -457,7 +539,7 @@ static int port_umad_write_waiting(struct umad_agent_port *up, void *buf,
 }
 
 static int port_umad_send(struct port *p, const struct proto_mad *m,
-			  int gid_index)
+			  int gid_index, unsigned lane)
 {
 	struct umad_agent_port *up = p->priv;
 	uint8_t buf[sizeof(struct ib_user_mad) + PROTO_MAD_MAX];
@@ -478,7 +560,7 @@ static int port_umad_send(struct port *p, const struct proto_mad *m,
 	memcpy(um->addr.gid, m->addr.remote_gid, 16);
 	umad_set_pkey(buf, m->addr.pkey_index);
 	memcpy(umad_get_mad(buf), m->mad, m->mad_len);
-	rc = port_umad_write_waiting(up, buf, m->mad_len,
+	rc = port_umad_write_waiting(up, lane, buf, m->mad_len,
 				     (uint32_t)wire_get64(m->mad +
 							  MAD_OFF_TID));
 	/* Any sender may get here, so the warning is rate-limited. */

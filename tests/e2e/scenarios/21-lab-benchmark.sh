@@ -51,6 +51,9 @@ host_a() {
 	# The daemon needs the CM class to itself: the kernel CM goes.
 	modprobe -r rdma_ucm rdma_cm iw_cm ib_cm || fail "cannot unload the kernel CM"
 	start_daemon
+	# A send agent for each sender thread (port_umad.c): on one umad
+	# file the sends would leave one at a time.
+	grep -q "RoCE, 8 send agents" /tmp/d.log || { cat /tmp/d.log; fail "send agents"; }
 	profiled daemon timeout 300 "$B/bench/cm_rate_vm" --gid 10.77.0.11 --connect "$LAB_PEER_IP" \
 		--qp-port rxe0:1 -c "$N" -w 16 >/tmp/vm.txt 2>&1 || { cat /tmp/vm.txt; fail "cm_rate_vm"; }
 	ok "lab-bench: connections=$N daemon_retransmissions $(rate_of /tmp/vm.txt retransmissions)"
