@@ -130,7 +130,15 @@ static void session_flush_foreign(struct session_set *set,
 
 static int session_flush(struct session *s);
 
-/* Write out what this worker queued for its clients and others'. */
+/* Write out what this worker queued for others' clients and its own.
+ * Others' first: what this worker queues for another's client is a MAD
+ * it routed there, which that client is waiting for, while its own
+ * clients' output after a MAD frame is mostly the sender's reply, which
+ * nobody is (own clients that got a MAD were touched before the reply
+ * that followed it, so theirs leaves first too).  Written the other way
+ * round, the reply wakes a client process that reads it and sleeps
+ * again before the MAD arrives: on the one-connection handshake that
+ * was a wake-up more on each of its four hops. */
 static void session_set_flush(struct session_set *set)
 {
 	struct session *s;
@@ -138,11 +146,11 @@ static void session_set_flush(struct session_set *set)
 
 	set->flush_armed = 0;
 	set->frames_unflushed = 0;
-	while ((s = TAILQ_FIRST(&set->dirty)) != NULL)
-		session_flush(s);
 	for (i = 0; i < set->nforeign; i++)
 		session_flush_foreign(set, set->foreign[i]);
 	set->nforeign = 0;
+	while ((s = TAILQ_FIRST(&set->dirty)) != NULL)
+		session_flush(s);
 }
 
 /* Runs after the I/O callbacks of a loop pass (it is activated by the
