@@ -80,7 +80,7 @@ LIBSO   := $(B)/libmuxbe.so.$(SOVERSION)
 PCFILE  := $(B)/muxbe.pc
 
 UNIT_TESTS := test_codec test_cm_mad test_router test_conn_table test_policy test_guest_cm \
-	      test_qemu_msg test_text test_gid_map test_hset test_outlet
+	      test_qemu_msg test_text test_gid_map test_hset test_outlet test_port_senders
 UNIT_BINS  := $(addprefix $(B)/tests/,$(UNIT_TESTS))
 INTEG_TESTS := test_admission test_status test_service test_cm test_attacks test_attacks_files \
 	       test_attacks_qps test_qemu
@@ -177,6 +177,7 @@ $(B)/tests/test_qemu_msg: $(call obj,$(QEMU_MSG_SRC))
 $(B)/tests/test_text $(B)/tests/test_gid_map $(B)/tests/test_hset \
 	$(B)/tests/test_cm_mad: $(COMMON_OBJ)
 $(B)/tests/test_outlet: $(B)/obj/mux/outlet.o
+$(B)/tests/test_port_senders: $(B)/obj/mux/port_senders.o $(COMMON_OBJ)
 $(B)/tests/test_router: $(B)/obj/mux/router.o $(CONN_OBJ) $(COMMON_OBJ)
 $(B)/tests/test_conn_table: $(CONN_OBJ) $(COMMON_OBJ)
 $(B)/tests/test_policy: $(B)/obj/mux/policy.o $(COMMON_OBJ)
