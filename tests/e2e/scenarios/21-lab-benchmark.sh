@@ -5,7 +5,8 @@
 #  - Connection setup rate between two lab hosts: host A's kernel rdma_cm
 #    (cm_rate, librdmacm) against a cm_rate server on host B, then a VM on
 #    host A through rdmacm-muxd (cm_rate_vm: libmuxbe and the guest CM)
-#    against the same server, in the same run, and their ratio.
+#    against the same server, in turn, three rounds (two when small), and
+#    the medians of their rates and of each round's ratio.
 #  - The relay benchmark (bench_relay) with the daemon on the umad port of
 #    soft-RoCE: MADs between two VMs' GIDs loop back through the device.
 LAB_TWO=1
@@ -15,13 +16,17 @@ LAB_OPTS="--smp 2 --timeout 900"
 
 bench_sizes() {
 	if [ "${LAB_BENCH:-}" = full ]; then
-		N=1000 PAIRS=1,8 SECS=2 ROUNDS=3
+		N=1000 PAIRS=1,8 SECS=2 ROUNDS=3 CM_ROUNDS=3
 	else
 		# 8 pairs too: their storms on one connection are what
 		# outran ib_umad's send completions (port_umad_send()).
-		N=40 PAIRS=1,8 SECS=0.3 ROUNDS=1
+		# Two rounds, so that the kernel CM's reload cannot rot.
+		N=40 PAIRS=1,8 SECS=0.3 ROUNDS=1 CM_ROUNDS=2
 	fi
 }
+
+# The median of the numbers on standard input.
+median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 
 # cm_rate's "cm_rate: KEY VALUE" line from FILE.
 rate_of() { sed -n "s/^cm_rate: $2 //p" "$1"; }
@@ -42,33 +47,53 @@ profiled() {
 }
 
 host_a() {
-	local i k
+	local i k r
 	bench_sizes
 	add_ip 10.77.0.11
 	await server-up
-	profiled native timeout 300 "$B/bench/cm_rate" -c "$N" -w 16 -a "$LAB_PEER_IP" -b "$LAB_IP" \
-		>/tmp/native.txt 2>&1 || { cat /tmp/native.txt; fail "native cm_rate"; }
-	# The daemon needs the CM class to itself: the kernel CM goes.
-	modprobe -r rdma_ucm rdma_cm iw_cm ib_cm || fail "cannot unload the kernel CM"
-	start_daemon
-	# A send agent for each sender thread (port_umad.c): on one umad
-	# file the sends would leave one at a time.
-	grep -q "RoCE, 8 send agents" /tmp/d.log || { cat /tmp/d.log; fail "send agents"; }
-	profiled daemon timeout 300 "$B/bench/cm_rate_vm" --gid 10.77.0.11 --connect "$LAB_PEER_IP" \
-		--qp-port rxe0:1 -c "$N" -w 16 >/tmp/vm.txt 2>&1 || { cat /tmp/vm.txt; fail "cm_rate_vm"; }
-	ok "lab-bench: connections=$N daemon_retransmissions $(rate_of /tmp/vm.txt retransmissions)"
-	ok "lab-bench: daemon drops $(status_get '.counters.drops' | tr -d ' \n')"
-	stop_daemon
-	# Sends of one connection's TID that waited for ib_umad to finish
-	# the one before (port_umad.c; logged at the stop).
-	ok "lab-bench: connections=$N daemon_sends_waited_for_their_tid $(sed -n \
-		's/.* \([0-9]*\) sends waited for ib_umad.*/\1/p' /tmp/d.log | tail -n 1 | grep . || echo 0)"
+	# Kernel CM and daemon in turn, CM_ROUNDS times, each ratio of a
+	# round's two runs side by side: this host's rates move by half
+	# from one minute to the next, so one run of each compares little.
+	for r in $(seq "$CM_ROUNDS"); do
+		profiled native timeout 300 "$B/bench/cm_rate" -c "$N" -w 16 -a "$LAB_PEER_IP" \
+			-b "$LAB_IP" >/tmp/native-$r.txt 2>&1 ||
+			{ cat /tmp/native-$r.txt; fail "native cm_rate"; }
+		# The daemon needs the CM class to itself: the kernel CM goes.
+		modprobe -r rdma_ucm rdma_cm iw_cm ib_cm || fail "cannot unload the kernel CM"
+		start_daemon
+		# A send agent for each sender thread (port_umad.c): on one
+		# umad file the sends would leave one at a time.
+		grep -q "RoCE, 8 send agents" /tmp/d.log || { cat /tmp/d.log; fail "send agents"; }
+		profiled daemon timeout 300 "$B/bench/cm_rate_vm" --gid 10.77.0.11 --connect "$LAB_PEER_IP" \
+			--qp-port rxe0:1 -c "$N" -w 16 >/tmp/vm-$r.txt 2>&1 ||
+			{ cat /tmp/vm-$r.txt; fail "cm_rate_vm"; }
+		ok "lab-bench: round $r connections=$N daemon_retransmissions $(rate_of /tmp/vm-$r.txt retransmissions)"
+		ok "lab-bench: round $r daemon drops $(status_get '.counters.drops' | tr -d ' \n')"
+		stop_daemon
+		# Sends of one connection's TID that waited for ib_umad to
+		# finish the one before (port_umad.c; logged at the stop).
+		ok "lab-bench: round $r connections=$N daemon_sends_waited_for_their_tid $(sed -n \
+			's/.* \([0-9]*\) sends waited for ib_umad.*/\1/p' /tmp/d.log | tail -n 1 | grep . || echo 0)"
+		for k in connect_per_s disconnect_per_s cycle_per_s; do
+			ok "lab-bench: round $r connections=$N ${k%_per_s}_ratio $(awk \
+				-v d="$(rate_of /tmp/vm-$r.txt $k)" -v n="$(rate_of /tmp/native-$r.txt $k)" \
+				'BEGIN { printf "%.3f", d / n }')"
+		done
+		# The kernel CM again for the next round; the last round
+		# leaves the CM class to bench_relay's daemons.
+		[ "$r" = "$CM_ROUNDS" ] || modprobe rdma_ucm || fail "cannot load the kernel CM again"
+	done
 	signal bench-done
+	# Medians over the rounds: each side's rate, and the ratio of the
+	# runs side by side.
 	for k in connect_per_s disconnect_per_s cycle_per_s; do
-		ok "lab-bench: connections=$N native_$k $(rate_of /tmp/native.txt $k)"
-		ok "lab-bench: connections=$N daemon_$k $(rate_of /tmp/vm.txt $k)"
-		ok "lab-bench: connections=$N ${k%_per_s}_ratio $(awk -v d="$(rate_of /tmp/vm.txt $k)" \
-			-v n="$(rate_of /tmp/native.txt $k)" 'BEGIN { printf "%.3f", d / n }')"
+		ok "lab-bench: connections=$N native_$k $(for r in $(seq "$CM_ROUNDS"); do
+			rate_of /tmp/native-$r.txt $k; done | median)"
+		ok "lab-bench: connections=$N daemon_$k $(for r in $(seq "$CM_ROUNDS"); do
+			rate_of /tmp/vm-$r.txt $k; done | median)"
+		ok "lab-bench: connections=$N ${k%_per_s}_ratio $(for r in $(seq "$CM_ROUNDS"); do
+			awk -v d="$(rate_of /tmp/vm-$r.txt $k)" -v n="$(rate_of /tmp/native-$r.txt $k)" \
+				'BEGIN { printf "%.3f\n", d / n }'; done | median)"
 	done
 	# bench_relay's clients are 10.77.1.1, 10.77.1.2, ...: addresses here.
 	for i in $(seq 16); do add_ip "10.77.1.$i"; done
