@@ -136,10 +136,6 @@ static int run_phase(unsigned *count, int (*start)(struct gcm *g, uint64_t now),
 	while (*count - base + (R.failed - fails0) < R.n) {
 		unsigned busy = next - (*count - base) - (R.failed - fails0);
 
-		/* One clock read a pass: where the clock is a device (the
-		 * lab's HPET), a read per endpoint was this client's
-		 * largest cost (perf in the lab), not the daemon's. */
-		now = now_ms();
 		while (busy < R.window && next < R.n) {
 			if (R.cm[next].state == startable_state &&
 			    start(&R.cm[next], now) == 0)
@@ -157,6 +153,10 @@ static int run_phase(unsigned *count, int (*start)(struct gcm *g, uint64_t now),
 		poll(&pfd, 1, 5);
 		if (muxbe_process(R.mb) < 0)
 			return -1;
+		/* One clock read a pass, for the ticks and the next starts:
+		 * where the clock is a device (the lab's HPET), a read per
+		 * endpoint was this client's largest cost (perf in the
+		 * lab), not the daemon's. */
 		now = now_ms();
 		for (i = 0; i < next; i++)
 			gcm_tick(&R.cm[i], now);

@@ -30,6 +30,11 @@ median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 
 # cm_rate's "cm_rate: KEY VALUE" line from FILE.
 rate_of() { sed -n "s/^cm_rate: $2 //p" "$1"; }
+# Round R's daemon rate of KEY against the kernel CM's.
+round_ratio() {
+	awk -v d="$(rate_of "/tmp/vm-$1.txt" "$2")" -v n="$(rate_of "/tmp/native-$1.txt" "$2")" \
+		'BEGIN { printf "%.3f\n", d / n }'
+}
 
 # profiled NAME CMD...: CMD, and with LAB_PROFILE=1 a system-wide perf
 # profile of it in the sync dir (profile-NAME.txt: by thread name and
@@ -75,9 +80,7 @@ host_a() {
 		ok "lab-bench: round $r connections=$N daemon_sends_waited_for_their_tid $(sed -n \
 			's/.* \([0-9]*\) sends waited for ib_umad.*/\1/p' /tmp/d.log | tail -n 1 | grep . || echo 0)"
 		for k in connect_per_s disconnect_per_s cycle_per_s; do
-			ok "lab-bench: round $r connections=$N ${k%_per_s}_ratio $(awk \
-				-v d="$(rate_of /tmp/vm-$r.txt $k)" -v n="$(rate_of /tmp/native-$r.txt $k)" \
-				'BEGIN { printf "%.3f", d / n }')"
+			ok "lab-bench: round $r connections=$N ${k%_per_s}_ratio $(round_ratio "$r" $k)"
 		done
 		# The kernel CM again for the next round; the last round
 		# leaves the CM class to bench_relay's daemons.
@@ -92,8 +95,7 @@ host_a() {
 		ok "lab-bench: connections=$N daemon_$k $(for r in $(seq "$CM_ROUNDS"); do
 			rate_of /tmp/vm-$r.txt $k; done | median)"
 		ok "lab-bench: connections=$N ${k%_per_s}_ratio $(for r in $(seq "$CM_ROUNDS"); do
-			awk -v d="$(rate_of /tmp/vm-$r.txt $k)" -v n="$(rate_of /tmp/native-$r.txt $k)" \
-				'BEGIN { printf "%.3f\n", d / n }'; done | median)"
+			round_ratio "$r" $k; done | median)"
 	done
 	# bench_relay's clients are 10.77.1.1, 10.77.1.2, ...: addresses here.
 	for i in $(seq 16); do add_ip "10.77.1.$i"; done
