@@ -107,10 +107,15 @@ static void delivery_lost(struct mux *mux, const struct proto_mad *m)
 	clients_put(ci);
 }
 
+/* Like MADs: QEMU's through its worker, the others' at once. */
 static void delivery_send_done(struct mux *mux, struct client_info *ci,
 			       uint32_t rid, int rc)
 {
-	struct worker_msg *msg = worker_msg_new(WMSG_SEND_DONE, ci->id);
+	struct worker_msg *msg;
+
+	if (ci->qemu_port < 0 && session_send_done_now(mux, ci, rid, rc) == 0)
+		return;
+	msg = worker_msg_new(WMSG_SEND_DONE, ci->id);
 
 	if (msg != NULL) {
 		msg->rid = rid;

@@ -620,9 +620,12 @@ void session_note(struct worker *w, uint64_t client_id, const char *last);
 /* Another thread left output on the client's socket: the owner takes
  * over writing it. */
 void session_flush_client(struct worker *w, uint64_t client_id);
-/* The verdict on a MAD request whose send was deferred. */
+/* The verdict on a MAD request whose send was deferred: by its worker,
+ * or (a client of our protocol) from the thread that sent it. */
 void session_send_done(struct worker *w, uint64_t client_id, uint32_t rid,
 		       int rc);
+int session_send_done_now(struct mux *mux, struct client_info *ci, uint32_t rid,
+			  int rc);
 void session_broadcast_event(struct worker *w, const char *text);
 void session_close_all(struct worker *w);
 void session_kick(struct worker *w, uint64_t client_id, const char *why);

@@ -424,12 +424,12 @@ static void session_reply(struct session *s, uint32_t rid, json_t *reply)
 
 /* The reply to a MAD sent: the same text proto_reply_ok() would give,
  * without building it for every MAD. */
+static const char session_ok_text[] = "{\"ok\":true}";
+
 static void session_reply_ok(struct session *s, uint32_t rid)
 {
-	static const char ok[] = "{\"ok\":true}";
-
-	if (session_send(s, PROTO_KIND_JSON, PROTO_FLAG_REPLY, rid, ok,
-			 sizeof(ok) - 1) < 0)
+	if (session_send(s, PROTO_KIND_JSON, PROTO_FLAG_REPLY, rid,
+			 session_ok_text, sizeof(session_ok_text) - 1) < 0)
 		s->closing = 1;
 }
 
@@ -1086,6 +1086,45 @@ void session_send_done(struct worker *w, uint64_t client_id, uint32_t rid,
 			      proto_reply_error(rc, "port send failed"));
 	else
 		session_reply_ok(s, rid);
+}
+
+/* The verdict written by the sender thread that sent the MAD, as the port
+ * thread writes inbound MADs: waking the client's worker to write it cost
+ * a worker wake-up per MAD sent.  -ENOMEM when it could not be queued
+ * (the caller hands it to the worker, which closes a session it cannot
+ * answer); 0 otherwise, including when the client is gone. */
+int session_send_done_now(struct mux *mux, struct client_info *ci, uint32_t rid,
+			  int rc)
+{
+	uint8_t hdr[PROTO_HDR_SIZE];
+	const char *text = session_ok_text;
+	char *built = NULL;
+	json_t *reply;
+	int refused;
+	size_t len;
+
+	if (rc) {
+		reply = proto_reply_error(rc, "port send failed");
+		built = reply ? json_dumps(reply, JSON_COMPACT) : NULL;
+		json_decref(reply);
+		if (built == NULL)
+			return -ENOMEM;
+		text = built;
+	}
+	len = strlen(text);
+	proto_header_encode(hdr, PROTO_KIND_JSON, PROTO_FLAG_REPLY, rid,
+			    (uint32_t)len);
+	refused = built != NULL;
+	rc = outlet_append(&ci->out, 0, hdr, sizeof(hdr), text, len);
+	free(built);
+	if (rc == -EPIPE)
+		return 0; /* closed: nobody is waiting for it */
+	if (rc < 0)
+		return rc;
+	if (refused)
+		atomic_fetch_add(&ci->ctr.errors, 1);
+	session_write_for(mux, ci);
+	return 0;
 }
 
 void session_flush_client(struct worker *w, uint64_t client_id)
