@@ -1110,12 +1110,22 @@ static void setup_replies(void)
 	}
 }
 
+/* What the relay does (the workers: client sockets, routing) and the
+ * umad I/O it does not (the threads that write and read the port). */
+enum { ROLE_WORKERS, ROLE_SENDERS, ROLE_PORTS, ROLES };
+static const char *const role_thread[ROLES] = { "muxd-worker", "muxd-umad-send",
+						"muxd-ports" };
+static const char *const role_name[ROLES] = { "workers", "umad_senders",
+					      "port_thread" };
+
 struct run_figures {
 	double req1, req16, fresh1, fresh16, rep1, rep16, hs, hs16;
 	double p50, p99, p999, open_sat, steal_pct;
 	/* CPU per MAD delivered, in each closed-loop phase, microseconds */
 	double cpu_req1, cpu_req16, cpu_fresh1, cpu_fresh16, cpu_rep1,
 		cpu_rep16, cpu_hs, cpu_hs16;
+	/* The daemon's, by role, in the connection storm's two phases */
+	double cpu_fresh16_role[ROLES], cpu_hs_role[ROLES];
 };
 
 #define MAX_ROUNDS 9
@@ -1164,25 +1174,35 @@ static uint64_t delivered(void)
 }
 
 /* One closed-loop phase: its rate (run() of secs), and the CPU the
- * measured process (or thread) spent per MAD delivered meanwhile. */
+ * measured process (or thread) spent per MAD delivered meanwhile; for
+ * the daemon (tid 0) also by its threads' roles, split[ROLES]. */
 struct cpu_probe {
 	pid_t pid, tid;
 };
 
 static double phase_run(const struct cpu_probe *cp, const char *name,
 			double (*run)(double, unsigned), double secs,
-			unsigned arg, double *cpu_us)
+			unsigned arg, double *cpu_us, double *split)
 {
-	uint64_t c0, c1, m0, m1;
+	uint64_t c0, c1, m0, m1, r0[ROLES] = { 0 }, r1;
 	double rate;
+	int i;
 
 	phase(name);
 	m0 = delivered();
 	c0 = proc_figures_cpu_ns(cp->pid, cp->tid);
+	for (i = 0; split && i < ROLES; i++)
+		r0[i] = proc_figures_cpu_ns_named(cp->pid, role_thread[i]);
 	rate = run(secs, arg);
 	c1 = proc_figures_cpu_ns(cp->pid, cp->tid);
 	m1 = delivered();
 	*cpu_us = m1 > m0 ? (double)(c1 - c0) / 1000.0 / (double)(m1 - m0) : 0;
+	for (i = 0; split && i < ROLES; i++) {
+		r1 = proc_figures_cpu_ns_named(cp->pid, role_thread[i]);
+		split[i] = m1 > m0 ? (double)(r1 - r0[i]) / 1000.0 /
+					     (double)(m1 - m0)
+				   : 0;
+	}
 	return rate;
 }
 
@@ -1202,26 +1222,28 @@ static void measure(const char *path, pid_t cpu_pid, pid_t cpu_tid, double secs,
 {
 	const struct cpu_probe cp = { cpu_pid, cpu_tid };
 	uint64_t st0, st1, tot0, tot1;
+	int by_role = cpu_tid == 0; /* the daemon's threads */
 
 	connect_all(path);
 	wl = WL_REQ;
 	r->req1 = phase_run(&cp, "req_by_gid_1_inflight", closed_run, secs, 1,
-			    &r->cpu_req1);
+			    &r->cpu_req1, NULL);
 	r->req16 = phase_run(&cp, "req_by_gid_16_inflight", closed_run, secs,
-			     16, &r->cpu_req16);
+			     16, &r->cpu_req16, NULL);
 	setup_replies();
 	/* In the daemon the REQ made B's peer record; B's MRAs answer it. */
 	wl = WL_REPLY;
 	r->rep1 = phase_run(&cp, "reply_by_comm_id_1_inflight", closed_run,
-			    secs, 1, &r->cpu_rep1);
+			    secs, 1, &r->cpu_rep1, NULL);
 	r->rep16 = phase_run(&cp, "reply_by_comm_id_16_inflight", closed_run,
-			     secs, 16, &r->cpu_rep16);
+			     secs, 16, &r->cpu_rep16, NULL);
 	drain();
 	wl = WL_REQ_FRESH;
 	r->fresh1 = phase_run(&cp, "req_fresh_1_inflight", closed_run, secs, 1,
-			      &r->cpu_fresh1);
+			      &r->cpu_fresh1, NULL);
 	r->fresh16 = phase_run(&cp, "req_fresh_16_inflight", closed_run, secs,
-			       16, &r->cpu_fresh16);
+			       16, &r->cpu_fresh16,
+			       by_role ? r->cpu_fresh16_role : NULL);
 	drain();
 	if (with_latency) {
 		wl = WL_REQ;
@@ -1242,9 +1264,9 @@ static void measure(const char *path, pid_t cpu_pid, pid_t cpu_tid, double secs,
 	}
 	wl = WL_HANDSHAKE;
 	r->hs = phase_run(&cp, "handshakes", handshakes_run, secs, 1,
-			  &r->cpu_hs);
+			  &r->cpu_hs, by_role ? r->cpu_hs_role : NULL);
 	r->hs16 = phase_run(&cp, "handshakes_16_inflight", handshakes_run, secs,
-			    16, &r->cpu_hs16);
+			    16, &r->cpu_hs16, NULL);
 	phase("end");
 	close_all();
 }
@@ -1392,6 +1414,20 @@ int main(int argc, char **argv)
 		CPU_FIG("req_fresh_16_inflight", cpu_fresh16);
 		CPU_FIG("handshakes", cpu_hs);
 		CPU_FIG("handshakes_16_inflight", cpu_hs16);
+		/* The daemon's by role: its workers do what the relay does
+		 * (sockets and routing), its umad threads what it does
+		 * not (the port's I/O, in the kernel's umad mostly). */
+		for (r = 0; r < ROLES; r++) {
+			snprintf(
+				key, sizeof(key),
+				"pairs=%d daemon_cpu_us_per_mad_req_fresh_16_inflight_%s",
+				npairs, role_name[r]);
+			figure(key, d.cpu_fresh16_role[r]);
+			snprintf(key, sizeof(key),
+				 "pairs=%d daemon_cpu_us_per_mad_handshakes_%s",
+				 npairs, role_name[r]);
+			figure(key, d.cpu_hs_role[r]);
+		}
 		FIG("daemon_peak_rss_kb",
 		    (double)proc_figures_status_kb(daemon_pid, "VmHWM"));
 		if (nrun < MAX_PAIR_COUNTS) {

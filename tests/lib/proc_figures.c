@@ -68,6 +68,39 @@ uint64_t proc_figures_cpu_ns(pid_t pid, pid_t tid)
 	return total;
 }
 
+uint64_t proc_figures_cpu_ns_named(pid_t pid, const char *prefix)
+{
+	char path[300], comm[64];
+	struct dirent *de;
+	uint64_t total = 0;
+	size_t len = strlen(prefix);
+	FILE *f;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	d = opendir(path);
+	while (d && (de = readdir(d)) != NULL) {
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%s/comm", (int)pid,
+			 de->d_name);
+		f = fopen(path, "r");
+		if (f == NULL)
+			continue;
+		if (fgets(comm, sizeof(comm), f) != NULL &&
+		    strncmp(comm, prefix, len) == 0) {
+			snprintf(path, sizeof(path),
+				 "/proc/%d/task/%s/schedstat", (int)pid,
+				 de->d_name);
+			total += proc_figures_schedstat_ns(path);
+		}
+		fclose(f);
+	}
+	if (d)
+		closedir(d);
+	return total;
+}
+
 void proc_figures_steal_ticks(uint64_t *steal, uint64_t *total)
 {
 	unsigned long long v[8] = { 0 };
