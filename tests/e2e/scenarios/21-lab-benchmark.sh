@@ -20,8 +20,10 @@ bench_sizes() {
 	else
 		# 8 pairs too: their storms on one connection are what
 		# outran ib_umad's send completions (port_umad_send()).
-		# Two rounds, so that the kernel CM's reload cannot rot.
+		# Two rounds, so that the kernel CM's reload cannot rot;
+		# traced, so that the tracing cannot either.
 		N=40 PAIRS=1,8 SECS=0.3 ROUNDS=1 CM_ROUNDS=2
+		LAB_TRACE=${LAB_TRACE:-1}
 	fi
 }
 
@@ -51,6 +53,52 @@ profiled() {
 	return $rc
 }
 
+# What a MAD costs in the kernel on each side, by the functions it goes
+# through: the MAC resolution of a RoCE address (ib_umad resolves one
+# for every MAD it sends and receives; the kernel CM once a connection,
+# for its path), ib_umad's write and read, the MAD layer's receive
+# completion (its CQ work, where ib_umad's receive handler runs), and
+# the kernel CM's own sends.
+TRACE_FUNCS="rdma_addr_find_l2_eth_by_grh ib_umad_write ib_umad_read ib_mad_recv_done
+ib_send_cm_req ib_send_cm_rep ib_send_cm_rtu ib_send_cm_dreq ib_send_cm_drep"
+
+# traced NAME CMD...: CMD, and with LAB_TRACE=1 the calls to TRACE_FUNCS
+# meanwhile, their number and mean time (function_graph, which times
+# each call from entry to return, sleeps included), into the sync dir as
+# trace-NAME.txt.
+traced() {
+	local name=$1 t=/sys/kernel/tracing rc=0 f
+	shift
+	[ -n "${LAB_TRACE:-}" ] || { "$@"; return; }
+	[ -d $t/options ] || mount -t tracefs nodev $t
+	echo 0 >$t/tracing_on
+	echo nop >$t/current_tracer
+	echo 8192 >$t/buffer_size_kb
+	: >$t/set_ftrace_filter
+	for f in $TRACE_FUNCS; do
+		echo "$f" >>$t/set_ftrace_filter 2>/dev/null || true
+	done
+	echo 1 >$t/options/funcgraph-tail
+	echo function_graph >$t/current_tracer
+	: >$t/trace
+	echo 1 >$t/tracing_on
+	"$@" || rc=$?
+	echo 0 >$t/tracing_on
+	# "... 12.345 us | name();" or "... 12.345 us | } /* name */"
+	awk '/ us +\|/ {
+		d = $0; sub(/ us +\|.*/, "", d); sub(/.* /, "", d)
+		f = $0; sub(/.*\| +/, "", f); sub(/^\} \/\* /, "", f)
+		sub(/ \*\/$/, "", f); sub(/\(\);$/, "", f); sub(/ \[.*\]$/, "", f)
+		n[f]++; us[f] += d
+	} END {
+		for (f in n) printf "%-32s calls %7d  mean_us %9.1f\n", f, n[f], us[f] / n[f]
+	}' $t/trace | sort >"$LAB_SYNC/trace-$name.txt"
+	echo "overruns $(awk '/overrun/ { s += $2 } END { print s + 0 }' $t/per_cpu/cpu*/stats)" \
+		>>"$LAB_SYNC/trace-$name.txt"
+	echo nop >$t/current_tracer
+	return $rc
+}
+
 host_a() {
 	local i k r
 	bench_sizes
@@ -60,7 +108,7 @@ host_a() {
 	# round's two runs side by side: this host's rates move by half
 	# from one minute to the next, so one run of each compares little.
 	for r in $(seq "$CM_ROUNDS"); do
-		profiled native timeout 300 "$B/bench/cm_rate" -c "$N" -w 16 -a "$LAB_PEER_IP" \
+		traced native-$r profiled native timeout 300 "$B/bench/cm_rate" -c "$N" -w 16 -a "$LAB_PEER_IP" \
 			-b "$LAB_IP" >/tmp/native-$r.txt 2>&1 ||
 			{ cat /tmp/native-$r.txt; fail "native cm_rate"; }
 		# The daemon needs the CM class to itself: the kernel CM goes.
@@ -69,7 +117,7 @@ host_a() {
 		# A send agent for each sender thread (port_umad.c): on one
 		# umad file the sends would leave one at a time.
 		grep -q "RoCE, 8 send agents" /tmp/d.log || { cat /tmp/d.log; fail "send agents"; }
-		profiled daemon timeout 300 "$B/bench/cm_rate_vm" --gid 10.77.0.11 --connect "$LAB_PEER_IP" \
+		traced daemon-$r profiled daemon timeout 300 "$B/bench/cm_rate_vm" --gid 10.77.0.11 --connect "$LAB_PEER_IP" \
 			--qp-port rxe0:1 -c "$N" -w 16 >/tmp/vm-$r.txt 2>&1 ||
 			{ cat /tmp/vm-$r.txt; fail "cm_rate_vm"; }
 		ok "lab-bench: round $r connections=$N daemon_retransmissions $(rate_of /tmp/vm-$r.txt retransmissions)"
@@ -81,6 +129,13 @@ host_a() {
 			's/.* \([0-9]*\) sends waited for ib_umad.*/\1/p' /tmp/d.log | tail -n 1 | grep . || echo 0)"
 		for k in connect_per_s disconnect_per_s cycle_per_s; do
 			ok "lab-bench: round $r connections=$N ${k%_per_s}_ratio $(round_ratio "$r" $k)"
+		done
+		[ -z "${LAB_TRACE:-}" ] || for k in native daemon; do
+			grep -q " calls " "$LAB_SYNC/trace-$k-$r.txt" || fail "no kernel trace of the $k run"
+			grep " calls " "$LAB_SYNC/trace-$k-$r.txt" | while read -r f _ calls _ mean; do
+				ok "lab-bench: round $r $k kernel $f per_connection $(awk -v c="$calls" -v n="$N" \
+					'BEGIN { printf "%.2f", c / n }') mean_us $mean"
+			done
 		done
 		# The kernel CM again for the next round; the last round
 		# leaves the CM class to bench_relay's daemons.
