@@ -282,9 +282,9 @@ $(B)/bench/bench_conn: $(B)/obj/tests/bench/bench_conn.o $(CONN_OBJ) \
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(DEP_LIBS)
 
-$(B)/bench/bench_relay: $(B)/obj/tests/bench/bench_relay.o $(OWN_QP_OBJ) $(STATUS_QUERY_OBJ) $(PROC_FIGURES_OBJ) $(PROTOCOL_OBJ) $(COMMON_OBJ)
+$(B)/bench/bench_relay: $(B)/obj/tests/bench/bench_relay.o $(B)/obj/tests/bench/relay.o $(B)/obj/tests/bench/umad_relay.o $(OWN_QP_OBJ) $(STATUS_QUERY_OBJ) $(PROC_FIGURES_OBJ) $(PROTOCOL_OBJ) $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(DEP_LIBS) -libverbs
+	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(DEP_LIBS) -libumad -libverbs
 
 # The connection table at 1,000,000 entries, then the daemon against a
 # minimal relay (BENCH_ARGS, e.g. --json or --pairs 1,64).

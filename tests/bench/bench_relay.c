@@ -28,7 +28,11 @@
  * bits.  --port runs the daemon on a real (umad) port instead of a sim
  * one; the GIDs must then be in its table (the lab adds them as
  * addresses: --gid-base ::ffff:10.77.1.0 is 10.77.1.1, 10.77.1.2, ...),
- * and MADs between two of them loop back through the device.
+ * and MADs between two of them loop back through the device.  There a
+ * second relay is measured too, one that sends each MAD through the
+ * port's umad and forwards what umad receives (umad_relay.c): the cost
+ * of the port's I/O, which the socket relay never pays and the daemon
+ * cannot avoid, without anything else of the daemon's.
  *
  * The daemon runs with its default limits (but --max-clients), so the
  * handshake figures show what its quotas allow.  Each figure is the
@@ -66,8 +70,11 @@
 #include "tests/lib/own_qp.h"
 #include "tests/lib/proc_figures.h"
 #include "tests/lib/status_query.h"
+#include "tests/bench/relay.h"
 
 #define MAX_PAIRS 1024
+_Static_assert(2 * MAX_PAIRS <= RELAY_MAX_CLIENTS,
+	       "a relay serves every client");
 #define MAX_PAIR_COUNTS 16 /* in --pairs */
 #define FRAME_MAD (PROTO_HDR_SIZE + PROTO_MAD_ADDR_SIZE + MAD_SIZE)
 #define TS_OFF 200 /* a send timestamp inside the MAD */
@@ -693,143 +700,8 @@ static double pct(double p)
 	return (double)lat[i] / 1000.0;
 }
 
-/* ---- the minimal relay ------------------------------------------------------ */
-
-struct relay {
-	int lfd;
-	char path[108];
-	int fds[2 * MAX_PAIRS];
-	pid_t tid;
-	volatile int stop;
-	pthread_t thread;
-};
-
-static struct relay relay;
-
-struct rconn {
-	int fd, id;
-	uint8_t buf[RBUF];
-	size_t have;
-};
-
-/* A client that went away loses what was for it. */
-static void relay_write(int fd, const uint8_t *p, size_t len)
-{
-	ssize_t n;
-
-	while (len) {
-		n = send(fd, p, len, MSG_NOSIGNAL);
-		if (n < 0 && errno == EAGAIN) {
-			struct pollfd pfd = { .fd = fd, .events = POLLOUT };
-
-			poll(&pfd, 1, 100);
-			continue;
-		}
-		if (n <= 0)
-			return;
-		p += n;
-		len -= (size_t)n;
-	}
-}
-
-static void *relay_main(void *arg)
-{
-	static struct rconn conns[2 * MAX_PAIRS];
-	struct epoll_event ev, evs[256];
-	static const char ok[] = "{\"ok\":true}";
-	uint8_t out[RBUF * 2], fwd[RBUF * 2];
-	int ep = epoll_create1(EPOLL_CLOEXEC), n, i;
-
-	(void)arg;
-	relay.tid = (pid_t)syscall(SYS_gettid);
-	ev.events = EPOLLIN;
-	ev.data.ptr = NULL;
-	epoll_ctl(ep, EPOLL_CTL_ADD, relay.lfd, &ev);
-	while (!relay.stop) {
-		n = epoll_wait(ep, evs, 256, 50);
-		for (i = 0; i < n; i++) {
-			struct rconn *rc = evs[i].data.ptr;
-			size_t off = 0, olen = 0, flen = 0;
-			struct proto_frame f;
-			uint32_t be;
-			ssize_t r;
-			int fd;
-
-			if (rc == NULL) {
-				fd = accept4(relay.lfd, NULL, NULL,
-					     SOCK_CLOEXEC);
-				if (fd < 0 ||
-				    recv(fd, &be, 4, MSG_WAITALL) != 4)
-					continue;
-				rc = &conns[ntohl(be)];
-				rc->fd = fd;
-				rc->id = (int)ntohl(be);
-				relay.fds[rc->id] = fd;
-				fcntl(fd, F_SETFL,
-				      fcntl(fd, F_GETFL) | O_NONBLOCK);
-				ev.data.ptr = rc;
-				epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
-				continue;
-			}
-			r = read(rc->fd, rc->buf + rc->have,
-				 sizeof(rc->buf) - rc->have);
-			if (r == 0 || (r < 0 && errno != EAGAIN)) {
-				epoll_ctl(ep, EPOLL_CTL_DEL, rc->fd, NULL);
-				close(rc->fd);
-				rc->have = 0;
-				continue;
-			}
-			if (r < 0)
-				continue;
-			rc->have += (size_t)r;
-			/* Each frame: a reply to its sender, the frame (as
-			 * an event) to the partner; one write each per read. */
-			while (rc->have - off >= PROTO_HDR_SIZE) {
-				if (proto_header_decode(rc->buf + off, RBUF,
-							&f) < 0 ||
-				    rc->have - off < PROTO_HDR_SIZE + f.length)
-					break;
-				proto_header_encode(out + olen, PROTO_KIND_JSON,
-						    PROTO_FLAG_REPLY,
-						    f.request_id,
-						    sizeof(ok) - 1);
-				memcpy(out + olen + PROTO_HDR_SIZE, ok,
-				       sizeof(ok) - 1);
-				olen += PROTO_HDR_SIZE + sizeof(ok) - 1;
-				proto_header_encode(fwd + flen, f.kind,
-						    PROTO_FLAG_EVENT, 0,
-						    f.length);
-				memcpy(fwd + flen + PROTO_HDR_SIZE,
-				       rc->buf + off + PROTO_HDR_SIZE,
-				       f.length);
-				flen += PROTO_HDR_SIZE + f.length;
-				off += PROTO_HDR_SIZE + f.length;
-			}
-			memmove(rc->buf, rc->buf + off, rc->have - off);
-			rc->have -= off;
-			if (olen)
-				relay_write(rc->fd, out, olen);
-			if (flen)
-				relay_write(relay.fds[rc->id ^ 1], fwd, flen);
-		}
-	}
-	close(ep);
-	return NULL;
-}
-
-static void relay_start(const char *dir)
-{
-	struct sockaddr_un sun = { .sun_family = AF_UNIX };
-
-	snprintf(relay.path, sizeof(relay.path), "%s/relay.sock", dir);
-	snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", relay.path);
-	relay.lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (relay.lfd < 0 ||
-	    bind(relay.lfd, (struct sockaddr *)&sun, sizeof(sun)) < 0 ||
-	    listen(relay.lfd, 4096) < 0)
-		die("relay socket");
-	pthread_create(&relay.thread, NULL, relay_main, NULL);
-}
+/* The socket relay, and with --port the one through the port's umad. */
+static struct relay relay, urelay;
 
 /* ---- the daemon ------------------------------------------------------------- */
 
@@ -1290,7 +1162,8 @@ int main(int argc, char **argv)
 	char pairs_list[128] = "1,8,64,1024", dir[] = "/tmp/rcm-bench.XXXXXX";
 	char mappings_list[128] = "125000,250000,500000,1000000";
 	char sock[160], key[96], *tok, *save = NULL;
-	struct run_figures d, b, dr[MAX_ROUNDS], br[MAX_ROUNDS];
+	struct run_figures d, b, u, dr[MAX_ROUNDS], br[MAX_ROUNDS],
+		ur[MAX_ROUNDS];
 	double run_req16[MAX_PAIR_COUNTS], run_relay_req16[MAX_PAIR_COUNTS];
 	double run_p99[MAX_PAIR_COUNTS], run_relay_p99[MAX_PAIR_COUNTS];
 	double peak_req16 = 0, peak_relay_req16 = 0;
@@ -1344,7 +1217,13 @@ int main(int argc, char **argv)
 	results = json_object();
 	cap_lat = 4000000;
 	lat = malloc(cap_lat * sizeof(*lat));
-	relay_start(dir);
+	relay_start(&relay, dir, "relay", gid_base);
+	if (umad_port) {
+		urelay.ur = umad_relay_open(umad_port);
+		if (urelay.ur == NULL)
+			return 1;
+		relay_start(&urelay, dir, "umad-relay", gid_base);
+	}
 	own_qpn = own_qp(umad_port);
 	if (own_qpn == 0)
 		die("own_qp");
@@ -1353,8 +1232,6 @@ int main(int argc, char **argv)
 		npairs = atoi(tok);
 		if (npairs < 1 || npairs > MAX_PAIRS)
 			return 2;
-		while (relay.tid == 0)
-			usleep(1000);
 		use_daemon = 1;
 		daemon_start(bin, dir, npairs);
 		snprintf(sock, sizeof(sock), "%s/mux.sock", dir);
@@ -1366,9 +1243,16 @@ int main(int argc, char **argv)
 				1);
 			use_daemon = 1;
 			measure(sock, daemon_pid, 0, secs, &dr[r], 1);
+			if (urelay.ur == NULL)
+				continue;
+			use_daemon = 0;
+			measure(urelay.path, getpid(), urelay.tid, secs, &ur[r],
+				0);
 		}
 		median_of(dr, rounds, &d);
 		median_of(br, rounds, &b);
+		if (urelay.ur)
+			median_of(ur, rounds, &u);
 #define FIG(name, v)                                                     \
 	do {                                                             \
 		snprintf(key, sizeof(key), "pairs=%d %s", npairs, name); \
@@ -1414,6 +1298,32 @@ int main(int argc, char **argv)
 		CPU_FIG("req_fresh_16_inflight", cpu_fresh16);
 		CPU_FIG("handshakes", cpu_hs);
 		CPU_FIG("handshakes_16_inflight", cpu_hs16);
+		/* Through the port, against the relay that makes the same
+		 * umad writes and reads (its rates, its CPU per MAD). */
+		if (urelay.ur) {
+#define UMAD_FIG(phase_name, unit, rate, cpu)                               \
+	do {                                                                \
+		FIG(phase_name "_umad_relay_" unit, u.rate);                \
+		FIG(phase_name "_vs_umad_relay", d.rate / u.rate);          \
+		FIG("umad_relay_cpu_us_per_mad_" phase_name, u.cpu);        \
+		FIG("daemon_cpu_vs_umad_relay_" phase_name, d.cpu / u.cpu); \
+	} while (0)
+			UMAD_FIG("req_by_gid_1_inflight", "mads_per_s", req1,
+				 cpu_req1);
+			UMAD_FIG("req_by_gid_16_inflight", "mads_per_s", req16,
+				 cpu_req16);
+			UMAD_FIG("reply_by_comm_id_1_inflight", "mads_per_s",
+				 rep1, cpu_rep1);
+			UMAD_FIG("reply_by_comm_id_16_inflight", "mads_per_s",
+				 rep16, cpu_rep16);
+			UMAD_FIG("req_fresh_1_inflight", "mads_per_s", fresh1,
+				 cpu_fresh1);
+			UMAD_FIG("req_fresh_16_inflight", "mads_per_s", fresh16,
+				 cpu_fresh16);
+			UMAD_FIG("handshakes", "per_s", hs, cpu_hs);
+			UMAD_FIG("handshakes_16_inflight", "per_s", hs16,
+				 cpu_hs16);
+		}
 		/* The daemon's by role: its workers do what the relay does
 		 * (sockets and routing), its umad threads what it does
 		 * not (the port's I/O, in the kernel's umad mostly). */
@@ -1475,13 +1385,12 @@ int main(int argc, char **argv)
 	 * port: the lab's VM has no room for a million). */
 	if (!umad_port && strcmp(mappings_list, "none") != 0)
 		memory_per_mapping(bin, dir, mappings_list);
-	relay.stop = 1;
-	pthread_join(relay.thread, NULL);
+	relay_stop(&relay);
+	relay_stop(&urelay);
 	if (as_json) {
 		json_dumpf(results, stdout, JSON_INDENT(1) | JSON_SORT_KEYS);
 		printf("\n");
 	}
-	unlink(relay.path);
 	snprintf(sock, sizeof(sock), "rm -rf %s", dir);
 	if (system(sock) != 0)
 		return 1;
