@@ -36,24 +36,34 @@ static void relay_write(int fd, const uint8_t *p, size_t len)
 	}
 }
 
+static const char relay_ok[] = "{\"ok\":true}";
+
+/* The reply to frame f, with verdict (JSON text), written into out: its
+ * length. */
+static size_t relay_reply(const struct proto_frame *f, const char *verdict,
+			  uint8_t *out)
+{
+	size_t len = strlen(verdict);
+
+	proto_header_encode(out, PROTO_KIND_JSON, PROTO_FLAG_REPLY,
+			    f->request_id, (uint32_t)len);
+	memcpy(out + PROTO_HDR_SIZE, verdict, len);
+	return PROTO_HDR_SIZE + len;
+}
+
 /* Through the port: the frame's MAD to umad, its verdict in the reply
  * (written into out); what comes back is forwarded by
  * relay_umad_input(). */
 static size_t relay_umad_send(struct relay *rl, const struct proto_frame *f,
 			      const uint8_t *payload, uint8_t *out)
 {
-	static const char ok[] = "{\"ok\":true}";
 	static const char failed[] = "{\"ok\":false,\"error\":\"EIO\"}";
 	struct proto_mad m;
-	const char *verdict = ok;
 
 	if (proto_mad_decode(payload, f->length, &m) < 0 ||
 	    umad_relay_send(rl->ur, &m) < 0)
-		verdict = failed;
-	proto_header_encode(out, PROTO_KIND_JSON, PROTO_FLAG_REPLY,
-			    f->request_id, (uint32_t)strlen(verdict));
-	memcpy(out + PROTO_HDR_SIZE, verdict, strlen(verdict));
-	return PROTO_HDR_SIZE + strlen(verdict);
+		return relay_reply(f, failed, out);
+	return relay_reply(f, relay_ok, out);
 }
 
 /* Client i's GID is the base plus i + 1 in its low 32 bits. */
@@ -88,7 +98,6 @@ static void *relay_main(void *arg)
 {
 	struct relay *rl = arg;
 	struct epoll_event ev, evs[256];
-	static const char ok[] = "{\"ok\":true}";
 	static uint8_t umad_mark; /* the port's fd in the epoll set */
 	uint8_t out[RELAY_RBUF * 2], fwd[RELAY_RBUF * 2];
 	int ep = epoll_create1(EPOLL_CLOEXEC), n, i;
@@ -162,13 +171,7 @@ static void *relay_main(void *arg)
 					off += PROTO_HDR_SIZE + f.length;
 					continue;
 				}
-				proto_header_encode(out + olen, PROTO_KIND_JSON,
-						    PROTO_FLAG_REPLY,
-						    f.request_id,
-						    sizeof(ok) - 1);
-				memcpy(out + olen + PROTO_HDR_SIZE, ok,
-				       sizeof(ok) - 1);
-				olen += PROTO_HDR_SIZE + sizeof(ok) - 1;
+				olen += relay_reply(&f, relay_ok, out + olen);
 				proto_header_encode(fwd + flen, f.kind,
 						    PROTO_FLAG_EVENT, 0,
 						    f.length);

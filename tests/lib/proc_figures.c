@@ -42,23 +42,34 @@ static uint64_t proc_figures_schedstat_ns(const char *path)
 	return ns;
 }
 
-uint64_t proc_figures_cpu_ns(pid_t pid, pid_t tid)
+/* The CPU time of pid's threads, of those whose name begins with prefix
+ * (or of all, prefix NULL). */
+static uint64_t proc_figures_tasks_ns(pid_t pid, const char *prefix)
 {
-	char path[300];
+	char path[300], comm[64];
 	struct dirent *de;
 	uint64_t total = 0;
+	FILE *f;
 	DIR *d;
+	int named;
 
-	if (tid) {
-		snprintf(path, sizeof(path), "/proc/%d/task/%d/schedstat",
-			 (int)pid, (int)tid);
-		return proc_figures_schedstat_ns(path);
-	}
 	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
 	d = opendir(path);
 	while (d && (de = readdir(d)) != NULL) {
 		if (de->d_name[0] == '.')
 			continue;
+		if (prefix) {
+			snprintf(path, sizeof(path), "/proc/%d/task/%s/comm",
+				 (int)pid, de->d_name);
+			f = fopen(path, "r");
+			if (f == NULL)
+				continue;
+			named = fgets(comm, sizeof(comm), f) != NULL &&
+				strncmp(comm, prefix, strlen(prefix)) == 0;
+			fclose(f);
+			if (!named)
+				continue;
+		}
 		snprintf(path, sizeof(path), "/proc/%d/task/%s/schedstat",
 			 (int)pid, de->d_name);
 		total += proc_figures_schedstat_ns(path);
@@ -68,37 +79,20 @@ uint64_t proc_figures_cpu_ns(pid_t pid, pid_t tid)
 	return total;
 }
 
+uint64_t proc_figures_cpu_ns(pid_t pid, pid_t tid)
+{
+	char path[64];
+
+	if (tid == 0)
+		return proc_figures_tasks_ns(pid, NULL);
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/schedstat", (int)pid,
+		 (int)tid);
+	return proc_figures_schedstat_ns(path);
+}
+
 uint64_t proc_figures_cpu_ns_named(pid_t pid, const char *prefix)
 {
-	char path[300], comm[64];
-	struct dirent *de;
-	uint64_t total = 0;
-	size_t len = strlen(prefix);
-	FILE *f;
-	DIR *d;
-
-	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
-	d = opendir(path);
-	while (d && (de = readdir(d)) != NULL) {
-		if (de->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof(path), "/proc/%d/task/%s/comm", (int)pid,
-			 de->d_name);
-		f = fopen(path, "r");
-		if (f == NULL)
-			continue;
-		if (fgets(comm, sizeof(comm), f) != NULL &&
-		    strncmp(comm, prefix, len) == 0) {
-			snprintf(path, sizeof(path),
-				 "/proc/%d/task/%s/schedstat", (int)pid,
-				 de->d_name);
-			total += proc_figures_schedstat_ns(path);
-		}
-		fclose(f);
-	}
-	if (d)
-		closedir(d);
-	return total;
+	return proc_figures_tasks_ns(pid, prefix);
 }
 
 void proc_figures_steal_ticks(uint64_t *steal, uint64_t *total)
