@@ -7,7 +7,10 @@
 # compare per MAD rather than per second.
 #
 #   scripts/bench-profile.sh [-d DAEMON] [-p PAIRS] [-P PHASE] [-s SECONDS] [-o DIR]
+#                            [-a 'BENCH_RELAY ARGS']
 #
+# -a passes more arguments to bench_relay: in a lab VM, -a '--port rxe0:1
+# --gid-base ::ffff:10.77.1.0' profiles the daemon on a umad port.
 # PHASE is one bench_relay prints with BENCH_PHASES set (default
 # req_by_gid_16_inflight).  Output: DIR/perf.data (read it with `perf
 # report -i DIR/perf.data`), DIR/syscalls.txt, and a summary on stdout.
@@ -18,13 +21,15 @@ pairs=1024
 phase=req_by_gid_16_inflight
 secs=3
 out=
-while getopts d:p:P:s:o: opt; do
+extra=
+while getopts d:p:P:s:o:a: opt; do
 	case $opt in
 	d) daemon=$OPTARG ;;
 	p) pairs=$OPTARG ;;
 	P) phase=$OPTARG ;;
 	s) secs=$OPTARG ;;
 	o) out=$OPTARG ;;
+	a) extra=$OPTARG ;;
 	*) sed -n '9,10p' "$0" >&2; exit 2 ;;
 	esac
 done
@@ -37,7 +42,7 @@ rm -f "$fifo" && mkfifo "$fifo"
 
 # Each phase lasts 2 x SECONDS, so that the profile falls inside it.
 BENCH_PHASES=1 build/bench/bench_relay --daemon "$(realpath "$daemon")" \
-	--pairs "$pairs" --rounds 1 --seconds "$((2 * secs))" \
+	--pairs "$pairs" --rounds 1 --seconds "$((2 * secs))" $extra \
 	>"$out/bench.txt" 2>"$fifo" &
 bench=$!
 trap 'kill $bench 2>/dev/null || true' EXIT
@@ -50,16 +55,19 @@ mads_out() {
 while read -r line; do
 	echo "$line" >>"$out/bench.stderr"
 	[ "$line" = "bench: phase daemon $phase $pairs" ] || continue
-	pid=$(ps -eo pid=,ppid=,comm= | awk -v b=$bench '$2 == b && $3 == "rdmacm-muxd" {print $1}')
+	pid=$(ps -eo pid=,ppid= | awk -v b=$bench '$2 == b {print $1}')
+	[ -n "$pid" ] || { echo "bench-profile: no daemon under bench_relay" >&2; exit 1; }
 	status=$(tr '\0' '\n' </proc/"$pid"/cmdline | grep -A1 -x -- -S | tail -n 1)
 	m0=$(mads_out "$status")
 	perf stat -x, -o "$out/syscalls.txt" \
-		-e 'syscalls:sys_enter_read,syscalls:sys_enter_readv,syscalls:sys_enter_recvfrom,syscalls:sys_enter_write,syscalls:sys_enter_writev,syscalls:sys_enter_sendto,syscalls:sys_enter_epoll_wait,syscalls:sys_enter_epoll_ctl,syscalls:sys_enter_futex' \
+		-e 'syscalls:sys_enter_read,syscalls:sys_enter_readv,syscalls:sys_enter_recvfrom,syscalls:sys_enter_recvmsg,syscalls:sys_enter_sendmsg,syscalls:sys_enter_write,syscalls:sys_enter_writev,syscalls:sys_enter_sendto,syscalls:sys_enter_epoll_wait,syscalls:sys_enter_epoll_ctl,syscalls:sys_enter_futex' \
 		-p "$pid" -- perf record -q -g -F 999 -p "$pid" -o "$out/perf.data" -- sleep "$secs" 2>/dev/null
 	m1=$(mads_out "$status")
 	echo "bench-profile: $pairs pairs, phase $phase, $((m1 - m0)) MADs in ${secs} s"
 	awk -F, -v n=$((m1 - m0)) '/syscalls:/ { if (n > 0) printf "bench-profile: %-32s %.3f per MAD\n", $3, $1 / n }' "$out/syscalls.txt"
 	# (sed reads to the end: an early exit would fail the pipe)
+	perf report -i "$out/perf.data" --no-children --sort comm --stdio -g none 2>/dev/null |
+		grep -E '^ +[0-9.]+%' | sed -n '1,8s/^/bench-profile: thread /p'
 	perf report -i "$out/perf.data" --no-children --sort sym --stdio -g none 2>/dev/null |
 		grep -E '^ +[0-9.]+%' | sed -n '1,25s/^/bench-profile: /p'
 done <"$fifo"
