@@ -24,6 +24,9 @@
 
 #include "mux/mux.h"
 
+/* Answers of earlier queries one query reads past before it gives up. */
+#define QP_OWNER_STALE_MAX 8
+
 struct qp_owner_reply {
 	uint32_t dev_index;
 	int have_dev, have_qpn, have_pid, kernel;
@@ -99,6 +102,7 @@ int qp_owner_nl_query(struct qp_owner_nl *q, uint32_t dev_index,
 	char buf[MNL_SOCKET_BUFFER_SIZE];
 	struct qp_owner_reply r = { 0 };
 	struct nlmsghdr *nlh;
+	unsigned stale;
 	uint32_t seq;
 	ssize_t n;
 	int rc;
@@ -108,7 +112,10 @@ int qp_owner_nl_query(struct qp_owner_nl *q, uint32_t dev_index,
 	nlh = mnl_nlmsg_put_header(buf);
 	nlh->nlmsg_type = RDMA_NL_GET_TYPE(RDMA_NL_NLDEV,
 					   RDMA_NLDEV_CMD_RES_QP_GET);
-	nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK;
+	/* No NLM_F_ACK: the answer or an error message is all that comes
+	 * back (rdma_nl_rcv_skb() acks a success only when asked), so a
+	 * query is one read, not two. */
+	nlh->nlmsg_flags = NLM_F_REQUEST;
 	mnl_attr_put_u32(nlh, RDMA_NLDEV_ATTR_DEV_INDEX, dev_index);
 	/* The kernel wants the port (QPs are per port); a QP on another
 	 * port, or in RESET (on none yet), is -EAGAIN. */
@@ -120,22 +127,22 @@ int qp_owner_nl_query(struct qp_owner_nl *q, uint32_t dev_index,
 		rc = -errno;
 		goto out;
 	}
-	do {
+	/* The kernel answers within the send (netlink input runs in the
+	 * sender's context), so the read does not wait; what an earlier
+	 * query left unread (its read failed) is passed over by its
+	 * sequence number, a bounded number of times. */
+	for (stale = 0;; stale++) {
 		n = mnl_socket_recvfrom(q->nl, buf, sizeof(buf));
 		if (n < 0) {
 			rc = -errno;
 			goto out;
 		}
-		rc = mnl_cb_run(buf, (size_t)n, seq, q->portid, qp_owner_msg,
-				&r);
-	} while (rc == MNL_CB_OK && !(r.have_qpn || r.kernel));
-	/* The ACK that follows the answer is read off too, so that the
-	 * next query's first read is its own. */
-	if (rc == MNL_CB_OK && (r.have_qpn || r.kernel)) {
-		n = mnl_socket_recvfrom(q->nl, buf, sizeof(buf));
-		if (n > 0)
-			mnl_cb_run(buf, (size_t)n, seq, q->portid, NULL, NULL);
+		if ((size_t)n < sizeof(*nlh) ||
+		    ((struct nlmsghdr *)buf)->nlmsg_seq == seq ||
+		    stale == QP_OWNER_STALE_MAX)
+			break;
 	}
+	rc = mnl_cb_run(buf, (size_t)n, seq, q->portid, qp_owner_msg, &r);
 	rc = rc == MNL_CB_ERROR ? -errno : 0;
 out:
 	pthread_mutex_unlock(&q->lock);
