@@ -137,8 +137,9 @@ int qp_owner_nl_query(struct qp_owner_nl *q, uint32_t dev_index,
 			rc = -errno;
 			goto out;
 		}
-		if ((size_t)n < sizeof(*nlh) ||
-		    ((struct nlmsghdr *)buf)->nlmsg_seq == seq ||
+		/* (nlh is buf's start: the request's header, now the
+		 * answer's) */
+		if ((size_t)n < sizeof(*nlh) || nlh->nlmsg_seq == seq ||
 		    stale == QP_OWNER_STALE_MAX)
 			break;
 	}

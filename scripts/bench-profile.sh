@@ -11,6 +11,7 @@
 #
 # -a passes more arguments to bench_relay: in a lab VM, -a '--port rxe0:1
 # --gid-base ::ffff:10.77.1.0' profiles the daemon on a umad port.
+#
 # PHASE is one bench_relay prints with BENCH_PHASES set (default
 # req_by_gid_16_inflight).  Output: DIR/perf.data (read it with `perf
 # report -i DIR/perf.data`), DIR/syscalls.txt, and a summary on stdout.
