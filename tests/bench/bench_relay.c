@@ -988,14 +988,24 @@ static const char *const role_thread[ROLES] = { "muxd-worker", "muxd-umad-send",
 static const char *const role_name[ROLES] = { "workers", "umad_senders",
 					      "port_thread" };
 
+/* Per MAD delivered in a phase: how many times the measured thread (or
+ * the daemon's threads) were put on a CPU, a count where CPU time in a
+ * TCG lab VM swings by a third between runs: the hand-offs that the
+ * CPU figures mostly are; and for the daemon both by its threads'
+ * roles.  Only doubles: median_of() takes it apart. */
+struct phase_cost {
+	double runs;
+	double cpu_role[ROLES], runs_role[ROLES]; /* microseconds, runs */
+};
+
 struct run_figures {
 	double req1, req16, fresh1, fresh16, rep1, rep16, hs, hs16;
 	double p50, p99, p999, open_sat, steal_pct;
 	/* CPU per MAD delivered, in each closed-loop phase, microseconds */
 	double cpu_req1, cpu_req16, cpu_fresh1, cpu_fresh16, cpu_rep1,
 		cpu_rep16, cpu_hs, cpu_hs16;
-	/* The daemon's, by role, in the connection storm's two phases */
-	double cpu_fresh16_role[ROLES], cpu_hs_role[ROLES];
+	/* More of the connection storm's two phases */
+	struct phase_cost fresh16_cost, hs_cost;
 };
 
 #define MAX_ROUNDS 9
@@ -1043,35 +1053,57 @@ static uint64_t delivered(void)
 	return n;
 }
 
-/* One closed-loop phase: its rate (run() of secs), and the CPU the
- * measured process (or thread) spent per MAD delivered meanwhile; for
- * the daemon (tid 0) also by its threads' roles, split[ROLES]. */
 struct cpu_probe {
 	pid_t pid, tid;
 };
 
+/* What phase_run() reads before and after. */
+struct cpu_sample {
+	uint64_t mads, cpu_ns, runs, role_ns[ROLES], role_runs[ROLES];
+};
+
+static void cpu_sample(const struct cpu_probe *cp, int by_role,
+		       struct cpu_sample *s)
+{
+	int i;
+
+	s->mads = delivered();
+	s->cpu_ns = proc_figures_cpu_ns(cp->pid, cp->tid);
+	s->runs = proc_figures_runs(cp->pid, cp->tid);
+	for (i = 0; by_role && i < ROLES; i++) {
+		s->role_ns[i] = proc_figures_cpu_ns_named(cp->pid,
+							  role_thread[i]);
+		s->role_runs[i] = proc_figures_runs_named(cp->pid,
+							  role_thread[i]);
+	}
+}
+
+/* One closed-loop phase: its rate (run() of secs), and the CPU the
+ * measured process (or thread) spent per MAD delivered meanwhile; with
+ * pc, also its runs, and for the daemon (tid 0) both by role. */
 static double phase_run(const struct cpu_probe *cp, const char *name,
 			double (*run)(double, unsigned), double secs,
-			unsigned arg, double *cpu_us, double *split)
+			unsigned arg, double *cpu_us, struct phase_cost *pc)
 {
-	uint64_t c0, c1, m0, m1, r0[ROLES] = { 0 }, r1;
-	double rate;
+	int by_role = pc && cp->tid == 0;
+	struct cpu_sample a, b;
+	double rate, mads;
 	int i;
 
 	phase(name);
-	m0 = delivered();
-	c0 = proc_figures_cpu_ns(cp->pid, cp->tid);
-	for (i = 0; split && i < ROLES; i++)
-		r0[i] = proc_figures_cpu_ns_named(cp->pid, role_thread[i]);
+	cpu_sample(cp, by_role, &a);
 	rate = run(secs, arg);
-	c1 = proc_figures_cpu_ns(cp->pid, cp->tid);
-	m1 = delivered();
-	*cpu_us = m1 > m0 ? (double)(c1 - c0) / 1000.0 / (double)(m1 - m0) : 0;
-	for (i = 0; split && i < ROLES; i++) {
-		r1 = proc_figures_cpu_ns_named(cp->pid, role_thread[i]);
-		split[i] = m1 > m0 ? (double)(r1 - r0[i]) / 1000.0 /
-					     (double)(m1 - m0)
-				   : 0;
+	cpu_sample(cp, by_role, &b);
+	mads = b.mads > a.mads ? (double)(b.mads - a.mads) : 0;
+	*cpu_us = mads ? (double)(b.cpu_ns - a.cpu_ns) / 1000.0 / mads : 0;
+	if (pc == NULL || mads == 0)
+		return rate;
+	pc->runs = (double)(b.runs - a.runs) / mads;
+	for (i = 0; by_role && i < ROLES; i++) {
+		pc->cpu_role[i] = (double)(b.role_ns[i] - a.role_ns[i]) /
+				  1000.0 / mads;
+		pc->runs_role[i] = (double)(b.role_runs[i] - a.role_runs[i]) /
+				   mads;
 	}
 	return rate;
 }
@@ -1092,7 +1124,6 @@ static void measure(const char *path, pid_t cpu_pid, pid_t cpu_tid, double secs,
 {
 	const struct cpu_probe cp = { cpu_pid, cpu_tid };
 	uint64_t st0, st1, tot0, tot1;
-	int by_role = cpu_tid == 0; /* the daemon's threads */
 
 	connect_all(path);
 	wl = WL_REQ;
@@ -1112,8 +1143,7 @@ static void measure(const char *path, pid_t cpu_pid, pid_t cpu_tid, double secs,
 	r->fresh1 = phase_run(&cp, "req_fresh_1_inflight", closed_run, secs, 1,
 			      &r->cpu_fresh1, NULL);
 	r->fresh16 = phase_run(&cp, "req_fresh_16_inflight", closed_run, secs,
-			       16, &r->cpu_fresh16,
-			       by_role ? r->cpu_fresh16_role : NULL);
+			       16, &r->cpu_fresh16, &r->fresh16_cost);
 	drain();
 	if (with_latency) {
 		wl = WL_REQ;
@@ -1134,7 +1164,7 @@ static void measure(const char *path, pid_t cpu_pid, pid_t cpu_tid, double secs,
 	}
 	wl = WL_HANDSHAKE;
 	r->hs = phase_run(&cp, "handshakes", handshakes_run, secs, 1,
-			  &r->cpu_hs, by_role ? r->cpu_hs_role : NULL);
+			  &r->cpu_hs, &r->hs_cost);
 	r->hs16 = phase_run(&cp, "handshakes_16_inflight", handshakes_run, secs,
 			    16, &r->cpu_hs16, NULL);
 	phase("end");
@@ -1296,6 +1326,12 @@ int main(int argc, char **argv)
 		CPU_FIG("req_fresh_16_inflight", cpu_fresh16);
 		CPU_FIG("handshakes", cpu_hs);
 		CPU_FIG("handshakes_16_inflight", cpu_hs16);
+		FIG("daemon_runs_per_mad_req_fresh_16_inflight",
+		    d.fresh16_cost.runs);
+		FIG("relay_runs_per_mad_req_fresh_16_inflight",
+		    b.fresh16_cost.runs);
+		FIG("daemon_runs_per_mad_handshakes", d.hs_cost.runs);
+		FIG("relay_runs_per_mad_handshakes", b.hs_cost.runs);
 		/* Through the port, against the relay that makes the same
 		 * umad writes and reads (its rates, its CPU per MAD). */
 		if (urelay.ur) {
@@ -1321,20 +1357,27 @@ int main(int argc, char **argv)
 			UMAD_FIG("handshakes", "per_s", hs, cpu_hs);
 			UMAD_FIG("handshakes_16_inflight", "per_s", hs16,
 				 cpu_hs16);
+			FIG("umad_relay_runs_per_mad_req_fresh_16_inflight",
+			    u.fresh16_cost.runs);
+			FIG("umad_relay_runs_per_mad_handshakes",
+			    u.hs_cost.runs);
 		}
 		/* The daemon's by role: its workers do what the relay does
 		 * (sockets and routing), its umad threads what it does
 		 * not (the port's I/O, in the kernel's umad mostly). */
+#define ROLE_FIG(what, phase_name, v)                                          \
+	do {                                                                   \
+		snprintf(key, sizeof(key), "pairs=%d daemon_%s_per_mad_%s_%s", \
+			 npairs, what, phase_name, role_name[r]);              \
+		figure(key, v);                                                \
+	} while (0)
 		for (r = 0; r < ROLES; r++) {
-			snprintf(
-				key, sizeof(key),
-				"pairs=%d daemon_cpu_us_per_mad_req_fresh_16_inflight_%s",
-				npairs, role_name[r]);
-			figure(key, d.cpu_fresh16_role[r]);
-			snprintf(key, sizeof(key),
-				 "pairs=%d daemon_cpu_us_per_mad_handshakes_%s",
-				 npairs, role_name[r]);
-			figure(key, d.cpu_hs_role[r]);
+			ROLE_FIG("cpu_us", "req_fresh_16_inflight",
+				 d.fresh16_cost.cpu_role[r]);
+			ROLE_FIG("cpu_us", "handshakes", d.hs_cost.cpu_role[r]);
+			ROLE_FIG("runs", "req_fresh_16_inflight",
+				 d.fresh16_cost.runs_role[r]);
+			ROLE_FIG("runs", "handshakes", d.hs_cost.runs_role[r]);
 		}
 		FIG("daemon_peak_rss_kb",
 		    (double)proc_figures_status_kb(daemon_pid, "VmHWM"));

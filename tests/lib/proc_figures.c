@@ -29,22 +29,27 @@ long proc_figures_status_kb(pid_t pid, const char *field)
 	return kb;
 }
 
-static uint64_t proc_figures_schedstat_ns(const char *path)
+/* A schedstat file's fields: the time on a CPU, the time waiting for
+ * one, how many times the thread was put on one. */
+enum schedstat_field { SCHEDSTAT_CPU_NS, SCHEDSTAT_WAIT_NS, SCHEDSTAT_RUNS };
+
+static uint64_t proc_figures_schedstat(const char *path, enum schedstat_field k)
 {
-	unsigned long long ns = 0;
+	unsigned long long v[3] = { 0 };
 	FILE *f = fopen(path, "r");
+	int n;
 
 	if (f == NULL)
 		return 0;
-	if (fscanf(f, "%llu", &ns) != 1)
-		ns = 0;
+	n = fscanf(f, "%llu %llu %llu", &v[0], &v[1], &v[2]);
 	fclose(f);
-	return ns;
+	return n > (int)k ? v[k] : 0;
 }
 
-/* The CPU time of pid's threads, of those whose name begins with prefix
- * (or of all, prefix NULL). */
-static uint64_t proc_figures_tasks_ns(pid_t pid, const char *prefix)
+/* Schedstat field k summed over pid's threads, over those whose name
+ * begins with prefix (or over all, prefix NULL). */
+static uint64_t proc_figures_tasks(pid_t pid, const char *prefix,
+				   enum schedstat_field k)
 {
 	char path[300], comm[64];
 	struct dirent *de;
@@ -72,27 +77,42 @@ static uint64_t proc_figures_tasks_ns(pid_t pid, const char *prefix)
 		}
 		snprintf(path, sizeof(path), "/proc/%d/task/%s/schedstat",
 			 (int)pid, de->d_name);
-		total += proc_figures_schedstat_ns(path);
+		total += proc_figures_schedstat(path, k);
 	}
 	if (d)
 		closedir(d);
 	return total;
 }
 
-uint64_t proc_figures_cpu_ns(pid_t pid, pid_t tid)
+static uint64_t proc_figures_sched(pid_t pid, pid_t tid, enum schedstat_field k)
 {
 	char path[64];
 
 	if (tid == 0)
-		return proc_figures_tasks_ns(pid, NULL);
+		return proc_figures_tasks(pid, NULL, k);
 	snprintf(path, sizeof(path), "/proc/%d/task/%d/schedstat", (int)pid,
 		 (int)tid);
-	return proc_figures_schedstat_ns(path);
+	return proc_figures_schedstat(path, k);
+}
+
+uint64_t proc_figures_cpu_ns(pid_t pid, pid_t tid)
+{
+	return proc_figures_sched(pid, tid, SCHEDSTAT_CPU_NS);
+}
+
+uint64_t proc_figures_runs(pid_t pid, pid_t tid)
+{
+	return proc_figures_sched(pid, tid, SCHEDSTAT_RUNS);
 }
 
 uint64_t proc_figures_cpu_ns_named(pid_t pid, const char *prefix)
 {
-	return proc_figures_tasks_ns(pid, prefix);
+	return proc_figures_tasks(pid, prefix, SCHEDSTAT_CPU_NS);
+}
+
+uint64_t proc_figures_runs_named(pid_t pid, const char *prefix)
+{
+	return proc_figures_tasks(pid, prefix, SCHEDSTAT_RUNS);
 }
 
 void proc_figures_steal_ticks(uint64_t *steal, uint64_t *total)
