@@ -1125,6 +1125,9 @@ static void measure(const char *path, pid_t cpu_pid, pid_t cpu_tid, double secs,
 	const struct cpu_probe cp = { cpu_pid, cpu_tid };
 	uint64_t st0, st1, tot0, tot1;
 
+	/* What a phase leaves unmeasured (a relay has no roles, a phase
+	 * may deliver nothing) is 0 in the medians, not stack garbage. */
+	memset(r, 0, sizeof(*r));
 	connect_all(path);
 	wl = WL_REQ;
 	r->req1 = phase_run(&cp, "req_by_gid_1_inflight", closed_run, secs, 1,
