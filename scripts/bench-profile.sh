@@ -3,8 +3,9 @@
 #
 # Profile the daemon in one phase of bench_relay: `perf record -g` on it
 # for the phase's first SECONDS, then its system calls per relayed MAD
-# over the same span (`perf stat`), so two pair counts or two daemons
-# compare per MAD rather than per second.
+# over the same span (`perf stat`) and its threads' context switches per
+# MAD by role, so two pair counts or two daemons compare per MAD rather
+# than per second.
 #
 #   scripts/bench-profile.sh [-d DAEMON] [-p PAIRS] [-P PHASE] [-s SECONDS] [-o DIR]
 #                            [-a 'BENCH_RELAY ARGS']
@@ -31,7 +32,7 @@ while getopts d:p:P:s:o:a: opt; do
 	s) secs=$OPTARG ;;
 	o) out=$OPTARG ;;
 	a) extra=$OPTARG ;;
-	*) sed -n '9,10p' "$0" >&2; exit 2 ;;
+	*) sed -n '10,11p' "$0" >&2; exit 2 ;;
 	esac
 done
 command -v perf >/dev/null || { echo "bench-profile: perf is not installed" >&2; exit 2; }
@@ -53,6 +54,18 @@ mads_out() {
 		python3 -c 'import json,sys; print(sum(json.load(sys.stdin)["counters"]["mads_out"].values()))'
 }
 
+# Each thread role of process $1 (its threads' names without their
+# numbers) with its voluntary and involuntary context switches so far.
+switches() {
+	local t
+	for t in /proc/"$1"/task/*; do
+		awk '/^Name:/ { sub(/[0-9]+$/, "", $2); n = $2 }
+			/^voluntary_ctxt_switches:/ { v = $2 }
+			/^nonvoluntary_ctxt_switches:/ { i = $2 }
+			END { print n, v, i }' "$t/status" 2>/dev/null || true
+	done | awk '{ v[$1] += $2; i[$1] += $3 } END { for (r in v) print r, v[r], i[r] }'
+}
+
 while read -r line; do
 	echo "$line" >>"$out/bench.stderr"
 	[ "$line" = "bench: phase daemon $phase $pairs" ] || continue
@@ -60,11 +73,20 @@ while read -r line; do
 	[ -n "$pid" ] || { echo "bench-profile: no daemon under bench_relay" >&2; exit 1; }
 	status=$(tr '\0' '\n' </proc/"$pid"/cmdline | grep -A1 -x -- -S | tail -n 1)
 	m0=$(mads_out "$status")
+	switches "$pid" >"$out/switches-before.txt"
 	perf stat -x, -o "$out/syscalls.txt" \
 		-e 'syscalls:sys_enter_read,syscalls:sys_enter_readv,syscalls:sys_enter_recvfrom,syscalls:sys_enter_recvmsg,syscalls:sys_enter_sendmsg,syscalls:sys_enter_write,syscalls:sys_enter_writev,syscalls:sys_enter_sendto,syscalls:sys_enter_epoll_wait,syscalls:sys_enter_epoll_ctl,syscalls:sys_enter_futex' \
 		-p "$pid" -- perf record -q -g -F 999 -p "$pid" -o "$out/perf.data" -- sleep "$secs" 2>/dev/null
 	m1=$(mads_out "$status")
+	switches "$pid" >"$out/switches-after.txt"
 	echo "bench-profile: $pairs pairs, phase $phase, $((m1 - m0)) MADs in ${secs} s"
+	# Context switches per MAD by thread role, a thread's own sleeps
+	# (voluntary: waits, lock contention) apart from its preemptions.
+	awk -v n=$((m1 - m0)) 'NR == FNR { v[$1] -= $2; i[$1] -= $3; next }
+		{ v[$1] += $2; i[$1] += $3 }
+		END { for (r in v) if (n > 0)
+			printf "bench-profile: switches %-16s %.3f voluntary %.3f involuntary per MAD\n", r, v[r] / n, i[r] / n }' \
+		"$out/switches-before.txt" "$out/switches-after.txt" | sort
 	awk -F, -v n=$((m1 - m0)) '/syscalls:/ { if (n > 0) printf "bench-profile: %-32s %.3f per MAD\n", $3, $1 / n }' "$out/syscalls.txt"
 	# (sed reads to the end: an early exit would fail the pipe)
 	perf report -i "$out/perf.data" --no-children --sort comm --stdio -g none 2>/dev/null |
