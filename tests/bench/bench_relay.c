@@ -1059,7 +1059,8 @@ struct cpu_probe {
 
 /* What phase_run() reads before and after. */
 struct cpu_sample {
-	uint64_t mads, cpu_ns, runs, role_ns[ROLES], role_runs[ROLES];
+	uint64_t mads;
+	struct proc_sched all, role[ROLES];
 };
 
 static void cpu_sample(const struct cpu_probe *cp, int by_role,
@@ -1068,14 +1069,9 @@ static void cpu_sample(const struct cpu_probe *cp, int by_role,
 	int i;
 
 	s->mads = delivered();
-	s->cpu_ns = proc_figures_cpu_ns(cp->pid, cp->tid);
-	s->runs = proc_figures_runs(cp->pid, cp->tid);
-	for (i = 0; by_role && i < ROLES; i++) {
-		s->role_ns[i] = proc_figures_cpu_ns_named(cp->pid,
-							  role_thread[i]);
-		s->role_runs[i] = proc_figures_runs_named(cp->pid,
-							  role_thread[i]);
-	}
+	s->all = proc_figures_sched(cp->pid, cp->tid);
+	for (i = 0; by_role && i < ROLES; i++)
+		s->role[i] = proc_figures_sched_named(cp->pid, role_thread[i]);
 }
 
 /* One closed-loop phase: its rate (run() of secs), and the CPU the
@@ -1095,14 +1091,16 @@ static double phase_run(const struct cpu_probe *cp, const char *name,
 	rate = run(secs, arg);
 	cpu_sample(cp, by_role, &b);
 	mads = b.mads > a.mads ? (double)(b.mads - a.mads) : 0;
-	*cpu_us = mads ? (double)(b.cpu_ns - a.cpu_ns) / 1000.0 / mads : 0;
+	*cpu_us = mads ? (double)(b.all.cpu_ns - a.all.cpu_ns) / 1000.0 / mads
+		       : 0;
 	if (pc == NULL || mads == 0)
 		return rate;
-	pc->runs = (double)(b.runs - a.runs) / mads;
+	pc->runs = (double)(b.all.runs - a.all.runs) / mads;
 	for (i = 0; by_role && i < ROLES; i++) {
-		pc->cpu_role[i] = (double)(b.role_ns[i] - a.role_ns[i]) /
+		pc->cpu_role[i] = (double)(b.role[i].cpu_ns -
+					   a.role[i].cpu_ns) /
 				  1000.0 / mads;
-		pc->runs_role[i] = (double)(b.role_runs[i] - a.role_runs[i]) /
+		pc->runs_role[i] = (double)(b.role[i].runs - a.role[i].runs) /
 				   mads;
 	}
 	return rate;

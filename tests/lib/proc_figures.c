@@ -29,31 +29,31 @@ long proc_figures_status_kb(pid_t pid, const char *field)
 	return kb;
 }
 
-/* A schedstat file's fields: the time on a CPU, the time waiting for
- * one, how many times the thread was put on one. */
-enum schedstat_field { SCHEDSTAT_CPU_NS, SCHEDSTAT_WAIT_NS, SCHEDSTAT_RUNS };
-
-static uint64_t proc_figures_schedstat(const char *path, enum schedstat_field k)
+/* Adds a schedstat file's time on a CPU and runs to *sum; a field the
+ * file does not have adds nothing. */
+static void proc_figures_schedstat(const char *path, struct proc_sched *sum)
 {
-	unsigned long long v[3] = { 0 };
+	unsigned long long cpu_ns = 0, wait_ns = 0, runs = 0;
 	FILE *f = fopen(path, "r");
 	int n;
 
 	if (f == NULL)
-		return 0;
-	n = fscanf(f, "%llu %llu %llu", &v[0], &v[1], &v[2]);
+		return;
+	n = fscanf(f, "%llu %llu %llu", &cpu_ns, &wait_ns, &runs);
 	fclose(f);
-	return n > (int)k ? v[k] : 0;
+	if (n >= 1)
+		sum->cpu_ns += cpu_ns;
+	if (n >= 3)
+		sum->runs += runs;
 }
 
-/* Schedstat field k summed over pid's threads, over those whose name
- * begins with prefix (or over all, prefix NULL). */
-static uint64_t proc_figures_tasks(pid_t pid, const char *prefix,
-				   enum schedstat_field k)
+/* Summed over pid's threads, over those whose name begins with prefix
+ * (or over all, prefix NULL). */
+static struct proc_sched proc_figures_tasks(pid_t pid, const char *prefix)
 {
+	struct proc_sched sum = { 0, 0 };
 	char path[300], comm[64];
 	struct dirent *de;
-	uint64_t total = 0;
 	FILE *f;
 	DIR *d;
 	int named;
@@ -77,42 +77,29 @@ static uint64_t proc_figures_tasks(pid_t pid, const char *prefix,
 		}
 		snprintf(path, sizeof(path), "/proc/%d/task/%s/schedstat",
 			 (int)pid, de->d_name);
-		total += proc_figures_schedstat(path, k);
+		proc_figures_schedstat(path, &sum);
 	}
 	if (d)
 		closedir(d);
-	return total;
+	return sum;
 }
 
-static uint64_t proc_figures_sched(pid_t pid, pid_t tid, enum schedstat_field k)
+struct proc_sched proc_figures_sched(pid_t pid, pid_t tid)
 {
+	struct proc_sched one = { 0, 0 };
 	char path[64];
 
 	if (tid == 0)
-		return proc_figures_tasks(pid, NULL, k);
+		return proc_figures_tasks(pid, NULL);
 	snprintf(path, sizeof(path), "/proc/%d/task/%d/schedstat", (int)pid,
 		 (int)tid);
-	return proc_figures_schedstat(path, k);
+	proc_figures_schedstat(path, &one);
+	return one;
 }
 
-uint64_t proc_figures_cpu_ns(pid_t pid, pid_t tid)
+struct proc_sched proc_figures_sched_named(pid_t pid, const char *prefix)
 {
-	return proc_figures_sched(pid, tid, SCHEDSTAT_CPU_NS);
-}
-
-uint64_t proc_figures_runs(pid_t pid, pid_t tid)
-{
-	return proc_figures_sched(pid, tid, SCHEDSTAT_RUNS);
-}
-
-uint64_t proc_figures_cpu_ns_named(pid_t pid, const char *prefix)
-{
-	return proc_figures_tasks(pid, prefix, SCHEDSTAT_CPU_NS);
-}
-
-uint64_t proc_figures_runs_named(pid_t pid, const char *prefix)
-{
-	return proc_figures_tasks(pid, prefix, SCHEDSTAT_RUNS);
+	return proc_figures_tasks(pid, prefix);
 }
 
 void proc_figures_steal_ticks(uint64_t *steal, uint64_t *total)

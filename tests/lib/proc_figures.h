@@ -13,17 +13,18 @@
 /* A "Field:   N kB" line of /proc/PID/status (VmRSS, VmHWM, RssAnon,
  * RssShmem), in kB, or -1. */
 long proc_figures_status_kb(pid_t pid, const char *field);
-/* CPU time of one thread (tid != 0), or of every thread of the process
- * (tid == 0), in ns, from schedstat. */
-uint64_t proc_figures_cpu_ns(pid_t pid, pid_t tid);
-/* How many times the thread (tid != 0) or the process's threads (tid
- * == 0) were put on a CPU: each a wake-up, or a preemption ended. */
-uint64_t proc_figures_runs(pid_t pid, pid_t tid);
-/* CPU time of the process's threads whose name begins with prefix, in
- * ns (the daemon names its threads by role: muxd-worker0, ...). */
-uint64_t proc_figures_cpu_ns_named(pid_t pid, const char *prefix);
-/* Their runs (proc_figures_runs()). */
-uint64_t proc_figures_runs_named(pid_t pid, const char *prefix);
+/* From schedstat: the time on a CPU, in ns, and how many times it was
+ * put on one (each a wake-up, or a preemption ended). */
+struct proc_sched {
+	uint64_t cpu_ns, runs;
+};
+
+/* Of one thread (tid != 0), or of every thread of the process (tid ==
+ * 0). */
+struct proc_sched proc_figures_sched(pid_t pid, pid_t tid);
+/* Of the process's threads whose name begins with prefix (the daemon
+ * names its threads by role: muxd-worker0, ...). */
+struct proc_sched proc_figures_sched_named(pid_t pid, const char *prefix);
 /* The time this machine's CPUs were runnable but not run (the
  * hypervisor's steal), and all their time, in clock ticks. */
 void proc_figures_steal_ticks(uint64_t *steal, uint64_t *total);
