@@ -241,6 +241,9 @@ struct outlet {
 	size_t max_msg_write; /* QEMU: one message per write; else 0 */
 	uint8_t *buf;         /* what is queued: buf[head .. head + len) */
 	size_t head, len, cap;
+	int writing;               /* a thread writes, outside the lock */
+	size_t inflight;           /* what it took from the queue to write */
+	int owner_missed;          /* the owner flushed while it wrote */
 	int owner_asked;           /* its worker was asked to flush */
 	_Atomic size_t queued;     /* len, for the status */
 	_Atomic uint64_t flushers; /* workers that will flush it (bit each) */
@@ -258,7 +261,10 @@ int outlet_append(struct outlet *o, size_t max, const void *hdr, size_t hlen,
 int outlet_write_or_queue(struct outlet *o, const void *msg, size_t len);
 /* Write what is queued as far as the socket takes it; *left is what
  * remains.  A writer other than the owner gets *ask_owner set the first
- * time it leaves bytes behind: the owner must arm its write event. */
+ * time it leaves bytes behind, or when the owner flushed while it wrote:
+ * the owner must flush again.  One thread writes at a time, without the
+ * lock held; a flush that finds another writing leaves it to that one
+ * (*left 0). */
 int outlet_flush(struct outlet *o, int owner, size_t *left, int *ask_owner);
 size_t outlet_len(struct outlet *o);
 /* Worker w will flush o at the end of its pass; 1 if it was not yet

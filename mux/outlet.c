@@ -6,6 +6,13 @@
  * itself at the end of its pass, so a relayed MAD costs no thread
  * hand-off.  Only the owning worker arms the write event for a full
  * socket: another writer that leaves bytes behind asks it to (once).
+ * One thread writes at a time, and not under the lock: send() wakes the
+ * reader, which often runs at once on the writer's CPU, and a writer
+ * put off its CPU with the lock held kept every other thread with
+ * output for the same client waiting on it (a futex sleep in a fifth of
+ * the MADs of one pair's handshakes with the daemon on one CPU).  The
+ * writer takes the queue with it, and what others queue meanwhile it
+ * writes after.
  * The file descriptor is the outlet's and is closed with it, after the
  * last thread holding the client has let go, so no writer can reach a
  * reused descriptor.
@@ -43,7 +50,7 @@ int outlet_open(struct outlet *o, int fd, size_t max_msg_write)
 
 static void outlet_account(struct outlet *o)
 {
-	atomic_store(&o->queued, o->len);
+	atomic_store(&o->queued, o->len + o->inflight);
 }
 
 /* Room for need more bytes after what is queued. */
@@ -81,21 +88,9 @@ static void outlet_put(struct outlet *o, const void *p, size_t n)
 	o->len += n;
 }
 
-/* n bytes went out. */
-static void outlet_consume(struct outlet *o, size_t n)
-{
-	o->head += n;
-	o->len -= n;
-	if (o->len)
-		return;
-	o->head = 0;
-	if (o->cap > OUTLET_KEEP) {
-		free(o->buf);
-		o->buf = NULL;
-		o->cap = 0;
-	}
-}
-
+/* max bounds what is queued and what a writer took with it: both can
+ * end up queued again (a full socket), and the bound is the client's
+ * memory. */
 int outlet_append(struct outlet *o, size_t max, const void *hdr, size_t hlen,
 		  const void *payload, size_t len)
 {
@@ -104,7 +99,7 @@ int outlet_append(struct outlet *o, size_t max, const void *hdr, size_t hlen,
 	pthread_mutex_lock(&o->lock);
 	if (!o->open)
 		rc = -EPIPE;
-	else if (max && o->len + hlen + len > max)
+	else if (max && o->len + o->inflight + hlen + len > max)
 		rc = -ENOBUFS;
 	else if (outlet_reserve(o, hlen + len) < 0)
 		rc = -ENOMEM;
@@ -127,7 +122,9 @@ int outlet_write_or_queue(struct outlet *o, const void *msg, size_t len)
 	if (!o->open) {
 		rc = -EPIPE;
 	} else {
-		if (o->len == 0) {
+		/* (Only QEMU's worker writes QEMU's outlet: the send
+		 * under the lock holds up nobody.) */
+		if (o->len == 0 && !o->writing) {
 			n = send(o->fd, msg, len, MSG_DONTWAIT | MSG_NOSIGNAL);
 			if (n < 0)
 				n = 0; /* full, or an error the next write reports */
@@ -145,39 +142,130 @@ int outlet_write_or_queue(struct outlet *o, const void *msg, size_t len)
 	return rc;
 }
 
+/* Write b[0 .. n) in chunks the socket takes whole (QEMU's: one
+ * message each); what went out is in *sent.  0, or a write's error. */
+static int outlet_send(int fd, const uint8_t *b, size_t n, size_t max_msg_write,
+		       size_t *sent)
+{
+	size_t chunk;
+	ssize_t w;
+
+	*sent = 0;
+	while (*sent < n) {
+		chunk = max_msg_write && max_msg_write < n - *sent
+				? max_msg_write
+				: n - *sent;
+		w = send(fd, b + *sent, chunk, MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (w < 0)
+			return errno == EAGAIN || errno == EINTR ? 0 : -errno;
+		*sent += (size_t)w;
+		if ((size_t)w < chunk)
+			break; /* the socket is full */
+	}
+	return 0;
+}
+
+/* Back under the lock with the writer's buffer b, of which n bytes from
+ * `from` did not go out: they go in front of what others queued
+ * meanwhile.  An emptied b stays the queue's buffer if nobody made
+ * another and it is not a burst's (OUTLET_KEEP). */
+static int outlet_requeue(struct outlet *o, uint8_t *b, size_t cap, size_t from,
+			  size_t n)
+{
+	uint8_t *nb;
+	size_t ncap;
+
+	if (!o->open || (n == 0 && (o->buf != NULL || cap > OUTLET_KEEP))) {
+		free(b);
+		return 0;
+	}
+	if (o->len == 0) {
+		free(o->buf);
+		o->buf = b;
+		o->cap = cap;
+		o->head = n ? from : 0;
+		o->len = n;
+		return 0;
+	}
+	if (o->head >= n) {
+		o->head -= n;
+		memcpy(o->buf + o->head, b + from, n);
+		o->len += n;
+		free(b);
+		return 0;
+	}
+	for (ncap = OUTLET_FIRST; ncap < n + o->len; ncap *= 2)
+		;
+	nb = malloc(ncap);
+	if (nb == NULL) {
+		free(b);
+		return -ENOMEM; /* the stream would have a hole: it ends */
+	}
+	memcpy(nb, b + from, n);
+	memcpy(nb + n, o->buf + o->head, o->len);
+	free(b);
+	free(o->buf);
+	o->buf = nb;
+	o->cap = ncap;
+	o->head = 0;
+	o->len += n;
+	return 0;
+}
+
 int outlet_flush(struct outlet *o, int owner, size_t *left, int *ask_owner)
 {
-	ssize_t n;
-	size_t chunk;
-	int rc = 0;
+	size_t head, n, cap, sent, max_msg_write;
+	uint8_t *b;
+	int rc = 0, rq, fd;
 
 	*ask_owner = 0;
+	*left = 0;
 	pthread_mutex_lock(&o->lock);
 	if (!o->open) {
-		*left = 0;
 		pthread_mutex_unlock(&o->lock);
 		return 0;
 	}
-	while (o->len > 0) {
-		chunk = o->max_msg_write && o->max_msg_write < o->len
-				? o->max_msg_write
-				: o->len;
-		n = send(o->fd, o->buf + o->head, chunk,
-			 MSG_DONTWAIT | MSG_NOSIGNAL);
-		if (n < 0) {
-			if (errno != EAGAIN && errno != EINTR)
-				rc = -errno;
-			break;
+	if (o->writing) {
+		/* The writer takes what is queued now too; the owner is
+		 * asked to flush once it is done, for what the socket
+		 * did not take and what the owner waits for (a closing
+		 * session's last words, reading resumed). */
+		if (owner) {
+			o->owner_missed = 1;
+			o->owner_asked = 0;
 		}
-		outlet_consume(o, (size_t)n);
-		if ((size_t)n < chunk)
-			break; /* the socket is full */
+		pthread_mutex_unlock(&o->lock);
+		return 0;
 	}
-	*left = o->len;
+	o->writing = 1;
+	fd = o->fd;
+	max_msg_write = o->max_msg_write;
+	while (o->len > 0 && o->open) {
+		b = o->buf;
+		head = o->head;
+		n = o->len;
+		cap = o->cap;
+		o->buf = NULL;
+		o->head = o->len = o->cap = 0;
+		o->inflight = n;
+		pthread_mutex_unlock(&o->lock);
+		rc = outlet_send(fd, b + head, n, max_msg_write, &sent);
+		pthread_mutex_lock(&o->lock);
+		o->inflight = 0;
+		rq = outlet_requeue(o, b, cap, head + sent, n - sent);
+		if (rc == 0)
+			rc = rq;
+		if (rc < 0 || sent < n)
+			break;
+	}
+	o->writing = 0;
+	*left = o->open ? o->len : 0;
 	if (owner) {
 		o->owner_asked = 0;
-	} else if (*left && rc == 0 && !o->owner_asked) {
+		o->owner_missed = 0;
+	} else if (((*left && rc == 0) || o->owner_missed) && !o->owner_asked) {
 		o->owner_asked = 1;
+		o->owner_missed = 0;
 		*ask_owner = 1;
 	}
 	outlet_account(o);
@@ -206,8 +294,10 @@ void outlet_close(struct outlet *o)
 {
 	pthread_mutex_lock(&o->lock);
 	o->open = 0;
-	if (o->len)
-		outlet_consume(o, o->len);
+	/* (A writer still out frees what it took when it is back.) */
+	free(o->buf);
+	o->buf = NULL;
+	o->head = o->len = o->cap = 0;
 	atomic_store(&o->queued, 0);
 	pthread_mutex_unlock(&o->lock);
 }

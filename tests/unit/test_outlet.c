@@ -3,7 +3,9 @@
  * mux/outlet.c on a socket pair: what is queued reaches the peer whole and
  * in order however much the socket takes per write, a full socket keeps
  * the rest, limits and closing refuse, and QEMU's protocol gets one
- * message per write.
+ * message per write.  One thread writes at a time, without the lock:
+ * send() is wrapped (-Wl,--wrap=send) so that a test can act, as another
+ * thread would, while a write is under way.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -12,6 +14,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -19,6 +24,23 @@
 #include <cmocka.h>
 
 #include "mux/mux.h"
+
+ssize_t __real_send(int fd, const void *buf, size_t len, int flags);
+ssize_t __wrap_send(int fd, const void *buf, size_t len, int flags);
+
+/* What the next send() does first, as another thread would meanwhile. */
+static void (*during_send)(void *arg);
+static void *during_send_arg;
+
+ssize_t __wrap_send(int fd, const void *buf, size_t len, int flags)
+{
+	void (*hook)(void *) = during_send;
+
+	during_send = NULL;
+	if (hook != NULL)
+		hook(during_send_arg);
+	return __real_send(fd, buf, len, flags);
+}
 
 /* An outlet writing to sv[0]; the test reads sv[1]. */
 static void open_pair(struct outlet *o, int type, size_t max_msg_write,
@@ -141,6 +163,16 @@ static void test_full_socket_asks_the_owner_once(void **state)
 	close(sv[1]);
 }
 
+#define LIMIT 250
+
+/* A frame of a 10-byte header and len bytes, against LIMIT. */
+static int append_limited(struct outlet *o, size_t len)
+{
+	static const uint8_t b[100];
+
+	return outlet_append(o, LIMIT, b, 10, b, len);
+}
+
 static void test_limit_and_close(void **state)
 {
 	struct outlet o;
@@ -150,9 +182,9 @@ static void test_limit_and_close(void **state)
 
 	(void)state;
 	open_pair(&o, SOCK_STREAM, 0, sv);
-	assert_int_equal(outlet_append(&o, 250, b, 10, b, 90), 0);
-	assert_int_equal(outlet_append(&o, 250, b, 10, b, 90), 0);
-	assert_int_equal(outlet_append(&o, 250, b, 10, b, 90), -ENOBUFS);
+	assert_int_equal(append_limited(&o, 90), 0);
+	assert_int_equal(append_limited(&o, 90), 0);
+	assert_int_equal(append_limited(&o, 90), -ENOBUFS);
 	assert_int_equal(outlet_len(&o), 200);
 	outlet_close(&o);
 	assert_int_equal(outlet_len(&o), 0);
@@ -200,6 +232,271 @@ static void test_one_message_per_write(void **state)
 	close(sv[1]);
 }
 
+/* The owner flushes what is left while the test reads it all. */
+static void drain_as_owner(struct outlet *o, int fd, size_t *read_at,
+			   size_t left)
+{
+	int ask;
+
+	while (left > 0) {
+		read_check(fd, read_at);
+		assert_int_equal(outlet_flush(o, 1, &left, &ask), 0);
+	}
+	read_check(fd, read_at);
+}
+
+struct meanwhile {
+	struct outlet *o;
+	size_t queued;   /* the stream's bytes so far */
+	size_t more;     /* to queue while the write is under way */
+	size_t len_seen; /* outlet_len() during the write */
+	size_t owner_left;
+	int owner_rc, owner_ask;
+};
+
+/* The owner flushes and more is queued while another thread writes. */
+static void owner_comes_meanwhile(void *arg)
+{
+	struct meanwhile *m = arg;
+
+	m->len_seen = outlet_len(m->o);
+	m->owner_rc = outlet_flush(m->o, 1, &m->owner_left, &m->owner_ask);
+	m->queued += queue_frames(m->o, m->queued, m->more);
+}
+
+/* A flush that finds another thread writing returns at once and leaves
+ * the rest to it: that writer writes what was queued meanwhile after
+ * what it took, the socket's leftover in front, and asks the owner to
+ * flush once it is done (the owner did not write). */
+static void test_flush_while_another_writes(void **state)
+{
+	struct meanwhile m = { 0 };
+	struct outlet o;
+	size_t read_at = 0, left, taken;
+	int sv[2], ask;
+
+	(void)state;
+	open_pair(&o, SOCK_STREAM, 0, sv);
+	m.o = &o;
+	/* More than the socket takes: the writer comes back with some. */
+	m.queued = taken = queue_frames(&o, 0, 100000);
+	m.more = 30000;
+	during_send = owner_comes_meanwhile;
+	during_send_arg = &m;
+	assert_int_equal(outlet_flush(&o, 0, &left, &ask), 0);
+	assert_null(during_send);
+	/* The bytes the writer took still count while it writes. */
+	assert_int_equal(m.len_seen, taken);
+	assert_int_equal(m.owner_rc, 0);
+	assert_int_equal(m.owner_left, 0);
+	assert_int_equal(m.owner_ask, 0);
+	assert_true(left > 0);
+	assert_int_equal(outlet_len(&o), left);
+	assert_int_equal(ask, 1);
+	drain_as_owner(&o, sv[1], &read_at, left);
+	assert_true(read_at == m.queued);
+
+	/* All of it goes: the owner is still asked, as it flushed while
+	 * the other wrote and may wait on the result. */
+	m.queued += queue_frames(&o, m.queued, 100);
+	m.more = 100;
+	during_send = owner_comes_meanwhile;
+	assert_int_equal(outlet_flush(&o, 0, &left, &ask), 0);
+	assert_int_equal(m.owner_left, 0);
+	assert_int_equal(left, 0);
+	assert_int_equal(ask, 1);
+	drain_as_owner(&o, sv[1], &read_at, left);
+	assert_true(read_at == m.queued);
+	outlet_close(&o);
+	outlet_fini(&o);
+	close(sv[1]);
+}
+
+struct bound_meanwhile {
+	struct outlet *o;
+	int rc_over, rc_within;
+};
+
+static void append_meanwhile(void *arg)
+{
+	struct bound_meanwhile *m = arg;
+
+	m->rc_over = append_limited(m->o, 90);
+	m->rc_within = append_limited(m->o, 40);
+}
+
+/* The bytes a writer took count against the limit while it writes:
+ * what the socket does not take is queued again, in front of what came
+ * meanwhile, and the two together must stay within the limit. */
+static void test_limit_counts_the_write(void **state)
+{
+	struct bound_meanwhile m = { 0 };
+	struct outlet o;
+	size_t left;
+	int sv[2], ask;
+
+	(void)state;
+	open_pair(&o, SOCK_STREAM, 0, sv);
+	m.o = &o;
+	assert_int_equal(append_limited(&o, 90), 0);
+	assert_int_equal(append_limited(&o, 90), 0);
+	during_send = append_meanwhile;
+	during_send_arg = &m;
+	assert_int_equal(outlet_flush(&o, 1, &left, &ask), 0);
+	assert_int_equal(m.rc_over, -ENOBUFS);
+	assert_int_equal(m.rc_within, 0);
+	assert_int_equal(left, 0);
+	assert_int_equal(outlet_len(&o), 0);
+	/* Written, it no longer counts. */
+	assert_int_equal(append_limited(&o, 90), 0);
+	assert_int_equal(append_limited(&o, 90), 0);
+	outlet_close(&o);
+	outlet_fini(&o);
+	close(sv[1]);
+}
+
+static void close_meanwhile(void *arg)
+{
+	outlet_close(arg);
+}
+
+/* The session closed while its output was being written: the writer
+ * drops what it took, and nothing is left queued. */
+static void test_close_while_another_writes(void **state)
+{
+	struct outlet o;
+	size_t left;
+	int sv[2], ask;
+
+	(void)state;
+	open_pair(&o, SOCK_STREAM, 0, sv);
+	queue_frames(&o, 0, 100000);
+	during_send = close_meanwhile;
+	during_send_arg = &o;
+	assert_int_equal(outlet_flush(&o, 0, &left, &ask), 0);
+	assert_int_equal(left, 0);
+	assert_int_equal(outlet_len(&o), 0);
+	assert_int_equal(outlet_append(&o, 0, "x", 1, NULL, 0), -EPIPE);
+	outlet_fini(&o);
+	close(sv[1]);
+}
+
+#define STRESS_THREADS 4
+#define STRESS_FRAMES 20000
+
+/* A frame of the stress test: its thread, its number, its size. */
+struct stress_hdr {
+	uint32_t thread, seq, len;
+};
+
+struct stress {
+	struct outlet o;
+	_Atomic int asked;
+};
+
+struct stress_thread {
+	struct stress *st;
+	uint32_t id;
+};
+
+static void *stress_writer(void *arg)
+{
+	struct stress_thread *t = arg;
+	uint8_t payload[300];
+	struct stress_hdr h;
+	size_t left;
+	int ask;
+
+	for (h.seq = 0; h.seq < STRESS_FRAMES; h.seq++) {
+		h.thread = t->id;
+		h.len = 1 + (h.seq * 37 + t->id) % sizeof(payload);
+		memset(payload, (int)(h.seq + t->id), h.len);
+		assert_int_equal(outlet_append(&t->st->o, 0, &h, sizeof(h),
+					       payload, h.len),
+				 0);
+		assert_int_equal(outlet_flush(&t->st->o, 0, &left, &ask), 0);
+		if (ask)
+			atomic_store(&t->st->asked, 1);
+	}
+	return NULL;
+}
+
+/* Reads n bytes; while there are none the owner flushes (what its write
+ * event would do) and waits for some, failing after 10 s without any. */
+static void read_full(int fd, void *buf, size_t n, struct outlet *o)
+{
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+	uint8_t *p = buf;
+	int idle_ms = 0, ask;
+	size_t left;
+	ssize_t r;
+
+	while (n > 0) {
+		r = read(fd, p, n);
+		if (r > 0) {
+			p += r;
+			n -= (size_t)r;
+			idle_ms = 0;
+			continue;
+		}
+		assert_true(r < 0 && errno == EAGAIN);
+		assert_int_equal(outlet_flush(o, 1, &left, &ask), 0);
+		if (poll(&pfd, 1, 100) == 0)
+			idle_ms += 100;
+		assert_true(idle_ms < 10000);
+	}
+}
+
+/* Threads queue and flush frames on one outlet, as workers and the port
+ * thread do, the owner flushes when asked: every frame arrives whole,
+ * each thread's in the order it queued them. */
+static void test_threads_share_an_outlet(void **state)
+{
+	struct stress_thread t[STRESS_THREADS];
+	pthread_t th[STRESS_THREADS];
+	uint32_t next[STRESS_THREADS] = { 0 }, i, total = 0;
+	static struct stress st;
+	uint8_t payload[300];
+	struct stress_hdr h;
+	size_t left;
+	int sv[2], ask;
+
+	(void)state;
+	open_pair(&st.o, SOCK_STREAM, 0, sv);
+	for (i = 0; i < STRESS_THREADS; i++) {
+		t[i].st = &st;
+		t[i].id = i;
+		assert_int_equal(pthread_create(&th[i], NULL, stress_writer,
+						&t[i]),
+				 0);
+	}
+	while (total < STRESS_THREADS * STRESS_FRAMES) {
+		/* The owner: its flush when a writer left bytes behind. */
+		if (atomic_exchange(&st.asked, 0))
+			assert_int_equal(outlet_flush(&st.o, 1, &left, &ask),
+					 0);
+		read_full(sv[1], &h, sizeof(h), &st.o);
+		assert_true(h.thread < STRESS_THREADS);
+		assert_int_equal(h.seq, next[h.thread]);
+		assert_int_equal(h.len,
+				 1 + (h.seq * 37 + h.thread) % sizeof(payload));
+		read_full(sv[1], payload, h.len, &st.o);
+		for (i = 0; i < h.len; i++)
+			assert_int_equal(payload[i],
+					 (uint8_t)(h.seq + h.thread));
+		next[h.thread]++;
+		total++;
+	}
+	for (i = 0; i < STRESS_THREADS; i++)
+		pthread_join(th[i], NULL);
+	assert_int_equal(outlet_flush(&st.o, 1, &left, &ask), 0);
+	assert_int_equal(left, 0);
+	assert_int_equal(outlet_len(&st.o), 0);
+	outlet_close(&st.o);
+	outlet_fini(&st.o);
+	close(sv[1]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -207,6 +504,10 @@ int main(void)
 		cmocka_unit_test(test_full_socket_asks_the_owner_once),
 		cmocka_unit_test(test_limit_and_close),
 		cmocka_unit_test(test_one_message_per_write),
+		cmocka_unit_test(test_flush_while_another_writes),
+		cmocka_unit_test(test_limit_counts_the_write),
+		cmocka_unit_test(test_close_while_another_writes),
+		cmocka_unit_test(test_threads_share_an_outlet),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
