@@ -241,11 +241,10 @@ struct outlet {
 	size_t max_msg_write; /* QEMU: one message per write; else 0 */
 	uint8_t *buf;         /* what is queued: buf[head .. head + len) */
 	size_t head, len, cap;
-	int writing;               /* a thread writes, outside the lock */
-	size_t inflight;           /* what it took from the queue to write */
-	int owner_missed;          /* the owner flushed while it wrote */
-	int owner_asked;           /* its worker was asked to flush */
-	_Atomic size_t queued;     /* len, for the status */
+	size_t inflight;  /* what a thread writes, outside the lock (0: none) */
+	int owner_missed; /* the owner flushed while it wrote */
+	int owner_asked;  /* its worker was asked to flush */
+	_Atomic size_t queued;     /* len + inflight, for the status */
 	_Atomic uint64_t flushers; /* workers that will flush it (bit each) */
 };
 

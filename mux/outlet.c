@@ -124,7 +124,7 @@ int outlet_write_or_queue(struct outlet *o, const void *msg, size_t len)
 	} else {
 		/* (Only QEMU's worker writes QEMU's outlet: the send
 		 * under the lock holds up nobody.) */
-		if (o->len == 0 && !o->writing) {
+		if (o->len == 0 && !o->inflight) {
 			n = send(o->fd, msg, len, MSG_DONTWAIT | MSG_NOSIGNAL);
 			if (n < 0)
 				n = 0; /* full, or an error the next write reports */
@@ -172,44 +172,26 @@ static int outlet_send(int fd, const uint8_t *b, size_t n, size_t max_msg_write,
 static int outlet_requeue(struct outlet *o, uint8_t *b, size_t cap, size_t from,
 			  size_t n)
 {
-	uint8_t *nb;
-	size_t ncap;
+	uint8_t *meanwhile = o->buf;
+	size_t mhead = o->head, mlen = o->len;
+	int rc = 0;
 
-	if (!o->open || (n == 0 && (o->buf != NULL || cap > OUTLET_KEEP))) {
+	if (!o->open || (n == 0 && (meanwhile != NULL || cap > OUTLET_KEEP))) {
 		free(b);
 		return 0;
 	}
-	if (o->len == 0) {
-		free(o->buf);
-		o->buf = b;
-		o->cap = cap;
-		o->head = n ? from : 0;
-		o->len = n;
-		return 0;
+	o->buf = b;
+	o->cap = cap;
+	o->head = n ? from : 0;
+	o->len = n;
+	if (mlen) {
+		if (outlet_reserve(o, mlen) < 0)
+			rc = -ENOMEM; /* the stream would have a hole: it ends */
+		else
+			outlet_put(o, meanwhile + mhead, mlen);
 	}
-	if (o->head >= n) {
-		o->head -= n;
-		memcpy(o->buf + o->head, b + from, n);
-		o->len += n;
-		free(b);
-		return 0;
-	}
-	for (ncap = OUTLET_FIRST; ncap < n + o->len; ncap *= 2)
-		;
-	nb = malloc(ncap);
-	if (nb == NULL) {
-		free(b);
-		return -ENOMEM; /* the stream would have a hole: it ends */
-	}
-	memcpy(nb, b + from, n);
-	memcpy(nb + n, o->buf + o->head, o->len);
-	free(b);
-	free(o->buf);
-	o->buf = nb;
-	o->cap = ncap;
-	o->head = 0;
-	o->len += n;
-	return 0;
+	free(meanwhile);
+	return rc;
 }
 
 int outlet_flush(struct outlet *o, int owner, size_t *left, int *ask_owner)
@@ -225,7 +207,7 @@ int outlet_flush(struct outlet *o, int owner, size_t *left, int *ask_owner)
 		pthread_mutex_unlock(&o->lock);
 		return 0;
 	}
-	if (o->writing) {
+	if (o->inflight) {
 		/* The writer takes what is queued now too; the owner is
 		 * asked to flush once it is done, for what the socket
 		 * did not take and what the owner waits for (a closing
@@ -237,10 +219,10 @@ int outlet_flush(struct outlet *o, int owner, size_t *left, int *ask_owner)
 		pthread_mutex_unlock(&o->lock);
 		return 0;
 	}
-	o->writing = 1;
+	/* (Once closed, nothing is queued.) */
 	fd = o->fd;
 	max_msg_write = o->max_msg_write;
-	while (o->len > 0 && o->open) {
+	while (o->len > 0) {
 		b = o->buf;
 		head = o->head;
 		n = o->len;
@@ -258,8 +240,7 @@ int outlet_flush(struct outlet *o, int owner, size_t *left, int *ask_owner)
 		if (rc < 0 || sent < n)
 			break;
 	}
-	o->writing = 0;
-	*left = o->open ? o->len : 0;
+	*left = o->len;
 	if (owner) {
 		o->owner_asked = 0;
 		o->owner_missed = 0;
