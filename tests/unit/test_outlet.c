@@ -13,10 +13,10 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <stdlib.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -392,6 +392,12 @@ struct stress_hdr {
 struct stress {
 	struct outlet o;
 	_Atomic int asked;
+	/* A writer's first failure, for the test's thread to report: cmocka's
+	 * assertions may only be made on the thread that runs the test.
+	 * Frame number above, (negative) return code below, in one word so
+	 * that the report never pairs one writer's code with another's
+	 * frame; 0 while none has failed. */
+	_Atomic uint64_t failed;
 };
 
 struct stress_thread {
@@ -399,22 +405,43 @@ struct stress_thread {
 	uint32_t id;
 };
 
+static void stress_fail(struct stress *st, uint32_t seq, int rc)
+{
+	uint64_t none = 0;
+
+	atomic_compare_exchange_strong(&st->failed, &none,
+				       (uint64_t)seq << 32 | (uint32_t)rc);
+}
+
+/* Stops the test, on its own thread, once a writer has failed. */
+static void stress_check(struct stress *st)
+{
+	uint64_t failed = atomic_load(&st->failed);
+
+	if (failed != 0)
+		fail_msg("a writer failed at frame %u: %d",
+			 (unsigned int)(failed >> 32), (int)(uint32_t)failed);
+}
+
 static void *stress_writer(void *arg)
 {
 	struct stress_thread *t = arg;
 	uint8_t payload[300];
 	struct stress_hdr h;
 	size_t left;
-	int ask;
+	int ask, rc;
 
 	for (h.seq = 0; h.seq < STRESS_FRAMES; h.seq++) {
 		h.thread = t->id;
 		h.len = 1 + (h.seq * 37 + t->id) % sizeof(payload);
 		memset(payload, (int)(h.seq + t->id), h.len);
-		assert_int_equal(outlet_append(&t->st->o, 0, &h, sizeof(h),
-					       payload, h.len),
-				 0);
-		assert_int_equal(outlet_flush(&t->st->o, 0, &left, &ask), 0);
+		rc = outlet_append(&t->st->o, 0, &h, sizeof(h), payload, h.len);
+		if (rc == 0)
+			rc = outlet_flush(&t->st->o, 0, &left, &ask);
+		if (rc != 0) {
+			stress_fail(t->st, h.seq, rc);
+			break;
+		}
 		if (ask)
 			atomic_store(&t->st->asked, 1);
 	}
@@ -422,8 +449,9 @@ static void *stress_writer(void *arg)
 }
 
 /* Reads n bytes; while there are none the owner flushes (what its write
- * event would do) and waits for some, failing after 10 s without any. */
-static void read_full(int fd, void *buf, size_t n, struct outlet *o)
+ * event would do) and waits for some, failing after 10 s without any or
+ * as soon as a writer has failed. */
+static void read_full(int fd, void *buf, size_t n, struct stress *st)
 {
 	struct pollfd pfd = { .fd = fd, .events = POLLIN };
 	uint8_t *p = buf;
@@ -440,7 +468,8 @@ static void read_full(int fd, void *buf, size_t n, struct outlet *o)
 			continue;
 		}
 		assert_true(r < 0 && errno == EAGAIN);
-		assert_int_equal(outlet_flush(o, 1, &left, &ask), 0);
+		stress_check(st);
+		assert_int_equal(outlet_flush(&st->o, 1, &left, &ask), 0);
 		if (poll(&pfd, 1, 100) == 0)
 			idle_ms += 100;
 		assert_true(idle_ms < 10000);
@@ -475,12 +504,12 @@ static void test_threads_share_an_outlet(void **state)
 		if (atomic_exchange(&st.asked, 0))
 			assert_int_equal(outlet_flush(&st.o, 1, &left, &ask),
 					 0);
-		read_full(sv[1], &h, sizeof(h), &st.o);
+		read_full(sv[1], &h, sizeof(h), &st);
 		assert_true(h.thread < STRESS_THREADS);
 		assert_int_equal(h.seq, next[h.thread]);
 		assert_int_equal(h.len,
 				 1 + (h.seq * 37 + h.thread) % sizeof(payload));
-		read_full(sv[1], payload, h.len, &st.o);
+		read_full(sv[1], payload, h.len, &st);
 		for (i = 0; i < h.len; i++)
 			assert_int_equal(payload[i],
 					 (uint8_t)(h.seq + h.thread));
@@ -489,6 +518,7 @@ static void test_threads_share_an_outlet(void **state)
 	}
 	for (i = 0; i < STRESS_THREADS; i++)
 		pthread_join(th[i], NULL);
+	stress_check(&st);
 	assert_int_equal(outlet_flush(&st.o, 1, &left, &ask), 0);
 	assert_int_equal(left, 0);
 	assert_int_equal(outlet_len(&st.o), 0);
