@@ -38,6 +38,9 @@
 /* Connections listed per client in the snapshot (all are counted). */
 #define STATUS_CONNS_PER_CLIENT 64
 #define STATUS_CONNS_IN_ALL 4096
+/* What a connection sent beyond its query, read off before the close:
+ * at most a default unix socket's buffer (net.core.rmem_default). */
+#define STATUS_DRAIN_MAX (256 * 1024)
 /* An answer this large gives its memory back once sent (status_free_text). */
 #define STATUS_TRIM_BYTES (256u << 10)
 
@@ -201,6 +204,20 @@ static json_t *status_answer_query(struct mux *mux, const char *line,
 	return status_snapshot(mux);
 }
 
+/* af_unix tells a peer whose bytes were left unread by the closer
+ * ECONNRESET, not the end of the answer (unix_release_sock()), so what
+ * it sent beyond its query, or past the query's limit, is read off
+ * first: a reader of the answer then sees a clean end of file. */
+static void status_drain(int fd)
+{
+	char sink[4096];
+	size_t left = STATUS_DRAIN_MAX;
+	ssize_t n;
+
+	while (left > 0 && (n = recv(fd, sink, sizeof(sink), MSG_DONTWAIT)) > 0)
+		left -= (size_t)n < left ? (size_t)n : left;
+}
+
 static void status_conn_free(struct status_conn *sc)
 {
 	TAILQ_REMOVE(&sc->srv->conns, sc, link);
@@ -209,6 +226,7 @@ static void status_conn_free(struct status_conn *sc)
 		event_free(sc->query_timer);
 	if (sc->watch)
 		event_free(sc->watch);
+	status_drain(bufferevent_getfd(sc->bev));
 	bufferevent_free(sc->bev);
 	free(sc);
 }

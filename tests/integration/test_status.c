@@ -69,6 +69,63 @@ static void test_status_socket_is_read_only(void **state)
 	tc_close(&a);
 }
 
+/* Reads the status socket's answer to its end, into out: 0 when it ended
+ * in a clean end of file, else the error (-ECONNRESET, -ETIMEDOUT). */
+static int status_read_to_end(int s, char *out, size_t cap)
+{
+	uint64_t deadline = h_now_ms() + H_DEADLINE_MS;
+	struct pollfd pfd = { .fd = s, .events = POLLIN };
+	size_t have = 0;
+	char sink[4096];
+	ssize_t n;
+
+	while (h_now_ms() < deadline) {
+		if (poll(&pfd, 1, 20) <= 0)
+			continue;
+		n = read(s, sink, sizeof(sink));
+		if (n == 0) {
+			out[have] = '\0';
+			return 0;
+		}
+		if (n < 0)
+			return -errno;
+		if ((size_t)n > cap - 1 - have)
+			n = (ssize_t)(cap - 1 - have);
+		memcpy(out + have, sink, (size_t)n);
+		have += (size_t)n;
+	}
+	return -ETIMEDOUT;
+}
+
+/* "One answer, then the connection is closed" (rdmacm-muxd(8)): a clean
+ * end of file after the answer, also when the reader sent more than its
+ * query (a line over 1024 bytes, or bytes after the line), which af_unix
+ * would report as a reset were they left unread. */
+static void test_status_closes_cleanly(void **state)
+{
+	struct h_fixture *f = *state;
+	char junk[3000], answer[65536];
+	int s;
+
+	memset(junk, 'x', sizeof(junk));
+	s = raw_connect(f->d.status);
+	assert_true(s >= 0);
+	assert_int_equal(send(s, junk, sizeof(junk), MSG_NOSIGNAL),
+			 (ssize_t)sizeof(junk));
+	assert_int_equal(status_read_to_end(s, answer, sizeof(answer)), 0);
+	assert_non_null(strstr(answer, "\"EMSGSIZE\""));
+	close(s);
+
+	s = raw_connect(f->d.status);
+	assert_true(s >= 0);
+	memcpy(junk, "{\"op\":\"status\"}\n", 16);
+	assert_int_equal(send(s, junk, sizeof(junk), MSG_NOSIGNAL),
+			 (ssize_t)sizeof(junk));
+	assert_int_equal(status_read_to_end(s, answer, sizeof(answer)), 0);
+	assert_non_null(strstr(answer, "\"protocol_major\""));
+	close(s);
+}
+
 /* rdmacm-muxctl metrics: Prometheus' text format, as the prometheus_client
  * library's parser reads it (tests/integration/check_metrics.py), with the
  * daemon's figures and a VM name that needs escaping in a label. */
@@ -181,6 +238,9 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_status_socket_is_read_only,
+						h_setup_daemon,
+						h_teardown_daemon),
+		cmocka_unit_test_setup_teardown(test_status_closes_cleanly,
 						h_setup_daemon,
 						h_teardown_daemon),
 		cmocka_unit_test_setup_teardown(test_metrics, h_setup_daemon,
