@@ -398,12 +398,20 @@ struct stress {
 	 * that the report never pairs one writer's code with another's
 	 * frame; 0 while none has failed. */
 	_Atomic uint64_t failed;
+	/* Set by the teardown: writers stop, also when the test failed
+	 * first (cmocka leaves a failed test at once, its writers running). */
+	_Atomic int stop;
+	pthread_t th[STRESS_THREADS];
+	uint32_t started;
+	int reader_fd;
 };
 
 struct stress_thread {
 	struct stress *st;
 	uint32_t id;
 };
+
+static struct stress stress_state;
 
 static void stress_fail(struct stress *st, uint32_t seq, int rc)
 {
@@ -431,7 +439,8 @@ static void *stress_writer(void *arg)
 	size_t left;
 	int ask, rc;
 
-	for (h.seq = 0; h.seq < STRESS_FRAMES; h.seq++) {
+	for (h.seq = 0; h.seq < STRESS_FRAMES && !atomic_load(&t->st->stop);
+	     h.seq++) {
 		h.thread = t->id;
 		h.len = 1 + (h.seq * 37 + t->id) % sizeof(payload);
 		memset(payload, (int)(h.seq + t->id), h.len);
@@ -481,50 +490,71 @@ static void read_full(int fd, void *buf, size_t n, struct stress *st)
  * each thread's in the order it queued them. */
 static void test_threads_share_an_outlet(void **state)
 {
-	struct stress_thread t[STRESS_THREADS];
-	pthread_t th[STRESS_THREADS];
+	static struct stress_thread t[STRESS_THREADS];
 	uint32_t next[STRESS_THREADS] = { 0 }, i, total = 0;
-	static struct stress st;
+	struct stress *st = *state;
 	uint8_t payload[300];
 	struct stress_hdr h;
 	size_t left;
 	int sv[2], ask;
 
-	(void)state;
-	open_pair(&st.o, SOCK_STREAM, 0, sv);
+	open_pair(&st->o, SOCK_STREAM, 0, sv);
+	st->reader_fd = sv[1];
 	for (i = 0; i < STRESS_THREADS; i++) {
-		t[i].st = &st;
+		t[i].st = st;
 		t[i].id = i;
-		assert_int_equal(pthread_create(&th[i], NULL, stress_writer,
+		assert_int_equal(pthread_create(&st->th[i], NULL, stress_writer,
 						&t[i]),
 				 0);
+		st->started++;
 	}
 	while (total < STRESS_THREADS * STRESS_FRAMES) {
 		/* The owner: its flush when a writer left bytes behind. */
-		if (atomic_exchange(&st.asked, 0))
-			assert_int_equal(outlet_flush(&st.o, 1, &left, &ask),
+		if (atomic_exchange(&st->asked, 0))
+			assert_int_equal(outlet_flush(&st->o, 1, &left, &ask),
 					 0);
-		read_full(sv[1], &h, sizeof(h), &st);
+		read_full(sv[1], &h, sizeof(h), st);
 		assert_true(h.thread < STRESS_THREADS);
 		assert_int_equal(h.seq, next[h.thread]);
 		assert_int_equal(h.len,
 				 1 + (h.seq * 37 + h.thread) % sizeof(payload));
-		read_full(sv[1], payload, h.len, &st);
+		read_full(sv[1], payload, h.len, st);
 		for (i = 0; i < h.len; i++)
 			assert_int_equal(payload[i],
 					 (uint8_t)(h.seq + h.thread));
 		next[h.thread]++;
 		total++;
 	}
-	for (i = 0; i < STRESS_THREADS; i++)
-		pthread_join(th[i], NULL);
-	stress_check(&st);
-	assert_int_equal(outlet_flush(&st.o, 1, &left, &ask), 0);
+	for (; st->started > 0; st->started--)
+		pthread_join(st->th[st->started - 1], NULL);
+	stress_check(st);
+	assert_int_equal(outlet_flush(&st->o, 1, &left, &ask), 0);
 	assert_int_equal(left, 0);
-	assert_int_equal(outlet_len(&st.o), 0);
-	outlet_close(&st.o);
-	outlet_fini(&st.o);
-	close(sv[1]);
+	assert_int_equal(outlet_len(&st->o), 0);
+}
+
+static int stress_setup(void **state)
+{
+	memset(&stress_state, 0, sizeof(stress_state));
+	stress_state.reader_fd = -1;
+	*state = &stress_state;
+	return 0;
+}
+
+/* Runs whether the test passed or not: no writer outlives it. */
+static int stress_teardown(void **state)
+{
+	struct stress *st = *state;
+
+	atomic_store(&st->stop, 1);
+	for (; st->started > 0; st->started--)
+		pthread_join(st->th[st->started - 1], NULL);
+	if (st->reader_fd >= 0) {
+		outlet_close(&st->o);
+		outlet_fini(&st->o);
+		close(st->reader_fd);
+	}
+	return 0;
 }
 
 int main(void)
@@ -537,7 +567,8 @@ int main(void)
 		cmocka_unit_test(test_flush_while_another_writes),
 		cmocka_unit_test(test_limit_counts_the_write),
 		cmocka_unit_test(test_close_while_another_writes),
-		cmocka_unit_test(test_threads_share_an_outlet),
+		cmocka_unit_test_setup_teardown(test_threads_share_an_outlet,
+						stress_setup, stress_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
