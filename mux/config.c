@@ -803,12 +803,45 @@ static void config_finish(struct mux_config *cfg, struct config_errors *errs)
 	config_check_qemu_ports(cfg, errs);
 }
 
+/* The table's option that getopt_long() returned c for, or NULL. */
+static const struct config_option *config_option_of(int c)
+{
+	size_t i;
+
+	if (c >= OPT_TABLE)
+		return &config_options[c - OPT_TABLE];
+	for (i = 0; i < NOPTIONS; i++)
+		if (config_options[i].short_opt == c)
+			return &config_options[i];
+	return NULL;
+}
+
+/* A list the command line gives replaces the file's.  Found before any
+ * option is applied, so that their order does not matter: --port and
+ * --sim-port fill one list, and a --qemu-socket before the --sim-port it
+ * names is kept. */
+static void config_reset_cli_lists(struct mux_config *cfg, int nargs,
+				   char **args, const char *shortopts,
+				   const struct option *longopts)
+{
+	const struct config_option *o;
+	int c;
+
+	optind = 0;
+	opterr = 0;
+	while ((c = getopt_long(nargs, args, shortopts, longopts, NULL)) !=
+	       -1) {
+		o = config_option_of(c);
+		if (o && o->kind == CK_LIST)
+			config_list_reset(cfg, o);
+	}
+}
+
 int config_load(struct mux_config *cfg, int argc, char **argv,
 		struct config_errors *errs)
 {
 	struct option longopts[NOPTIONS + 8];
 	char shortopts[64] = ":", err[200];
-	unsigned char cli_set[NOPTIONS] = { 0 };
 	char **args;
 	size_t i, k = 0;
 	int c, j, nargs = 0, so = 1;
@@ -858,26 +891,15 @@ int config_load(struct mux_config *cfg, int argc, char **argv,
 	memcpy(shortopts + so, "vVh", 4);
 
 	config_load_file(cfg, cfg->config_named, errs);
+	config_reset_cli_lists(cfg, nargs, args, shortopts, longopts);
 
 	optind = 0; /* GNU: start afresh (a reload parses again) */
 	opterr = 0;
 	while ((c = getopt_long(nargs, args, shortopts, longopts, NULL)) !=
 	       -1) {
-		const struct config_option *o = NULL;
+		const struct config_option *o = config_option_of(c);
 
-		if (c >= OPT_TABLE) {
-			o = &config_options[c - OPT_TABLE];
-		} else {
-			for (i = 0; i < NOPTIONS; i++)
-				if (config_options[i].short_opt == c)
-					o = &config_options[i];
-		}
 		if (o) {
-			size_t idx = (size_t)(o - config_options);
-
-			if (o->kind == CK_LIST && !cli_set[idx])
-				config_list_reset(cfg, o);
-			cli_set[idx] = 1;
 			if (config_set(cfg, o, optarg, err, sizeof(err)) < 0)
 				config_error(errs, "--%s: %s", o->name, err);
 			continue;

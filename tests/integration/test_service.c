@@ -21,6 +21,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -606,6 +607,37 @@ static void test_config_file_and_reload(void **state)
 	assert_int_equal(system(cmd), 0);
 }
 
+/* Lists on the command line in any order: --port and --sim-port fill one
+ * list, and a --qemu-socket may come before the port it names; none
+ * drops what came before it (the first of them used to drop the rest's
+ * earlier values, with the file's). */
+static void test_command_line_lists_in_any_order(void **state)
+{
+	char dir[] = "/tmp/rcm-lists.XXXXXX", qsock[64], cmd[128];
+	const char *const extra[] = {
+		"--qemu-socket", qsock,          "--sim-port", "sima=fd00::1",
+		"--sim-port",    "simb=fd00::2", NULL
+	};
+	struct hdaemon d;
+	struct stat st;
+	json_t *status;
+
+	(void)state;
+	if (h_real_port())
+		skip();
+	assert_non_null(mkdtemp(dir));
+	snprintf(qsock, sizeof(qsock), "simb=%s/q.sock", dir);
+	hd_start(&d, NULL, NULL, extra);
+	status = hd_status(&d);
+	assert_int_equal(json_array_size(json_object_get(status, "ports")), 2);
+	json_decref(status);
+	assert_int_equal(stat(qsock + 5, &st), 0);
+	assert_true(S_ISSOCK(st.st_mode));
+	hd_stop(&d);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	assert_int_equal(system(cmd), 0);
+}
+
 /* As a service, the daemon writes the journal's native protocol, with a
  * client's identity in fields of their own (a fake journal socket). */
 static void test_journal_fields(void **state)
@@ -766,6 +798,7 @@ int main(void)
 			h_teardown_daemon),
 		cmocka_unit_test(test_systemd_notify_and_activation),
 		cmocka_unit_test(test_config_file_and_reload),
+		cmocka_unit_test(test_command_line_lists_in_any_order),
 		cmocka_unit_test(test_journal_fields),
 	};
 
