@@ -16,10 +16,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "mux/mux.h"
 #include "common/json_file.h"
+#include "common/unix_socket.h"
 
 enum config_kind {
 	CK_UINT,      /* unsigned field, decimal */
@@ -789,6 +791,69 @@ static void config_check_qemu_ports(const struct mux_config *cfg,
 	}
 }
 
+/* A port given twice: start-up refuses it, so --check-config does. */
+static void config_check_ports(const struct mux_config *cfg,
+			       struct config_errors *errs)
+{
+	char a[64], b[64];
+	int i, j;
+
+	for (i = 0; i < cfg->nports; i++) {
+		config_port_name(&cfg->ports[i], a, sizeof(a));
+		for (j = 0; j < i; j++) {
+			config_port_name(&cfg->ports[j], b, sizeof(b));
+			if (strcmp(a, b) == 0) {
+				config_error(errs, "port %s given twice", a);
+				break;
+			}
+		}
+	}
+}
+
+/* The sockets the daemon listens on: each a path bind() takes (not the
+ * abstract namespace, within sun_path), no two on one path (the second
+ * would find the first's lock and refuse to start). */
+static void config_check_sockets(const struct mux_config *cfg,
+				 struct config_errors *errs)
+{
+	struct {
+		char key[96];
+		const char *path;
+	} s[3 + MUX_MAX_PORTS];
+	struct sockaddr_un sun;
+	int i, j, n = 0;
+	socklen_t len;
+
+	snprintf(s[n].key, sizeof(s[n].key), "socket");
+	s[n++].path = cfg->socket_path;
+	snprintf(s[n].key, sizeof(s[n].key), "status-socket");
+	s[n++].path = cfg->status_path;
+	if (cfg->admin_path) {
+		snprintf(s[n].key, sizeof(s[n].key), "admin-socket");
+		s[n++].path = cfg->admin_path;
+	}
+	for (i = 0; i < cfg->nqemu; i++) {
+		snprintf(s[n].key, sizeof(s[n].key), "qemu-socket %s",
+			 cfg->qemu[i].port);
+		s[n++].path = cfg->qemu[i].path;
+	}
+	for (i = 0; i < n; i++) {
+		if (s[i].path[0] == '@' ||
+		    unix_socket_address(s[i].path, &sun, &len) < 0)
+			config_error(
+				errs,
+				"key '%s': a socket path is 1..%zu characters, not starting with '@' (%zu: %.100s)",
+				s[i].key, sizeof(sun.sun_path) - 1,
+				strlen(s[i].path), s[i].path);
+		for (j = 0; j < i; j++)
+			if (strcmp(s[i].path, s[j].path) == 0)
+				config_error(
+					errs,
+					"keys '%s' and '%s' name one socket, %.200s",
+					s[j].key, s[i].key, s[i].path);
+	}
+}
+
 static void config_finish(struct mux_config *cfg, struct config_errors *errs)
 {
 	/* One uid never holds every slot unless told it may. */
@@ -801,6 +866,8 @@ static void config_finish(struct mux_config *cfg, struct config_errors *errs)
 			errs,
 			"no ports: give --port DEV:PORT or --sim-port NAME (\"port\" or \"sim-port\" in the configuration file)");
 	config_check_qemu_ports(cfg, errs);
+	config_check_ports(cfg, errs);
+	config_check_sockets(cfg, errs);
 }
 
 /* The table's option that getopt_long() returned c for, or NULL. */

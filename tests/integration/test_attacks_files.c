@@ -178,8 +178,9 @@ static void config_refused(const char *file, const char *text, const char *why)
 
 /* A configuration an admin got wrong, or someone else planted, is
  * refused as start-up would refuse it: a value of the wrong type, a QEMU
- * socket for no port, and a FIFO for the file or the policy (refused at
- * once, not read for ever). */
+ * socket for no port, a port given twice, a socket path bind() cannot
+ * take, two sockets on one path, and a FIFO for the file or the policy
+ * (refused at once, not read for ever). */
 static void test_hostile_configuration(void **state)
 {
 	char dir[] = "/tmp/rcm-config.XXXXXX", conf[256], fifo[256], text[512];
@@ -198,6 +199,18 @@ static void test_hostile_configuration(void **state)
 		conf,
 		"{\"sim-port\": \"sim0=fd00::1\", \"qemu-socket\": \"mlx9_0:1\"}",
 		"qemu-socket mlx9_0:1: no such port");
+	config_refused(conf, "{\"sim-port\": [\"sim0\", \"sim1\", \"sim0\"]}",
+		       "port sim0 given twice");
+	snprintf(text, sizeof(text),
+		 "{\"sim-port\": \"sim0\", \"status-socket\": \"/tmp/%0120d\"}",
+		 0);
+	config_refused(
+		conf, text,
+		"key 'status-socket': a socket path is 1..107 characters");
+	config_refused(
+		conf,
+		"{\"sim-port\": \"sim0\", \"socket\": \"/tmp/x.sock\", \"qemu-socket\": \"sim0=/tmp/x.sock\"}",
+		"keys 'socket' and 'qemu-socket sim0' name one socket");
 	assert_int_equal(mkfifo(fifo, 0600), 0);
 	config_refused(fifo, NULL, "not a regular file");
 	snprintf(text, sizeof(text),
