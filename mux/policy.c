@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <grp.h>
 #include <pwd.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,9 +96,12 @@ static int policy_prefix_match(const struct gid_prefix *p, const struct gid *g)
 	return ((p->gid.raw[full] ^ g->raw[full]) & (0xff << (8 - rest))) == 0;
 }
 
+/* A user or group by name, or by number: 0 to 2^32 - 2, as uid_t holds
+ * them ((uid_t)-1 means none), not cut to 32 bits (2^32 would be root). */
 static int policy_id_from_json(json_t *v, int is_group, unsigned *out)
 {
-	if (json_is_integer(v) && json_integer_value(v) >= 0) {
+	if (json_is_integer(v) && json_integer_value(v) >= 0 &&
+	    json_integer_value(v) < (json_int_t)UINT32_MAX) {
 		*out = (unsigned)json_integer_value(v);
 		return 0;
 	}
@@ -186,14 +190,14 @@ static struct policy *policy_from_json(json_t *root, const char *path,
 			    path, i + 1);
 		if ((v = json_object_get(match, "uid")) != NULL) {
 			if (policy_id_from_json(v, 0, &id))
-				BAD("%s: rule %zu: unknown user in match.uid",
+				BAD("%s: rule %zu: match.uid: not a user's name, nor a number from 0 to 4294967294",
 				    path, i + 1);
 			r->has_uid = 1;
 			r->uid = (uid_t)id;
 		}
 		if ((v = json_object_get(match, "gid")) != NULL) {
 			if (policy_id_from_json(v, 1, &id))
-				BAD("%s: rule %zu: unknown group in match.gid",
+				BAD("%s: rule %zu: match.gid: not a group's name, nor a number from 0 to 4294967294",
 				    path, i + 1);
 			r->has_gid = 1;
 			r->gid = (gid_t)id;
