@@ -188,6 +188,13 @@ static struct policy *policy_from_json(json_t *root, const char *path,
 		if (!json_is_object(match))
 			BAD("%s: rule %zu: needs \"match\": {\"uid\": ...} or {\"gid\": ...}",
 			    path, i + 1);
+		/* One of the two: both would read as "this user in that
+		 * group" and match either. */
+		if (json_object_size(match) != 1 ||
+		    (json_object_get(match, "uid") == NULL &&
+		     json_object_get(match, "gid") == NULL))
+			BAD("%s: rule %zu: match takes one key, \"uid\" or \"gid\"",
+			    path, i + 1);
 		if ((v = json_object_get(match, "uid")) != NULL) {
 			if (policy_id_from_json(v, 0, &id))
 				BAD("%s: rule %zu: match.uid: not a user's name, nor a number from 0 to 4294967294",
@@ -202,9 +209,6 @@ static struct policy *policy_from_json(json_t *root, const char *path,
 			r->has_gid = 1;
 			r->gid = (gid_t)id;
 		}
-		if (!r->has_uid && !r->has_gid)
-			BAD("%s: rule %zu: match needs \"uid\" or \"gid\"",
-			    path, i + 1);
 		if ((v = json_object_get(rule, "vm")) != NULL) {
 			if (!json_is_string(v) || json_string_length(v) == 0 ||
 			    json_string_length(v) >= sizeof(r->vm))

@@ -540,7 +540,7 @@ static void test_admin_socket(void **state)
 	h_write_file(f->policy, "{\"policy\": [{\"match\": {}}]}");
 	assert_true(h_admin(f->admin, "{\"op\":\"reload_policy\"}", reply,
 			    sizeof(reply)) > 0);
-	assert_non_null(strstr(reply, "match needs"));
+	assert_non_null(strstr(reply, "match takes one key"));
 	assert_int_equal(tc_connect(&t, &f->d, "victim", 1, 0, err,
 				    sizeof(err)),
 			 0);
