@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <poll.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -519,6 +520,50 @@ static int muxctl_print_json(json_t *v)
 static int muxctl_show(const char *path, const char *query, int timeout_ms,
 		       enum view view, int json_out);
 
+/* A decimal number in [min, max], all of s: 0, or -1 (no sign, no space,
+ * no overflow that strtoull() would fold into range). */
+static int muxctl_number(const char *s, unsigned long long min,
+			 unsigned long long max, unsigned long long *out)
+{
+	unsigned long long v;
+	char *end;
+
+	if (s[0] < '0' || s[0] > '9')
+		return -1;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || *end || v < min || v > max)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+/* An option's number, 1 to max, into *out; said when it is not one. */
+static int muxctl_option(const char *name, const char *unit, const char *arg,
+			 unsigned long long max, int *out)
+{
+	unsigned long long n;
+
+	if (muxctl_number(arg, 1, max, &n) < 0) {
+		fprintf(stderr,
+			"rdmacm-muxctl: --%s: %s is a number from 1 to %llu, not '%s'\n",
+			name, unit, max, arg);
+		return -1;
+	}
+	*out = (int)n;
+	return 0;
+}
+
+/* Words after a command that takes no more: a usage error, not ignored. */
+static int muxctl_no_more(int argc, char **argv, int next)
+{
+	if (next >= argc)
+		return 0;
+	fprintf(stderr, "rdmacm-muxctl: unexpected argument '%s'\n",
+		argv[next]);
+	return -1;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -542,16 +587,18 @@ int main(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "S:jt:A:w:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'w':
-			watch_s = atoi(optarg);
-			if (watch_s <= 0) {
-				muxctl_usage(stderr);
+			if (muxctl_option("watch", "SECONDS", optarg, 86400,
+					  &watch_s) < 0)
 				return 2;
-			}
 			break;
 		case 'A': admin = optarg; break;
 		case 'S': path = optarg; break;
 		case 'j': json_out = 1; break;
-		case 't': timeout_ms = atoi(optarg); break;
+		case 't':
+			if (muxctl_option("timeout", "MS", optarg, 3600000,
+					  &timeout_ms) < 0)
+				return 2;
+			break;
 		case 'h': muxctl_usage(stdout); return 0;
 		default: muxctl_usage(stderr); return 2;
 		}
@@ -559,19 +606,23 @@ int main(int argc, char **argv)
 	if (admin == NULL)
 		admin = PROTO_DEFAULT_ADMIN_SOCKET;
 	if (optind < argc && strcmp(argv[optind], "reload") == 0)
-		return muxctl_admin_request(admin, "{\"op\":\"reload_policy\"}",
-					    timeout_ms);
+		return muxctl_no_more(argc, argv, optind + 1) < 0
+			       ? 2
+			       : muxctl_admin_request(
+					 admin, "{\"op\":\"reload_policy\"}",
+					 timeout_ms);
 	if (optind < argc && strcmp(argv[optind], "disconnect") == 0) {
 		char req[128];
-		char *end;
 		unsigned long long id;
 
 		if (optind + 1 >= argc ||
-		    (id = strtoull(argv[optind + 1], &end, 10)) == 0 || *end) {
+		    muxctl_number(argv[optind + 1], 1, INT64_MAX, &id) < 0) {
 			fprintf(stderr,
 				"rdmacm-muxctl: disconnect needs a client id (see rdmacm-muxctl status)\n");
 			return 2;
 		}
+		if (muxctl_no_more(argc, argv, optind + 2) < 0)
+			return 2;
 		snprintf(req, sizeof(req),
 			 "{\"op\":\"disconnect_client\",\"client_id\":%llu}",
 			 id);
@@ -580,19 +631,19 @@ int main(int argc, char **argv)
 	if (optind < argc && strcmp(argv[optind], "connections") == 0 &&
 	    optind + 1 < argc) {
 		unsigned long long id = 0, offset = 0, limit = 256;
-		char *end = NULL;
 
-		id = strtoull(argv[optind + 1], &end, 10);
-		if (id == 0 || *end ||
+		if (muxctl_number(argv[optind + 1], 1, INT64_MAX, &id) < 0 ||
 		    (optind + 2 < argc &&
-		     ((offset = strtoull(argv[optind + 2], &end, 10)), *end)) ||
+		     muxctl_number(argv[optind + 2], 0, INT64_MAX, &offset) <
+			     0) ||
 		    (optind + 3 < argc &&
-		     ((limit = strtoull(argv[optind + 3], &end, 10)),
-		      *end || limit == 0 || limit > 4096))) {
+		     muxctl_number(argv[optind + 3], 1, 4096, &limit) < 0)) {
 			fprintf(stderr,
 				"rdmacm-muxctl: connections [CLIENT-ID [OFFSET [LIMIT]]] (LIMIT 1..4096)\n");
 			return 2;
 		}
+		if (muxctl_no_more(argc, argv, optind + 4) < 0)
+			return 2;
 		snprintf(
 			query, sizeof(query),
 			"{\"op\":\"connections\",\"client\":%llu,\"offset\":%llu,\"limit\":%llu}",
@@ -608,20 +659,19 @@ int main(int argc, char **argv)
 			muxctl_usage(stderr);
 			return 2;
 		}
+		if (muxctl_no_more(argc, argv, optind + 1) < 0)
+			return 2;
 	} else {
 		view = V_STATUS;
 	}
 	if (watch_s <= 0)
-		return muxctl_show(path, query,
-				   timeout_ms > 0 ? timeout_ms : 5000, view,
-				   json_out);
+		return muxctl_show(path, query, timeout_ms, view, json_out);
 	/* --watch: again every N seconds, until interrupted; a daemon that
 	 * does not answer is said and tried again. */
 	for (;;) {
 		if (isatty(STDOUT_FILENO))
 			printf("\033[H\033[2J");
-		muxctl_show(path, query, timeout_ms > 0 ? timeout_ms : 5000,
-			    view, json_out);
+		muxctl_show(path, query, timeout_ms, view, json_out);
 		fflush(stdout);
 		sleep((unsigned)watch_s);
 	}

@@ -222,6 +222,31 @@ static void test_muxctl_views(void **state)
 	assert_non_null(strstr(out, "fd00::1"));
 	snprintf(args, sizeof(args), "-S %s no-such-view", f->d.status);
 	assert_int_equal(muxctl_run(args, out, sizeof(out)), 2);
+	/* Words it cannot take are usage errors (2), never ignored nor
+	 * folded into range: a timeout or watch period out of range, a
+	 * client id past 64 bits, a word after a command. */
+	{
+		static const char *const bad[] = {
+			"-t 0 status",
+			"-t 5s status",
+			"-w 0 status",
+			"status extra",
+			"connections 18446744073709551617",
+			"connections 1 -- -1",
+			"connections 1 0 4097",
+			"connections 1 0 1 extra",
+			"disconnect 1 2",
+			"reload now",
+		};
+
+		for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+			snprintf(args, sizeof(args), "-S %s %s", f->d.status,
+				 bad[i]);
+			if (muxctl_run(args, out, sizeof(out)) != 2)
+				fail_msg("rdmacm-muxctl %s: not a usage error",
+					 bad[i]);
+		}
+	}
 	snprintf(args, sizeof(args), "-S %s.none status", f->d.status);
 	assert_int_equal(muxctl_run(args, out, sizeof(out)), 1);
 	/* --help: the usage, in plain words, every line in 80 columns. */
