@@ -18,12 +18,15 @@
 #include "mux/mux.h"
 
 #define ADMIN_MAX_REQUEST 4096
+/* How long a connection may take to send its request. */
+#define ADMIN_REQUEST_WAIT_MS 5000
 
 struct admin_conn {
 	TAILQ_ENTRY(admin_conn) link; /* freed at shutdown if still open */
 	struct mux *mux;
 	struct bufferevent *bev;
 	struct ucred cred;
+	int answered;
 };
 
 static void admin_conn_free(struct admin_conn *ac)
@@ -86,31 +89,19 @@ static json_t *admin_reload(struct admin_conn *ac)
 	return json_pack("{s:b, s:s}", "ok", 1, "message", msg);
 }
 
-static void admin_read(struct bufferevent *bev, void *arg)
+/* The one request (line, len bytes), answered; nothing more is read. */
+static void admin_answer(struct admin_conn *ac, const char *line, size_t len)
 {
-	struct admin_conn *ac = arg;
-	struct evbuffer *in = bufferevent_get_input(bev);
+	struct bufferevent *bev = ac->bev;
 	const char *err = NULL, *op;
 	json_t *req, *reply;
-	size_t len;
-	char *line;
 
-	line = evbuffer_readln(in, &len, EVBUFFER_EOL_LF);
-	if (line == NULL) {
-		if (evbuffer_get_length(in) > ADMIN_MAX_REQUEST) {
-			admin_reply(bev, proto_reply_error(EMSGSIZE,
-							   "request too long"));
-			bufferevent_disable(bev, EV_READ);
-		}
-		return;
-	}
+	ac->answered = 1;
 	bufferevent_disable(bev, EV_READ);
-	if (proto_json_parse((uint8_t *)line, len, &req, &err) < 0) {
+	if (proto_json_parse((const uint8_t *)line, len, &req, &err) < 0) {
 		admin_reply(bev, proto_reply_error(EBADMSG, "%s", err));
-		free(line);
 		return;
 	}
-	free(line);
 	op = proto_request_op(req, &err);
 	atomic_fetch_add(&ac->mux->stats.admin_actions, 1);
 	if (op == NULL)
@@ -126,18 +117,64 @@ static void admin_read(struct bufferevent *bev, void *arg)
 	admin_reply(bev, reply);
 }
 
-static void admin_written(struct bufferevent *bev, void *arg)
+static void admin_read(struct bufferevent *bev, void *arg)
 {
-	if (evbuffer_get_length(bufferevent_get_output(bev)) == 0 &&
-	    !(bufferevent_get_enabled(bev) & EV_READ))
-		admin_conn_free(arg);
+	struct admin_conn *ac = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+	size_t len;
+	char *line;
+
+	line = evbuffer_readln(in, &len, EVBUFFER_EOL_LF);
+	if (line == NULL) {
+		if (evbuffer_get_length(in) > ADMIN_MAX_REQUEST) {
+			ac->answered = 1;
+			admin_reply(bev, proto_reply_error(EMSGSIZE,
+							   "request too long"));
+			bufferevent_disable(bev, EV_READ);
+		}
+		return;
+	}
+	admin_answer(ac, line, len);
+	free(line);
 }
 
+static void admin_written(struct bufferevent *bev, void *arg)
+{
+	struct admin_conn *ac = arg;
+
+	if (evbuffer_get_length(bufferevent_get_output(bev)) == 0 &&
+	    ac->answered)
+		admin_conn_free(ac);
+}
+
+/* A request that ends where its sender shut down its side, without a
+ * newline, is still a request; one that never comes is said and the
+ * connection closed. */
 static void admin_event(struct bufferevent *bev, short what, void *arg)
 {
-	(void)bev;
-	(void)what;
-	admin_conn_free(arg);
+	struct admin_conn *ac = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+	size_t len = evbuffer_get_length(in);
+	char *text;
+
+	if ((what & BEV_EVENT_READING) && !ac->answered) {
+		if ((what & BEV_EVENT_EOF) && len > 0) {
+			text = (char *)evbuffer_pullup(in, -1);
+			if (text) {
+				admin_answer(ac, text, len);
+				return;
+			}
+		}
+		if (what & BEV_EVENT_TIMEOUT) {
+			ac->answered = 1;
+			admin_reply(bev,
+				    proto_reply_error(ETIMEDOUT,
+						      "no request within %d ms",
+						      ADMIN_REQUEST_WAIT_MS));
+			return;
+		}
+	}
+	admin_conn_free(ac);
 }
 
 static void admin_accept(struct evconnlistener *l, evutil_socket_t fd,
@@ -146,6 +183,8 @@ static void admin_accept(struct evconnlistener *l, evutil_socket_t fd,
 	struct mux *mux = arg;
 	socklen_t clen = sizeof(struct ucred);
 	struct admin_conn *ac = calloc(1, sizeof(*ac));
+	struct timeval wait = { ADMIN_REQUEST_WAIT_MS / 1000,
+				(ADMIN_REQUEST_WAIT_MS % 1000) * 1000 };
 	struct bufferevent *bev;
 
 	(void)sa;
@@ -173,6 +212,7 @@ static void admin_accept(struct evconnlistener *l, evutil_socket_t fd,
 	ac->bev = bev;
 	TAILQ_INSERT_TAIL(&mux->admin_conns, ac, link);
 	bufferevent_setcb(bev, admin_read, admin_written, admin_event, ac);
+	bufferevent_set_timeouts(bev, &wait, NULL);
 	bufferevent_enable(bev, EV_READ | EV_WRITE);
 }
 

@@ -961,7 +961,8 @@ void h_req(uint8_t *mad, uint32_t local, const char *src, const char *dst)
 	cma_hdr_build(mad + CM_REQ_OFF_PRIVATE_DATA, &s, &d, 7471);
 }
 
-int h_admin(const char *path, const char *request, char *reply, size_t cap)
+int h_admin_raw(const char *path, const char *bytes, int shut, int wait_ms,
+		char *reply, size_t cap)
 {
 	struct pollfd pfd;
 	size_t len = 0;
@@ -970,13 +971,14 @@ int h_admin(const char *path, const char *request, char *reply, size_t cap)
 
 	if (s < 0)
 		return s;
-	if (write(s, request, strlen(request)) < 0 || write(s, "\n", 1) < 0) {
+	if (write(s, bytes, strlen(bytes)) != (ssize_t)strlen(bytes) ||
+	    (shut && shutdown(s, SHUT_WR) < 0)) {
 		close(s);
 		return -EIO;
 	}
 	pfd.fd = s;
 	pfd.events = POLLIN;
-	while (len < cap - 1 && poll(&pfd, 1, H_DEADLINE_MS) > 0) {
+	while (len < cap - 1 && poll(&pfd, 1, wait_ms) > 0) {
 		n = read(s, reply + len, cap - 1 - len);
 		if (n <= 0)
 			break;
@@ -985,4 +987,12 @@ int h_admin(const char *path, const char *request, char *reply, size_t cap)
 	reply[len] = '\0';
 	close(s);
 	return (int)len;
+}
+
+int h_admin(const char *path, const char *request, char *reply, size_t cap)
+{
+	char line[4096];
+
+	snprintf(line, sizeof(line), "%s\n", request);
+	return h_admin_raw(path, line, 0, H_DEADLINE_MS, reply, cap);
 }

@@ -165,6 +165,11 @@ void h_write_file(const char *path, const char *text);
 /* One request line to the admin socket; the reply text in reply.
  * Returns its length or a negative errno. */
 int h_admin(const char *path, const char *request, char *reply, size_t cap);
+/* bytes as they are (no newline added) to the admin socket at path, its
+ * sending side then shut down or not; the answer into reply, waiting
+ * wait_ms for each piece: its length, or -errno. */
+int h_admin_raw(const char *path, const char *bytes, int shut, int wait_ms,
+		char *reply, size_t cap);
 
 /* CM MADs for tests: any attribute with its comm IDs at P+0 and P+4, and
  * a REQ from src to dst with rdma_cm's header (Starting PSN = local, a

@@ -545,6 +545,15 @@ static void test_admin_socket(void **state)
 				    sizeof(err)),
 			 0);
 	tc_close(&t);
+	/* A request that ends at the sender's shutdown, without a newline,
+	 * is answered; a connection that sends none is told so and closed,
+	 * not held for ever. */
+	assert_true(h_admin_raw(f->admin, "{\"op\":\"format_disk\"}", 1,
+				H_DEADLINE_MS, reply, sizeof(reply)) > 0);
+	assert_non_null(strstr(reply, "EOPNOTSUPP"));
+	assert_true(h_admin_raw(f->admin, "", 0, 10000, reply, sizeof(reply)) >
+		    0);
+	assert_non_null(strstr(reply, "ETIMEDOUT"));
 	/* Only root may use the admin socket (and the socket is 0600). */
 	pid = fork();
 	assert_true(pid >= 0);
@@ -560,7 +569,7 @@ static void test_admin_socket(void **state)
 	}
 	assert_int_equal(waitpid(pid, &status, 0), pid);
 	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-	assert_true(hd_status_int(&f->d, "counters.admin_actions") == 5);
+	assert_true(hd_status_int(&f->d, "counters.admin_actions") == 6);
 	/* Every action is in the daemon's log with who asked. */
 	{
 		char line[512], want[128];
