@@ -46,7 +46,7 @@ ALL_CFLAGS = $(CPPFLAGS_ALL) $(CPPFLAGS) $(DEP_CFLAGS) $(CFLAGS) $(SANFLAGS) -fP
 LDFLAGS_ALL = $(LDFLAGS) $(SANFLAGS) -pthread
 
 COMMON_SRC   := common/log.c common/text.c common/unix_socket.c common/gid.c common/gid_map.c \
-		common/cm_mad.c common/hset.c common/json_file.c
+		common/cm_mad.c common/hset.c common/json_file.c common/number.c
 # The GID table through libibverbs: the daemon's and the library's, not
 # the CLI's or the tests' (which do not link libibverbs).
 IBDEV_SRC    := common/ibdev.c
@@ -80,7 +80,8 @@ LIBSO   := $(B)/libmuxbe.so.$(SOVERSION)
 PCFILE  := $(B)/muxbe.pc
 
 UNIT_TESTS := test_codec test_cm_mad test_router test_conn_table test_policy test_guest_cm \
-	      test_qemu_msg test_text test_gid_map test_hset test_outlet test_port_senders
+	      test_qemu_msg test_text test_gid_map test_hset test_outlet test_port_senders \
+	      test_number
 UNIT_BINS  := $(addprefix $(B)/tests/,$(UNIT_TESTS))
 INTEG_TESTS := test_admission test_status test_service test_cm test_attacks test_attacks_files \
 	       test_attacks_qps test_qemu
@@ -175,7 +176,7 @@ $(UNIT_BINS): $(B)/tests/%: $(B)/obj/tests/unit/%.o
 $(B)/tests/test_codec: $(PROTOCOL_OBJ) $(COMMON_OBJ)
 $(B)/tests/test_qemu_msg: $(call obj,$(QEMU_MSG_SRC))
 $(B)/tests/test_text $(B)/tests/test_gid_map $(B)/tests/test_hset \
-	$(B)/tests/test_cm_mad: $(COMMON_OBJ)
+	$(B)/tests/test_cm_mad $(B)/tests/test_number: $(COMMON_OBJ)
 $(B)/tests/test_outlet: $(B)/obj/mux/outlet.o
 # It acts while a write is under way, from inside send().
 $(B)/tests/test_outlet: LDFLAGS_ALL += -Wl,--wrap=send

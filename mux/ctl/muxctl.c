@@ -16,6 +16,7 @@
 
 #include <jansson.h>
 
+#include "common/number.h"
 #include "common/text.h"
 #include "mux/ctl/muxctl.h"
 #include "protocol/rdmacm_mux_proto.h"
@@ -520,31 +521,13 @@ static int muxctl_print_json(json_t *v)
 static int muxctl_show(const char *path, const char *query, int timeout_ms,
 		       enum view view, int json_out);
 
-/* A decimal number in [min, max], all of s: 0, or -1 (no sign, no space,
- * no overflow that strtoull() would fold into range). */
-static int muxctl_number(const char *s, unsigned long long min,
-			 unsigned long long max, unsigned long long *out)
-{
-	unsigned long long v;
-	char *end;
-
-	if (s[0] < '0' || s[0] > '9')
-		return -1;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || *end || v < min || v > max)
-		return -1;
-	*out = v;
-	return 0;
-}
-
 /* An option's number, 1 to max, into *out; said when it is not one. */
 static int muxctl_option(const char *name, const char *unit, const char *arg,
 			 unsigned long long max, int *out)
 {
 	unsigned long long n;
 
-	if (muxctl_number(arg, 1, max, &n) < 0) {
+	if (number_parse(arg, 10, 1, max, &n) < 0) {
 		fprintf(stderr,
 			"rdmacm-muxctl: --%s: %s is a number from 1 to %llu, not '%s'\n",
 			name, unit, max, arg);
@@ -616,7 +599,7 @@ int main(int argc, char **argv)
 		unsigned long long id;
 
 		if (optind + 1 >= argc ||
-		    muxctl_number(argv[optind + 1], 1, INT64_MAX, &id) < 0) {
+		    number_parse(argv[optind + 1], 10, 1, INT64_MAX, &id) < 0) {
 			fprintf(stderr,
 				"rdmacm-muxctl: disconnect needs a client id (see rdmacm-muxctl status)\n");
 			return 2;
@@ -632,12 +615,12 @@ int main(int argc, char **argv)
 	    optind + 1 < argc) {
 		unsigned long long id = 0, offset = 0, limit = 256;
 
-		if (muxctl_number(argv[optind + 1], 1, INT64_MAX, &id) < 0 ||
+		if (number_parse(argv[optind + 1], 10, 1, INT64_MAX, &id) < 0 ||
 		    (optind + 2 < argc &&
-		     muxctl_number(argv[optind + 2], 0, INT64_MAX, &offset) <
+		     number_parse(argv[optind + 2], 10, 0, INT64_MAX, &offset) <
 			     0) ||
 		    (optind + 3 < argc &&
-		     muxctl_number(argv[optind + 3], 1, 4096, &limit) < 0)) {
+		     number_parse(argv[optind + 3], 10, 1, 4096, &limit) < 0)) {
 			fprintf(stderr,
 				"rdmacm-muxctl: connections [CLIENT-ID [OFFSET [LIMIT]]] (LIMIT 1..4096)\n");
 			return 2;
