@@ -25,6 +25,8 @@
 #include "backend/muxbe.h"
 #include "backend/vm/guest_cm.h"
 #include "backend/vm/vm_data.h"
+#include "common/cm_mad.h"
+#include "common/number.h"
 
 #define VM_RECV_BUFS 16
 
@@ -272,6 +274,54 @@ static void usage(FILE *f)
 		"                     [--device-late DEV (--listen only)]\n");
 }
 
+/* --data: what a REQ carries after rdma_cm's header, with its NUL. */
+#define VM_DATA_MAX (CM_REQ_PRIVATE_DATA_SIZE - CMA_HDR_SIZE - 1)
+/* Milliseconds an option may give: a day. */
+#define VM_MS_MAX 86400000ULL
+
+/* The options that take a number, and its range. */
+static const struct vm_number_option {
+	int opt;
+	const char *name;
+	int base; /* 0: 0x hexadecimal too */
+	unsigned long long min, max;
+} vm_number_options[] = {
+	{ 'l', "listen", 10, 1, 65535 },
+	{ 'r', "rdma-port", 10, 1, 65535 },
+	{ 'i', "comm-id", 0, 1, UINT32_MAX },
+	{ 'H', "hold-ms", 10, 0, VM_MS_MAX },
+	{ 'T', "timeout-ms", 10, 1, VM_MS_MAX },
+	/* A REQ's Max CM Retries is four bits. */
+	{ 'R', "retries", 10, 0, 15 },
+	{ 'W', "timewait-ms", 10, 0, VM_MS_MAX },
+	{ 'X', "run-ms", 10, 1, VM_MS_MAX },
+	{ 'M', "messages", 10, 1, 65536 },
+	/* 16 bytes: rdma_client's and rdma_server's messages. */
+	{ 'S', "message-size", 10, 16, 1 << 20 },
+	{ 'Y', "send-delay-ms", 10, 0, VM_MS_MAX },
+};
+
+/* Option c's number, when it takes one, into *out: 0, or -EINVAL when
+ * arg is not one in its range (said, with the option's name). */
+static int vm_number(int c, const char *arg, unsigned long long *out)
+{
+	const struct vm_number_option *o;
+	size_t i;
+
+	for (i = 0; i < sizeof(vm_number_options) / sizeof(*o); i++) {
+		o = &vm_number_options[i];
+		if (o->opt != c)
+			continue;
+		if (number_parse(arg, o->base, o->min, o->max, out) == 0)
+			return 0;
+		fprintf(stderr,
+			"rdmacm-mux-vm: --%s: '%s' is not a number from %llu to %llu\n",
+			o->name, arg, o->min, o->max);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -317,6 +367,8 @@ int main(int argc, char **argv)
 	char err[256];
 	uint64_t run_deadline = 0;
 	int c, i, rc, rdma_port = -1, run_ms = 30000;
+	unsigned long long n = 0;
+	uint16_t listen_port = 0;
 	struct pollfd pfd[2];
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -327,6 +379,8 @@ int main(int argc, char **argv)
 	while ((c = getopt_long(argc, argv,
 				"s:n:g:p:l:c:r:i:d:H:T:R:W:X:D:L:M:S:Y:h", opts,
 				NULL)) != -1) {
+		if (vm_number(c, optarg, &n) < 0)
+			return 2;
 		switch (c) {
 		case 's': mo.socket_path = optarg; break;
 		case 'n': vm.name = optarg; break;
@@ -337,32 +391,41 @@ int main(int argc, char **argv)
 			}
 			break;
 		case 'p': daemon_port = optarg; break;
-		case 'l': listen = optarg; break;
 		case 'c': connect_to = optarg; break;
-		case 'r': rdma_port = atoi(optarg); break;
-		case 'i':
-			gp.local_comm_id = (uint32_t)strtoul(optarg, NULL, 0);
+		case 'l':
+			listen = optarg;
+			listen_port = (uint16_t)n;
 			break;
+		case 'r': rdma_port = (int)n; break;
+		case 'i': gp.local_comm_id = (uint32_t)n; break;
 		case 'd':
+			/* What a REQ carries after rdma_cm's header. */
+			if (strlen(optarg) > VM_DATA_MAX) {
+				fprintf(stderr,
+					"rdmacm-mux-vm: --data: at most %d bytes\n",
+					VM_DATA_MAX);
+				return 2;
+			}
 			snprintf(gp.private_data, sizeof(gp.private_data), "%s",
 				 optarg);
 			break;
-		case 'H': vm.hold_ms = atoi(optarg); break;
-		case 'T': gp.timeout_ms = (unsigned)atoi(optarg); break;
-		case 'R': gp.max_retries = (unsigned)atoi(optarg); break;
-		case 'W': gp.timewait_ms = (unsigned)atoi(optarg); break;
-		case 'X': run_ms = atoi(optarg); break;
+		case 'H': vm.hold_ms = (int)n; break;
+		case 'T': gp.timeout_ms = (unsigned)n; break;
+		case 'R': gp.max_retries = (unsigned)n; break;
+		case 'W': gp.timewait_ms = (unsigned)n; break;
+		case 'X': run_ms = (int)n; break;
 		case 'D': device = optarg; break;
 		case 'L': vm.late_device = optarg; break;
-		case 'M': vm.messages = atoi(optarg); break;
-		case 'S': message_size = atoi(optarg); break;
-		case 'Y': vm.send_delay_ms = atoi(optarg); break;
+		case 'M': vm.messages = (int)n; break;
+		case 'S': message_size = (int)n; break;
+		case 'Y': vm.send_delay_ms = (int)n; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
 	}
 	if (gid_is_zero(&vm.gid) || (!listen == !connect_to) ||
-	    (connect_to && rdma_port < 0) || gp.local_comm_id == 0) {
+	    (connect_to && rdma_port < 0) || gp.local_comm_id == 0 ||
+	    optind < argc) {
 		usage(stderr);
 		return 2;
 	}
@@ -377,7 +440,7 @@ int main(int argc, char **argv)
 		}
 		gp.port = (uint16_t)rdma_port;
 	} else {
-		gp.port = (uint16_t)atoi(listen);
+		gp.port = listen_port;
 	}
 	mo.name = vm.name;
 	mo.user = &vm;
@@ -400,14 +463,6 @@ int main(int argc, char **argv)
 		muxbe_post_recv(vm.mb, vm.bufs[i], sizeof(vm.bufs[i]), NULL);
 
 	if (device) {
-		/* 16 bytes: rdma_client's and rdma_server's messages. */
-		if (vm.messages < 1 || message_size < 16) {
-			fprintf(stderr,
-				"%s: --messages must be at least 1 and --message-size at least 16\n",
-				vm.name);
-			muxbe_close(vm.mb);
-			return 2;
-		}
 		if (vm_data_open(&vm.data, device, &vm.gid, vm.messages,
 				 message_size, vm.name) < 0) {
 			fprintf(stderr,

@@ -44,6 +44,24 @@ EXTRA=$(nm -D --defined-only "$D/usr/lib/libmuxbe.so.0" | awk '$2 ~ /[TDB]/ {pri
 	--policy "$D/usr/share/doc/rdmacm-mux/examples/policy.json.example" |
 	grep -q ": ok$" && ok "example configuration and policy are valid" ||
 	bad "example configuration or policy"
+# A number out of its range is a usage error (2) that names the option,
+# never a value nobody gave (atoi's 0, strtoull's 2^64 - 1).
+usage_error() { # WORDS-EXPECTED PROGRAM ARGS...
+	local want=$1 out rc
+	shift
+	out=$("$@" 2>&1)
+	rc=$?
+	[ "$rc" = 2 ] && [[ "$out" == *"$want"* ]]
+}
+for args in "--listen 99999" "--listen 7471 --retries 16" \
+	    "--listen 7471 --comm-id -1" "--listen 7471 --hold-ms 5s"; do
+	# shellcheck disable=SC2086 # the words are the arguments
+	usage_error "is not a number from" "$D/usr/bin/rdmacm-mux-vm" \
+		--gid 10.0.0.1 $args && ok "rdmacm-mux-vm $args: usage error" ||
+		bad "rdmacm-mux-vm $args: not a usage error"
+done
+usage_error "is a number from 1 to 3600000" "$D/usr/bin/rdmacm-muxctl" -t 0 &&
+	ok "rdmacm-muxctl -t 0: usage error" || bad "rdmacm-muxctl -t 0: not a usage error"
 rm -f "$D/consumer" "$D/consumer-static"
 
 # make uninstall takes away everything make install put there.
