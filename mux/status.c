@@ -358,11 +358,18 @@ static void status_event(struct bufferevent *bev, short what, void *arg)
 {
 	struct status_conn *sc = arg;
 
-	(void)bev;
+	struct evbuffer *in = bufferevent_get_input(bev);
+	size_t len = evbuffer_get_length(in);
+	char *text;
+
 	if ((what & BEV_EVENT_EOF) && (what & BEV_EVENT_READING) &&
 	    !sc->answered) {
-		/* Nothing asked, the sending side closed: the default. */
-		status_send(sc, status_snapshot(sc->srv->mux));
+		/* A query ended by the sending side's shutdown instead of a
+		 * newline is still the query; nothing asked: the default. */
+		text = len ? (char *)evbuffer_pullup(in, -1) : NULL;
+		status_send(sc,
+			    text ? status_answer_query(sc->srv->mux, text, len)
+				 : status_snapshot(sc->srv->mux));
 		return;
 	}
 	status_conn_free(sc);

@@ -126,6 +126,35 @@ static void test_status_closes_cleanly(void **state)
 	close(s);
 }
 
+/* A query its sender ends by shutting down its side, without a newline,
+ * is answered as that query ("printf QUERY | socat"), not with the
+ * default snapshot; with nothing sent, the snapshot. */
+static void test_query_ended_by_shutdown(void **state)
+{
+	static const char query[] =
+		"{\"op\":\"connections\",\"client\":1,\"limit\":5}";
+	struct h_fixture *f = *state;
+	char answer[65536];
+	int s;
+
+	s = raw_connect(f->d.status);
+	assert_true(s >= 0);
+	assert_int_equal(send(s, query, strlen(query), MSG_NOSIGNAL),
+			 (ssize_t)strlen(query));
+	assert_int_equal(shutdown(s, SHUT_WR), 0);
+	assert_int_equal(status_read_to_end(s, answer, sizeof(answer)), 0);
+	assert_non_null(strstr(answer, "\"total\":0"));
+	assert_null(strstr(answer, "\"protocol_major\""));
+	close(s);
+
+	s = raw_connect(f->d.status);
+	assert_true(s >= 0);
+	assert_int_equal(shutdown(s, SHUT_WR), 0);
+	assert_int_equal(status_read_to_end(s, answer, sizeof(answer)), 0);
+	assert_non_null(strstr(answer, "\"protocol_major\""));
+	close(s);
+}
+
 /* rdmacm-muxctl metrics: Prometheus' text format, as the prometheus_client
  * library's parser reads it (tests/integration/check_metrics.py), with the
  * daemon's figures and a VM name that needs escaping in a label. */
@@ -266,6 +295,9 @@ int main(void)
 						h_setup_daemon,
 						h_teardown_daemon),
 		cmocka_unit_test_setup_teardown(test_status_closes_cleanly,
+						h_setup_daemon,
+						h_teardown_daemon),
+		cmocka_unit_test_setup_teardown(test_query_ended_by_shutdown,
 						h_setup_daemon,
 						h_teardown_daemon),
 		cmocka_unit_test_setup_teardown(test_metrics, h_setup_daemon,
