@@ -815,21 +815,41 @@ int raw_recv(int fd, uint8_t *kind, uint8_t *flags, uint32_t *rid, uint8_t *buf,
 	return (int)len;
 }
 
-int raw_wait_eof(int fd, int timeout_ms)
+int raw_read_to_end(int fd, char *out, size_t cap, int timeout_ms)
 {
 	uint64_t deadline = h_now_ms() + (uint64_t)timeout_ms;
 	struct pollfd pfd = { .fd = fd, .events = POLLIN };
-	uint8_t buf[4096];
+	size_t have = 0, take;
+	char buf[4096];
 	ssize_t n;
+	int rc = -ETIMEDOUT;
 
 	while (h_now_ms() < deadline) {
 		if (poll(&pfd, 1, 20) <= 0)
 			continue;
 		n = read(fd, buf, sizeof(buf));
-		if (n == 0 || (n < 0 && errno == ECONNRESET))
-			return 1;
+		if (n < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (n <= 0) {
+			rc = n == 0 ? 0 : -errno;
+			break;
+		}
+		take = out && cap > have + 1 ? cap - 1 - have : 0;
+		take = (size_t)n < take ? (size_t)n : take;
+		if (take)
+			memcpy(out + have, buf, take);
+		have += take;
 	}
-	return 0;
+	if (out && cap)
+		out[have] = '\0';
+	return rc;
+}
+
+int raw_wait_eof(int fd, int timeout_ms)
+{
+	int rc = raw_read_to_end(fd, NULL, 0, timeout_ms);
+
+	return rc == 0 || rc == -ECONNRESET;
 }
 
 void simpeer_open(struct simpeer *sp, struct hdaemon *d, const char *name,

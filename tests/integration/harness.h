@@ -157,6 +157,11 @@ int raw_hello_ok(const char *path, const char *name);
 int raw_hello_gid(const char *path, const char *name, const char *gid);
 /* Waits for EOF; returns 1 if the peer closed within the deadline. */
 int raw_wait_eof(int fd, int timeout_ms);
+/* What fd gives until its end, into out (cap bytes, NUL-terminated; the
+ * rest dropped; out may be NULL): 0 at a clean end of file, -errno
+ * (-ECONNRESET: the peer closed with bytes of ours unread), or
+ * -ETIMEDOUT. */
+int raw_read_to_end(int fd, char *out, size_t cap, int timeout_ms);
 
 uint64_t h_now_ms(void);
 /* Write text to path (created or emptied), asserting it worked. */

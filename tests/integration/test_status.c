@@ -69,32 +69,21 @@ static void test_status_socket_is_read_only(void **state)
 	tc_close(&a);
 }
 
-/* Reads the status socket's answer to its end, into out: 0 when it ended
- * in a clean end of file, else the error (-ECONNRESET, -ETIMEDOUT). */
-static int status_read_to_end(int s, char *out, size_t cap)
+/* len bytes to the status socket, its sending side then shut down or
+ * not; the answer read to its end into answer (cap bytes): 0 when it
+ * ended in a clean end of file, else -errno (raw_read_to_end()). */
+static int status_exchange(const char *path, const char *bytes, size_t len,
+			   int shut, char *answer, size_t cap)
 {
-	uint64_t deadline = h_now_ms() + H_DEADLINE_MS;
-	struct pollfd pfd = { .fd = s, .events = POLLIN };
-	size_t have = 0;
-	char sink[4096];
-	ssize_t n;
+	int s = raw_connect(path), rc;
 
-	while (h_now_ms() < deadline) {
-		if (poll(&pfd, 1, 20) <= 0)
-			continue;
-		n = read(s, sink, sizeof(sink));
-		if (n == 0) {
-			out[have] = '\0';
-			return 0;
-		}
-		if (n < 0)
-			return -errno;
-		if ((size_t)n > cap - 1 - have)
-			n = (ssize_t)(cap - 1 - have);
-		memcpy(out + have, sink, (size_t)n);
-		have += (size_t)n;
-	}
-	return -ETIMEDOUT;
+	assert_true(s >= 0);
+	assert_int_equal(send(s, bytes, len, MSG_NOSIGNAL), (ssize_t)len);
+	if (shut)
+		assert_int_equal(shutdown(s, SHUT_WR), 0);
+	rc = raw_read_to_end(s, answer, cap, H_DEADLINE_MS);
+	close(s);
+	return rc;
 }
 
 /* "One answer, then the connection is closed" (rdmacm-muxd(8)): a clean
@@ -105,25 +94,17 @@ static void test_status_closes_cleanly(void **state)
 {
 	struct h_fixture *f = *state;
 	char junk[3000], answer[65536];
-	int s;
 
 	memset(junk, 'x', sizeof(junk));
-	s = raw_connect(f->d.status);
-	assert_true(s >= 0);
-	assert_int_equal(send(s, junk, sizeof(junk), MSG_NOSIGNAL),
-			 (ssize_t)sizeof(junk));
-	assert_int_equal(status_read_to_end(s, answer, sizeof(answer)), 0);
+	assert_int_equal(status_exchange(f->d.status, junk, sizeof(junk), 0,
+					 answer, sizeof(answer)),
+			 0);
 	assert_non_null(strstr(answer, "\"EMSGSIZE\""));
-	close(s);
-
-	s = raw_connect(f->d.status);
-	assert_true(s >= 0);
 	memcpy(junk, "{\"op\":\"status\"}\n", 16);
-	assert_int_equal(send(s, junk, sizeof(junk), MSG_NOSIGNAL),
-			 (ssize_t)sizeof(junk));
-	assert_int_equal(status_read_to_end(s, answer, sizeof(answer)), 0);
+	assert_int_equal(status_exchange(f->d.status, junk, sizeof(junk), 0,
+					 answer, sizeof(answer)),
+			 0);
 	assert_non_null(strstr(answer, "\"protocol_major\""));
-	close(s);
 }
 
 /* A query its sender ends by shutting down its side, without a newline,
@@ -135,24 +116,16 @@ static void test_query_ended_by_shutdown(void **state)
 		"{\"op\":\"connections\",\"client\":1,\"limit\":5}";
 	struct h_fixture *f = *state;
 	char answer[65536];
-	int s;
 
-	s = raw_connect(f->d.status);
-	assert_true(s >= 0);
-	assert_int_equal(send(s, query, strlen(query), MSG_NOSIGNAL),
-			 (ssize_t)strlen(query));
-	assert_int_equal(shutdown(s, SHUT_WR), 0);
-	assert_int_equal(status_read_to_end(s, answer, sizeof(answer)), 0);
+	assert_int_equal(status_exchange(f->d.status, query, strlen(query), 1,
+					 answer, sizeof(answer)),
+			 0);
 	assert_non_null(strstr(answer, "\"total\":0"));
 	assert_null(strstr(answer, "\"protocol_major\""));
-	close(s);
-
-	s = raw_connect(f->d.status);
-	assert_true(s >= 0);
-	assert_int_equal(shutdown(s, SHUT_WR), 0);
-	assert_int_equal(status_read_to_end(s, answer, sizeof(answer)), 0);
+	assert_int_equal(status_exchange(f->d.status, "", 0, 1, answer,
+					 sizeof(answer)),
+			 0);
 	assert_non_null(strstr(answer, "\"protocol_major\""));
-	close(s);
 }
 
 /* rdmacm-muxctl metrics: Prometheus' text format, as the prometheus_client
