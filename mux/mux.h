@@ -480,10 +480,14 @@ typedef void (*port_send_done_fn)(struct port *p, struct port_send *ps, int rc);
 int port_senders_start(struct port *p, unsigned nthreads, unsigned queue_max,
 		       port_send_done_fn done);
 /* Queue ps (the pool owns it from here); key picks the thread, so equal
- * keys keep their order.  -EAGAIN when that thread's queue is full. */
+ * keys keep their order.  -EAGAIN when that thread's queue is full,
+ * -ESHUTDOWN once the pool stopped (ps stays the caller's). */
 int port_senders_queue(struct port *p, struct port_send *ps, uint32_t key);
-/* Join the threads; queued sends are dropped.  Before the workers stop. */
+/* Join the threads; queued sends are dropped, later ones refused.
+ * Before the workers stop, which may still queue meanwhile. */
 void port_senders_stop(struct port *p);
+/* After the workers stopped: nothing can queue any more. */
+void port_senders_free(struct port *p);
 
 /* ---- port_sim.c: a simulated port (a unix datagram "fabric") ---------- */
 

@@ -227,7 +227,7 @@ static void port_send_answer(void *arg, enum conn_answer why, unsigned port,
 	struct port_send *ps;
 	struct proto_mad m;
 	struct port *p;
-	int idx;
+	int idx, rc;
 
 	if (port >= (unsigned)mux->nports)
 		return;
@@ -270,10 +270,12 @@ static void port_send_answer(void *arg, enum conn_answer why, unsigned port,
 		ps->gid_index = idx;
 		ps->ci = NULL;
 		ps->rid = 0;
-		/* Behind what the connection's client sent (the same key). */
-		if (port_senders_queue(p, ps, cm_mad_sender_id(mad)) < 0) {
-			free(ps); /* that thread is full: not from here */
-			port_count_answer(p, -EAGAIN);
+		/* Behind what the connection's client sent (the same key).
+		 * A full thread or a stopping daemon: not from here. */
+		rc = port_senders_queue(p, ps, cm_mad_sender_id(mad));
+		if (rc < 0) {
+			free(ps);
+			port_count_answer(p, rc);
 		}
 		return;
 	}
@@ -434,9 +436,14 @@ void port_io_stop(struct portio *pio)
 		port_senders_stop(&pio->mux->ports[i]);
 }
 
-/* The ports themselves are the daemon's to close (they outlive it). */
+/* The ports themselves are the daemon's to close (they outlive it).
+ * After the workers stopped: they queue sends until then. */
 void port_io_free(struct portio *pio)
 {
+	int i;
+
+	for (i = 0; i < pio->mux->nports; i++)
+		port_senders_free(&pio->mux->ports[i]);
 	event_free(pio->tick);
 	event_base_free(pio->base);
 	free(pio);

@@ -97,9 +97,9 @@ int port_senders_queue(struct port *p, struct port_send *ps, uint32_t key)
 		return -EOPNOTSUPP;
 	s = &ss->s[key % ss->n];
 	pthread_mutex_lock(&s->lock);
-	if (s->len >= ss->queue_max) {
+	if (s->stop || s->len >= ss->queue_max) {
 		pthread_mutex_unlock(&s->lock);
-		return -EAGAIN;
+		return s->stop ? -ESHUTDOWN : -EAGAIN;
 	}
 	TAILQ_INSERT_TAIL(&s->queue, ps, link);
 	s->len++;
@@ -124,11 +124,27 @@ void port_senders_stop(struct port *p)
 	}
 	for (i = 0; i < ss->n; i++) {
 		pthread_join(ss->s[i].thread, NULL);
-		/* The daemon is stopping: what was not sent is not. */
+		/* The daemon is stopping: what was not sent is not.  A
+		 * worker may still try to queue; stop refuses it (under the
+		 * lock), so nothing is queued behind this. */
+		pthread_mutex_lock(&ss->s[i].lock);
 		while ((ps = TAILQ_FIRST(&ss->s[i].queue)) != NULL) {
 			TAILQ_REMOVE(&ss->s[i].queue, ps, link);
+			ss->s[i].len--;
 			ss->done(p, ps, -ECANCELED);
 		}
+		pthread_mutex_unlock(&ss->s[i].lock);
+	}
+}
+
+void port_senders_free(struct port *p)
+{
+	struct port_senders *ss = p->senders;
+	unsigned i;
+
+	if (ss == NULL)
+		return;
+	for (i = 0; i < ss->n; i++) {
 		pthread_cond_destroy(&ss->s[i].cond);
 		pthread_mutex_destroy(&ss->s[i].lock);
 	}

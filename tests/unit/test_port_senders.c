@@ -146,6 +146,7 @@ static void test_a_key_keeps_its_lane_and_order(void **state)
 	/* Eight keys spread over all eight lanes: none shares another's. */
 	assert_int_equal(__builtin_popcount(lanes_seen), PORT_SENDERS);
 	port_senders_stop(&p);
+	port_senders_free(&p);
 }
 
 /* A send that blocks (a RoCE address that does not resolve) holds its
@@ -183,6 +184,66 @@ static void test_a_blocked_send_holds_its_lane_only(void **state)
 	assert_int_equal(T.lane_of[1], T.lane_of[0]);
 	pthread_mutex_unlock(&T.lock);
 	port_senders_stop(&p);
+	port_senders_free(&p);
+}
+
+/* A worker queuing sends while the pool stops. */
+struct queuer {
+	struct port *p;
+	unsigned accepted;
+	int rc; /* what ended it */
+};
+
+static void *queue_until_refused(void *arg)
+{
+	struct queuer *q = arg;
+	struct port_send *ps;
+
+	for (;;) {
+		ps = calloc(1, sizeof(*ps));
+		if (ps == NULL) {
+			q->rc = -ENOMEM;
+			return NULL;
+		}
+		q->rc = port_senders_queue(q->p, ps, q->accepted);
+		if (q->rc == 0) {
+			q->accepted++;
+			continue;
+		}
+		free(ps);
+		if (q->rc != -EAGAIN) /* a full thread: again */
+			return NULL;
+	}
+}
+
+/* The workers queue sends until they stop, which is after the senders:
+ * a send queued while the pool stops is either taken and reported once
+ * (sent, or cancelled), or refused (-ESHUTDOWN, still the caller's),
+ * never left in a queue no thread will empty, nor queued on freed
+ * memory. */
+static void test_queue_while_stopping(void **state)
+{
+	struct port p = { .ops = &fake_ops, .name = "fake" };
+	struct queuer q = { .p = &p };
+	pthread_t th;
+
+	(void)state;
+	reset();
+	T.hold_rid = UINT32_MAX; /* none blocks; every rid is 0 */
+	assert_int_equal(port_senders_start(&p, PORT_SENDERS, 1024, fake_done),
+			 0);
+	assert_int_equal(pthread_create(&th, NULL, queue_until_refused, &q), 0);
+	pthread_mutex_lock(&T.lock);
+	want_done = 1000;
+	assert_true(wait_locked(enough_done));
+	pthread_mutex_unlock(&T.lock);
+	port_senders_stop(&p);
+	pthread_join(th, NULL);
+	assert_int_equal(q.rc, -ESHUTDOWN);
+	pthread_mutex_lock(&T.lock);
+	assert_int_equal(T.ndone, q.accepted);
+	pthread_mutex_unlock(&T.lock);
+	port_senders_free(&p);
 }
 
 int main(void)
@@ -190,6 +251,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_a_key_keeps_its_lane_and_order),
 		cmocka_unit_test(test_a_blocked_send_holds_its_lane_only),
+		cmocka_unit_test(test_queue_while_stopping),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
