@@ -57,8 +57,9 @@ static void main_remove_sim_fabric(struct mux *mux)
 }
 
 /* Ports are named first: the QEMU sockets name them, and those are
- * opened before anything outside the daemon's own files changes. */
-static int main_name_ports(struct mux *mux)
+ * opened before anything outside the daemon's own files changes.  A
+ * port given twice never gets here (config_check_ports()). */
+static void main_name_ports(struct mux *mux)
 {
 	const struct port_spec *ps;
 	struct port *p;
@@ -73,13 +74,8 @@ static int main_name_ports(struct mux *mux)
 		p->ops = ps->kind == PORT_SPEC_SIM ? &port_sim_ops
 						   : &port_umad_ops;
 		config_port_name(ps, p->name, sizeof(p->name));
-		if (mux_port_by_name(mux, p->name)) {
-			log_warnx("port %s given twice", p->name);
-			return -EINVAL;
-		}
 		mux->nports = i + 1;
 	}
-	return 0;
 }
 
 /* One daemon per port: a sim port's lock is in its fabric, a real
@@ -400,8 +396,8 @@ int main(int argc, char **argv)
 	 * another daemon holds, a socket path, a port) comes before the
 	 * threads, and every failure leaves as a clean shutdown would,
 	 * removing what the daemon made. */
-	if (main_name_ports(mux) < 0 || main_setup_sim_fabric(mux) < 0 ||
-	    main_open_ports(mux) < 0)
+	main_name_ports(mux);
+	if (main_setup_sim_fabric(mux) < 0 || main_open_ports(mux) < 0)
 		goto fail;
 	/* The sockets last: once they exist, the daemon is ready (its sim
 	 * fabric and ports are there).  Each says why it failed. */

@@ -211,11 +211,12 @@ static json_t *status_answer_query(struct mux *mux, const char *line,
 static void status_drain(int fd)
 {
 	char sink[4096];
-	size_t left = STATUS_DRAIN_MAX;
+	size_t drained = 0;
 	ssize_t n;
 
-	while (left > 0 && (n = recv(fd, sink, sizeof(sink), MSG_DONTWAIT)) > 0)
-		left -= (size_t)n < left ? (size_t)n : left;
+	while (drained < STATUS_DRAIN_MAX &&
+	       (n = recv(fd, sink, sizeof(sink), MSG_DONTWAIT)) > 0)
+		drained += (size_t)n;
 }
 
 static void status_conn_free(struct status_conn *sc)
@@ -357,7 +358,6 @@ static void status_written(struct bufferevent *bev, void *arg)
 static void status_event(struct bufferevent *bev, short what, void *arg)
 {
 	struct status_conn *sc = arg;
-
 	struct evbuffer *in = bufferevent_get_input(bev);
 	size_t len = evbuffer_get_length(in);
 	char *text;
