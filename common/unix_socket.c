@@ -26,6 +26,18 @@ int unix_socket_address(const char *path, struct sockaddr_un *sun,
 	return 0;
 }
 
+_Static_assert(UNIX_SOCKET_PATH_MAX + 1 ==
+		       sizeof(((struct sockaddr_un *)0)->sun_path),
+	       "a path keeps its NUL in sun_path");
+
+int unix_socket_path_listenable(const char *path)
+{
+	struct sockaddr_un sun;
+	socklen_t len;
+
+	return path[0] != '@' && unix_socket_address(path, &sun, &len) == 0;
+}
+
 int unix_socket_connect(const char *path, int type)
 {
 	struct sockaddr_un sun;

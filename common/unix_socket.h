@@ -11,6 +11,13 @@
  * namespace (systemd's convention for NOTIFY_SOCKET).
  */
 
+/* The longest path a socket may have (sun_path less its NUL). */
+#define UNIX_SOCKET_PATH_MAX 107
+
+/* 1 if path can be a listening socket's: 1..UNIX_SOCKET_PATH_MAX
+ * characters, not an abstract name ('@'), which no lock file or
+ * permission could guard.  The daemon's check at start-up and at bind. */
+int unix_socket_path_listenable(const char *path);
 /* *sun and *len for path: 0, or -ENAMETOOLONG, or -EINVAL for "". */
 int unix_socket_address(const char *path, struct sockaddr_un *sun,
 			socklen_t *len);

@@ -16,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include "mux/mux.h"
@@ -820,9 +819,7 @@ static void config_check_sockets(const struct mux_config *cfg,
 		char key[96];
 		const char *path;
 	} s[3 + MUX_MAX_PORTS];
-	struct sockaddr_un sun;
 	int i, j, n = 0;
-	socklen_t len;
 
 	snprintf(s[n].key, sizeof(s[n].key), "socket");
 	s[n++].path = cfg->socket_path;
@@ -838,12 +835,11 @@ static void config_check_sockets(const struct mux_config *cfg,
 		s[n++].path = cfg->qemu[i].path;
 	}
 	for (i = 0; i < n; i++) {
-		if (s[i].path[0] == '@' ||
-		    unix_socket_address(s[i].path, &sun, &len) < 0)
+		if (!unix_socket_path_listenable(s[i].path))
 			config_error(
 				errs,
-				"key '%s': a socket path is 1..%zu characters, not starting with '@' (%zu: %.100s)",
-				s[i].key, sizeof(sun.sun_path) - 1,
+				"key '%s': a socket path is 1..%d characters, not starting with '@' (%zu: %.100s)",
+				s[i].key, UNIX_SOCKET_PATH_MAX,
 				strlen(s[i].path), s[i].path);
 		for (j = 0; j < i; j++)
 			if (strcmp(s[i].path, s[j].path) == 0)

@@ -41,9 +41,10 @@ static int unix_listener_socket(const char *path, mode_t mode, uid_t owner,
 	struct stat st;
 	int fd, rc;
 
-	if (path[0] == '@' || unix_socket_address(path, &sun, &len) < 0) {
-		log_warnx("%s: not a socket path of 1..%zu characters", path,
-			  sizeof(sun.sun_path) - 1);
+	if (!unix_socket_path_listenable(path) ||
+	    unix_socket_address(path, &sun, &len) < 0) {
+		log_warnx("%s: not a socket path of 1..%d characters", path,
+			  UNIX_SOCKET_PATH_MAX);
 		return -ENAMETOOLONG;
 	}
 	/* The lock says no daemon uses the path; a socket there is a
