@@ -20,6 +20,7 @@
 
 #include "mux/mux.h"
 #include "common/json_file.h"
+#include "common/number.h"
 #include "common/unix_socket.h"
 
 enum config_kind {
@@ -177,15 +178,15 @@ static void config_error(struct config_errors *errs, const char *fmt, ...)
 	errs->n++;
 }
 
+/* A number an admin typed: digits only (number_parse()), in [min, max],
+ * 0 <= min. */
 static int config_num(const char *s, long min, long max, int base, long *out,
 		      char *err, size_t errlen)
 {
-	char *end;
-	long v;
+	unsigned long long v;
 
-	errno = 0;
-	v = strtol(s, &end, base);
-	if (errno || *s == '\0' || *end != '\0' || v < min || v > max) {
+	if (number_parse(s, base, (unsigned long long)min,
+			 (unsigned long long)max, &v) < 0) {
 		if (base == 8)
 			snprintf(err, errlen,
 				 "'%s' is not an octal mode in [0, %lo]", s,
@@ -196,7 +197,7 @@ static int config_num(const char *s, long min, long max, int base, long *out,
 				 max);
 		return -EINVAL;
 	}
-	*out = v;
+	*out = (long)v;
 	return 0;
 }
 

@@ -600,6 +600,24 @@ static void test_config_file_and_reload(void **state)
 		assert_non_null(
 			strstr(out, "--max-gids: '-3' is not a number"));
 	}
+	/* Digits only, as the other tools take numbers: a sign or a space
+	 * is a typo, not a value. */
+	{
+		const char *const plus[] = { "--check-config",
+					     "--sim-port=sim0", "--workers",
+					     "+2", NULL };
+		const char *const space[] = { "--check-config",
+					      "--sim-port=sim0",
+					      "--socket-mode", " 660", NULL };
+
+		assert_int_equal(hd_run(plus, out, sizeof(out)), 1);
+		assert_non_null(
+			strstr(out, "--workers: '+2' is not a number in [1, "));
+		assert_int_equal(hd_run(space, out, sizeof(out)), 1);
+		assert_non_null(
+			strstr(out,
+			       "--socket-mode: ' 660' is not an octal mode"));
+	}
 	tc_close(&a);
 	tc_close(&b);
 	hd_stop(&f.d);
