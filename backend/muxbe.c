@@ -868,10 +868,12 @@ int muxbe_connect(const struct muxbe_options *opts, struct muxbe **out)
 	int rc;
 
 	*out = NULL;
-	if (path == NULL)
+	if (path == NULL) {
+		/* Empty is unset, as the shell's ${VAR:-default}. */
 		path = getenv("RDMACM_MUX_SOCKET");
-	if (path == NULL)
-		path = MUXBE_DEFAULT_SOCKET;
+		if (path == NULL || path[0] == '\0')
+			path = MUXBE_DEFAULT_SOCKET;
+	}
 	mb = calloc(1, sizeof(*mb));
 	if (mb == NULL)
 		return -ENOMEM;

@@ -565,8 +565,11 @@ int main(int argc, char **argv)
 	enum view view = V_NONE;
 	size_t i;
 
-	if (path == NULL)
+	/* Empty is unset, as the shell's ${VAR:-default}. */
+	if (path == NULL || path[0] == '\0')
 		path = PROTO_DEFAULT_STATUS_SOCKET;
+	if (admin == NULL || admin[0] == '\0')
+		admin = PROTO_DEFAULT_ADMIN_SOCKET;
 	while ((c = getopt_long(argc, argv, "S:jt:A:w:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'w':
@@ -574,8 +577,17 @@ int main(int argc, char **argv)
 					  &watch_s) < 0)
 				return 2;
 			break;
-		case 'A': admin = optarg; break;
-		case 'S': path = optarg; break;
+		case 'A':
+		case 'S':
+			if (optarg[0] == '\0') {
+				fprintf(stderr,
+					"rdmacm-muxctl: --%s: a socket path, not empty\n",
+					c == 'A' ? "admin-socket"
+						 : "status-socket");
+				return 2;
+			}
+			*(c == 'A' ? &admin : &path) = optarg;
+			break;
 		case 'j': json_out = 1; break;
 		case 't':
 			if (muxctl_option("timeout", "MS", optarg, 3600000,
@@ -586,8 +598,6 @@ int main(int argc, char **argv)
 		default: muxctl_usage(stderr); return 2;
 		}
 	}
-	if (admin == NULL)
-		admin = PROTO_DEFAULT_ADMIN_SOCKET;
 	if (optind < argc && strcmp(argv[optind], "reload") == 0)
 		return muxctl_no_more(argc, argv, optind + 1) < 0
 			       ? 2

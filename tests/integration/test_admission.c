@@ -931,6 +931,27 @@ static void test_example_device_model(void **state)
 	assert_non_null(strstr(out, "0 sent, 1 refused"));
 }
 
+/* An empty RDMACM_MUX_SOCKET is an unset one (the default socket), as
+ * the shell's ${VAR:-default}; it used to be tried as the path "" and
+ * fail with EINVAL. */
+static void test_empty_socket_variable_is_unset(void **state)
+{
+	struct muxbe_options o = { .timeout_ms = 1000 };
+	struct muxbe *mb = NULL;
+	int rc;
+
+	(void)state;
+	assert_int_equal(setenv("RDMACM_MUX_SOCKET", "", 1), 0);
+	rc = muxbe_connect(&o, &mb);
+	unsetenv("RDMACM_MUX_SOCKET");
+	if (mb)
+		muxbe_close(mb);
+	/* No daemon at the default path here, or the host's own. */
+	if (rc != 0 && rc != -ENOENT && rc != -ECONNREFUSED && rc != -EACCES)
+		fail_msg("muxbe_connect with RDMACM_MUX_SOCKET=\"\": %s",
+			 strerror(-rc));
+}
+
 struct backlog_connect {
 	const char *path;
 	int rc;
@@ -1056,6 +1077,7 @@ int main(void)
 						setup_two_ports,
 						h_teardown_daemon),
 		cmocka_unit_test(test_connect_waits_out_a_full_backlog),
+		cmocka_unit_test(test_empty_socket_variable_is_unset),
 		cmocka_unit_test_setup_teardown(test_example_device_model,
 						h_setup_daemon,
 						h_teardown_daemon),

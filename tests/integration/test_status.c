@@ -239,6 +239,8 @@ static void test_muxctl_views(void **state)
 			"connections 1 0 1 extra",
 			"disconnect 1 2",
 			"reload now",
+			"-S '' status",
+			"-A '' reload",
 		};
 
 		for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -251,6 +253,26 @@ static void test_muxctl_views(void **state)
 	}
 	snprintf(args, sizeof(args), "-S %s.none status", f->d.status);
 	assert_int_equal(muxctl_run(args, out, sizeof(out)), 1);
+	/* An empty $RDMACM_MUX_STATUS is unset: the default socket. */
+	{
+		char cmd[512];
+		size_t len = 0;
+		FILE *p;
+		int st;
+
+		snprintf(cmd, sizeof(cmd),
+			 "RDMACM_MUX_STATUS= %s status 2>&1 >/dev/null",
+			 getenv("RDMACM_MUXCTL"));
+		p = popen(cmd, "r");
+		assert_non_null(p);
+		while (len < sizeof(out) - 1 &&
+		       fgets(out + len, (int)(sizeof(out) - len), p))
+			len += strlen(out + len);
+		out[len] = '\0';
+		st = pclose(p);
+		if (st != 0 && !strstr(out, PROTO_DEFAULT_STATUS_SOCKET))
+			fail_msg("RDMACM_MUX_STATUS=\"\": %s", out);
+	}
 	/* --help: the usage, in plain words, every line in 80 columns. */
 	assert_int_equal(muxctl_run("--help", out, sizeof(out)), 0);
 	assert_true(strncmp(out, "usage: rdmacm-muxctl ", 21) == 0);
