@@ -175,18 +175,30 @@ static json_t *status_snapshot(struct mux *mux)
 static json_t *status_connections(struct mux *mux,
 				  const struct proto_status_query *q)
 {
+	struct client_info *ci = clients_get(&mux->clients, q->client);
+	int connected = ci != NULL;
 	struct router_counts rc;
 	json_t *list;
 
+	if (ci)
+		clients_put(ci);
 	router_client_counts(mux->router, q->client, &rc);
+	/* A client that is gone may still own connections: a restarted
+	 * daemon holds a session's for its return (RESTARTS).  With none,
+	 * the id names nobody, as the admin socket's disconnect says. */
+	if (!connected && rc.comm_ids + rc.sidr_ids == 0)
+		return proto_reply_error(
+			ENOENT,
+			"no client %llu, and no connections held for one",
+			(unsigned long long)q->client);
 	list = router_conns_json(mux->router, q->client, q->offset, q->limit,
 				 mux_now_ms());
 	if (list == NULL)
 		return proto_reply_error(ENOMEM, "out of memory");
-	return json_pack("{s:b, s:I, s:I, s:i, s:o}", "ok", 1, "client",
-			 (json_int_t)q->client, "offset", (json_int_t)q->offset,
-			 "total", (int)(rc.comm_ids + rc.sidr_ids),
-			 "connections", list);
+	return json_pack("{s:b, s:I, s:b, s:I, s:i, s:o}", "ok", 1, "client",
+			 (json_int_t)q->client, "connected", connected,
+			 "offset", (json_int_t)q->offset, "total",
+			 (int)(rc.comm_ids + rc.sidr_ids), "connections", list);
 }
 
 static json_t *status_answer_query(struct mux *mux, const char *line,

@@ -247,11 +247,14 @@ static void muxctl_print_connection_page(json_t *page)
 {
 	size_t shown = json_array_size(json_object_get(page, "connections"));
 
-	printf("CONNECTIONS of client %lld: %lld to %lld of %lld\n",
+	printf("CONNECTIONS of client %lld: %lld to %lld of %lld%s\n",
 	       (long long)muxctl_jint(page, "client"),
 	       (long long)muxctl_jint(page, "offset"),
 	       (long long)muxctl_jint(page, "offset") + (long long)shown,
-	       (long long)muxctl_jint(page, "total"));
+	       (long long)muxctl_jint(page, "total"),
+	       json_is_false(json_object_get(page, "connected"))
+		       ? " (gone; held for its return)"
+		       : "");
 	if (shown == 0)
 		return;
 	muxctl_print_connection_header();

@@ -1082,13 +1082,28 @@ static void test_restart_holds_what_arrives_for_the_absent(void **state)
 	uint32_t h;
 	int n;
 
+	json_t *st, *page;
+	char q[96];
+	long long a_id;
+
 	h = establish(f, 0x4545, 0x9045);
+	st = hd_status(&f->d);
+	a_id = json_integer_value(json_object_get(h_client(st, "vm-a"), "id"));
+	json_decref(st);
 	hd_kill(&f->d, SIGKILL);
 	hd_restart(&f->d);
 	/* A's and B's libraries have not run since: neither is back, and
 	 * their GIDs are held for them. */
 	assert_int_equal(hd_status_int(&f->d, "routing.gids"), 2);
 	assert_int_equal(hd_status_int(&f->d, "routing.established"), 1);
+	/* An admin sees A's connection by A's id, as held for its return. */
+	snprintf(q, sizeof(q), "{\"op\":\"connections\",\"client\":%lld}",
+		 a_id);
+	page = hd_status_query(&f->d, q);
+	assert_true(json_is_true(json_object_get(page, "ok")));
+	assert_true(json_is_false(json_object_get(page, "connected")));
+	assert_int_equal(json_path_int(page, "total"), 1);
+	json_decref(page);
 	h_req(m, 0x9046, PEER, "fd00::1");
 	simpeer_send(&f->p, "fd00::1", m);
 	h_mad(m, CM_ATTR_DREQ, 0x9045, h, 1);

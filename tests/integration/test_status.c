@@ -109,18 +109,34 @@ static void test_status_closes_cleanly(void **state)
 
 /* A query its sender ends by shutting down its side, without a newline,
  * is answered as that query ("printf QUERY | socat"), not with the
- * default snapshot; with nothing sent, the snapshot. */
+ * default snapshot; with nothing sent, the snapshot.  The page of a
+ * client that is connected says so; an id that names no client, and no
+ * connections held for one, is ENOENT, not an empty page. */
 static void test_query_ended_by_shutdown(void **state)
 {
-	static const char query[] =
-		"{\"op\":\"connections\",\"client\":1,\"limit\":5}";
 	struct h_fixture *f = *state;
-	char answer[65536];
+	char answer[65536], query[96];
+	struct tclient a;
+	json_t *st;
 
+	tc_connect_gid(&a, &f->d, "vm-a", "fd00::1");
+	st = hd_status(&f->d);
+	snprintf(query, sizeof(query),
+		 "{\"op\":\"connections\",\"client\":%lld,\"limit\":5}",
+		 (long long)json_integer_value(
+			 json_object_get(h_client(st, "vm-a"), "id")));
+	json_decref(st);
 	assert_int_equal(status_exchange(f->d.status, query, strlen(query), 1,
 					 answer, sizeof(answer)),
 			 0);
+	assert_non_null(strstr(answer, "\"connected\":true"));
 	assert_non_null(strstr(answer, "\"total\":0"));
+	tc_close(&a);
+	assert_true(hd_wait_client_gone(&f->d, "vm-a"));
+	assert_int_equal(status_exchange(f->d.status, query, strlen(query), 1,
+					 answer, sizeof(answer)),
+			 0);
+	assert_non_null(strstr(answer, "\"ENOENT\""));
 	assert_null(strstr(answer, "\"protocol_major\""));
 	assert_int_equal(status_exchange(f->d.status, "", 0, 1, answer,
 					 sizeof(answer)),
@@ -252,6 +268,9 @@ static void test_muxctl_views(void **state)
 		}
 	}
 	snprintf(args, sizeof(args), "-S %s.none status", f->d.status);
+	assert_int_equal(muxctl_run(args, out, sizeof(out)), 1);
+	/* No such client: the daemon's ENOENT, exit 1. */
+	snprintf(args, sizeof(args), "-S %s connections 999999", f->d.status);
 	assert_int_equal(muxctl_run(args, out, sizeof(out)), 1);
 	/* An empty $RDMACM_MUX_STATUS is unset: the default socket. */
 	{
