@@ -1079,12 +1079,11 @@ static void test_restart_holds_what_arrives_for_the_absent(void **state)
 {
 	struct fx *f = *state;
 	uint8_t m[MAD_SIZE], r[MAD_SIZE];
+	json_t *st, *page;
+	long long a_id;
+	char q[96];
 	uint32_t h;
 	int n;
-
-	json_t *st, *page;
-	char q[96];
-	long long a_id;
 
 	h = establish(f, 0x4545, 0x9045);
 	st = hd_status(&f->d);

@@ -184,18 +184,13 @@ static void test_metrics(void **state)
 	tc_close(&a);
 }
 
-/* rdmacm-muxctl's views: each answers in at most 80 columns, with -j the
- * matching part of the status, and exit codes scripts can rely on (0, 1
- * daemon unreachable, 2 usage). */
-static int muxctl_run(const char *args, char *out, size_t cap)
+/* cmd through sh: its standard output in out, its exit status. */
+static int shell_run(const char *cmd, char *out, size_t cap)
 {
-	char cmd[512];
 	size_t len = 0;
 	FILE *p;
 	int st;
 
-	snprintf(cmd, sizeof(cmd), "%s %s 2>/dev/null", getenv("RDMACM_MUXCTL"),
-		 args);
 	p = popen(cmd, "r");
 	assert_non_null(p);
 	while (len < cap - 1 && fgets(out + len, (int)(cap - len), p))
@@ -205,6 +200,19 @@ static int muxctl_run(const char *args, char *out, size_t cap)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+/* rdmacm-muxctl ARGS: its standard output in out, its exit status. */
+static int muxctl_run(const char *args, char *out, size_t cap)
+{
+	char cmd[512];
+
+	snprintf(cmd, sizeof(cmd), "%s %s 2>/dev/null", getenv("RDMACM_MUXCTL"),
+		 args);
+	return shell_run(cmd, out, cap);
+}
+
+/* rdmacm-muxctl's views: each answers in at most 80 columns, with -j the
+ * matching part of the status, and exit codes scripts can rely on (0, 1
+ * daemon unreachable, 2 usage). */
 static void test_muxctl_views(void **state)
 {
 	static const char *const views[] = {
@@ -275,21 +283,12 @@ static void test_muxctl_views(void **state)
 	/* An empty $RDMACM_MUX_STATUS is unset: the default socket. */
 	{
 		char cmd[512];
-		size_t len = 0;
-		FILE *p;
-		int st;
 
 		snprintf(cmd, sizeof(cmd),
 			 "RDMACM_MUX_STATUS= %s status 2>&1 >/dev/null",
 			 getenv("RDMACM_MUXCTL"));
-		p = popen(cmd, "r");
-		assert_non_null(p);
-		while (len < sizeof(out) - 1 &&
-		       fgets(out + len, (int)(sizeof(out) - len), p))
-			len += strlen(out + len);
-		out[len] = '\0';
-		st = pclose(p);
-		if (st != 0 && !strstr(out, PROTO_DEFAULT_STATUS_SOCKET))
+		if (shell_run(cmd, out, sizeof(out)) != 0 &&
+		    !strstr(out, PROTO_DEFAULT_STATUS_SOCKET))
 			fail_msg("RDMACM_MUX_STATUS=\"\": %s", out);
 	}
 	/* --help: the usage, in plain words, every line in 80 columns. */
