@@ -18,9 +18,11 @@
  * characters, not an abstract name ('@'), which no lock file or
  * permission could guard.  The daemon's check at start-up and at bind. */
 int unix_socket_path_listenable(const char *path);
+
 /* *sun and *len for path: 0, or -ENAMETOOLONG, or -EINVAL for "". */
 int unix_socket_address(const char *path, struct sockaddr_un *sun,
 			socklen_t *len);
+
 /* A close-on-exec socket of type (SOCK_STREAM or SOCK_DGRAM, with
  * SOCK_NONBLOCK if wanted) connected to path: its descriptor, or -errno. */
 int unix_socket_connect(const char *path, int type);
