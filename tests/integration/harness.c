@@ -292,6 +292,21 @@ int hd_run(const char *const *args, char *out, size_t cap)
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+int h_shell_run(const char *cmd, char *out, size_t cap)
+{
+	size_t len = 0;
+	FILE *p;
+	int st;
+
+	p = popen(cmd, "r");
+	assert_non_null(p);
+	while (len < cap - 1 && fgets(out + len, (int)(cap - len), p))
+		len += strlen(out + len);
+	out[len] = '\0';
+	st = pclose(p);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
 json_t *hd_status_query(struct hdaemon *d, const char *query)
 {
 	static char *buf;

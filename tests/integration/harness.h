@@ -49,6 +49,9 @@ json_t *hd_status_query(struct hdaemon *d, const char *query);
 /* Run the daemon with args (NULL-terminated) to its exit, which must come
  * within the deadline: its exit status, its output in out. */
 int hd_run(const char *const *args, char *out, size_t cap);
+/* cmd through sh: its standard output in out, its exit status (-1 if a
+ * signal ended it). */
+int h_shell_run(const char *cmd, char *out, size_t cap);
 /* A counter from the status: path like "counters.drops.client_queue_full". */
 long long hd_status_int(struct hdaemon *d, const char *path);
 long long json_path_int(json_t *root, const char *path);

@@ -904,9 +904,6 @@ static void test_example_device_model(void **state)
 	struct h_fixture *f = *state;
 	const char *muxd = getenv("RDMACM_MUXD");
 	char cmd[1024], out[4096];
-	size_t len = 0;
-	FILE *p;
-
 	char example[300];
 
 	if (h_real_port())
@@ -920,12 +917,7 @@ static void test_example_device_model(void **state)
 	snprintf(cmd, sizeof(cmd),
 		 "RDMACM_MUX_SOCKET=%s timeout 20 %s fd00::1 fd99::1 2>&1",
 		 f->d.sock, example);
-	p = popen(cmd, "r");
-	assert_non_null(p);
-	while (len < sizeof(out) - 1 &&
-	       fgets(out + len, (int)(sizeof(out) - len), p))
-		len += strlen(out + len);
-	assert_int_equal(pclose(p), 0);
+	assert_int_equal(h_shell_run(cmd, out, sizeof(out)), 0);
 	assert_non_null(strstr(out, "qp1: ready on port 0"));
 	assert_non_null(strstr(out, "send refused"));
 	assert_non_null(strstr(out, "0 sent, 1 refused"));

@@ -184,22 +184,6 @@ static void test_metrics(void **state)
 	tc_close(&a);
 }
 
-/* cmd through sh: its standard output in out, its exit status. */
-static int shell_run(const char *cmd, char *out, size_t cap)
-{
-	size_t len = 0;
-	FILE *p;
-	int st;
-
-	p = popen(cmd, "r");
-	assert_non_null(p);
-	while (len < cap - 1 && fgets(out + len, (int)(cap - len), p))
-		len += strlen(out + len);
-	out[len] = '\0';
-	st = pclose(p);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 /* rdmacm-muxctl ARGS: its standard output in out, its exit status. */
 static int muxctl_run(const char *args, char *out, size_t cap)
 {
@@ -207,7 +191,7 @@ static int muxctl_run(const char *args, char *out, size_t cap)
 
 	snprintf(cmd, sizeof(cmd), "%s %s 2>/dev/null", getenv("RDMACM_MUXCTL"),
 		 args);
-	return shell_run(cmd, out, cap);
+	return h_shell_run(cmd, out, cap);
 }
 
 /* rdmacm-muxctl's views: each answers in at most 80 columns, with -j the
@@ -287,7 +271,7 @@ static void test_muxctl_views(void **state)
 		snprintf(cmd, sizeof(cmd),
 			 "RDMACM_MUX_STATUS= %s status 2>&1 >/dev/null",
 			 getenv("RDMACM_MUXCTL"));
-		if (shell_run(cmd, out, sizeof(out)) != 0 &&
+		if (h_shell_run(cmd, out, sizeof(out)) != 0 &&
 		    !strstr(out, PROTO_DEFAULT_STATUS_SOCKET))
 			fail_msg("RDMACM_MUX_STATUS=\"\": %s", out);
 	}
