@@ -69,6 +69,7 @@
 #include "tests/lib/proc_figures.h"
 #include "tests/lib/status_query.h"
 #include "tests/bench/relay.h"
+#include "tests/bench/round_trip.h"
 
 #define MAX_PAIRS 1024
 _Static_assert(2 * MAX_PAIRS <= RELAY_MAX_CLIENTS,
@@ -1033,6 +1034,29 @@ static void median_of(const struct run_figures *runs, int n,
 	}
 }
 
+/* One pair's handshakes against the machine's wake-up: a handshake is
+ * four hops (REQ, REP, RTU with DREQ, DREP), each a client's write that
+ * wakes a relay or daemon thread and that thread's write that wakes the
+ * client, the two threads' round trip that round_trip_us() times alone. */
+static void round_trip_figures(double *trip_us, int rounds, double hs,
+			       double relay_hs)
+{
+	double at_trip;
+
+	qsort(trip_us, (size_t)rounds, sizeof(*trip_us), dbl_cmp);
+	if (trip_us[rounds / 2] <= 0) {
+		fprintf(stderr, "bench: round trip: %s\n",
+			strerror((int)-trip_us[rounds / 2]));
+		exit(2);
+	}
+	at_trip = 1e6 / (4 * trip_us[rounds / 2]);
+	figure("pairs=1 thread_round_trip_us", trip_us[rounds / 2]);
+	figure("pairs=1 handshakes_at_thread_round_trip_per_s", at_trip);
+	figure("pairs=1 handshakes_vs_thread_round_trip", hs / at_trip);
+	figure("pairs=1 handshakes_relay_vs_thread_round_trip",
+	       relay_hs / at_trip);
+}
+
 /* With $BENCH_PHASES set, each phase says when it starts on stderr, so
  * that a profiler can be pointed at one (scripts/bench-profile.sh). */
 static void phase(const char *name)
@@ -1193,6 +1217,7 @@ int main(int argc, char **argv)
 	char sock[160], key[96], *tok, *save = NULL;
 	struct run_figures d, b, u, dr[MAX_ROUNDS], br[MAX_ROUNDS],
 		ur[MAX_ROUNDS];
+	double trip_us[MAX_ROUNDS];
 	double run_req16[MAX_PAIR_COUNTS], run_relay_req16[MAX_PAIR_COUNTS];
 	double run_p99[MAX_PAIR_COUNTS], run_relay_p99[MAX_PAIR_COUNTS];
 	double peak_req16 = 0, peak_relay_req16 = 0;
@@ -1272,6 +1297,8 @@ int main(int argc, char **argv)
 				1);
 			use_daemon = 1;
 			measure(sock, daemon_pid, 0, secs, &dr[r], 1);
+			if (npairs == 1)
+				trip_us[r] = round_trip_us(secs / 4);
 			if (urelay.ur == NULL)
 				continue;
 			use_daemon = 0;
@@ -1304,6 +1331,8 @@ int main(int argc, char **argv)
 		compare("req_fresh_16_inflight", "mads_per_s", d.fresh16,
 			b.fresh16);
 		compare("handshakes", "per_s", d.hs, b.hs);
+		if (npairs == 1)
+			round_trip_figures(trip_us, rounds, d.hs, b.hs);
 		/* A handshake is five MADs: against the relay's frame rate. */
 		FIG("handshakes_16_inflight_vs_relay_frames", d.hs16 / b.req16);
 		compare("handshakes_16_inflight", "per_s", d.hs16, b.hs16);
