@@ -158,7 +158,7 @@ host_a() {
 		--seconds "$SECS" --rounds "$ROUNDS" >/tmp/relay.txt 2>&1 ||
 		{ cat /tmp/relay.txt; tail -n 20 /tmp/rcm-bench.*/daemon.log;
 		  fail "bench_relay on the umad port"; }
-	grep -E "ratio|per_s|cpu_us|runs_per|vs_umad_relay|latency_p99|waited" /tmp/relay.txt |
+	grep -E "ratio|per_s|cpu_us|runs_per|vs_umad_relay|round_trip|latency_p99|waited" /tmp/relay.txt |
 		sed 's/^bench: /lab-bench: umad /' | while read -r line; do ok "$line"; done
 }
 
