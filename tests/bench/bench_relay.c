@@ -1041,16 +1041,17 @@ static void median_of(const struct run_figures *runs, int n,
 static void round_trip_figures(double *trip_us, int rounds, double hs,
 			       double relay_hs)
 {
-	double at_trip;
+	double trip, at_trip;
 
 	qsort(trip_us, (size_t)rounds, sizeof(*trip_us), dbl_cmp);
-	if (trip_us[rounds / 2] <= 0) {
+	trip = trip_us[rounds / 2];
+	if (trip <= 0) {
 		fprintf(stderr, "bench: round trip: %s\n",
-			strerror((int)-trip_us[rounds / 2]));
+			strerror((int)-trip));
 		exit(2);
 	}
-	at_trip = 1e6 / (4 * trip_us[rounds / 2]);
-	figure("pairs=1 thread_round_trip_us", trip_us[rounds / 2]);
+	at_trip = 1e6 / (4 * trip);
+	figure("pairs=1 thread_round_trip_us", trip);
 	figure("pairs=1 handshakes_at_thread_round_trip_per_s", at_trip);
 	figure("pairs=1 handshakes_vs_thread_round_trip", hs / at_trip);
 	figure("pairs=1 handshakes_relay_vs_thread_round_trip",

@@ -87,18 +87,19 @@ double round_trip_us(double seconds)
 	double t0, elapsed = 0;
 	uint64_t trips = 0;
 	pthread_t echo;
-	int fds[2], ep, err = 0;
+	int fds[2], ep, err;
 
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0,
 		       fds) < 0)
 		return -errno;
 	ep = round_trip_poller(fds[0]);
-	if (ep < 0 || pthread_create(&echo, NULL, round_trip_echo, &fds[1])) {
-		err = ep < 0 ? ep : -EAGAIN;
-		close(fds[0]);
-		close(fds[1]);
+	err = ep < 0 ? ep
+		     : -pthread_create(&echo, NULL, round_trip_echo, &fds[1]);
+	if (err) {
 		if (ep >= 0)
 			close(ep);
+		close(fds[0]);
+		close(fds[1]);
 		return err;
 	}
 	t0 = round_trip_now();
