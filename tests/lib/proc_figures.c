@@ -47,11 +47,29 @@ static void proc_figures_schedstat(const char *path, struct proc_sched *sum)
 		sum->runs += runs;
 }
 
+/* Adds a thread's voluntary context switches (status_path: its
+ * /proc/PID/task/TID/status) to *sum. */
+static void proc_figures_sleeps(const char *status_path, struct proc_sched *sum)
+{
+	static const char field[] = "voluntary_ctxt_switches:";
+	char line[256];
+	FILE *f = fopen(status_path, "r");
+
+	while (f && fgets(line, sizeof(line), f))
+		if (strncmp(line, field, sizeof(field) - 1) == 0) {
+			sum->sleeps += strtoull(line + sizeof(field) - 1, NULL,
+						10);
+			break;
+		}
+	if (f)
+		fclose(f);
+}
+
 /* Summed over pid's threads, over those whose name begins with prefix
  * (or over all, prefix NULL). */
 static struct proc_sched proc_figures_tasks(pid_t pid, const char *prefix)
 {
-	struct proc_sched sum = { 0, 0 };
+	struct proc_sched sum = { 0, 0, 0 };
 	char path[300], comm[64];
 	struct dirent *de;
 	FILE *f;
@@ -78,6 +96,9 @@ static struct proc_sched proc_figures_tasks(pid_t pid, const char *prefix)
 		snprintf(path, sizeof(path), "/proc/%d/task/%s/schedstat",
 			 (int)pid, de->d_name);
 		proc_figures_schedstat(path, &sum);
+		snprintf(path, sizeof(path), "/proc/%d/task/%s/status",
+			 (int)pid, de->d_name);
+		proc_figures_sleeps(path, &sum);
 	}
 	if (d)
 		closedir(d);
@@ -86,7 +107,7 @@ static struct proc_sched proc_figures_tasks(pid_t pid, const char *prefix)
 
 struct proc_sched proc_figures_sched(pid_t pid, pid_t tid)
 {
-	struct proc_sched one = { 0, 0 };
+	struct proc_sched one = { 0, 0, 0 };
 	char path[64];
 
 	if (tid == 0)
@@ -94,6 +115,9 @@ struct proc_sched proc_figures_sched(pid_t pid, pid_t tid)
 	snprintf(path, sizeof(path), "/proc/%d/task/%d/schedstat", (int)pid,
 		 (int)tid);
 	proc_figures_schedstat(path, &one);
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/status", (int)pid,
+		 (int)tid);
+	proc_figures_sleeps(path, &one);
 	return one;
 }
 

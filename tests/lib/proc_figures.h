@@ -14,9 +14,10 @@
  * RssShmem), in kB, or -1. */
 long proc_figures_status_kb(pid_t pid, const char *field);
 /* From schedstat: the time on a CPU, in ns, and how many times it was
- * put on one (each a wake-up, or a preemption ended). */
+ * put on one (each a wake-up, or a preemption ended); from status, how
+ * many times it went to sleep (voluntary_ctxt_switches). */
 struct proc_sched {
-	uint64_t cpu_ns, runs;
+	uint64_t cpu_ns, runs, sleeps;
 };
 
 /* Of one thread (tid != 0), or of every thread of the process (tid ==
