@@ -285,7 +285,7 @@ $(B)/bench/bench_conn: $(B)/obj/tests/bench/bench_conn.o $(CONN_OBJ) \
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(DEP_LIBS)
 
-$(B)/bench/bench_relay: $(B)/obj/tests/bench/bench_relay.o $(B)/obj/tests/bench/relay.o $(B)/obj/tests/bench/round_trip.o $(B)/obj/tests/bench/umad_relay.o $(OWN_QP_OBJ) $(STATUS_QUERY_OBJ) $(PROC_FIGURES_OBJ) $(PROTOCOL_OBJ) $(COMMON_OBJ)
+$(B)/bench/bench_relay: $(B)/obj/tests/bench/bench_relay.o $(B)/obj/tests/bench/bench_daemon.o $(B)/obj/tests/bench/relay.o $(B)/obj/tests/bench/round_trip.o $(B)/obj/tests/bench/umad_relay.o $(OWN_QP_OBJ) $(STATUS_QUERY_OBJ) $(PROC_FIGURES_OBJ) $(PROTOCOL_OBJ) $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(DEP_LIBS) -libumad -libverbs
 

@@ -68,6 +68,7 @@
 #include "tests/lib/own_qp.h"
 #include "tests/lib/proc_figures.h"
 #include "tests/lib/status_query.h"
+#include "tests/bench/bench_daemon.h"
 #include "tests/bench/relay.h"
 #include "tests/bench/round_trip.h"
 
@@ -704,95 +705,14 @@ static struct relay relay, urelay;
 
 /* ---- the daemon ------------------------------------------------------------- */
 
-static pid_t daemon_pid;
-static const char *umad_port;  /* --port: a real port instead of a sim one */
-static char daemon_state[200]; /* its connection-state file, removed after */
+static struct bench_daemon muxd;
+static const char *umad_port; /* --port: a real port instead of a sim one */
 
 /* However the bench ends, the daemon goes with it. */
 static void daemon_kill(void)
 {
-	if (daemon_pid > 0)
-		kill(daemon_pid, SIGTERM);
-}
-
-/* How many of the daemon's sends waited for ib_umad to finish an
- * earlier send of their TID, as its log says when it stops (port_umad.c;
- * nothing on a sim port). */
-static unsigned long daemon_tid_waits(const char *dir)
-{
-	char path[160], line[512];
-	unsigned long n = 0;
-	const char *at;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/daemon.log", dir);
-	f = fopen(path, "r");
-	if (f == NULL)
-		return 0;
-	while (fgets(line, sizeof(line), f)) {
-		at = strstr(line, " sends waited for ib_umad");
-		if (at == NULL)
-			continue;
-		while (at > line && at[-1] >= '0' && at[-1] <= '9')
-			at--;
-		n = strtoul(at, NULL, 10);
-	}
-	fclose(f);
-	return n;
-}
-
-static void daemon_start(const char *bin, const char *dir, int pairs)
-{
-	char sock[160], status[160], fabric[160], simport[96], log[160],
-		state[200];
-	uint64_t t0 = now_ns();
-	int fd;
-
-	snprintf(sock, sizeof(sock), "%s/mux.sock", dir);
-	snprintf(status, sizeof(status), "%s/status.sock", dir);
-	snprintf(fabric, sizeof(fabric), "%s/fabric", dir);
-	snprintf(log, sizeof(log), "%s/daemon.log", dir);
-	snprintf(simport, sizeof(simport), "--sim-port=sim0=fd00::1*%d",
-		 2 * pairs);
-	/* The connection state where a deployment keeps it: on a tmpfs
-	 * (/run), not on a disk whose writeback would fault its pages. */
-	if (access("/dev/shm", W_OK) == 0)
-		snprintf(state, sizeof(state),
-			 "--state-file=/dev/shm/rcm-bench.%d.state",
-			 (int)getpid());
-	else
-		snprintf(state, sizeof(state), "--state-file=%s/mux.state",
-			 dir);
-	snprintf(daemon_state, sizeof(daemon_state), "%s",
-		 state + strlen("--state-file="));
-	unlink(daemon_state);
-	daemon_pid = fork();
-	if (daemon_pid == 0) {
-		/* A bench killed half-way (its exit handler does not run on
-		 * a signal) leaves no daemon behind. */
-		prctl(PR_SET_PDEATHSIG, SIGTERM, 0, 0, 0);
-		fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-		dup2(fd, 1);
-		dup2(fd, 2);
-		if (umad_port)
-			execl(bin, bin, "--config", "none", "-s", sock, "-S",
-			      status, "--port", umad_port, "--max-clients",
-			      "4096", state, (char *)NULL);
-		else
-			execl(bin, bin, "--config", "none", "-s", sock, "-S",
-			      status, "--sim-fabric", fabric, simport,
-			      "--max-clients", "4096", state, (char *)NULL);
-		_exit(127);
-	}
-	while (access(status, F_OK) != 0) {
-		if (now_ns() - t0 > 10000000000ull) {
-			fprintf(stderr,
-				"bench: the daemon did not start (see %s)\n",
-				log);
-			exit(2);
-		}
-		usleep(10000);
-	}
+	if (muxd.pid > 0)
+		kill(muxd.pid, SIGTERM);
 }
 
 /* ---- main ------------------------------------------------------------------- */
@@ -878,8 +798,8 @@ static void hold_connections(const char *status_sock, uint32_t per_pair,
 	drain();
 	/* The memory before the status query, whose answer is large for a
 	 * moment (the daemon gives it back once sent). */
-	*anon = proc_figures_status_kb(daemon_pid, "RssAnon");
-	*shmem = proc_figures_status_kb(daemon_pid, "RssShmem");
+	*anon = proc_figures_status_kb(muxd.pid, "RssAnon");
+	*shmem = proc_figures_status_kb(muxd.pid, "RssShmem");
 	want = 2ull * per_pair * (uint64_t)npairs;
 	st = status_query(status_sock);
 	have = status_int_at(st, "routing.comm_ids");
@@ -906,17 +826,16 @@ static void memory_per_mapping(const char *bin, const char *dir, char *list)
 	char sock[160], status_sock[160], key[96], *tok, *save = NULL;
 	long anon0, shmem0, anon, shmem, anon_prev;
 	unsigned long want, prev = 0;
-	int status;
 
 	npairs = 250;
 	use_daemon = 1;
-	daemon_start(bin, dir, npairs);
+	bench_daemon_start(&muxd, bin, dir, npairs, umad_port, NULL);
 	snprintf(sock, sizeof(sock), "%s/mux.sock", dir);
 	snprintf(status_sock, sizeof(status_sock), "%s/status.sock", dir);
 	connect_all(sock);
 	drain();
-	anon0 = anon_prev = proc_figures_status_kb(daemon_pid, "RssAnon");
-	shmem0 = proc_figures_status_kb(daemon_pid, "RssShmem");
+	anon0 = anon_prev = proc_figures_status_kb(muxd.pid, "RssAnon");
+	shmem0 = proc_figures_status_kb(muxd.pid, "RssShmem");
 	for (tok = strtok_r(list, ",", &save); tok;
 	     tok = strtok_r(NULL, ",", &save)) {
 		want = strtoul(tok, NULL, 10);
@@ -944,10 +863,7 @@ static void memory_per_mapping(const char *bin, const char *dir, char *list)
 		prev = want;
 	}
 	close_all();
-	kill(daemon_pid, SIGTERM);
-	waitpid(daemon_pid, &status, 0);
-	daemon_pid = 0;
-	unlink(daemon_state);
+	bench_daemon_stop(&muxd);
 }
 
 /* For comm-ID routed replies each A sends one REQ; its B learns A's host
@@ -1225,7 +1141,7 @@ int main(int argc, char **argv)
 	int run_pairs[MAX_PAIR_COUNTS], nrun = 0;
 	struct rlimit rl;
 	double secs = 1.0;
-	int c, status, r, rounds = 3;
+	int c, r, rounds = 3;
 
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
@@ -1288,7 +1204,7 @@ int main(int argc, char **argv)
 		if (npairs < 1 || npairs > MAX_PAIRS)
 			return 2;
 		use_daemon = 1;
-		daemon_start(bin, dir, npairs);
+		bench_daemon_start(&muxd, bin, dir, npairs, umad_port, NULL);
 		snprintf(sock, sizeof(sock), "%s/mux.sock", dir);
 		/* Rounds alternate the two, so that the machine's drift
 		 * (it is shared) hits both alike; the median of each. */
@@ -1297,7 +1213,7 @@ int main(int argc, char **argv)
 			measure(relay.path, getpid(), relay.tid, secs, &br[r],
 				1);
 			use_daemon = 1;
-			measure(sock, daemon_pid, 0, secs, &dr[r], 1);
+			measure(sock, muxd.pid, 0, secs, &dr[r], 1);
 			if (npairs == 1)
 				trip_us[r] = round_trip_us(secs / 4);
 			if (urelay.ur == NULL)
@@ -1411,7 +1327,7 @@ int main(int argc, char **argv)
 			ROLE_FIG("runs", "handshakes", d.hs_cost.runs_role[r]);
 		}
 		FIG("daemon_peak_rss_kb",
-		    (double)proc_figures_status_kb(daemon_pid, "VmHWM"));
+		    (double)proc_figures_status_kb(muxd.pid, "VmHWM"));
 		if (nrun < MAX_PAIR_COUNTS) {
 			run_pairs[nrun] = npairs;
 			run_p99[nrun] = d.p99;
@@ -1423,13 +1339,10 @@ int main(int argc, char **argv)
 			if (b.req16 > peak_relay_req16)
 				peak_relay_req16 = b.req16;
 		}
-		kill(daemon_pid, SIGTERM);
-		waitpid(daemon_pid, &status, 0);
-		daemon_pid = 0;
-		unlink(daemon_state);
+		bench_daemon_stop(&muxd);
 		if (umad_port)
 			FIG("sends_waited_for_their_tid",
-			    (double)daemon_tid_waits(dir));
+			    (double)bench_daemon_tid_waits(dir));
 	}
 	/* How each pair count holds up against the best of this run (the
 	 * issue's "at 1,024 pairs, 80% of peak"), the relay's beside it. */
