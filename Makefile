@@ -200,6 +200,7 @@ $(INTEG_BINS): $(B)/tests/%: $(B)/obj/tests/integration/%.o $(HARNESS_OBJ) $(LIB
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $(filter %.o,$^) $(LIBA) $(TEST_LIBS) -libverbs
 $(B)/tests/test_qemu: $(call obj,$(QEMU_MSG_SRC))
+$(B)/tests/test_service: $(PROC_FIGURES_OBJ)
 $(B)/tests/verbs_selftest: $(B)/obj/tests/e2e/verbs_selftest.o $(HARNESS_OBJ) $(LIBA)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $(filter %.o,$^) $(LIBA) $(TEST_LIBS) -libverbs

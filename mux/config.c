@@ -87,6 +87,8 @@ static const struct config_option config_options[] = {
 	{ "admin-socket", 'A', CK_PATH, F(admin_path), 0, 0, 0, NULL },
 	{ "policy", 'P', CK_PATH, F(policy_path), 0, 0, 0, NULL },
 	{ "workers", 'w', CK_INT, F(workers), 1, MUX_MAX_WORKERS, 0, NULL },
+	{ "poll-us", 0, CK_LIVE_UINT, F(poll_us), 0, 1000, CONFIG_RELOAD,
+	  NULL },
 	/* Twice this (this life's owners and the last one's) fits the
 	 * connection table's 16-bit owner. */
 	{ "max-clients", 0, CK_LIVE_UINT, F(max_clients), 1, 32767,
@@ -707,6 +709,8 @@ void config_print_usage(FILE *f)
 		"                              rdmacm-muxd(8)); default: only the daemon's own\n"
 		"                              user and root\n"
 		"  -w, --workers N             worker threads (default 2)\n"
+		"      --poll-us US            a worker polls for US after input before it\n"
+		"                              sleeps: latency for CPU (default 0: never)\n"
 		"      --max-clients N         (default 1024)\n"
 		"      --max-clients-per-uid N  clients of one uid at once "
 		"(default: half of\n"

@@ -106,7 +106,8 @@ struct mux_config {
 	_Atomic unsigned max_gids_per_client;
 	_Atomic unsigned max_comm_ids_per_client;
 	_Atomic unsigned client_outq_max; /* bytes queued to one client */
-	unsigned inbox_max;               /* messages queued to one worker */
+	_Atomic unsigned poll_us; /* a worker's polling after input; 0: none */
+	unsigned inbox_max;       /* messages queued to one worker */
 	uint32_t max_payload;
 	unsigned handshake_ms;
 	unsigned timewait_ms;
@@ -600,6 +601,8 @@ struct event_base *worker_base(struct worker *w);
 unsigned worker_index(struct worker *w);
 struct mux *worker_mux(struct worker *w);
 uint64_t worker_inbox_dropped(struct worker *w);
+/* Input arrived for w (on its thread): worker_loop keeps polling. */
+void worker_note_input(struct worker *w);
 /* What ops->attach made for w. */
 void *worker_state(struct worker *w);
 /* The worker running the calling thread, or NULL. */

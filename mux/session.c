@@ -768,6 +768,7 @@ static void session_read_cb(evutil_socket_t fd, short what, void *arg)
 	int n;
 
 	(void)what;
+	worker_note_input(s->w);
 	if (!s->qemu && evbuffer_get_length(s->in) == 0) {
 		/* The common case: nothing buffered, nothing copied but by
 		 * the decoder; at the end of input, nothing left to act on. */

@@ -134,15 +134,15 @@ static json_t *status_snapshot(struct mux *mux)
 								mux->workers
 									[i])));
 	snap = json_pack(
-		"{s:{s:s, s:i, s:I, s:s, s:s, s:i, s:{s:i, s:i, s:i, s:i, s:I, s:i, s:i, s:i, s:i, s:i, s:i}}, s:o, s:o*, s:{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:I, s:I}, s:o, s:o}",
+		"{s:{s:s, s:i, s:I, s:s, s:s, s:i, s:i, s:{s:i, s:i, s:i, s:i, s:I, s:i, s:i, s:i, s:i, s:i, s:i}}, s:o, s:o*, s:{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:I, s:I}, s:o, s:o}",
 		"daemon", "version", MUX_VERSION, "pid", (int)getpid(),
 		"uptime_s", (json_int_t)(now.tv_sec - mux->started.tv_sec),
 		"socket", mux->cfg.socket_path, "status_socket",
 		mux->cfg.status_path, "protocol_major", PROTO_VERSION_MAJOR,
-		"limits", "max_clients", (int)mux->cfg.max_clients,
-		"max_clients_per_uid", (int)mux->cfg.max_clients_per_uid,
-		"max_gids_per_client", (int)mux->cfg.max_gids_per_client,
-		"max_comm_ids_per_client",
+		"poll_us", (int)atomic_load(&mux->cfg.poll_us), "limits",
+		"max_clients", (int)mux->cfg.max_clients, "max_clients_per_uid",
+		(int)mux->cfg.max_clients_per_uid, "max_gids_per_client",
+		(int)mux->cfg.max_gids_per_client, "max_comm_ids_per_client",
 		(int)mux->cfg.max_comm_ids_per_client, "client_queue_bytes",
 		(json_int_t)mux->cfg.client_outq_max, "timewait_ms",
 		(int)mux->cfg.timewait_ms, "handshake_timeout_ms",

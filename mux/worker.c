@@ -5,11 +5,13 @@
  * reach it only through its inbox, a bounded mutex-protected queue with
  * an eventfd to wake it.  A wake-up handles at most the messages that
  * were queued when it started, so one busy producer cannot starve it.
+ * With --poll-us a worker polls a little before it sleeps (worker_loop).
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "mux/mux.h"
@@ -28,7 +30,9 @@ struct worker {
 	unsigned inbox_max;
 	_Atomic uint64_t inbox_dropped;
 	const struct worker_ops *ops;
-	void *state; /* what ops->attach made (its sessions) */
+	void *state;          /* what ops->attach made (its sessions) */
+	int stopping;         /* WMSG_STOP taken */
+	unsigned long inputs; /* reads and inbox batches, for worker_loop */
 };
 
 struct event_base *worker_base(struct worker *w)
@@ -46,6 +50,10 @@ struct mux *worker_mux(struct worker *w)
 uint64_t worker_inbox_dropped(struct worker *w)
 {
 	return atomic_load(&w->inbox_dropped);
+}
+void worker_note_input(struct worker *w)
+{
+	w->inputs++;
 }
 
 static void worker_msg_free(struct worker_msg *m)
@@ -98,6 +106,7 @@ static void worker_process_inbox(evutil_socket_t fd, short what, void *arg)
 	uint64_t n;
 
 	(void)what;
+	worker_note_input(w);
 	if (read(fd, &n, sizeof(n)) < 0 && errno != EAGAIN)
 		log_warn("worker %u: eventfd read", w->index);
 
@@ -109,9 +118,55 @@ static void worker_process_inbox(evutil_socket_t fd, short what, void *arg)
 	while ((m = TAILQ_FIRST(&batch)) != NULL) {
 		TAILQ_REMOVE(&batch, m, link);
 		w->ops->handle(w, m);
-		if (m->type == WMSG_STOP)
+		if (m->type == WMSG_STOP) {
+			w->stopping = 1;
 			event_base_loopbreak(w->base);
+		}
 		worker_msg_free(m);
+	}
+}
+
+static uint64_t worker_now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+/*
+ * Sleep until there is something to do, do it, and with --poll-us keep
+ * polling without sleeping until that long has passed with no input: in
+ * a handshake the next MAD then finds the worker running rather than
+ * having to wake it, and on an idle CPU (a halted vCPU, above all) that
+ * wake-up takes longer than the MAD's own work.  It costs up to poll-us
+ * of CPU after each burst, none while idle.  The stop is kept in a flag,
+ * not in the base's break, which the next event_base_loop() clears.
+ */
+static void worker_loop(struct worker *w)
+{
+	unsigned long seen;
+	uint64_t quiet_since, now;
+	unsigned poll_us;
+
+	while (!w->stopping) {
+		/* It fails only where epoll does: the clients would hang. */
+		if (event_base_loop(w->base, EVLOOP_ONCE) < 0)
+			fatal("worker %u: event loop", w->index);
+		seen = w->inputs;
+		quiet_since = worker_now_us();
+		while (!w->stopping &&
+		       (poll_us = atomic_load(&w->mux->cfg.poll_us)) > 0) {
+			if (event_base_loop(w->base, EVLOOP_NONBLOCK) < 0)
+				fatal("worker %u: event loop", w->index);
+			now = worker_now_us();
+			if (w->inputs != seen) {
+				seen = w->inputs;
+				quiet_since = now;
+			} else if (now - quiet_since >= poll_us) {
+				break;
+			}
+		}
 	}
 }
 
@@ -132,7 +187,7 @@ static void *worker_main(void *arg)
 	snprintf(name, sizeof(name), "muxd-worker%u", w->index);
 	pthread_setname_np(pthread_self(), name);
 	worker_current = w;
-	event_base_dispatch(w->base);
+	worker_loop(w);
 	return NULL;
 }
 

@@ -29,6 +29,7 @@
 #include <cmocka.h>
 
 #include "tests/integration/harness.h"
+#include "tests/lib/proc_figures.h"
 #include "common/cm_mad.h"
 #include "common/gid.h"
 #include "common/wire.h"
@@ -462,6 +463,89 @@ static int log_has(struct hdaemon *d, const char *const *texts)
 	return 0;
 }
 
+/* How many times the daemon's workers went to sleep while a client made
+ * n pings, one at a time (each a request its worker reads). */
+static uint64_t worker_sleeps_for_pings(struct hdaemon *d, struct tclient *tc,
+					int n)
+{
+	struct proc_sched before, after;
+	int i;
+
+	before = proc_figures_sched_named(d->pid, "muxd-worker");
+	for (i = 0; i < n; i++)
+		tc_barrier(tc);
+	after = proc_figures_sched_named(d->pid, "muxd-worker");
+	return after.sleeps - before.sleeps;
+}
+
+/* Until the daemon's status shows --poll-us at want: 1, or 0. */
+static int wait_poll_us(struct hdaemon *d, long long want)
+{
+	return hd_wait_status_int(d, "daemon.poll_us", want);
+}
+
+/* --poll-us: a worker that has had input keeps polling instead of
+ * sleeping, so a client's next request finds it on a CPU; once the input
+ * stops it sleeps again (a worker that went on polling would burn the
+ * CPU of an idle daemon); the setting changes on reload; and a daemon
+ * that polls stops on SIGTERM as one that sleeps does. */
+static void test_poll_us_keeps_a_worker_awake_between_requests(void **state)
+{
+	char dir[] = "/tmp/rcm-poll.XXXXXX", conf[64], cmd[128];
+	const char *const extra[] = { "--config", conf, NULL };
+	uint64_t polled, slept;
+	struct proc_sched a0, a1;
+	struct tclient a;
+	struct hdaemon d;
+
+	(void)state;
+	if (h_real_port())
+		skip();
+	assert_non_null(mkdtemp(dir));
+	snprintf(conf, sizeof(conf), "%s/rdmacm-muxd.conf", dir);
+	h_write_file(conf, "{\"sim-port\": \"sim0=fd00::1*2\", \"workers\": 1,"
+			   " \"poll-us\": 1000}\n");
+	hd_start(&d, NULL, NULL, extra);
+	assert_int_equal(hd_status_int(&d, "daemon.poll_us"), 1000);
+	tc_connect_gid(&a, &d, "a", "fd00::1");
+	polled = worker_sleeps_for_pings(&d, &a, 200);
+
+	/* Idle for 300 ms: the worker is back asleep within 1 ms of the
+	 * last ping, so it spends next to nothing (polling on, 300 ms). */
+	a0 = proc_figures_sched_named(d.pid, "muxd-worker");
+	poll(NULL, 0, 300);
+	a1 = proc_figures_sched_named(d.pid, "muxd-worker");
+	print_message("idle worker: %.2f ms of CPU in 300 ms\n",
+		      (double)(a1.cpu_ns - a0.cpu_ns) / 1e6);
+	assert_true(a1.cpu_ns - a0.cpu_ns < 30000000u);
+
+	h_write_file(conf, "{\"sim-port\": \"sim0=fd00::1*2\", \"workers\": 1,"
+			   " \"poll-us\": 0}\n");
+	kill(d.pid, SIGHUP);
+	assert_true(wait_poll_us(&d, 0));
+	slept = worker_sleeps_for_pings(&d, &a, 200);
+	print_message("worker sleeps in 200 pings: %llu polling, %llu not\n",
+		      (unsigned long long)polled, (unsigned long long)slept);
+	/* Without polling, the worker sleeps between most two pings (not
+	 * where the next came before it was back in epoll_wait()). */
+	assert_true(slept >= 100);
+	/* Slowed 3-10 times (sanitizers, valgrind), the client's next ping
+	 * may come after the poll's millisecond. */
+	if (h_time_scale() == 1)
+		assert_true(polled * 4 < slept);
+
+	/* Stopping while it polls: on again, pinged, SIGTERM at once. */
+	h_write_file(conf, "{\"sim-port\": \"sim0=fd00::1*2\", \"workers\": 1,"
+			   " \"poll-us\": 1000}\n");
+	kill(d.pid, SIGHUP);
+	assert_true(wait_poll_us(&d, 1000));
+	tc_barrier(&a);
+	tc_close(&a);
+	hd_stop(&d); /* asserts a clean exit within the deadline */
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	assert_int_equal(system(cmd), 0);
+}
+
 /* The configuration file: its options apply, the command line wins over
  * it, --check-config reports every error with its line or key, and
  * SIGHUP applies what may change, says what waits for a restart, and
@@ -816,6 +900,8 @@ int main(void)
 			h_teardown_daemon),
 		cmocka_unit_test(test_systemd_notify_and_activation),
 		cmocka_unit_test(test_config_file_and_reload),
+		cmocka_unit_test(
+			test_poll_us_keeps_a_worker_awake_between_requests),
 		cmocka_unit_test(test_command_line_lists_in_any_order),
 		cmocka_unit_test(test_journal_fields),
 	};
