@@ -1113,6 +1113,63 @@ static void measure(const char *path, pid_t cpu_pid, pid_t cpu_tid, double secs,
 	close_all();
 }
 
+/*
+ * One pair's handshakes through a daemon whose one worker polls 50 us
+ * after input (--poll-us) instead of sleeping at once, so that a hop's
+ * MAD finds it running: rounds alternate with the relay's handshakes and
+ * the bare round trip.  One worker, because on two CPUs two polling
+ * workers leave the load client no CPU of its own.
+ */
+static void polling_handshakes(const char *bin, const char *dir, int rounds,
+			       double secs)
+{
+	static const char *const poll_args[] = { "--workers", "1", "--poll-us",
+						 "50", NULL };
+	const struct cpu_probe relay_cp = { getpid(), relay.tid };
+	struct run_figures pr[MAX_ROUNDS], br[MAX_ROUNDS], p, b;
+	struct cpu_probe daemon_cp;
+	double trip_us[MAX_ROUNDS], trip, at_trip;
+	char sock[160];
+	int r;
+
+	bench_daemon_start(&muxd, bin, dir, 1, umad_port, poll_args);
+	daemon_cp.pid = muxd.pid;
+	daemon_cp.tid = 0;
+	snprintf(sock, sizeof(sock), "%s/mux.sock", dir);
+	wl = WL_HANDSHAKE;
+	for (r = 0; r < rounds; r++) {
+		memset(&pr[r], 0, sizeof(pr[r]));
+		memset(&br[r], 0, sizeof(br[r]));
+		use_daemon = 0;
+		connect_all(relay.path);
+		br[r].hs = phase_run(&relay_cp, "handshakes", handshakes_run,
+				     secs, 1, &br[r].cpu_hs, NULL);
+		close_all();
+		use_daemon = 1;
+		connect_all(sock);
+		pr[r].hs = phase_run(&daemon_cp, "handshakes_polling",
+				     handshakes_run, secs, 1, &pr[r].cpu_hs,
+				     NULL);
+		close_all();
+		trip_us[r] = round_trip_us(secs / 4);
+	}
+	bench_daemon_stop(&muxd);
+	median_of(pr, rounds, &p);
+	median_of(br, rounds, &b);
+	qsort(trip_us, (size_t)rounds, sizeof(*trip_us), dbl_cmp);
+	trip = trip_us[rounds / 2];
+	at_trip = trip > 0 ? 1e6 / (4 * trip) : 0;
+	figure("pairs=1 handshakes_polling_per_s", p.hs);
+	figure("pairs=1 handshakes_polling_relay_per_s", b.hs);
+	figure("pairs=1 handshakes_polling_vs_relay", p.hs / b.hs);
+	figure("pairs=1 handshakes_polling_thread_round_trip_us", trip);
+	if (at_trip > 0)
+		figure("pairs=1 handshakes_polling_vs_thread_round_trip",
+		       p.hs / at_trip);
+	figure("pairs=1 daemon_cpu_us_per_mad_handshakes_polling", p.cpu_hs);
+	figure("pairs=1 relay_cpu_us_per_mad_handshakes_polling", b.cpu_hs);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -1340,6 +1397,8 @@ int main(int argc, char **argv)
 				peak_relay_req16 = b.req16;
 		}
 		bench_daemon_stop(&muxd);
+		if (npairs == 1 && !umad_port)
+			polling_handshakes(bin, dir, rounds, secs);
 		if (umad_port)
 			FIG("sends_waited_for_their_tid",
 			    (double)bench_daemon_tid_waits(dir));
