@@ -526,22 +526,25 @@ static void test_poll_us_keeps_a_worker_awake_between_requests(void **state)
 	slept = worker_sleeps_for_pings(&d, &a, 200);
 	print_message("worker sleeps in 200 pings: %llu polling, %llu not\n",
 		      (unsigned long long)polled, (unsigned long long)slept);
-	/* Without polling, the worker sleeps between most two pings (not
-	 * where the next came before it was back in epoll_wait()). */
-	assert_true(slept >= 100);
-	/* Slowed 3-10 times (sanitizers, valgrind), the client's next ping
-	 * may come after the poll's millisecond. */
+	/* Without polling, the worker sleeps between many two pings (not
+	 * where the next came before it was back in epoll_wait(), which a
+	 * busy machine makes more often), and polling between few.  Only
+	 * at full speed: a daemon slowed 3-10 times (TSan, valgrind) is
+	 * rarely back in epoll_wait() before the client's next ping (7 and
+	 * 8 sleeps in 200 without polling), and may take longer than the
+	 * poll's millisecond. */
 	if (h_time_scale() == 1)
 		assert_true(polled * 4 < slept);
 
-	/* Stopping while it polls: on again, pinged, SIGTERM at once. */
+	/* Stopping while it polls: on again, pinged, and SIGTERM within
+	 * the millisecond the worker polls after the ping. */
 	h_write_file(conf, "{\"sim-port\": \"sim0=fd00::1*2\", \"workers\": 1,"
 			   " \"poll-us\": 1000}\n");
 	kill(d.pid, SIGHUP);
 	assert_true(wait_poll_us(&d, 1000));
 	tc_barrier(&a);
-	tc_close(&a);
 	hd_stop(&d); /* asserts a clean exit within the deadline */
+	tc_close(&a);
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
 	assert_int_equal(system(cmd), 0);
 }
