@@ -10,23 +10,31 @@
 
 #include "tests/lib/proc_figures.h"
 
-long proc_figures_status_kb(pid_t pid, const char *field)
+/* The number after "field:" in a status file (/proc/PID/status or
+ * /proc/PID/task/TID/status), or -1. */
+static long long proc_figures_status_field(const char *path, const char *field)
 {
-	char path[64], line[256];
+	char line[256];
 	size_t len = strlen(field);
-	long kb = -1;
-	FILE *f;
+	long long v = -1;
+	FILE *f = fopen(path, "r");
 
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	f = fopen(path, "r");
 	while (f && fgets(line, sizeof(line), f))
 		if (strncmp(line, field, len) == 0 && line[len] == ':') {
-			kb = strtol(line + len + 1, NULL, 10);
+			v = strtoll(line + len + 1, NULL, 10);
 			break;
 		}
 	if (f)
 		fclose(f);
-	return kb;
+	return v;
+}
+
+long proc_figures_status_kb(pid_t pid, const char *field)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	return (long)proc_figures_status_field(path, field);
 }
 
 /* Adds a schedstat file's time on a CPU and runs to *sum; a field the
@@ -48,21 +56,14 @@ static void proc_figures_schedstat(const char *path, struct proc_sched *sum)
 }
 
 /* Adds a thread's voluntary context switches (status_path: its
- * /proc/PID/task/TID/status) to *sum. */
+ * /proc/PID/task/TID/status) to *sum; a thread gone adds nothing. */
 static void proc_figures_sleeps(const char *status_path, struct proc_sched *sum)
 {
-	static const char field[] = "voluntary_ctxt_switches:";
-	char line[256];
-	FILE *f = fopen(status_path, "r");
+	long long n = proc_figures_status_field(status_path,
+						"voluntary_ctxt_switches");
 
-	while (f && fgets(line, sizeof(line), f))
-		if (strncmp(line, field, sizeof(field) - 1) == 0) {
-			sum->sleeps += strtoull(line + sizeof(field) - 1, NULL,
-						10);
-			break;
-		}
-	if (f)
-		fclose(f);
+	if (n > 0)
+		sum->sleeps += (uint64_t)n;
 }
 
 /* Summed over pid's threads, over those whose name begins with prefix
