@@ -42,12 +42,11 @@ void bench_daemon_start(struct bench_daemon *d, const char *bin,
 			const char *const *extra)
 {
 	const char *argv[BENCH_DAEMON_ARGS];
-	char sock[160], status[160], fabric[160], simport[96], log[160],
-		state[220];
+	char fabric[160], simport[96], log[160], state[220];
 	int fd, argc = 0, polls = 0;
 
-	snprintf(sock, sizeof(sock), "%s/mux.sock", dir);
-	snprintf(status, sizeof(status), "%s/status.sock", dir);
+	snprintf(d->sock, sizeof(d->sock), "%s/mux.sock", dir);
+	snprintf(d->status, sizeof(d->status), "%s/status.sock", dir);
 	snprintf(fabric, sizeof(fabric), "%s/fabric", dir);
 	snprintf(log, sizeof(log), "%s/daemon.log", dir);
 	snprintf(simport, sizeof(simport), "--sim-port=sim0=fd00::1*%d",
@@ -74,9 +73,9 @@ void bench_daemon_start(struct bench_daemon *d, const char *bin,
 		argv[argc++] = "--config";
 		argv[argc++] = "none";
 		argv[argc++] = "-s";
-		argv[argc++] = sock;
+		argv[argc++] = d->sock;
 		argv[argc++] = "-S";
-		argv[argc++] = status;
+		argv[argc++] = d->status;
 		if (umad_port) {
 			argv[argc++] = "--port";
 			argv[argc++] = umad_port;
@@ -94,7 +93,7 @@ void bench_daemon_start(struct bench_daemon *d, const char *bin,
 		execv(bin, (char *const *)argv);
 		_exit(127);
 	}
-	while (access(status, F_OK) != 0) {
+	while (access(d->status, F_OK) != 0) {
 		if (++polls > BENCH_DAEMON_START_POLLS) {
 			fprintf(stderr,
 				"bench: the daemon did not start (see %s)\n",

@@ -11,10 +11,13 @@
 
 struct bench_daemon {
 	pid_t pid;            /* 0: not running */
+	char sock[160];       /* its client socket */
+	char status[160];     /* its status socket */
 	char state_path[200]; /* its connection-state file, removed at stop */
 };
 
-/* Start bin with its sockets (mux.sock, status.sock) and its log
+/* Start bin with its sockets (d->sock, d->status: dir's mux.sock and
+ * status.sock) and its log
  * (daemon.log) in dir, on umad_port or, if that is NULL, on a sim port
  * with 2 * pairs GIDs, extra's arguments (NULL-terminated, or NULL) after
  * the benchmark's own.  Returns once the status socket exists; exits the

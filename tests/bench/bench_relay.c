@@ -829,16 +829,14 @@ static void hold_connections(const char *status_sock, uint32_t per_pair,
  */
 static void memory_per_mapping(const char *bin, const char *dir, char *list)
 {
-	char sock[160], status_sock[160], key[96], *tok, *save = NULL;
+	char key[96], *tok, *save = NULL;
 	long anon0, shmem0, anon, shmem, anon_prev;
 	unsigned long want, prev = 0;
 
 	npairs = 250;
 	use_daemon = 1;
 	bench_daemon_start(&muxd, bin, dir, npairs, umad_port, NULL);
-	snprintf(sock, sizeof(sock), "%s/mux.sock", dir);
-	snprintf(status_sock, sizeof(status_sock), "%s/status.sock", dir);
-	connect_all(sock);
+	connect_all(muxd.sock);
 	drain();
 	anon0 = anon_prev = proc_figures_status_kb(muxd.pid, "RssAnon");
 	shmem0 = proc_figures_status_kb(muxd.pid, "RssShmem");
@@ -851,7 +849,7 @@ static void memory_per_mapping(const char *bin, const char *dir, char *list)
 				2 * npairs);
 			exit(2);
 		}
-		hold_connections(status_sock,
+		hold_connections(muxd.status,
 				 (uint32_t)(want / 2 / (unsigned long)npairs),
 				 &anon, &shmem);
 		want = 2ul * hold_per_pair * (unsigned long)npairs;
@@ -1135,13 +1133,11 @@ static void polling_handshakes(const char *bin, const char *dir, int rounds,
 	struct run_figures pr[MAX_ROUNDS], br[MAX_ROUNDS], p, b;
 	struct cpu_probe daemon_cp;
 	double trip_us[MAX_ROUNDS], trip, at_trip;
-	char sock[160];
 	int r;
 
 	bench_daemon_start(&muxd, bin, dir, 1, umad_port, poll_args);
 	daemon_cp.pid = muxd.pid;
 	daemon_cp.tid = 0;
-	snprintf(sock, sizeof(sock), "%s/mux.sock", dir);
 	wl = WL_HANDSHAKE;
 	for (r = 0; r < rounds; r++) {
 		memset(&pr[r], 0, sizeof(pr[r]));
@@ -1152,7 +1148,7 @@ static void polling_handshakes(const char *bin, const char *dir, int rounds,
 				     secs, 1, &br[r].cpu_hs, NULL);
 		close_all();
 		use_daemon = 1;
-		connect_all(sock);
+		connect_all(muxd.sock);
 		pr[r].hs = phase_run(&daemon_cp, "handshakes_polling",
 				     handshakes_run, secs, 1, &pr[r].cpu_hs,
 				     NULL);
@@ -1194,7 +1190,7 @@ int main(int argc, char **argv)
 						: "build/rdmacm-muxd";
 	char pairs_list[128] = "1,8,64,1024", dir[] = "/tmp/rcm-bench.XXXXXX";
 	char mappings_list[128] = "125000,250000,500000,1000000";
-	char sock[160], key[96], *tok, *save = NULL;
+	char rm_dir[160], key[96], *tok, *save = NULL;
 	struct run_figures d, b, u, dr[MAX_ROUNDS], br[MAX_ROUNDS],
 		ur[MAX_ROUNDS];
 	double trip_us[MAX_ROUNDS];
@@ -1268,7 +1264,6 @@ int main(int argc, char **argv)
 			return 2;
 		use_daemon = 1;
 		bench_daemon_start(&muxd, bin, dir, npairs, umad_port, NULL);
-		snprintf(sock, sizeof(sock), "%s/mux.sock", dir);
 		/* Rounds alternate the two, so that the machine's drift
 		 * (it is shared) hits both alike; the median of each. */
 		for (r = 0; r < rounds; r++) {
@@ -1276,7 +1271,7 @@ int main(int argc, char **argv)
 			measure(relay.path, getpid(), relay.tid, secs, &br[r],
 				1);
 			use_daemon = 1;
-			measure(sock, muxd.pid, 0, secs, &dr[r], 1);
+			measure(muxd.sock, muxd.pid, 0, secs, &dr[r], 1);
 			if (npairs == 1)
 				trip_us[r] = round_trip_us(secs / 4);
 			if (urelay.ur == NULL)
@@ -1441,8 +1436,8 @@ int main(int argc, char **argv)
 		json_dumpf(results, stdout, JSON_INDENT(1) | JSON_SORT_KEYS);
 		printf("\n");
 	}
-	snprintf(sock, sizeof(sock), "rm -rf %s", dir);
-	if (system(sock) != 0)
+	snprintf(rm_dir, sizeof(rm_dir), "rm -rf %s", dir);
+	if (system(rm_dir) != 0)
 		return 1;
 	return 0;
 }
