@@ -958,19 +958,33 @@ static void median_of(const struct run_figures *runs, int n,
  * four hops (REQ, REP, RTU with DREQ, DREP), each a client's write that
  * wakes a relay or daemon thread and that thread's write that wakes the
  * client, the two threads' round trip that round_trip_us() times alone. */
+/* The median of the rounds' round trips (sorting them), or the failed
+ * round's negative errno value. */
+static double round_trip_median(double *trip_us, int rounds)
+{
+	qsort(trip_us, (size_t)rounds, sizeof(*trip_us), dbl_cmp);
+	return trip_us[rounds / 2];
+}
+
+/* Handshakes a second if each took four round trips of trip_us and
+ * nothing else. */
+static double handshakes_at_round_trip(double trip_us)
+{
+	return 1e6 / (4 * trip_us);
+}
+
 static void round_trip_figures(double *trip_us, int rounds, double hs,
 			       double relay_hs)
 {
 	double trip, at_trip;
 
-	qsort(trip_us, (size_t)rounds, sizeof(*trip_us), dbl_cmp);
-	trip = trip_us[rounds / 2];
+	trip = round_trip_median(trip_us, rounds);
 	if (trip <= 0) {
 		fprintf(stderr, "bench: round trip: %s\n",
 			strerror((int)-trip));
 		exit(2);
 	}
-	at_trip = 1e6 / (4 * trip);
+	at_trip = handshakes_at_round_trip(trip);
 	figure("pairs=1 thread_round_trip_us", trip);
 	figure("pairs=1 handshakes_at_thread_round_trip_per_s", at_trip);
 	figure("pairs=1 handshakes_vs_thread_round_trip", hs / at_trip);
@@ -1158,9 +1172,8 @@ static void polling_handshakes(const char *bin, const char *dir, int rounds,
 	bench_daemon_stop(&muxd);
 	median_of(pr, rounds, &p);
 	median_of(br, rounds, &b);
-	qsort(trip_us, (size_t)rounds, sizeof(*trip_us), dbl_cmp);
-	trip = trip_us[rounds / 2];
-	at_trip = trip > 0 ? 1e6 / (4 * trip) : 0;
+	trip = round_trip_median(trip_us, rounds);
+	at_trip = trip > 0 ? handshakes_at_round_trip(trip) : 0;
 	figure("pairs=1 handshakes_polling_per_s", p.hs);
 	figure("pairs=1 handshakes_polling_relay_per_s", b.hs);
 	figure("pairs=1 handshakes_polling_vs_relay", p.hs / b.hs);
