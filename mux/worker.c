@@ -135,38 +135,43 @@ static uint64_t worker_now_us(void)
 }
 
 /*
- * Sleep until there is something to do, do it, and with --poll-us keep
- * polling without sleeping until that long has passed with no input: in
- * a handshake the next MAD then finds the worker running rather than
- * having to wake it, and on an idle CPU (a halted vCPU, above all) that
- * wake-up takes longer than the MAD's own work.  It costs up to poll-us
- * of CPU after each burst, none while idle.  The stop is kept in a flag,
- * not in the base's break, which the next event_base_loop() clears.
+ * After input, with --poll-us: keep polling without sleeping until that
+ * long has passed with no more, so that in a handshake the next MAD
+ * finds the worker running rather than having to wake it; on an idle
+ * CPU (a halted vCPU, above all) that wake-up takes longer than the
+ * MAD's own work.  It costs up to poll-us of CPU after each burst.
  */
-static void worker_loop(struct worker *w)
+static void worker_poll(struct worker *w)
 {
-	unsigned long seen;
-	uint64_t quiet_since, now;
+	unsigned long seen = w->inputs;
+	uint64_t quiet_since = worker_now_us(), now;
 	unsigned poll_us;
 
+	while (!w->stopping &&
+	       (poll_us = atomic_load(&w->mux->cfg.poll_us)) > 0) {
+		if (event_base_loop(w->base, EVLOOP_NONBLOCK) < 0)
+			fatal("worker %u: event loop", w->index);
+		now = worker_now_us();
+		if (w->inputs != seen) {
+			seen = w->inputs;
+			quiet_since = now;
+		} else if (now - quiet_since >= poll_us) {
+			break;
+		}
+	}
+}
+
+/* Sleep until there is something to do, do it, and poll a while if
+ * asked to.  The stop is kept in a flag, not in the base's break, which
+ * the next event_base_loop() clears. */
+static void worker_loop(struct worker *w)
+{
 	while (!w->stopping) {
 		/* It fails only where epoll does: the clients would hang. */
 		if (event_base_loop(w->base, EVLOOP_ONCE) < 0)
 			fatal("worker %u: event loop", w->index);
-		seen = w->inputs;
-		quiet_since = worker_now_us();
-		while (!w->stopping &&
-		       (poll_us = atomic_load(&w->mux->cfg.poll_us)) > 0) {
-			if (event_base_loop(w->base, EVLOOP_NONBLOCK) < 0)
-				fatal("worker %u: event loop", w->index);
-			now = worker_now_us();
-			if (w->inputs != seen) {
-				seen = w->inputs;
-				quiet_since = now;
-			} else if (now - quiet_since >= poll_us) {
-				break;
-			}
-		}
+		if (atomic_load(&w->mux->cfg.poll_us) > 0)
+			worker_poll(w);
 	}
 }
 
