@@ -68,7 +68,6 @@ COMMON_OBJ   := $(call obj,$(COMMON_SRC))
 PROTOCOL_OBJ := $(call obj,$(PROTOCOL_SRC))
 MUXD_OBJ     := $(call obj,$(MUXD_SRC))
 CONN_OBJ     := $(call obj,$(CONN_SRC))
-MUXD_LIB_OBJ := $(filter-out $(B)/obj/mux/main.o,$(MUXD_OBJ))
 BACKEND_OBJ  := $(call obj,$(BACKEND_SRC))
 VM_OBJ       := $(call obj,$(VM_SRC))
 
@@ -101,8 +100,18 @@ $(EXAMPLE): $(B)/obj/backend/example/device_model.o $(LIBA)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $(filter %.o,$^) $(LIBA) $(shell pkg-config --libs jansson) -libverbs
 
+# The paths built into the units and muxbe.pc: when one changes (`make
+# install PREFIX=/usr` after a plain `make`), they are made again, so
+# that install copies what was built and generates nothing of its own.
+PATH_VARS := $(PREFIX)|$(SBINDIR)|$(SYSCONFDIR)|$(LIBDIR)|$(INCLUDEDIR)|$(VERSION)
+$(B)/path-vars: FORCE
+	@mkdir -p $(dir $@)
+	@echo '$(PATH_VARS)' | cmp -s - $@ || echo '$(PATH_VARS)' > $@
+.PHONY: FORCE
+FORCE:
+
 # systemd units, for SBINDIR and SYSCONFDIR.
-$(B)/systemd/%: mux/%.in Makefile
+$(B)/systemd/%: mux/%.in $(B)/path-vars
 	@mkdir -p $(dir $@)
 	sed -e 's|@SBINDIR@|$(SBINDIR)|' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|' $< > $@
 
@@ -158,7 +167,7 @@ $(LIBSO): $(BACKEND_OBJ) $(PROTOCOL_OBJ) $(COMMON_OBJ) backend/muxbe.map
 		$(BACKEND_OBJ) $(PROTOCOL_OBJ) $(COMMON_OBJ) $(shell pkg-config --libs jansson) -libverbs
 	ln -sf libmuxbe.so.$(SOVERSION) $(B)/libmuxbe.so
 
-$(PCFILE): backend/muxbe.pc.in Makefile
+$(PCFILE): backend/muxbe.pc.in $(B)/path-vars
 	@mkdir -p $(dir $@)
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
 	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(VERSION)|' $< > $@
@@ -331,9 +340,7 @@ install: all
 	install -m 0644 $(LIBSO) $(DESTDIR)$(LIBDIR)/libmuxbe.so.$(SOVERSION)
 	ln -sf libmuxbe.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libmuxbe.so
 	install -m 0644 $(HEADERS) $(DESTDIR)$(INCLUDEDIR)/rdmacm-mux/
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
-	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(VERSION)|' \
-	    backend/muxbe.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/muxbe.pc
+	install -m 0644 $(PCFILE) $(DESTDIR)$(PKGCONFIGDIR)/muxbe.pc
 	install -m 0644 $(addprefix man/,$(MAN1)) $(DESTDIR)$(MANDIR)/man1/
 	install -m 0644 $(addprefix man/,$(MAN3)) $(DESTDIR)$(MANDIR)/man3/
 	install -m 0644 $(addprefix man/,$(MAN5)) $(DESTDIR)$(MANDIR)/man5/
