@@ -154,25 +154,20 @@ int config_reload(struct mux_config *live, struct mux_config *fresh,
 
 /* ---- stats.c: daemon-wide counters ---------------------------------- */
 
+/* The router's verdicts first (in their order, DROP_x for ROUTER_x),
+ * then what befalls a delivered MAD. */
+/* clang-format takes the list for the start of a statement. */
+/* clang-format off */
 enum drop_reason {
-	DROP_NOT_CM, /* class/version/method not CM Send */
-	DROP_BAD_SIZE,
-	DROP_UNKNOWN_GID, /* REQ/SIDR_REQ for a GID not in the port's table */
-	DROP_NO_LISTENER, /* ... for a GID of the port nobody owns (answered) */
-	DROP_NO_CMA_HDR,  /* SIDR_REQ without rdma_cm's header */
-	DROP_UNKNOWN_COMM_ID,
-	DROP_ZERO_COMM_ID, /* e.g. timeout REJ: no Remote Comm ID */
-	DROP_UNKNOWN_REQUEST_ID,
-	DROP_PEER_MISMATCH, /* right host ID, wrong peer comm ID or GID */
-	DROP_WRONG_STATE,   /* not valid in the connection's state */
-	DROP_STALE_CONN,    /* for a connection its client abandoned */
-	DROP_UNSUPPORTED_ATTR,
-	DROP_OWNER_AWAY,  /* held back: its owner not back since a restart */
-	DROP_CLIENT_GONE, /* owner disconnected while in flight */
+#define DROP_REASON_ENUM(name, text) DROP_##name,
+	ROUTER_VERDICTS(DROP_REASON_ENUM)
+#undef DROP_REASON_ENUM
+	DROP_CLIENT_GONE,       /* owner disconnected while in flight */
 	DROP_CLIENT_QUEUE_FULL, /* owner's output queue above its limit */
 	DROP_WORKER_QUEUE_FULL,
 	DROP_MAX
 };
+/* clang-format on */
 
 const char *stats_drop_reason_name(enum drop_reason r);
 /* The drop a router verdict other than ROUTER_DELIVER counts as. */

@@ -101,25 +101,44 @@ int router_outbound(struct router *r, unsigned port, uint64_t client,
 		    const struct router_claims *claims, unsigned *not_owned,
 		    uint8_t *mad, const struct conn_path *path, uint64_t now_ms,
 		    unsigned max_conns, uint8_t *gid_type);
-/* What becomes of an inbound MAD: delivered, or dropped and why (the
- * daemon counts each, rdmacm-muxctl(8) names them). */
+/*
+ * Why the router does not deliver an inbound MAD: each verdict is also the
+ * first of the daemon's drop reasons (mux.h, enum drop_reason), counted
+ * under the name given here (rdmacm-muxctl(8) lists them).  One list, so
+ * that the two enums and the names cannot fall out of step.
+ */
+#define ROUTER_VERDICTS(X)                                                   \
+	X(NOT_CM, "not_cm") /* class/version/method not CM Send */           \
+	X(BAD_SIZE, "bad_size")                                              \
+	/* REQ/SIDR_REQ for a GID not in the port's table */                 \
+	X(UNKNOWN_GID, "unknown_gid")                                        \
+	/* ... for a GID of the port nobody owns (answered) */               \
+	X(NO_LISTENER, "no_listener")                                        \
+	X(NO_CMA_HDR, "no_rdma_cm_header") /* SIDR_REQ, no rdma_cm header */ \
+	X(UNKNOWN_COMM_ID, "unknown_comm_id")                                \
+	/* e.g. timeout REJ: no Remote Comm ID */                            \
+	X(ZERO_COMM_ID, "zero_remote_comm_id")                               \
+	X(UNKNOWN_REQUEST_ID, "unknown_sidr_request_id")                     \
+	/* right host ID, wrong peer comm ID or GID */                       \
+	X(PEER_MISMATCH, "peer_mismatch")                                    \
+	/* not valid in the connection's state */                            \
+	X(WRONG_STATE, "wrong_state")                                        \
+	/* for a connection its client abandoned */                          \
+	X(STALE_CONN, "stale_connection")                                    \
+	X(UNSUPPORTED_ATTR, "unsupported_attribute")                         \
+	/* held back: its owner has not come back since a restart */         \
+	X(OWNER_AWAY, "owner_away")
+
+/* clang-format takes the list for the start of a statement. */
+/* clang-format off */
 enum router_verdict {
 	ROUTER_DELIVER,
-	ROUTER_NOT_CM, /* class/version/method not CM Send */
-	ROUTER_BAD_SIZE,
-	ROUTER_UNKNOWN_GID, /* REQ/SIDR_REQ for a GID not in the port's table */
-	ROUTER_NO_LISTENER, /* ... for a GID of the port nobody owns (answered) */
-	ROUTER_NO_CMA_HDR, /* SIDR_REQ without rdma_cm's header */
-	ROUTER_UNKNOWN_COMM_ID,
-	ROUTER_ZERO_COMM_ID, /* e.g. timeout REJ: no Remote Comm ID */
-	ROUTER_UNKNOWN_REQUEST_ID,
-	ROUTER_PEER_MISMATCH, /* right host ID, wrong peer comm ID or GID */
-	ROUTER_WRONG_STATE,   /* not valid in the connection's state */
-	ROUTER_STALE_CONN,    /* for a connection its client abandoned */
-	ROUTER_UNSUPPORTED_ATTR,
-	ROUTER_OWNER_AWAY, /* its owner has not come back since a restart */
+#define ROUTER_VERDICT_ENUM(name, text) ROUTER_##name,
+	ROUTER_VERDICTS(ROUTER_VERDICT_ENUM)
+#undef ROUTER_VERDICT_ENUM
 	ROUTER_VERDICT_MAX
 };
+/* clang-format on */
 /* Decide who gets an inbound MAD arriving on path (peer_gid: the sender)
  * and translate it for them: ROUTER_DELIVER and *client, or why not;
  * answers what a host's CM would answer. */

@@ -2,46 +2,26 @@
 #include "mux/mux.h"
 
 static const char *const drop_reason_names[DROP_MAX] = {
-	[DROP_NOT_CM] = "not_cm",
-	[DROP_BAD_SIZE] = "bad_size",
-	[DROP_UNKNOWN_GID] = "unknown_gid",
-	[DROP_NO_LISTENER] = "no_listener",
-	[DROP_NO_CMA_HDR] = "no_rdma_cm_header",
-	[DROP_UNKNOWN_COMM_ID] = "unknown_comm_id",
-	[DROP_ZERO_COMM_ID] = "zero_remote_comm_id",
-	[DROP_UNKNOWN_REQUEST_ID] = "unknown_sidr_request_id",
-	[DROP_PEER_MISMATCH] = "peer_mismatch",
-	[DROP_WRONG_STATE] = "wrong_state",
-	[DROP_STALE_CONN] = "stale_connection",
-	[DROP_UNSUPPORTED_ATTR] = "unsupported_attribute",
-	[DROP_OWNER_AWAY] = "owner_away",
-	[DROP_CLIENT_GONE] = "client_gone",
+#define STATS_DROP_NAME(name, text) [DROP_##name] = text,
+	ROUTER_VERDICTS(STATS_DROP_NAME)
+#undef STATS_DROP_NAME
+		[DROP_CLIENT_GONE] = "client_gone",
 	[DROP_CLIENT_QUEUE_FULL] = "client_queue_full",
 	[DROP_WORKER_QUEUE_FULL] = "worker_queue_full",
 };
 
-/* The router's verdicts are the first drop reasons, in its words. */
-static const enum drop_reason stats_verdict_drops[ROUTER_VERDICT_MAX] = {
-	[ROUTER_NOT_CM] = DROP_NOT_CM,
-	[ROUTER_BAD_SIZE] = DROP_BAD_SIZE,
-	[ROUTER_UNKNOWN_GID] = DROP_UNKNOWN_GID,
-	[ROUTER_NO_LISTENER] = DROP_NO_LISTENER,
-	[ROUTER_NO_CMA_HDR] = DROP_NO_CMA_HDR,
-	[ROUTER_UNKNOWN_COMM_ID] = DROP_UNKNOWN_COMM_ID,
-	[ROUTER_ZERO_COMM_ID] = DROP_ZERO_COMM_ID,
-	[ROUTER_UNKNOWN_REQUEST_ID] = DROP_UNKNOWN_REQUEST_ID,
-	[ROUTER_PEER_MISMATCH] = DROP_PEER_MISMATCH,
-	[ROUTER_WRONG_STATE] = DROP_WRONG_STATE,
-	[ROUTER_STALE_CONN] = DROP_STALE_CONN,
-	[ROUTER_UNSUPPORTED_ATTR] = DROP_UNSUPPORTED_ATTR,
-	[ROUTER_OWNER_AWAY] = DROP_OWNER_AWAY,
-};
+/* The verdicts' drops are theirs in the same order, one place down
+ * (ROUTER_DELIVER has none). */
+_Static_assert(DROP_NOT_CM == ROUTER_NOT_CM - 1 &&
+		       DROP_OWNER_AWAY == ROUTER_OWNER_AWAY - 1 &&
+		       ROUTER_OWNER_AWAY == ROUTER_VERDICT_MAX - 1,
+	       "drop reasons follow the router's verdicts");
 
 enum drop_reason stats_drop_for_verdict(enum router_verdict v)
 {
 	if (v == ROUTER_DELIVER || (unsigned)v >= ROUTER_VERDICT_MAX)
 		return DROP_NOT_CM; /* no verdict the router gives */
-	return stats_verdict_drops[v];
+	return (enum drop_reason)(v - 1);
 }
 
 const char *stats_drop_reason_name(enum drop_reason r)
