@@ -34,6 +34,7 @@ enum config_kind {
 	CK_LEVEL,     /* log level name */
 	CK_TARGET,    /* log target */
 	CK_LIST,      /* repeatable: each value through add() */
+	CK_SWITCH,    /* takes no value: add(cfg, NULL, ...) */
 };
 
 /* Options only the command line has. */
@@ -50,6 +51,10 @@ struct config_option {
 	unsigned flags;
 	int (*add)(struct mux_config *cfg, const char *arg, char *err,
 		   size_t errlen);
+	/* --help's words: the value's name (NULL for a switch) and what the
+	 * option does, a line of at most 48 columns each. */
+	const char *arg;
+	const char *help;
 };
 
 static int config_add_umad_port(struct mux_config *cfg, const char *arg,
@@ -60,64 +65,151 @@ static int config_add_qemu_socket(struct mux_config *cfg, const char *arg,
 				  char *err, size_t errlen);
 static int config_set_roce_version(struct mux_config *cfg, const char *arg,
 				   char *err, size_t errlen);
+static int config_syslog(struct mux_config *cfg, const char *arg, char *err,
+			 size_t errlen);
 
 #define F(field) offsetof(struct mux_config, field)
 #define MS_MAX (3600L * 1000)
 
-/* In the order a file's keys are applied: ports before what names them. */
+/*
+ * Every option of the daemon, once: its name (the file's key), value,
+ * range, whether a reload applies it, and its line of --help, which lists
+ * them in this order.  A file's keys are applied in it too: ports before
+ * what names them.  Switches set their int field to min (--syslog through
+ * add()); --check-config takes its FILE before getopt sees it.
+ */
 static const struct config_option config_options[] = {
-	{ "port", 'p', CK_LIST, 0, 0, 0, 0, config_add_umad_port },
-	{ "sim-port", 0, CK_LIST, 0, 0, 0, 0, config_add_sim_port },
-	{ "roce-version", 0, CK_LIST, 0, 0, 0, 0, config_set_roce_version },
-	{ "qemu-socket", 0, CK_LIST, 0, 0, 0, 0, config_add_qemu_socket },
-	{ "sim-fabric", 0, CK_PATH, F(sim_fabric), 0, 0, 0, NULL },
-	{ "run-dir", 0, CK_PATH, F(run_dir), 0, 0, 0, NULL },
-	{ "state-file", 0, CK_PATH, F(state_path), 0, 0, 0, NULL },
+	{ "config", 'c', CK_PATH, F(config_path), 0, 0, CONFIG_CLI_ONLY, NULL,
+	  "FILE",
+	  "options from FILE (JSON; default\n" MUX_DEFAULT_CONFIG
+	  " if it exists;\n"
+	  "\"none\": no file); the command line wins" },
+	{ "check-config", 0, CK_SWITCH, F(check_config), 1, 0, CONFIG_CLI_ONLY,
+	  NULL, "[FILE]",
+	  "validate FILE (default: --config's) with the\n"
+	  "command line, print each error, exit 0 or 1" },
+	{ "port", 'p', CK_LIST, 0, 0, 0, 0, config_add_umad_port, "DEV:PORT",
+	  "serve a real RDMA port through umad (repeatable)" },
+	{ "sim-port", 0, CK_LIST, 0, 0, 0, 0, config_add_sim_port,
+	  "NAME[=GIDS]",
+	  "serve a simulated port (repeatable); GIDS is a\n"
+	  "comma-separated GID table, GID*N for N in a\n"
+	  "row (at most 4096; default: 8 GIDs\n"
+	  "fd53:494d::N:1 .. fd53:494d::N:8,\n"
+	  "N = port index + 1)" },
+	{ "roce-version", 0, CK_LIST, 0, 0, 0, 0, config_set_roce_version,
+	  "DEV:PORT=V",
+	  "RoCE version (1 or 2) whose GID index the\n"
+	  "daemon sends from where an address is in the\n"
+	  "port's table twice (default 2)" },
+	{ "qemu-socket", 0, CK_LIST, 0, 0, 0, 0, config_add_qemu_socket,
+	  "PORT[=PATH]",
+	  "also serve QEMU's pvrdma on PORT in the\n"
+	  "protocol of QEMU's old rdmacm-mux (default\n"
+	  "PATH /var/run/rdmacm-mux-DEV-PORTNUM, as it did)" },
+	{ "sim-fabric", 0, CK_PATH, F(sim_fabric), 0, 0, 0, NULL, "DIR",
+	  "directory shared by sim ports of all daemons\n"
+	  "that form one simulated fabric (default: private)" },
+	{ "run-dir", 0, CK_PATH, F(run_dir), 0, 0, 0, NULL, "DIR",
+	  "where the locks of real ports live (default\n" PROTO_DEFAULT_RUN_DIR
+	  "; sockets lock PATH.lock)" },
+	{ "state-file", 0, CK_PATH, F(state_path), 0, 0, 0, NULL, "PATH",
+	  "connection state kept across restarts (default\n"
+	  "SOCKET.state; \"none\": forgotten at exit)" },
 	{ "resume-grace-ms", 0, CK_UINT, F(resume_grace_ms), 0, 24 * MS_MAX, 0,
-	  NULL },
-	{ "socket", 's', CK_PATH, F(socket_path), 0, 0, 0, NULL },
-	{ "socket-mode", 0, CK_MODE, F(socket_mode), 0, 0777, 0, NULL },
-	{ "socket-owner", 0, CK_USER, F(socket_owner), 0, 0, 0, NULL },
-	{ "socket-group", 0, CK_GROUP, F(socket_group), 0, 0, 0, NULL },
-	{ "status-socket", 'S', CK_PATH, F(status_path), 0, 0, 0, NULL },
-	{ "status-mode", 0, CK_MODE, F(status_mode), 0, 0777, 0, NULL },
-	{ "status-group", 0, CK_GROUP, F(status_group), 0, 0, 0, NULL },
+	  NULL, "MS",
+	  "how long clients of a previous daemon have to\n"
+	  "come back for their connections (default 60000)" },
+	{ "socket", 's', CK_PATH, F(socket_path), 0, 0, 0, NULL, "PATH",
+	  "client socket (default " PROTO_DEFAULT_SOCKET ")" },
+	{ "socket-mode", 0, CK_MODE, F(socket_mode), 0, 0777, 0, NULL, "MODE",
+	  "octal mode of the client socket (default 0660)" },
+	{ "socket-owner", 0, CK_USER, F(socket_owner), 0, 0, 0, NULL, "USER",
+	  "owner of the client socket (default: the daemon's)" },
+	{ "socket-group", 0, CK_GROUP, F(socket_group), 0, 0, 0, NULL, "GROUP",
+	  "group of the client socket (default: the daemon's)" },
+	{ "status-socket", 'S', CK_PATH, F(status_path), 0, 0, 0, NULL, "PATH",
+	  "read-only status socket (default\n" PROTO_DEFAULT_STATUS_SOCKET
+	  ")" },
+	{ "status-mode", 0, CK_MODE, F(status_mode), 0, 0777, 0, NULL, "MODE",
+	  "octal mode of the status socket (default 0660)" },
+	{ "status-group", 0, CK_GROUP, F(status_group), 0, 0, 0, NULL, "GROUP",
+	  "group of the status socket" },
 	{ "status-timeout-ms", 0, CK_LIVE_UINT, F(status_timeout_ms), 10,
-	  MS_MAX, CONFIG_RELOAD, NULL },
-	{ "admin-socket", 'A', CK_PATH, F(admin_path), 0, 0, 0, NULL },
-	{ "policy", 'P', CK_PATH, F(policy_path), 0, 0, 0, NULL },
-	{ "workers", 'w', CK_INT, F(workers), 1, MUX_MAX_WORKERS, 0, NULL },
-	{ "poll-us", 0, CK_LIVE_UINT, F(poll_us), 0, 1000, CONFIG_RELOAD,
-	  NULL },
+	  MS_MAX, CONFIG_RELOAD, NULL, "MS",
+	  "drop a status reader that takes less than\n"
+	  "4 KiB of its answer in MS (default 5000)" },
+	{ "admin-socket", 'A', CK_PATH, F(admin_path), 0, 0, 0, NULL, "PATH",
+	  "root-only control socket (disconnect a client,\n"
+	  "reload the policy); default: none" },
+	{ "policy", 'P', CK_PATH, F(policy_path), 0, 0, 0, NULL, "FILE",
+	  "who may connect and do what (JSON, see\n"
+	  "rdmacm-mux-policy(5)); default: only the daemon's\n"
+	  "own user and root" },
+	{ "workers", 'w', CK_INT, F(workers), 1, MUX_MAX_WORKERS, 0, NULL, "N",
+	  "worker threads (default 2)" },
+	{ "poll-us", 0, CK_LIVE_UINT, F(poll_us), 0, 1000, CONFIG_RELOAD, NULL,
+	  "US",
+	  "a worker polls for US after input before it\n"
+	  "sleeps: latency for CPU (default 0: never)" },
 	/* Twice this (this life's owners and the last one's) fits the
 	 * connection table's 16-bit owner. */
 	{ "max-clients", 0, CK_LIVE_UINT, F(max_clients), 1, 32767,
-	  CONFIG_RELOAD, NULL },
+	  CONFIG_RELOAD, NULL, "N", "clients at once (default 1024)" },
 	{ "max-clients-per-uid", 0, CK_LIVE_UINT, F(max_clients_per_uid), 1,
-	  1 << 20, CONFIG_RELOAD, NULL },
+	  1 << 20, CONFIG_RELOAD, NULL, "N",
+	  "clients of one uid at once (default: half of\n"
+	  "--max-clients)" },
 	{ "hello-timeout-ms", 0, CK_LIVE_UINT, F(hello_timeout_ms), 10, MS_MAX,
-	  CONFIG_RELOAD, NULL },
+	  CONFIG_RELOAD, NULL, "MS",
+	  "close a connection that has not completed\n"
+	  "hello in MS (default 5000)" },
 	{ "max-gids", 0, CK_LIVE_UINT, F(max_gids_per_client), 1, 1 << 16,
-	  CONFIG_RELOAD, NULL },
+	  CONFIG_RELOAD, NULL, "N", "GIDs per client (default 64)" },
 	{ "max-comm-ids", 0, CK_LIVE_UINT, F(max_comm_ids_per_client), 1,
-	  1 << 24, CONFIG_RELOAD, NULL },
+	  1 << 24, CONFIG_RELOAD, NULL, "N",
+	  "connections per client: those it started or\n"
+	  "answered, until they end (default 4096)" },
 	{ "max-peer-records", 0, CK_LIVE_UINT, F(max_peer_records), 1, 1 << 24,
-	  CONFIG_RELOAD, NULL },
+	  CONFIG_RELOAD, NULL, "N",
+	  "peers' REQs no client has answered yet, per\n"
+	  "port (default 65536; charged to no client)" },
 	{ "max-peer-records-per-source", 0, CK_LIVE_UINT,
-	  F(max_peer_records_per_source), 1, 1 << 24, CONFIG_RELOAD, NULL },
+	  F(max_peer_records_per_source), 1, 1 << 24, CONFIG_RELOAD, NULL, "N",
+	  "the same per source GID (default 4096)" },
 	{ "max-timewait", 0, CK_LIVE_UINT, F(max_timewait), 1, 1 << 24,
-	  CONFIG_RELOAD, NULL },
+	  CONFIG_RELOAD, NULL, "N",
+	  "ended connections draining, in all; above it\n"
+	  "the oldest leave early (default 65536)" },
 	{ "max-frame", 0, CK_UINT, F(max_payload),
-	  PROTO_MAD_ADDR_SIZE + PROTO_MAD_MAX, PROTO_MAX_PAYLOAD_LIMIT, 0,
-	  NULL },
+	  PROTO_MAD_ADDR_SIZE + PROTO_MAD_MAX, PROTO_MAX_PAYLOAD_LIMIT, 0, NULL,
+	  "BYTES", "largest frame a client may send (default 65536)" },
 	{ "client-queue", 0, CK_LIVE_UINT, F(client_outq_max), 4096, 1L << 30,
-	  CONFIG_RELOAD, NULL },
+	  CONFIG_RELOAD, NULL, "BYTES",
+	  "output queued to one client before its inbound\n"
+	  "MADs are dropped (default 1048576)" },
 	{ "handshake-timeout-ms", 0, CK_UINT, F(handshake_ms), 1, MS_MAX, 0,
-	  NULL },
-	{ "timewait-ms", 0, CK_UINT, F(timewait_ms), 0, MS_MAX, 0, NULL },
-	{ "log-level", 0, CK_LEVEL, F(log_level), 0, 0, CONFIG_RELOAD, NULL },
-	{ "log-target", 0, CK_TARGET, F(log_target), 0, 0, 0, NULL },
-	{ "config", 'c', CK_PATH, F(config_path), 0, 0, CONFIG_CLI_ONLY, NULL },
+	  NULL, "MS",
+	  "how long a handshake or teardown without\n"
+	  "progress keeps its comm-ID mapping (default\n"
+	  "60000; an MRA adds its Service Timeout)" },
+	{ "timewait-ms", 0, CK_UINT, F(timewait_ms), 0, MS_MAX, 0, NULL, "MS",
+	  "how long an ended connection's mapping drains\n"
+	  "after DREP or REJ (default 10000)" },
+	{ "log-level", 0, CK_LEVEL, F(log_level), 0, 0, CONFIG_RELOAD, NULL,
+	  "LEVEL", "err, warning, info (default) or debug" },
+	{ "log-target", 0, CK_TARGET, F(log_target), 0, 0, 0, NULL, "TARGET",
+	  "auto (default: the journal when stderr is\n"
+	  "connected to it, else stderr), stderr, syslog,\n"
+	  "journal or journal:PATH" },
+	{ "syslog", 0, CK_SWITCH, 0, 0, 0, CONFIG_CLI_ONLY, config_syslog, NULL,
+	  "the same as --log-target syslog" },
+	{ "verbose", 'v', CK_SWITCH, F(log_level), LOG_LVL_DEBUG, 0,
+	  CONFIG_CLI_ONLY, NULL, NULL, "--log-level debug" },
+	{ "version", 'V', CK_SWITCH, F(show_version), 1, 0, CONFIG_CLI_ONLY,
+	  NULL, NULL, "print the version and exit" },
+	{ "help", 'h', CK_SWITCH, F(show_help), 1, 0, CONFIG_CLI_ONLY, NULL,
+	  NULL, "this text" },
 };
 
 #define NOPTIONS (sizeof(config_options) / sizeof(config_options[0]))
@@ -516,8 +608,23 @@ static int config_set(struct mux_config *cfg, const struct config_option *o,
 		*(const char **)field = value;
 		return 0;
 	case CK_LIST: return o->add(cfg, value, err, errlen);
+	case CK_SWITCH:
+		if (o->add)
+			return o->add(cfg, NULL, err, errlen);
+		*(int *)field = (int)o->min;
+		return 0;
 	}
 	return -EINVAL;
+}
+
+static int config_syslog(struct mux_config *cfg, const char *arg, char *err,
+			 size_t errlen)
+{
+	(void)arg;
+	(void)err;
+	(void)errlen;
+	cfg->log_target = "syslog";
+	return 0;
 }
 
 static const struct config_option *config_by_name(const char *name)
@@ -649,99 +756,59 @@ int config_apply_json(struct mux_config *cfg, const char *path,
 	return 0;
 }
 
-/* getopt's codes beyond the short options: --syslog, and the table's
- * entries by index. */
-enum { OPT_SYSLOG = 1000, OPT_TABLE = 2000 };
+/* getopt's code for the table's entry i: OPT_TABLE + i. */
+enum { OPT_TABLE = 2000 };
+
+/* Where --help's descriptions start, as in most GNU tools' usage. */
+#define USAGE_HELP_COLUMN 30
+
+static void config_print_option(FILE *f, const struct config_option *o)
+{
+	char left[80];
+	const char *line, *end;
+
+	snprintf(left, sizeof(left), "  %c%c%c --%s%s%s",
+		 o->short_opt ? '-' : ' ', o->short_opt ? o->short_opt : ' ',
+		 o->short_opt ? ',' : ' ', o->name, o->arg ? " " : "",
+		 o->arg ? o->arg : "");
+	/* A long one runs into the column, two spaces before its words. */
+	fprintf(f, "%-*s  ", USAGE_HELP_COLUMN - 2, left);
+	for (line = o->help;; line = end + 1) {
+		end = strchr(line, '\n');
+		if (line != o->help)
+			fprintf(f, "%*s", USAGE_HELP_COLUMN, "");
+		fprintf(f, "%.*s\n",
+			end ? (int)(end - line) : (int)strlen(line), line);
+		if (end == NULL)
+			break;
+	}
+}
 
 void config_print_usage(FILE *f)
 {
-	fprintf(f,
-		"usage: rdmacm-muxd [options] (--port DEV:PORT | --sim-port NAME[=GID,...])...\n"
-		"       rdmacm-muxd --check-config [FILE] [options]\n"
-		"  -c, --config FILE           options from FILE (JSON; default\n"
-		"                              " MUX_DEFAULT_CONFIG
-		" if it exists;\n"
-		"                              \"none\": no file); the command line wins\n"
-		"      --check-config [FILE]   validate FILE (default: --config's) with the\n"
-		"                              command line, print each error, exit 0 or 1\n"
-		"  -p, --port DEV:PORT         serve a real RDMA port through umad (repeatable)\n"
-		"      --qemu-socket PORT[=PATH]  also serve QEMU's pvrdma on PORT in the\n"
-		"                              protocol of QEMU's old rdmacm-mux (default\n"
-		"                              PATH /var/run/rdmacm-mux-DEV-PORTNUM, as it did)\n"
-		"      --roce-version DEV:PORT=V  RoCE version (1 or 2) whose GID index the\n"
-		"                              daemon sends from where an address is in the\n"
-		"                              port's table twice (default 2)\n"
-		"      --sim-port NAME[=GIDS]  serve a simulated port (repeatable); GIDS is a\n"
-		"                              comma-separated GID table, GID*N for N in a\n"
-		"                              row (at most 4096; default: 8 GIDs\n"
-		"                              fd53:494d::N:1 .. fd53:494d::N:8,\n"
-		"                              N = port index + 1)\n"
-		"      --sim-fabric DIR        directory shared by sim ports of all daemons\n"
-		"                              that form one simulated fabric (default: private)\n"
-		"  -s, --socket PATH           client socket (default " PROTO_DEFAULT_SOCKET
-		")\n"
-		"      --state-file PATH       connection state kept across "
-		"restarts (default\n"
-		"                              SOCKET.state; \"none\": forgotten at exit)\n"
-		"      --resume-grace-ms MS    how long clients of a previous daemon have to\n"
-		"                              come back for their connections (default 60000)\n"
-		"      --run-dir DIR           where the locks of real ports live (default\n"
-		"                              " PROTO_DEFAULT_RUN_DIR
-		"; sockets lock PATH.lock)\n"
-		"  -S, --status-socket PATH    read-only status socket "
-		"(default\n"
-		"                              " PROTO_DEFAULT_STATUS_SOCKET
-		")\n"
-		"      --socket-mode MODE      octal mode of the client socket "
-		"(default 0660)\n"
-		"      --socket-owner USER     owner of the client socket "
-		"(default: the daemon's)\n"
-		"      --socket-group GROUP    group of the client socket "
-		"(default: the daemon's)\n"
-		"      --status-mode MODE      octal mode of the status socket "
-		"(default 0660)\n"
-		"      --status-group GROUP    group of the status socket\n"
-		"      --status-timeout-ms MS  drop a status reader that takes less than\n"
-		"                              4 KiB of its answer in MS (default 5000)\n"
-		"  -A, --admin-socket PATH     root-only control socket (disconnect a client,\n"
-		"                              reload the policy); default: none\n"
-		"  -P, --policy FILE           who may connect and do what (JSON, see\n"
-		"                              rdmacm-muxd(8)); default: only the daemon's own\n"
-		"                              user and root\n"
-		"  -w, --workers N             worker threads (default 2)\n"
-		"      --poll-us US            a worker polls for US after input before it\n"
-		"                              sleeps: latency for CPU (default 0: never)\n"
-		"      --max-clients N         (default 1024)\n"
-		"      --max-clients-per-uid N  clients of one uid at once "
-		"(default: half of\n"
-		"                              --max-clients)\n"
-		"      --hello-timeout-ms MS   close a connection that has not completed\n"
-		"                              hello in MS (default 5000)\n"
-		"      --max-gids N            GIDs per client (default 64)\n"
-		"      --max-comm-ids N        connections per client: those it started or\n"
-		"                              answered, until they end (default 4096)\n"
-		"      --max-peer-records N    peers' REQs no client has answered yet, per\n"
-		"                              port (default 65536; charged to no client)\n"
-		"      --max-peer-records-per-source N  the same per source GID (default 4096)\n"
-		"      --max-timewait N        ended connections draining, in all; above it\n"
-		"                              the oldest leave early (default 65536)\n"
-		"      --max-frame BYTES       largest frame a client may send (default 65536)\n"
-		"      --client-queue BYTES    output queued to one client before its inbound\n"
-		"                              MADs are dropped (default 1048576)\n"
-		"      --handshake-timeout-ms MS  how long a handshake or teardown without\n"
-		"                              progress keeps its comm-ID mapping (default\n"
-		"                              60000; an MRA adds its Service Timeout)\n"
-		"      --timewait-ms MS        how long an ended connection's mapping drains\n"
-		"                              after DREP or REJ (default 10000)\n"
-		"      --log-level LEVEL       err, warning, info (default) or debug\n"
-		"      --log-target TARGET     auto (default: the journal when stderr is\n"
-		"                              connected to it, else stderr), stderr, syslog,\n"
-		"                              journal or journal:PATH\n"
-		"      --syslog                the same as --log-target syslog\n"
-		"  -v, --verbose               --log-level debug\n"
-		"  -V, --version               print the version and exit\n"
-		"  -h, --help                  this text\n"
-		"SIGHUP reloads the policy and the options marked as such in rdmacm-muxd(8).\n");
+	size_t i, col;
+
+	fputs("usage: rdmacm-muxd [options] (--port DEV:PORT | --sim-port NAME[=GID,...])...\n"
+	      "       rdmacm-muxd --check-config [FILE] [options]\n",
+	      f);
+	for (i = 0; i < NOPTIONS; i++)
+		config_print_option(f, &config_options[i]);
+	fputs("SIGHUP reloads the policy and", f);
+	col = 29;
+	for (i = 0; i < NOPTIONS; i++) {
+		const char *sep = col == 29 ? "" : ",";
+
+		if (!(config_options[i].flags & CONFIG_RELOAD))
+			continue;
+		if (col + 4 + strlen(config_options[i].name) > 78) {
+			fprintf(f, "%s\n", sep);
+			sep = "";
+			col = 0;
+		}
+		col += (size_t)fprintf(f, "%s --%s", sep,
+				       config_options[i].name);
+	}
+	fputs(".\n", f);
 }
 
 /* --check-config takes its FILE as the next word when that is not an
@@ -908,7 +975,7 @@ static void config_reset_cli_lists(struct mux_config *cfg, int nargs,
 int config_load(struct mux_config *cfg, int argc, char **argv,
 		struct config_errors *errs)
 {
-	struct option longopts[NOPTIONS + 8];
+	struct option longopts[NOPTIONS + 1];
 	char shortopts[64] = ":", err[200];
 	char **args;
 	size_t i, k = 0;
@@ -943,20 +1010,19 @@ int config_load(struct mux_config *cfg, int argc, char **argv,
 	for (i = 0; i < NOPTIONS; i++) {
 		const struct config_option *o = &config_options[i];
 
-		longopts[k++] = (struct option){ o->name, required_argument,
-						 NULL, OPT_TABLE + (int)i };
+		int has_arg = o->kind == CK_SWITCH ? no_argument
+						   : required_argument;
+
+		longopts[k++] = (struct option){ o->name, has_arg, NULL,
+						 OPT_TABLE + (int)i };
 		if (o->short_opt) {
 			shortopts[so++] = (char)o->short_opt;
-			shortopts[so++] = ':';
+			if (has_arg == required_argument)
+				shortopts[so++] = ':';
 		}
 	}
-	longopts[k++] = (struct option){ "syslog", no_argument, NULL,
-					 OPT_SYSLOG };
-	longopts[k++] = (struct option){ "verbose", no_argument, NULL, 'v' };
-	longopts[k++] = (struct option){ "version", no_argument, NULL, 'V' };
-	longopts[k++] = (struct option){ "help", no_argument, NULL, 'h' };
 	longopts[k] = (struct option){ NULL, 0, NULL, 0 };
-	memcpy(shortopts + so, "vVh", 4);
+	shortopts[so] = '\0';
 
 	config_load_file(cfg, cfg->config_named, errs);
 	config_reset_cli_lists(cfg, nargs, args, shortopts, longopts);
@@ -973,10 +1039,6 @@ int config_load(struct mux_config *cfg, int argc, char **argv,
 			continue;
 		}
 		switch (c) {
-		case OPT_SYSLOG: cfg->log_target = "syslog"; break;
-		case 'v': cfg->log_level = LOG_LVL_DEBUG; break;
-		case 'V': cfg->show_version = 1; break;
-		case 'h': cfg->show_help = 1; break;
 		case ':':
 			config_error(errs, "%s: needs a value",
 				     args[optind - 1]);
@@ -1036,6 +1098,7 @@ static void config_format(struct mux_config *cfg, const struct config_option *o,
 	case CK_LEVEL:
 		snprintf(buf, len, "%s", log_level_name(*(int *)field));
 		break;
+	case CK_SWITCH: break; /* the command line's only */
 	case CK_LIST:
 		if (o->add == config_add_umad_port ||
 		    o->add == config_add_sim_port) {
