@@ -50,7 +50,8 @@ static int clients_uid_log_cmp(struct uid_log *a, struct uid_log *b)
 
 TREE_GENERATE_STATIC(uid_log_tree, uid_log, link, clients_uid_log_cmp)
 
-int clients_uid_log_allowed(struct clients *c, uid_t uid, uint64_t *suppressed)
+static int clients_uid_log_allowed(struct clients *c, uid_t uid,
+				   uint64_t *suppressed)
 {
 	struct uid_log key = { .uid = uid }, *u;
 	struct log_ratelimit *rl = &c->uid_log_overflow;
@@ -374,4 +375,20 @@ unsigned clients_count(struct clients *c)
 	n = c->count;
 	pthread_mutex_unlock(&c->lock);
 	return n;
+}
+
+/* May a line a client's request caused be logged now?  Within its uid's
+ * budget, which reconnecting does not renew, and the daemon's
+ * (*suppressed: the lines held back of that uid and of all). */
+int clients_log_allowed(struct mux *mux, const struct client_info *ci,
+			uint64_t *suppressed)
+{
+	uint64_t all = 0;
+
+	if (!clients_uid_log_allowed(&mux->clients, ci->uid, suppressed))
+		return 0;
+	if (!mux_refusal_log_allowed(mux, &all))
+		return 0;
+	*suppressed += all;
+	return 1;
 }

@@ -43,6 +43,7 @@ struct mnl_socket;
 #define MUX_DEFAULT_CONFIG "/etc/rdmacm-mux/rdmacm-muxd.conf"
 
 struct router;
+struct mux;
 
 /* ---- lockfile.c: one daemon per socket and per port ------------------ */
 
@@ -327,10 +328,12 @@ int clients_add(struct clients *c, unsigned max, unsigned max_per_uid,
 		struct client_info **out);
 
 void clients_remove(struct clients *c, uint64_t id);
-/* May a line that a request of uid's caused be logged now?  Each uid has
- * a budget (5 lines, then one a second) that outlives its clients, so
- * that reconnecting buys no tenant a new one. */
-int clients_uid_log_allowed(struct clients *c, uid_t uid, uint64_t *suppressed);
+/* May a line a client's request caused be logged now?  Within its uid's
+ * budget (5 lines, then one a second), which outlives its clients so that
+ * reconnecting buys no tenant a new one, and the daemon's (*suppressed:
+ * the lines held back of that uid and of all). */
+int clients_log_allowed(struct mux *mux, const struct client_info *ci,
+			uint64_t *suppressed);
 unsigned clients_count(struct clients *c);
 /* Worker index of a live client, or -ENOENT. */
 int clients_worker_of(struct clients *c, uint64_t id);
@@ -360,7 +363,6 @@ enum port_state { PORT_STATE_DOWN, PORT_STATE_ACTIVE };
 #define PORT_SENDERS 8
 
 struct port;
-struct mux;
 
 struct port_ops {
 	const char *kind;
@@ -670,19 +672,55 @@ extern const struct worker_ops delivery_worker_ops;
  * and sets *close_after when the connection must end once it is sent. */
 json_t *requests_handle(struct mux *mux, struct client_info *ci,
 			int *hello_done, json_t *req, int *close_after);
+/* Register a GID for a client: the policy's ports, GIDs and limit, the
+ * port's table unless in_table_optional, first come first served.  0 with
+ * *idx (-1 when not in the table yet), or a negative errno with text. */
+int requests_gid_register(struct mux *mux, struct client_info *ci,
+			  struct port *port, const struct gid *gid,
+			  int in_table_optional, int *idx, char *text,
+			  size_t len);
+
+/* ---- qemu_client.c: QEMU's rdmacm-mux protocol, both directions ------- */
+
+struct qemu_client;
+struct evbuffer;
+
+/* A session of QEMU's protocol begins: its hello, by the policy rule its
+ * identity selects (and the previous daemon's GIDs and connections when
+ * it is the same process).  0, or -errno (refused, logged); *out is to
+ * be freed either way. */
+int qemu_client_open(struct mux *mux, struct client_info *ci,
+		     struct qemu_client **out);
+void qemu_client_free(struct qemu_client *q);
+/* Whole requests from in, at most budget, each answered on the client's
+ * outlet, until its output is full: how many were taken; *close set when
+ * the session must end (a malformed request). */
+int qemu_client_read(struct qemu_client *q, struct evbuffer *in, int budget,
+		     int *close);
+/* An inbound MAD for the client: 1 when output waits in its outlet (the
+ * session flushes it), 0, -ENOBUFS (its queue is full: dropped and
+ * counted) or -EMSGSIZE. */
+int qemu_client_deliver(struct qemu_client *q, const struct proto_mad *m);
+/* Its outlet is empty: the MADs that waited go out; 1 when some wait in
+ * the outlet again. */
+int qemu_client_pump(struct qemu_client *q);
+/* Bytes of inbound MADs waiting (0 for NULL). */
+size_t qemu_client_pending(const struct qemu_client *q);
+void qemu_client_drop_pending(struct qemu_client *q);
+
+/* ---- outbound.c: a client's MAD, checked and sent ------------------- */
+
 /* Validate and send one outbound MAD; 0 or negative errno, *why set.
  * With may_defer, a port whose send blocks takes it through its sender
  * threads: -EINPROGRESS, and the verdict on request rid comes later
  * (session_send_done). */
-int requests_send_mad(struct mux *mux, struct client_info *ci,
+int outbound_send_mad(struct mux *mux, struct client_info *ci,
 		      const struct proto_mad *m, uint32_t rid, int may_defer,
 		      const char **why);
-/* A QEMU client: the policy rule its identity selects (its hello); 0 or
- * -EACCES. */
-int requests_qemu_hello(struct mux *mux, struct client_info *ci);
-/* One request in QEMU's protocol; fills the response. */
-void requests_qemu_handle(struct mux *mux, struct client_info *ci,
-			  const struct qemu_msg *req, struct qemu_msg *resp);
+/* Whether ci's process owns QP qpn on port (the kernel says on a real
+ * port, the registrations on a simulated one): 0, or -EPERM with *why. */
+int outbound_qp_fault(struct mux *mux, struct client_info *ci,
+		      struct port *port, uint32_t qpn, const char **why);
 
 /* ---- status.c: the read-only status socket ----------------------------- */
 

@@ -52,8 +52,7 @@ struct session {
 	struct proto_decoder dec;
 	struct client_info *info;
 	int hello_done;
-	int qemu;                      /* QEMU's rdmacm-mux protocol */
-	struct evbuffer *qemu_pending; /* its inbound MADs not yet handed on */
+	struct qemu_client *qemu; /* QEMU's rdmacm-mux protocol: its side */
 	int closing;
 	int read_paused;
 	int dirty; /* on the set's dirty list */
@@ -250,8 +249,7 @@ static void session_destroy(struct session *s)
 	outlet_close(&s->info->out);
 	clients_remove(&mux->clients, s->id);
 	evbuffer_free(s->in);
-	if (s->qemu_pending)
-		evbuffer_free(s->qemu_pending);
+	qemu_client_free(s->qemu);
 	if (s->close_timer)
 		event_free(s->close_timer);
 	if (s->hello_timer)
@@ -281,42 +279,7 @@ static void session_close_timeout(evutil_socket_t fd, short what, void *arg)
 
 static size_t session_outq(struct session *s)
 {
-	return outlet_len(&s->info->out) +
-	       (s->qemu_pending ? evbuffer_get_length(s->qemu_pending) : 0);
-}
-
-/*
- * QEMU blocks reading the response to each request and takes whatever
- * message comes first for it.  So once the daemon has read a request, no
- * inbound MAD may be written before its response: inbound MADs are
- * written to the socket at once, directly, while it takes them, and only
- * one that does not fit waits in the session's output, where a
- * response would queue behind it (the socket is full then: QEMU is not
- * reading at all).  The rest wait in qemu_pending.
- */
-static void session_qemu_pump(struct session *s)
-{
-	uint8_t msg[QEMU_MSG_SIZE];
-
-	while (outlet_len(&s->info->out) == 0 &&
-	       evbuffer_get_length(s->qemu_pending) >= QEMU_MSG_SIZE) {
-		evbuffer_remove(s->qemu_pending, msg, sizeof(msg));
-		/* Queued when the socket is full (a message this small goes
-		 * whole or not at all), or on an error the next write
-		 * reports. */
-		if (outlet_write_or_queue(&s->info->out, msg, sizeof(msg)) !=
-		    1) {
-			session_touch(s);
-			break;
-		}
-	}
-}
-
-static void session_update_outq(struct session *s)
-{
-	if (s->qemu_pending)
-		atomic_store(&s->info->ctr.qemu_pending_bytes,
-			     evbuffer_get_length(s->qemu_pending));
+	return outlet_len(&s->info->out) + qemu_client_pending(s->qemu);
 }
 
 static void session_resume_reading(struct session *s)
@@ -350,10 +313,10 @@ static int session_flush(struct session *s)
 		return -1;
 	}
 	if (s->qemu && !s->closing && left == 0) {
-		session_qemu_pump(s);
+		if (qemu_client_pump(s->qemu))
+			session_touch(s);
 		left = outlet_len(&s->info->out);
 	}
-	session_update_outq(s);
 	if (left > 0) {
 		if (!s->write_armed) {
 			s->write_armed = 1;
@@ -515,7 +478,7 @@ static void session_handle_mad(struct session *s, const struct proto_frame *f)
 						proto_errno_name(rc)));
 		return;
 	}
-	rc = requests_send_mad(mux, s->info, &m, f->request_id, 1, &why);
+	rc = outbound_send_mad(mux, s->info, &m, f->request_id, 1, &why);
 	if (rc == -EINPROGRESS)
 		return; /* the verdict comes with session_send_done */
 	if (rc)
@@ -576,9 +539,8 @@ static int session_finish_or_wait(struct session *s)
 	if (!s->closing)
 		return 0;
 	event_del(s->read_ev);
-	if (s->qemu_pending) /* MADs for a client that is going: dropped */
-		evbuffer_drain(s->qemu_pending,
-			       evbuffer_get_length(s->qemu_pending));
+	if (s->qemu) /* MADs for a client that is going: dropped */
+		qemu_client_drop_pending(s->qemu);
 	if (session_outq(s) == 0) {
 		session_destroy(s);
 		return -1;
@@ -595,47 +557,17 @@ static int session_finish_or_wait(struct session *s)
 	return 0;
 }
 
-/* QEMU's protocol: whole 360-byte messages, each request answered at
- * once, ahead of inbound MADs that wait (session_qemu_pump).  Frames
- * handled; -1 when the session must close. */
+/* QEMU's requests, within budget: frames handled. */
 static int session_read_qemu(struct session *s, int budget)
 {
-	struct mux *mux = worker_mux(s->w);
-	uint8_t buf[QEMU_MSG_SIZE];
-	uint64_t suppressed;
-	struct qemu_msg req, resp;
-	int rc, done = 0;
+	int done, close = 0;
 
-	while (done < budget && !s->closing && !s->read_paused &&
-	       evbuffer_get_length(s->in) >= QEMU_MSG_SIZE) {
-		evbuffer_remove(s->in, buf, sizeof(buf));
-		done++;
-		atomic_fetch_add(&s->info->ctr.requests, 1);
-		rc = qemu_msg_decode(buf, &req);
-		if (rc < 0) {
-			atomic_fetch_add(&s->info->ctr.malformed, 1);
-			atomic_fetch_add(&mux->stats.protocol_errors, 1);
-			if (mux_refusal_log_allowed(mux, &suppressed))
-				log_fwarn(
-					session_log_fields(s), -rc,
-					"client %llu (QEMU, pid %d): %s (type %u, op %u, umad_len %d); closing",
-					(unsigned long long)s->id,
-					(int)s->info->pid,
-					rc == -EBADMSG ? "not a request"
-					: rc == -EOPNOTSUPP
-						? "unknown op code"
-						: "MAD length outside 1..256",
-					req.type, req.op, req.umad_len);
-			s->closing = 1;
-			break;
-		}
-		requests_qemu_handle(mux, s->info, &req, &resp);
-		if (resp.err != QEMU_MSG_OK)
-			atomic_fetch_add(&s->info->ctr.errors, 1);
-		qemu_msg_encode(&resp, buf);
-		if (outlet_append(&s->info->out, 0, buf, sizeof(buf), NULL, 0) <
-		    0)
-			s->closing = 1;
+	if (s->closing || s->read_paused)
+		return 0;
+	done = qemu_client_read(s->qemu, s->in, budget, &close);
+	if (close)
+		s->closing = 1;
+	if (done > 0) {
 		session_touch(s);
 		session_pause_if_full(s);
 	}
@@ -879,10 +811,7 @@ void session_start(struct worker *w, int fd, struct client_info *info)
 	}
 	RB_INSERT(session_tree, &s->set->tree, s);
 	if (info->qemu_port >= 0) {
-		s->qemu = 1;
-		s->qemu_pending = evbuffer_new();
-		if (s->qemu_pending == NULL ||
-		    requests_qemu_hello(mux, info) < 0) {
+		if (qemu_client_open(mux, info, &s->qemu) < 0) {
 			session_destroy(s);
 			return;
 		}
@@ -908,43 +837,6 @@ void session_start(struct worker *w, int fd, struct client_info *info)
 static int session_room_for(struct session *s, size_t bytes)
 {
 	return session_outq(s) + bytes <= worker_mux(s->w)->cfg.client_outq_max;
-}
-
-/* An inbound MAD for QEMU: an unsolicited request naming the GID it was
- * routed to; the MAD's sender goes in the address block's GID, from
- * which QEMU builds the GRH it hands the guest. */
-static int session_deliver_qemu(struct session *s, const struct proto_mad *m)
-{
-	struct mux *mux = worker_mux(s->w);
-	struct qemu_msg msg = { .type = QEMU_MSG_REQ, .op = QEMU_MSG_OP_MAD };
-	uint8_t buf[QEMU_MSG_SIZE];
-
-	if (m->mad_len > QEMU_MSG_MAD_MAX)
-		return -EMSGSIZE;
-	if (!session_room_for(s, sizeof(buf))) {
-		atomic_fetch_add(&mux->stats.drops[DROP_CLIENT_QUEUE_FULL], 1);
-		atomic_fetch_add(&s->info->ctr.mads_dropped, 1);
-		return -ENOBUFS;
-	}
-	memcpy(msg.sgid, m->addr.local_gid, 16);
-	msg.umad_len = m->mad_len;
-	msg.addr.qpn = m->addr.remote_qpn;
-	msg.addr.qkey = m->addr.qkey;
-	msg.addr.lid = m->addr.lid;
-	msg.addr.sl = m->addr.sl;
-	msg.addr.grh_present = (m->addr.flags & PROTO_MAD_F_GRH) ? 1 : 0;
-	msg.addr.hop_limit = m->addr.hop_limit;
-	msg.addr.traffic_class = m->addr.traffic_class;
-	memcpy(msg.addr.gid, m->addr.remote_gid, 16);
-	msg.addr.flow_label = m->addr.flow_label;
-	msg.addr.pkey_index = m->addr.pkey_index;
-	memcpy(msg.mad, m->mad, m->mad_len);
-	qemu_msg_encode(&msg, buf);
-	if (evbuffer_add(s->qemu_pending, buf, sizeof(buf)) == 0)
-		atomic_fetch_add(&s->info->ctr.mads_delivered, 1);
-	session_qemu_pump(s);
-	session_update_outq(s);
-	return 0;
 }
 
 /* A MAD frame for a client of our protocol, queued on its outlet by
@@ -984,8 +876,12 @@ int session_deliver_mad(struct worker *w, uint64_t client_id,
 		atomic_fetch_add(&mux->stats.drops[DROP_CLIENT_GONE], 1);
 		return -EPIPE;
 	}
-	if (s->qemu)
-		return session_deliver_qemu(s, m);
+	if (s->qemu) {
+		rc = qemu_client_deliver(s->qemu, m);
+		if (rc > 0)
+			session_touch(s);
+		return rc > 0 ? 0 : rc;
+	}
 	rc = session_queue_mad(mux, s->info, m);
 	if (rc == 0)
 		session_touch(s);

@@ -1,0 +1,404 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/*
+ * QEMU's rdmacm-mux protocol (pvrdma's), both directions, for a session
+ * that speaks it: its hello (by the QEMU process's identity, QEMU having
+ * no word for one), its requests (REG, UNREG, a MAD to send) each
+ * answered at once, and the inbound MADs it is handed, which wait until
+ * no response is due.  The session owns the socket and its buffers; this
+ * file owns what the protocol means.  The wire format is
+ * protocol/qemu_msg.c's.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+
+#include "mux/mux.h"
+#include "common/log.h"
+#include "common/wire.h"
+
+struct qemu_client {
+	struct mux *mux;
+	struct client_info *ci;
+	struct evbuffer *pending; /* inbound MADs not yet handed on */
+};
+
+/* QEMU's protocol has no word for a refusal: counted, logged (within
+ * the refusals' budget), and the connection closes. */
+static int qemu_client_refuse(struct mux *mux, struct client_info *ci,
+			      _Atomic uint64_t *counter, int err,
+			      const char *why)
+{
+	uint64_t suppressed;
+
+	atomic_fetch_add(counter, 1);
+	atomic_fetch_add(&mux->stats.clients_refused, 1);
+	if (mux_refusal_log_allowed(mux, &suppressed))
+		log_warnx(
+			"client %llu (QEMU, pid %d): %s; closing (%llu similar suppressed)",
+			(unsigned long long)ci->id, (int)ci->pid, why,
+			(unsigned long long)suppressed);
+	return err;
+}
+
+/* QEMU keeps no token across a daemon's restart, but its process is its
+ * identity: its pid with the process's start time (a reused pid has
+ * another), and the socket (port) it comes in on; the uid is checked
+ * beside.  0, or -errno when /proc cannot say. */
+static int qemu_client_identity(const struct client_info *ci,
+				uint8_t identity[16])
+{
+	char path[64], buf[1024], *p;
+	unsigned long long start = 0;
+	ssize_t n;
+	int fd, field;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)ci->pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -EIO;
+	buf[n] = '\0';
+	/* The command name may hold anything: fields follow its last ')'. */
+	p = strrchr(buf, ')');
+	for (field = 2; p && field < 22; field++)
+		p = strchr(p + 1, ' ');
+	if (p == NULL || sscanf(p + 1, "%llu", &start) != 1 || start == 0)
+		return -EIO;
+	memset(identity, 0, 16);
+	identity[0] = 'Q';
+	wire_put16(identity + 2, (uint16_t)ci->qemu_port);
+	wire_put32(identity + 4, (uint32_t)ci->pid);
+	wire_put64(identity + 8, start);
+	return 0;
+}
+
+/* A QEMU process back after the daemon's restart (QEMU's chardev with
+ * reconnect=N) takes back its previous connection's GIDs and
+ * connections; any other is a new owner the next restart keeps. */
+static void qemu_client_session(struct mux *mux, struct client_info *ci)
+{
+	uint8_t identity[16];
+	uint64_t old = 0, suppressed;
+	int rc;
+
+	if (qemu_client_identity(ci, identity) < 0)
+		return; /* nothing proves it the same next time */
+	rc = router_owner_claim_identity(mux->router, ci->uid, identity, ci->id,
+					 &old);
+	if (rc == 0) {
+		atomic_fetch_add(&mux->stats.resumes, 1);
+		if (mux_refusal_log_allowed(mux, &suppressed))
+			log_finfo(
+				&(struct log_fields){ ci->id, ci->name },
+				"client %llu (QEMU, pid %d): the same process as client %llu of the previous daemon; its GIDs and connections are back (%llu similar suppressed)",
+				(unsigned long long)ci->id, (int)ci->pid,
+				(unsigned long long)old,
+				(unsigned long long)suppressed);
+		return;
+	}
+	if (rc == -ENOTUNIQ) {
+		atomic_fetch_add(&mux->stats.resumes_refused, 1);
+		/* Within its uid's budget: reconnecting buys no lines. */
+		if (clients_log_allowed(mux, ci, &suppressed))
+			log_fwarn(
+				&(struct log_fields){ ci->id, ci->name }, -rc,
+				"client %llu (QEMU, pid %d): its process had several connections on this socket before the restart, which cannot be told apart: none is taken back (%llu similar suppressed)",
+				(unsigned long long)ci->id, (int)ci->pid,
+				(unsigned long long)suppressed);
+	}
+	router_owner_add_qemu(mux->router, ci->id, ci->uid, identity);
+}
+
+static int qemu_client_hello(struct mux *mux, struct client_info *ci)
+{
+	const struct policy_rule *rule;
+	struct policy *pol;
+	unsigned rule_max;
+	char name[32], why[96];
+
+	/* QEMU names no VM: the rule follows from its identity alone. */
+	pol = mux_policy_get(mux);
+	rule = policy_select(pol, ci->uid, ci->gid, NULL);
+	if (rule == NULL) {
+		policy_unref(pol);
+		snprintf(why, sizeof(why),
+			 "no policy rule for uid %d gid %d without a VM name",
+			 (int)ci->uid, (int)ci->gid);
+		return qemu_client_refuse(mux, ci,
+					  &mux->stats.clients_refused_policy,
+					  -EACCES, why);
+	}
+	snprintf(name, sizeof(name), "qemu-%d", (int)ci->pid);
+	rule_max = rule->max_clients; /* pol may be gone after a refusal */
+	if (clients_set_hello(&mux->clients, ci, name, pol, rule) < 0) {
+		snprintf(why, sizeof(why),
+			 "the policy rule for uid %d allows %u clients at once",
+			 (int)ci->uid, rule_max);
+		return qemu_client_refuse(mux, ci,
+					  &mux->stats
+						   .clients_refused_rule_limit,
+					  -EUSERS, why);
+	}
+	policy_token_bucket_init(&ci->tb, rule->mad_rate, rule->mad_burst,
+				 mux_now_ms());
+	qemu_client_session(mux, ci);
+	return 0;
+}
+
+/* The old daemon's codes: EACCES for what is someone else's or not
+ * allowed, EINVAL for the rest. */
+static enum qemu_msg_err qemu_client_code(int err)
+{
+	switch (err) {
+	case 0: return QEMU_MSG_OK;
+	case -EEXIST:
+	case -EACCES:
+	case -EPERM:
+	case -EADDRNOTAVAIL:
+	case -ENOENT: return QEMU_MSG_EACCES;
+	default: return QEMU_MSG_EINVAL;
+	}
+}
+
+static enum qemu_msg_err qemu_client_register(struct mux *mux,
+					      struct client_info *ci,
+					      struct port *port,
+					      const struct gid *gid)
+{
+	char text[160];
+	int idx, rc;
+
+	/* A repeat got EEXIST from the old daemon. */
+	if (router_owns_gid(mux->router, port->index, gid, ci->id))
+		return QEMU_MSG_EEXIST;
+	/* QEMU registers a guest's GID before the host admin (libvirt) adds
+	 * its address to the netdev: the table is checked at each send. */
+	rc = requests_gid_register(mux, ci, port, gid, 1, &idx, text,
+				   sizeof(text));
+	return qemu_client_code(rc);
+}
+
+static enum qemu_msg_err qemu_client_send(struct mux *mux,
+					  struct client_info *ci,
+					  struct port *port,
+					  const struct qemu_msg *req)
+{
+	struct proto_mad m;
+	const char *why = "";
+
+	/* What QEMU writes in the address block is its guest's own GID and
+	 * index; the daemon picks both ends itself. */
+	memset(&m.addr, 0, sizeof(m.addr));
+	m.addr.port = (uint16_t)port->index;
+	m.addr.flags = PROTO_MAD_F_GRH;
+	m.addr.hop_limit = 64;
+	m.addr.traffic_class = req->addr.traffic_class;
+	m.addr.sl = req->addr.sl;
+	m.addr.flow_label = req->addr.flow_label;
+	m.addr.remote_qpn = GSI_QPN;
+	m.addr.qkey = GSI_QKEY;
+	m.addr.pkey_index = req->addr.pkey_index;
+	memcpy(m.addr.local_gid, req->sgid, 16);
+	m.mad_len = (uint16_t)req->umad_len;
+	memcpy(m.mad, req->mad, m.mad_len);
+	/* QEMU reads each response before anything else: sent here. */
+	return qemu_client_code(outbound_send_mad(mux, ci, &m, 0, 0, &why));
+}
+
+static void qemu_client_handle(struct mux *mux, struct client_info *ci,
+			       const struct qemu_msg *req,
+			       struct qemu_msg *resp)
+{
+	struct port *port = &mux->ports[ci->qemu_port];
+	enum qemu_msg_err err;
+	struct gid gid;
+	int rc;
+
+	memcpy(gid.raw, req->sgid, 16);
+	switch (req->op) {
+	case QEMU_MSG_OP_REG:
+		err = qemu_client_register(mux, ci, port, &gid);
+		break;
+	case QEMU_MSG_OP_UNREG:
+		/* pvrdma unregisters the guest's GIDs when the guest resets
+		 * its device (a reboot): the guest's CM is gone, and its
+		 * connections with it. */
+		rc = router_unregister_gid(mux->router, port->index, &gid,
+					   ci->id, 1);
+		err = rc == -ENOENT ? QEMU_MSG_ENOTFOUND : qemu_client_code(rc);
+		break;
+	default: err = qemu_client_send(mux, ci, port, req); break;
+	}
+	qemu_msg_response(req, err, resp);
+}
+
+int qemu_client_open(struct mux *mux, struct client_info *ci,
+		     struct qemu_client **out)
+{
+	struct qemu_client *q = calloc(1, sizeof(*q));
+
+	*out = q;
+	if (q == NULL)
+		return -ENOMEM;
+	q->mux = mux;
+	q->ci = ci;
+	q->pending = evbuffer_new();
+	if (q->pending == NULL)
+		return -ENOMEM;
+	return qemu_client_hello(mux, ci);
+}
+
+void qemu_client_free(struct qemu_client *q)
+{
+	if (q == NULL)
+		return;
+	if (q->pending)
+		evbuffer_free(q->pending);
+	free(q);
+}
+
+size_t qemu_client_pending(const struct qemu_client *q)
+{
+	return q && q->pending ? evbuffer_get_length(q->pending) : 0;
+}
+
+static void qemu_client_count_pending(struct qemu_client *q)
+{
+	atomic_store(&q->ci->ctr.qemu_pending_bytes,
+		     evbuffer_get_length(q->pending));
+}
+
+void qemu_client_drop_pending(struct qemu_client *q)
+{
+	evbuffer_drain(q->pending, evbuffer_get_length(q->pending));
+}
+
+/*
+ * QEMU blocks reading the response to each request and takes whatever
+ * message comes first for it.  So once the daemon has read a request, no
+ * inbound MAD may be written before its response: inbound MADs are
+ * written to the socket at once, directly, while it takes them, and only
+ * one that does not fit waits in the session's output, where a
+ * response would queue behind it (the socket is full then: QEMU is not
+ * reading at all).  The rest wait in pending.
+ */
+int qemu_client_pump(struct qemu_client *q)
+{
+	uint8_t msg[QEMU_MSG_SIZE];
+	int queued = 0;
+
+	while (outlet_len(&q->ci->out) == 0 &&
+	       evbuffer_get_length(q->pending) >= QEMU_MSG_SIZE) {
+		evbuffer_remove(q->pending, msg, sizeof(msg));
+		/* Queued when the socket is full (a message this small goes
+		 * whole or not at all), or on an error the next write
+		 * reports. */
+		if (outlet_write_or_queue(&q->ci->out, msg, sizeof(msg)) != 1) {
+			queued = 1;
+			break;
+		}
+	}
+	qemu_client_count_pending(q);
+	return queued;
+}
+
+static size_t qemu_client_outq(const struct qemu_client *q)
+{
+	return outlet_len(&q->ci->out) + evbuffer_get_length(q->pending);
+}
+
+static void qemu_client_bad_request(struct qemu_client *q, int rc,
+				    const struct qemu_msg *req)
+{
+	struct mux *mux = q->mux;
+	uint64_t suppressed;
+
+	atomic_fetch_add(&q->ci->ctr.malformed, 1);
+	atomic_fetch_add(&mux->stats.protocol_errors, 1);
+	if (mux_refusal_log_allowed(mux, &suppressed))
+		log_fwarn(
+			&(struct log_fields){ q->ci->id, q->ci->name }, -rc,
+			"client %llu (QEMU, pid %d): %s (type %u, op %u, umad_len %d); closing",
+			(unsigned long long)q->ci->id, (int)q->ci->pid,
+			rc == -EBADMSG      ? "not a request"
+			: rc == -EOPNOTSUPP ? "unknown op code"
+					    : "MAD length outside 1..256",
+			req->type, req->op, req->umad_len);
+}
+
+int qemu_client_read(struct qemu_client *q, struct evbuffer *in, int budget,
+		     int *close)
+{
+	struct mux *mux = q->mux;
+	uint8_t buf[QEMU_MSG_SIZE];
+	struct qemu_msg req, resp;
+	int rc, done = 0;
+
+	while (done < budget && evbuffer_get_length(in) >= QEMU_MSG_SIZE) {
+		evbuffer_remove(in, buf, sizeof(buf));
+		done++;
+		atomic_fetch_add(&q->ci->ctr.requests, 1);
+		rc = qemu_msg_decode(buf, &req);
+		if (rc < 0) {
+			qemu_client_bad_request(q, rc, &req);
+			*close = 1;
+			break;
+		}
+		qemu_client_handle(mux, q->ci, &req, &resp);
+		if (resp.err != QEMU_MSG_OK)
+			atomic_fetch_add(&q->ci->ctr.errors, 1);
+		qemu_msg_encode(&resp, buf);
+		if (outlet_append(&q->ci->out, 0, buf, sizeof(buf), NULL, 0) <
+		    0) {
+			*close = 1;
+			break;
+		}
+		/* Its output full: the session stops reading it. */
+		if (qemu_client_outq(q) >= mux->cfg.client_outq_max)
+			break;
+	}
+	return done;
+}
+
+/* An inbound MAD for QEMU: an unsolicited request naming the GID it was
+ * routed to; the MAD's sender goes in the address block's GID, from
+ * which QEMU builds the GRH it hands the guest. */
+int qemu_client_deliver(struct qemu_client *q, const struct proto_mad *m)
+{
+	struct mux *mux = q->mux;
+	struct qemu_msg msg = { .type = QEMU_MSG_REQ, .op = QEMU_MSG_OP_MAD };
+	uint8_t buf[QEMU_MSG_SIZE];
+
+	if (m->mad_len > QEMU_MSG_MAD_MAX)
+		return -EMSGSIZE;
+	if (qemu_client_outq(q) + sizeof(buf) > mux->cfg.client_outq_max) {
+		atomic_fetch_add(&mux->stats.drops[DROP_CLIENT_QUEUE_FULL], 1);
+		atomic_fetch_add(&q->ci->ctr.mads_dropped, 1);
+		return -ENOBUFS;
+	}
+	memcpy(msg.sgid, m->addr.local_gid, 16);
+	msg.umad_len = m->mad_len;
+	msg.addr.qpn = m->addr.remote_qpn;
+	msg.addr.qkey = m->addr.qkey;
+	msg.addr.lid = m->addr.lid;
+	msg.addr.sl = m->addr.sl;
+	msg.addr.grh_present = (m->addr.flags & PROTO_MAD_F_GRH) ? 1 : 0;
+	msg.addr.hop_limit = m->addr.hop_limit;
+	msg.addr.traffic_class = m->addr.traffic_class;
+	memcpy(msg.addr.gid, m->addr.remote_gid, 16);
+	msg.addr.flow_label = m->addr.flow_label;
+	msg.addr.pkey_index = m->addr.pkey_index;
+	memcpy(msg.mad, m->mad, m->mad_len);
+	qemu_msg_encode(&msg, buf);
+	if (evbuffer_add(q->pending, buf, sizeof(buf)) == 0)
+		atomic_fetch_add(&q->ci->ctr.mads_delivered, 1);
+	return qemu_client_pump(q);
+}
