@@ -321,6 +321,106 @@ static int conn_store_pwrite(int fd, const void *buf, size_t len, size_t off)
 	return 0;
 }
 
+/* The highest owner record in use, plus one. */
+static uint32_t conn_store_top_owner(const struct conn_owner *oo, uint32_t n)
+{
+	uint32_t i, top = 0;
+
+	for (i = 0; i < n; i++)
+		if (oo[i].live)
+			top = i + 1;
+	return top;
+}
+
+/* Each owner's GIDs, as many as its new slice holds, from the old
+ * mapping om to nfd: 0 or -errno; *lost counts those left behind. */
+static int conn_store_carry_gids(int nfd, const uint8_t *om,
+				 const struct store_header *h,
+				 const size_t old_off[CONN_STORE_N],
+				 const struct conn_store_layout *lay,
+				 const size_t new_off[CONN_STORE_N],
+				 uint32_t owners, uint32_t *lost)
+{
+	uint32_t ogpo = h->cap[CONN_STORE_GIDS] / h->owner_cap;
+	uint32_t ngpo = lay->cap[CONN_STORE_GIDS] / lay->owner_cap;
+	const struct conn_gid_rec *og;
+	struct conn_gid_rec *ng = calloc(ngpo ? ngpo : 1, sizeof(*ng));
+	uint32_t i, k, used;
+	int rc = 0;
+
+	if (ng == NULL)
+		return -ENOMEM;
+	for (i = 0; rc == 0 && i < owners; i++) {
+		og = (const struct conn_gid_rec *)(om +
+						   old_off[CONN_STORE_GIDS]) +
+		     (size_t)i * ogpo;
+		used = 0;
+		memset(ng, 0, ngpo * sizeof(*ng));
+		for (k = 0; k < ogpo; k++) {
+			if (!og[k].used)
+				continue;
+			if (k < ngpo) {
+				ng[k] = og[k];
+				used++;
+			} else {
+				(*lost)++;
+			}
+		}
+		if (used)
+			rc = conn_store_pwrite(nfd, ng, ngpo * sizeof(*ng),
+					       new_off[CONN_STORE_GIDS] +
+						       (size_t)i * ngpo *
+							       sizeof(*ng));
+	}
+	free(ng);
+	return rc;
+}
+
+/* The old mapping om (header h) written to nfd in layout lay: owners,
+ * entries and paths in their slots, GIDs, and the header last (without
+ * its magic, no state).  Written, not mapped: a full /run says ENOSPC
+ * here, where stores into a new mapping would kill the daemon with
+ * SIGBUS.  0 or -errno. */
+static int conn_store_carry_write(int nfd, const uint8_t *om,
+				  const struct store_header *h,
+				  const struct conn_store_layout *lay,
+				  uint32_t *lost_gids)
+{
+	size_t old_off[CONN_STORE_N], new_off[CONN_STORE_N];
+	const struct conn_owner *oo =
+		(const struct conn_owner *)(om + STORE_HEADER_SIZE);
+	uint32_t i, owners = h->owner_cap < lay->owner_cap ? h->owner_cap
+							   : lay->owner_cap;
+	struct store_header nh = *h;
+	int rc;
+
+	conn_store_offsets(h->size, h->cap, h->owner_cap, old_off);
+	conn_store_offsets(lay->size, lay->cap, lay->owner_cap, new_off);
+	rc = conn_store_pwrite(nfd, oo, owners * sizeof(*oo),
+			       STORE_HEADER_SIZE);
+	if (rc == 0)
+		rc = conn_store_pwrite(
+			nfd, om + old_off[CONN_STORE_ENTRIES],
+			(size_t)h->counter[CONN_STORE_ENTRIES_HWM] *
+				h->size[CONN_STORE_ENTRIES],
+			new_off[CONN_STORE_ENTRIES]);
+	if (rc == 0)
+		rc = conn_store_pwrite(nfd, om + old_off[CONN_STORE_PATHS],
+				       (size_t)h->counter
+						       [CONN_STORE_PATHS_HWM] *
+					       h->size[CONN_STORE_PATHS],
+				       new_off[CONN_STORE_PATHS]);
+	if (rc == 0)
+		rc = conn_store_carry_gids(nfd, om, h, old_off, lay, new_off,
+					   owners, lost_gids);
+	for (i = 0; i < CONN_STORE_N; i++)
+		nh.cap[i] = lay->cap[i];
+	nh.owner_cap = lay->owner_cap;
+	if (rc == 0)
+		rc = conn_store_pwrite(nfd, &nh, sizeof(nh), 0);
+	return rc;
+}
+
 /* Copies the state in fd (other limits) into a new file of layout lay
  * that takes path's place: entries and paths keep their slots (host
  * IDs are made of them), owners their records.  0, or -ENOSPC when the
@@ -330,11 +430,9 @@ static int conn_store_carry(int fd, const char *path,
 			    size_t len)
 {
 	size_t old_off[CONN_STORE_N], new_off[CONN_STORE_N], old_size, new_size;
-	uint32_t i, k, owners, ogpo, ngpo, top_owner = 0, lost_gids = 0;
-	const struct conn_owner *oo;
-	struct store_header h, nh;
-	struct conn_gid_rec *ng;
-	uint8_t *om = MAP_FAILED;
+	uint32_t top_owner, lost_gids = 0;
+	struct store_header h;
+	uint8_t *om;
 	char tmp[4200];
 	int nfd = -1, rc = 0;
 
@@ -346,10 +444,9 @@ static int conn_store_carry(int fd, const char *path,
 	om = mmap(NULL, old_size, PROT_READ, MAP_SHARED, fd, 0);
 	if (om == MAP_FAILED)
 		return -errno;
-	oo = (const struct conn_owner *)(om + STORE_HEADER_SIZE);
-	for (i = 0; i < h.owner_cap; i++)
-		if (oo[i].live)
-			top_owner = i + 1;
+	top_owner = conn_store_top_owner((const struct conn_owner
+						  *)(om + STORE_HEADER_SIZE),
+					 h.owner_cap);
 	if (h.counter[CONN_STORE_ENTRIES_HWM] > lay->cap[CONN_STORE_ENTRIES] ||
 	    h.counter[CONN_STORE_PATHS_HWM] > lay->cap[CONN_STORE_PATHS] ||
 	    top_owner > lay->owner_cap) {
@@ -365,66 +462,9 @@ static int conn_store_carry(int fd, const char *path,
 	(void)unlink(tmp); /* a carry a crash cut short */
 	nfd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
 		   0600);
-	if (nfd < 0 || ftruncate(nfd, (off_t)new_size) < 0) {
-		rc = -errno;
-		snprintf(why, len, "cannot write its new copy (.new): %s",
-			 strerror(-rc));
-		goto out;
-	}
-	/* Written, not mapped: a full /run says ENOSPC here, where stores
-	 * into a new mapping would kill the daemon with SIGBUS. */
-	owners = h.owner_cap < lay->owner_cap ? h.owner_cap : lay->owner_cap;
-	rc = conn_store_pwrite(nfd, oo, owners * sizeof(*oo),
-			       STORE_HEADER_SIZE);
-	if (rc == 0)
-		rc = conn_store_pwrite(
-			nfd, om + old_off[CONN_STORE_ENTRIES],
-			(size_t)h.counter[CONN_STORE_ENTRIES_HWM] *
-				h.size[CONN_STORE_ENTRIES],
-			new_off[CONN_STORE_ENTRIES]);
-	if (rc == 0)
-		rc = conn_store_pwrite(nfd, om + old_off[CONN_STORE_PATHS],
-				       (size_t)h.counter[CONN_STORE_PATHS_HWM] *
-					       h.size[CONN_STORE_PATHS],
-				       new_off[CONN_STORE_PATHS]);
-	/* Each owner's GIDs, as many as its new slice holds. */
-	ogpo = h.cap[CONN_STORE_GIDS] / h.owner_cap;
-	ngpo = lay->cap[CONN_STORE_GIDS] / lay->owner_cap;
-	ng = calloc(ngpo ? ngpo : 1, sizeof(*ng));
-	if (ng == NULL)
-		rc = -ENOMEM;
-	for (i = 0; rc == 0 && i < owners; i++) {
-		const struct conn_gid_rec *og =
-			(const struct conn_gid_rec
-				 *)(om + old_off[CONN_STORE_GIDS]) +
-			(size_t)i * ogpo;
-		uint32_t used = 0;
-
-		memset(ng, 0, ngpo * sizeof(*ng));
-		for (k = 0; k < ogpo; k++) {
-			if (!og[k].used)
-				continue;
-			if (k < ngpo) {
-				ng[k] = og[k];
-				used++;
-			} else {
-				lost_gids++;
-			}
-		}
-		if (used)
-			rc = conn_store_pwrite(nfd, ng, ngpo * sizeof(*ng),
-					       new_off[CONN_STORE_GIDS] +
-						       (size_t)i * ngpo *
-							       sizeof(*ng));
-	}
-	free(ng);
-	/* The header last: without its magic, no state. */
-	nh = h;
-	for (i = 0; i < CONN_STORE_N; i++)
-		nh.cap[i] = lay->cap[i];
-	nh.owner_cap = lay->owner_cap;
-	if (rc == 0)
-		rc = conn_store_pwrite(nfd, &nh, sizeof(nh), 0);
+	rc = nfd < 0 || ftruncate(nfd, (off_t)new_size) < 0
+		     ? -errno
+		     : conn_store_carry_write(nfd, om, &h, lay, &lost_gids);
 	if (rc) {
 		snprintf(why, len, "cannot write its new copy (.new): %s",
 			 strerror(-rc));
@@ -513,131 +553,139 @@ static enum store_verdict conn_store_judge(int fd, const struct stat *st,
 	return rc < 0 ? STORE_ASIDE : STORE_ADOPT;
 }
 
-struct conn_store *conn_store_open(const char *path,
-				   const struct conn_store_layout *lay,
-				   int *restored, char *err, size_t errlen)
+/* One daemon's: nothing may touch another's live state.  0, or -1 with
+ * err saying who holds it. */
+static int conn_store_lock(int fd, char *err, size_t errlen)
 {
-	struct conn_store *s = calloc(1, sizeof(*s));
-	char boot[40], why[200] = "", aside[4200] = "";
-	size_t off[CONN_STORE_N],
-		size = conn_store_offsets(lay->size, lay->cap, lay->owner_cap,
-					  off);
-	enum store_verdict v;
-	struct stat st;
-	char carried[600] = "";
-	int a, fresh, rc;
+	struct flock q = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
 
-	*restored = 0;
-	if (s == NULL) {
-		snprintf(err, errlen, "out of memory");
-		return NULL;
-	}
-	conn_store_boot_id(boot, sizeof(boot));
-again:
-	s->fd = conn_store_open_file(path, &fresh, err, errlen);
-	if (s->fd < 0)
-		goto fail;
-	/* One daemon's: nothing below may touch another's live state. */
-	if (fcntl(s->fd, F_SETLK,
-		  &(struct flock){ .l_type = F_WRLCK, .l_whence = SEEK_SET }) <
-	    0) {
-		struct flock q = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
-
-		if ((errno == EAGAIN || errno == EACCES) &&
-		    fcntl(s->fd, F_GETLK, &q) == 0 && q.l_type != F_UNLCK)
-			snprintf(
-				err, errlen,
-				"is in use by another rdmacm-muxd (pid %d; one daemon per state file)",
-				(int)q.l_pid);
-		else
-			snprintf(err, errlen, "cannot lock: %s",
-				 strerror(errno));
-		goto fail;
-	}
-	if (fstat(s->fd, &st) < 0) {
-		snprintf(err, errlen, "fstat: %s", strerror(errno));
-		goto fail;
-	}
-	v = fresh ? STORE_FRESH
-		  : conn_store_judge(s->fd, &st, lay, boot, size, why,
-				     sizeof(why));
-	switch (v) {
-	case STORE_REFUSE: snprintf(err, errlen, "%s", why); goto fail;
-	case STORE_ASIDE:
-		/* Once: what takes its place is new. */
-		if (aside[0]) {
-			snprintf(err, errlen, "%s", why);
-			goto fail;
-		}
-		rc = conn_store_set_aside(path, aside, sizeof(aside));
-		if (rc < 0) {
-			snprintf(err, errlen,
-				 "%s, and it cannot be set aside: %s", why,
-				 strerror(-rc));
-			goto fail;
-		}
-		close(s->fd);
-		goto again;
-	case STORE_CARRY:
-		/* Once: what takes its place has this layout. */
-		if (carried[0]) {
-			snprintf(err, errlen, "%s", carried);
-			goto fail;
-		}
-		rc = conn_store_carry(s->fd, path, lay, carried,
-				      sizeof(carried));
-		if (rc < 0) {
-			snprintf(err, errlen, "%s", carried);
-			goto fail;
-		}
-		close(s->fd);
-		goto again;
-	case STORE_ADOPT: *restored = 1; break;
-	default: break;
-	}
-	/* Not silently: the caller logs what err says of a success. */
-	if (carried[0])
-		snprintf(err, errlen, "%s", carried);
-	else if (aside[0])
+	if (fcntl(fd, F_SETLK,
+		  &(struct flock){ .l_type = F_WRLCK, .l_whence = SEEK_SET }) ==
+	    0)
+		return 0;
+	if ((errno == EAGAIN || errno == EACCES) &&
+	    fcntl(fd, F_GETLK, &q) == 0 && q.l_type != F_UNLCK)
 		snprintf(
 			err, errlen,
-			"the previous state was set aside as %s (%s); starting afresh",
-			aside, why);
-	else if (v == STORE_REPLACE)
-		snprintf(err, errlen, "%s", why);
-	if (!*restored &&
+			"is in use by another rdmacm-muxd (pid %d; one daemon per state file)",
+			(int)q.l_pid);
+	else
+		snprintf(err, errlen, "cannot lock: %s", strerror(errno));
+	return -1;
+}
+
+/* What start-up did with the file it found, to be said in the log. */
+struct conn_store_found {
+	enum store_verdict verdict;
+	char why[200];
+	char aside[4200]; /* the name it was set aside as */
+	char carried[600];
+};
+
+/* Opens and locks path (s->fd) and judges what it holds; a file of other
+ * limits is carried over, one it cannot read set aside, each once, and
+ * what takes its place judged again.  0, or -1 with err. */
+static int conn_store_settle(struct conn_store *s, const char *path,
+			     const struct conn_store_layout *lay,
+			     const char *boot, size_t size,
+			     struct conn_store_found *f, char *err,
+			     size_t errlen)
+{
+	struct stat st;
+	int fresh, rc;
+
+	for (;;) {
+		s->fd = conn_store_open_file(path, &fresh, err, errlen);
+		if (s->fd < 0 || conn_store_lock(s->fd, err, errlen) < 0)
+			return -1;
+		if (fstat(s->fd, &st) < 0) {
+			snprintf(err, errlen, "fstat: %s", strerror(errno));
+			return -1;
+		}
+		f->verdict = fresh ? STORE_FRESH
+				   : conn_store_judge(s->fd, &st, lay, boot,
+						      size, f->why,
+						      sizeof(f->why));
+		if (f->verdict == STORE_REFUSE ||
+		    (f->verdict == STORE_ASIDE && f->aside[0])) {
+			snprintf(err, errlen, "%s", f->why);
+			return -1;
+		}
+		if (f->verdict == STORE_CARRY && f->carried[0]) {
+			snprintf(err, errlen, "%s", f->carried);
+			return -1;
+		}
+		if (f->verdict == STORE_ASIDE) {
+			rc = conn_store_set_aside(path, f->aside,
+						  sizeof(f->aside));
+			if (rc < 0) {
+				snprintf(err, errlen,
+					 "%s, and it cannot be set aside: %s",
+					 f->why, strerror(-rc));
+				return -1;
+			}
+		} else if (f->verdict == STORE_CARRY) {
+			rc = conn_store_carry(s->fd, path, lay, f->carried,
+					      sizeof(f->carried));
+			if (rc < 0) {
+				snprintf(err, errlen, "%s", f->carried);
+				return -1;
+			}
+		} else {
+			return 0;
+		}
+		close(s->fd);
+	}
+}
+
+/* A new store's header: its layout, ports and boot, the magic last (a
+ * header without it is no state). */
+static void conn_store_init_header(struct conn_store *s,
+				   const struct conn_store_layout *lay,
+				   const char *boot)
+{
+	int a;
+
+	memset(s->hdr, 0, sizeof(*s->hdr));
+	for (a = 0; a < CONN_STORE_N; a++) {
+		s->hdr->size[a] = lay->size[a];
+		s->hdr->cap[a] = lay->cap[a];
+	}
+	s->hdr->owner_cap = lay->owner_cap;
+	conn_store_set_ports(s, lay);
+	memcpy(s->hdr->boot_id, boot, sizeof(s->hdr->boot_id));
+	s->hdr->version = STORE_VERSION;
+	__atomic_store_n(&s->hdr->magic, STORE_MAGIC, __ATOMIC_RELEASE);
+}
+
+/* Maps the settled file (made new unless restored) and allocates what
+ * its entries use: 0, or -1 with err. */
+static int conn_store_map(struct conn_store *s,
+			  const struct conn_store_layout *lay, const char *boot,
+			  size_t size, int restored, char *err, size_t errlen)
+{
+	if (!restored &&
 	    (ftruncate(s->fd, 0) < 0 || ftruncate(s->fd, (off_t)size) < 0)) {
 		snprintf(err, errlen, "%s", strerror(errno));
-		goto fail;
+		return -1;
 	}
 	s->map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, s->fd, 0);
 	if (s->map == MAP_FAILED) {
 		s->map = NULL;
 		snprintf(err, errlen, "mmap: %s", strerror(errno));
-		goto fail;
+		return -1;
 	}
 	s->map_len = size;
 	s->hdr = s->map;
-	if (!*restored) {
-		memset(s->hdr, 0, sizeof(*s->hdr));
-		for (a = 0; a < CONN_STORE_N; a++) {
-			s->hdr->size[a] = lay->size[a];
-			s->hdr->cap[a] = lay->cap[a];
-		}
-		s->hdr->owner_cap = lay->owner_cap;
-		conn_store_set_ports(s, lay);
-		memcpy(s->hdr->boot_id, boot, sizeof(s->hdr->boot_id));
-		s->hdr->version = STORE_VERSION;
-		/* Last: a header without its magic is no state. */
-		__atomic_store_n(&s->hdr->magic, STORE_MAGIC, __ATOMIC_RELEASE);
-	}
+	if (!restored)
+		conn_store_init_header(s, lay, boot);
 	conn_store_layout(s);
 	if (fallocate(s->fd, 0, 0, (off_t)(s->array[0] - (uint8_t *)s->map)) <
 		    0 &&
 	    errno != EOPNOTSUPP) {
 		snprintf(err, errlen, "cannot allocate its header: %s",
 			 strerror(errno));
-		goto fail;
+		return -1;
 	}
 	if (conn_store_reserve(s, CONN_STORE_ENTRIES,
 			       s->hdr->counter[CONN_STORE_ENTRIES_HWM]) < 0 ||
@@ -647,11 +695,51 @@ again:
 			 "cannot allocate room for its %u entries: %s",
 			 s->hdr->counter[CONN_STORE_ENTRIES_HWM],
 			 strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+struct conn_store *conn_store_open(const char *path,
+				   const struct conn_store_layout *lay,
+				   int *restored, char *err, size_t errlen)
+{
+	struct conn_store *s = calloc(1, sizeof(*s));
+	struct conn_store_found *f = calloc(1, sizeof(*f));
+	size_t off[CONN_STORE_N],
+		size = conn_store_offsets(lay->size, lay->cap, lay->owner_cap,
+					  off);
+	char boot[40];
+
+	*restored = 0;
+	if (s == NULL || f == NULL) {
+		snprintf(err, errlen, "out of memory");
 		goto fail;
 	}
+	s->fd = -1;
+	conn_store_boot_id(boot, sizeof(boot));
+	if (conn_store_settle(s, path, lay, boot, size, f, err, errlen) < 0)
+		goto fail;
+	*restored = f->verdict == STORE_ADOPT;
+	/* Not silently: the caller logs what err says of a success. */
+	if (f->carried[0])
+		snprintf(err, errlen, "%s", f->carried);
+	else if (f->aside[0])
+		snprintf(
+			err, errlen,
+			"the previous state was set aside as %s (%s); starting afresh",
+			f->aside, f->why);
+	else if (f->verdict == STORE_REPLACE)
+		snprintf(err, errlen, "%s", f->why);
+	if (conn_store_map(s, lay, boot, size, *restored, err, errlen) < 0)
+		goto fail;
+	free(f);
 	return s;
 fail:
-	conn_store_close(s);
+	*restored = 0;
+	free(f);
+	if (s)
+		conn_store_close(s);
 	return NULL;
 }
 

@@ -271,16 +271,189 @@ static int main_config_only(struct mux *mux, struct config_errors *errs)
 	return code;
 }
 
+/* A port's identity in the state file: FNV-1a of its name, so that an
+ * entry finds its port again when the list changed. */
+static uint64_t main_port_id(const struct port_spec *ps)
+{
+	char pn[64];
+	const char *c;
+	uint64_t id = 1469598103934665603ull;
+
+	snprintf(pn, sizeof(pn), "%s:%d;", ps->name,
+		 ps->kind == PORT_SPEC_SIM ? -1 : ps->port_num);
+	for (c = pn; *c; c++)
+		id = (id ^ (uint8_t)*c) * 1099511628211ull;
+	return id;
+}
+
+/* The connection table's limits: the configuration's, its state file,
+ * and room for every entry the limits allow. */
+static void main_router_limits(const struct mux_config *cfg,
+			       struct router_limits *lim, char *state_path,
+			       size_t len)
+{
+	uint64_t max_entries;
+	int i;
+
+	mux_router_limits(cfg, lim);
+	if (cfg->state_path == NULL) {
+		snprintf(state_path, len, "%s.state", cfg->socket_path);
+		lim->state_path = state_path;
+	} else if (strcmp(cfg->state_path, "none") != 0) {
+		lim->state_path = cfg->state_path;
+	}
+	/* Every entry the limits allow, and every owner of this life and
+	 * the last one. */
+	max_entries = (uint64_t)cfg->max_clients *
+			      cfg->max_comm_ids_per_client +
+		      (uint64_t)cfg->max_peer_records * (unsigned)cfg->nports +
+		      cfg->max_timewait;
+	lim->max_entries = max_entries > MUX_STATE_MAX_ENTRIES
+				   ? MUX_STATE_MAX_ENTRIES
+				   : (unsigned)max_entries;
+	lim->max_owners = 2 * cfg->max_clients;
+	lim->nports = (unsigned)cfg->nports;
+	for (i = 0; i < cfg->nports; i++)
+		lim->port_ids[i] = main_port_id(&cfg->ports[i]);
+}
+
+/* The router (with what a previous daemon left), the QP registry and
+ * the client list; exits when one cannot be made. */
+static void main_make_tables(struct mux *mux, const struct router_limits *lim)
+{
+	struct router_counts was;
+	uint32_t random_operand;
+
+	/* Host comm IDs are XORed with this, as the kernel CM does, so that
+	 * they are not predictable from outside. */
+	if (getrandom(&random_operand, sizeof(random_operand), 0) !=
+	    (ssize_t)sizeof(random_operand))
+		random_operand = (uint32_t)time(NULL) ^ (uint32_t)getpid();
+	mux->router = router_new(lim, random_operand, &port_router_ops, mux);
+	if (mux->router == NULL)
+		fatalx("cannot set up the routing table");
+	mux->qp_registry = qp_registry_new();
+	if (mux->qp_registry == NULL)
+		fatalx("cannot set up the QP registry");
+	clients_init(&mux->clients);
+	if (router_restored(mux->router, &was)) {
+		/* New clients never take a previous client's id. */
+		mux->clients.next_id = router_max_client_id(mux->router) + 1;
+		log_info(
+			"connection state %s: %u comm-ID and %u SIDR mapping(s) of the previous daemon, kept for its clients for %u ms",
+			lim->state_path, was.comm_ids, was.sidr_ids,
+			mux->cfg.resume_grace_ms);
+	}
+}
+
+/* The policy and the log budgets of refusals; exits on a bad policy. */
+static void main_load_policy(struct mux *mux)
+{
+	char err[512];
+
+	pthread_mutex_init(&mux->policy_lock, NULL);
+	mux->accept_rl = (struct log_ratelimit)LOG_RATELIMIT_INIT(10, 1);
+	pthread_mutex_init(&mux->refusal_lock, NULL);
+	mux->refusal_rl = (struct log_ratelimit)LOG_RATELIMIT_INIT(10, 1);
+	if (mux->cfg.policy_path) {
+		mux->policy = policy_load(mux->cfg.policy_path, err,
+					  sizeof(err));
+		if (mux->policy == NULL)
+			fatalx("policy: %s", err);
+	} else {
+		mux->policy = policy_default(geteuid());
+	}
+	log_info("policy: %d rule(s) from %s", mux->policy->nrules,
+		 mux->policy->source);
+}
+
+/* The threads: workers, the port thread, the status thread; then the
+ * daemon says it is ready. */
+static void main_start_threads(struct mux *mux)
+{
+	mux->nworkers = mux->cfg.workers;
+	worker_pool_start(mux, &delivery_worker_ops);
+	mux->portio = port_io_start(mux);
+	if (status_start(mux) < 0)
+		fatal("status thread");
+	router_resume_grace(mux->router,
+			    mux_now_ms() + mux->cfg.resume_grace_ms);
+	log_info(
+		"rdmacm-muxd %s ready: %d port(s), %d worker(s), clients on %s, status on %s",
+		MUX_VERSION, mux->nports, mux->nworkers, mux->cfg.socket_path,
+		mux->cfg.status_path);
+	/* Every port's agent is registered and the sockets listen. */
+	sdnotify("READY=1\nMAINPID=%d\nSTATUS=%d port(s), clients on %s",
+		 (int)getpid(), mux->nports, mux->cfg.socket_path);
+}
+
+/* systemd's watchdog, twice per its interval, and the status line every
+ * 10 s; NULL without memory (then neither). */
+static struct event *main_service_timer(struct mux *mux,
+					struct event_base *base)
+{
+	struct event *service;
+	uint64_t wd = sdnotify_watchdog_usec();
+	struct timeval tv = { 10, 0 };
+
+	service = event_new(base, -1, EV_PERSIST, main_on_service_tick, mux);
+	if (service == NULL)
+		return NULL;
+	if (wd && wd / 2 < 10000000u)
+		tv = (struct timeval){ (time_t)(wd / 2000000u),
+				       (suseconds_t)(wd / 2 % 1000000u) };
+	event_add(service, &tv);
+	return service;
+}
+
+/* The loop has ended: the threads stop, in the order that lets each
+ * finish what the others handed it. */
+static void main_stop_threads(struct mux *mux)
+{
+	listener_stop(mux);
+	status_close(mux);
+	admin_close(mux);
+	port_io_stop(mux->portio);
+	/* The VMs are not going away, the daemon is: closing their sessions
+	 * must not tear down their connections at the peers. */
+	router_stop_answering(mux->router);
+	worker_pool_stop(mux);
+	/* Ports' events live on the port thread's base: before it goes. */
+	main_close_ports(mux);
+	port_io_free(mux->portio);
+}
+
+/* What start-up made, after a stop or a failed start-up alike. */
+static void main_release(struct mux *mux, struct main_signals *signals,
+			 struct event_base *base)
+{
+	/* Whatever made start-up fail, the connections in the state are
+	 * not this daemon's to end. */
+	router_stop_answering(mux->router);
+	main_close_ports(mux);
+	main_remove_sim_fabric(mux);
+	listener_stop(mux);
+	status_close(mux);
+	admin_close(mux);
+	router_free(mux->router);
+	qp_registry_free(mux->qp_registry);
+	clients_fini(&mux->clients);
+	policy_unref(mux->policy);
+	pthread_mutex_destroy(&mux->policy_lock);
+	pthread_mutex_destroy(&mux->refusal_lock);
+	main_signals_close(signals);
+	event_base_free(base);
+	config_free(&mux->cfg);
+}
+
 int main(int argc, char **argv)
 {
 	struct router_limits lim;
 	struct main_signals signals = { .fd = -1 };
 	struct event *service;
-	uint32_t random_operand;
 	struct event_base *base;
 	char state_path[256];
-	uint64_t max_entries;
-	int i, rc, exit_code = 1;
+	int rc, exit_code = 1;
 	struct config_errors errs;
 	char logerr[256];
 	struct mux *mux;
@@ -315,83 +488,9 @@ int main(int argc, char **argv)
 	rc = main_signals_open(&signals, mux, base);
 	if (rc < 0)
 		fatalx("signals: %s", strerror(-rc));
-	mux_router_limits(&mux->cfg, &lim);
-	if (mux->cfg.state_path == NULL) {
-		snprintf(state_path, sizeof(state_path), "%s.state",
-			 mux->cfg.socket_path);
-		lim.state_path = state_path;
-	} else if (strcmp(mux->cfg.state_path, "none") != 0) {
-		lim.state_path = mux->cfg.state_path;
-	}
-	/* Every entry the limits allow, and every owner of this life and
-	 * the last one. */
-	max_entries = (uint64_t)mux->cfg.max_clients *
-			      mux->cfg.max_comm_ids_per_client +
-		      (uint64_t)mux->cfg.max_peer_records *
-			      (unsigned)mux->cfg.nports +
-		      mux->cfg.max_timewait;
-	lim.max_entries = max_entries > MUX_STATE_MAX_ENTRIES
-				  ? MUX_STATE_MAX_ENTRIES
-				  : (unsigned)max_entries;
-	lim.max_owners = 2 * mux->cfg.max_clients;
-	/* Entries name ports by index: a port is known again by its name
-	 * (FNV-1a of it) when the list changed. */
-	lim.nports = (unsigned)mux->cfg.nports;
-	for (i = 0; i < mux->cfg.nports; i++) {
-		char pn[64];
-		const char *c;
-
-		snprintf(pn, sizeof(pn), "%s:%d;", mux->cfg.ports[i].name,
-			 mux->cfg.ports[i].kind == PORT_SPEC_SIM
-				 ? -1
-				 : mux->cfg.ports[i].port_num);
-		lim.port_ids[i] = 1469598103934665603ull;
-		for (c = pn; *c; c++)
-			lim.port_ids[i] = (lim.port_ids[i] ^ (uint8_t)*c) *
-					  1099511628211ull;
-	}
-	/* Host comm IDs are XORed with this, as the kernel CM does, so that
-	 * they are not predictable from outside. */
-	if (getrandom(&random_operand, sizeof(random_operand), 0) !=
-	    (ssize_t)sizeof(random_operand))
-		random_operand = (uint32_t)time(NULL) ^ (uint32_t)getpid();
-	mux->router = router_new(&lim, random_operand, &port_router_ops, mux);
-	if (mux->router == NULL)
-		fatalx("cannot set up the routing table");
-	mux->qp_registry = qp_registry_new();
-	if (mux->qp_registry == NULL)
-		fatalx("cannot set up the QP registry");
-	clients_init(&mux->clients);
-	{
-		struct router_counts was;
-
-		if (router_restored(mux->router, &was)) {
-			/* New clients never take a previous client's id. */
-			mux->clients.next_id = router_max_client_id(
-						       mux->router) +
-					       1;
-			log_info(
-				"connection state %s: %u comm-ID and %u SIDR mapping(s) of the previous daemon, kept for its clients for %u ms",
-				lim.state_path, was.comm_ids, was.sidr_ids,
-				mux->cfg.resume_grace_ms);
-		}
-	}
-	pthread_mutex_init(&mux->policy_lock, NULL);
-	mux->accept_rl = (struct log_ratelimit)LOG_RATELIMIT_INIT(10, 1);
-	pthread_mutex_init(&mux->refusal_lock, NULL);
-	mux->refusal_rl = (struct log_ratelimit)LOG_RATELIMIT_INIT(10, 1);
-	if (mux->cfg.policy_path) {
-		char err[512];
-
-		mux->policy = policy_load(mux->cfg.policy_path, err,
-					  sizeof(err));
-		if (mux->policy == NULL)
-			fatalx("policy: %s", err);
-	} else {
-		mux->policy = policy_default(geteuid());
-	}
-	log_info("policy: %d rule(s) from %s", mux->policy->nrules,
-		 mux->policy->source);
+	main_router_limits(&mux->cfg, &lim, state_path, sizeof(state_path));
+	main_make_tables(mux, &lim);
+	main_load_policy(mux);
 	/* Everything that can fail for a reason outside the daemon (a lock
 	 * another daemon holds, a socket path, a port) comes before the
 	 * threads, and every failure leaves as a clean shutdown would,
@@ -406,69 +505,16 @@ int main(int argc, char **argv)
 		goto fail;
 	listen_fds_close_unclaimed(&mux->listen_fds);
 
-	mux->nworkers = mux->cfg.workers;
-	worker_pool_start(mux, &delivery_worker_ops);
-	mux->portio = port_io_start(mux);
-	if (status_start(mux) < 0)
-		fatal("status thread");
-	router_resume_grace(mux->router,
-			    mux_now_ms() + mux->cfg.resume_grace_ms);
-
-	log_info(
-		"rdmacm-muxd %s ready: %d port(s), %d worker(s), clients on %s, status on %s",
-		MUX_VERSION, mux->nports, mux->nworkers, mux->cfg.socket_path,
-		mux->cfg.status_path);
-	/* Every port's agent is registered and the sockets listen. */
-	sdnotify("READY=1\nMAINPID=%d\nSTATUS=%d port(s), clients on %s",
-		 (int)getpid(), mux->nports, mux->cfg.socket_path);
-	service = event_new(base, -1, EV_PERSIST, main_on_service_tick, mux);
-	if (service) {
-		uint64_t wd = sdnotify_watchdog_usec();
-		/* Twice per watchdog interval, and the status line every 10 s. */
-		struct timeval tv = { 10, 0 };
-
-		if (wd && wd / 2 < 10000000u)
-			tv = (struct timeval){ (time_t)(wd / 2000000u),
-					       (suseconds_t)(wd / 2 %
-							     1000000u) };
-		event_add(service, &tv);
-	}
-
+	main_start_threads(mux);
+	service = main_service_timer(mux, base);
 	event_base_dispatch(base);
 	sdnotify("STOPPING=1\nSTATUS=stopping");
 	if (service)
 		event_free(service);
-
-	listener_stop(mux);
-	status_close(mux);
-	admin_close(mux);
-	port_io_stop(mux->portio);
-	/* The VMs are not going away, the daemon is: closing their sessions
-	 * must not tear down their connections at the peers. */
-	router_stop_answering(mux->router);
-	worker_pool_stop(mux);
-	/* Ports' events live on the port thread's base: before it goes. */
-	main_close_ports(mux);
-	port_io_free(mux->portio);
+	main_stop_threads(mux);
 	exit_code = 0;
 fail:
-	/* Whatever made start-up fail, the connections in the state are
-	 * not this daemon's to end. */
-	router_stop_answering(mux->router);
-	main_close_ports(mux);
-	main_remove_sim_fabric(mux);
-	listener_stop(mux);
-	status_close(mux);
-	admin_close(mux);
-	router_free(mux->router);
-	qp_registry_free(mux->qp_registry);
-	clients_fini(&mux->clients);
-	policy_unref(mux->policy);
-	pthread_mutex_destroy(&mux->policy_lock);
-	pthread_mutex_destroy(&mux->refusal_lock);
-	main_signals_close(&signals);
-	event_base_free(base);
-	config_free(&mux->cfg);
+	main_release(mux, &signals, base);
 	free(mux);
 	if (exit_code)
 		log_warnx("rdmacm-muxd: not started");
