@@ -149,15 +149,148 @@ static const char *const rule_keys[] = {
 	"max_connections", "max_clients", "mad_rate", "mad_burst", NULL,
 };
 
+/* A rule's errors: said in err, -EINVAL. */
+#define RULE_BAD(...)                               \
+	do {                                        \
+		snprintf(err, errlen, __VA_ARGS__); \
+		return -EINVAL;                     \
+	} while (0)
+
+/* A rule's keys are all known ones. */
+static int policy_rule_keys(json_t *rule, const char *path, size_t i, char *err,
+			    size_t errlen)
+{
+	const char *key;
+	json_t *v;
+	int k, known;
+
+	json_object_foreach(rule, key, v) {
+		known = 0;
+		for (k = 0; rule_keys[k]; k++)
+			known |= strcmp(rule_keys[k], key) == 0;
+		if (!known)
+			RULE_BAD("%s: rule %zu: unknown key \"%s\"", path,
+				 i + 1, key);
+	}
+	return 0;
+}
+
+/* Whom the rule is for: its "match" of one uid or one gid. */
+static int policy_rule_match(json_t *rule, struct policy_rule *r,
+			     const char *path, size_t i, char *err,
+			     size_t errlen)
+{
+	json_t *v, *match = json_object_get(rule, "match");
+	unsigned id;
+
+	if (!json_is_object(match))
+		RULE_BAD(
+			"%s: rule %zu: needs \"match\": {\"uid\": ...} or {\"gid\": ...}",
+			path, i + 1);
+	/* One of the two: both would read as "this user in that group" and
+	 * match either. */
+	if (json_object_size(match) != 1 ||
+	    (json_object_get(match, "uid") == NULL &&
+	     json_object_get(match, "gid") == NULL))
+		RULE_BAD(
+			"%s: rule %zu: match takes one key, \"uid\" or \"gid\"",
+			path, i + 1);
+	if ((v = json_object_get(match, "uid")) != NULL) {
+		if (policy_id_from_json(v, 0, &id))
+			RULE_BAD(
+				"%s: rule %zu: match.uid: not a user's name, nor a number from 0 to 4294967294",
+				path, i + 1);
+		r->has_uid = 1;
+		r->uid = (uid_t)id;
+	}
+	if ((v = json_object_get(match, "gid")) != NULL) {
+		if (policy_id_from_json(v, 1, &id))
+			RULE_BAD(
+				"%s: rule %zu: match.gid: not a group's name, nor a number from 0 to 4294967294",
+				path, i + 1);
+		r->has_gid = 1;
+		r->gid = (gid_t)id;
+	}
+	return 0;
+}
+
+/* What the rule allows: its VM name, ports and GID prefixes. */
+static int policy_rule_scope(json_t *rule, struct policy_rule *r,
+			     const char *path, size_t i, char *err,
+			     size_t errlen)
+{
+	json_t *v, *e;
+	size_t j;
+
+	if ((v = json_object_get(rule, "vm")) != NULL) {
+		if (!json_is_string(v) || json_string_length(v) == 0 ||
+		    json_string_length(v) >= sizeof(r->vm))
+			RULE_BAD(
+				"%s: rule %zu: \"vm\" must be a name of 1-63 characters",
+				path, i + 1);
+		strcpy(r->vm, json_string_value(v));
+	}
+	if ((v = json_object_get(rule, "ports")) != NULL) {
+		if (!json_is_array(v) || json_array_size(v) > 16)
+			RULE_BAD(
+				"%s: rule %zu: \"ports\" must be a list of at most 16 names",
+				path, i + 1);
+		json_array_foreach(v, j, e) {
+			if (!json_is_string(e) || json_string_length(e) >= 64)
+				RULE_BAD("%s: rule %zu: bad port name", path,
+					 i + 1);
+			strcpy(r->ports[r->nports++], json_string_value(e));
+		}
+	}
+	if ((v = json_object_get(rule, "gids")) != NULL) {
+		if (!json_is_array(v) || json_array_size(v) > 32)
+			RULE_BAD(
+				"%s: rule %zu: \"gids\" must be a list of at most 32 prefixes",
+				path, i + 1);
+		json_array_foreach(v, j, e) {
+			if (policy_gid_prefix_parse(json_string_value(e),
+						    &r->prefixes
+							     [r->nprefixes++]))
+				RULE_BAD(
+					"%s: rule %zu: \"%s\" is not a GID or IP prefix",
+					path, i + 1,
+					json_string_value(e) ?: "?");
+		}
+	}
+	return 0;
+}
+
+/* Rule i of the file: 0, or -EINVAL with err. */
+static int policy_rule_from_json(json_t *rule, struct policy_rule *r,
+				 const char *path, size_t i, char *err,
+				 size_t errlen)
+{
+	if (!json_is_object(rule))
+		RULE_BAD("%s: rule %zu is not an object", path, i + 1);
+	if (policy_rule_keys(rule, path, i, err, errlen) ||
+	    policy_rule_match(rule, r, path, i, err, errlen) ||
+	    policy_rule_scope(rule, r, path, i, err, errlen))
+		return -EINVAL;
+	if (policy_uint_field(rule, "max_gids", &r->max_gids) ||
+	    policy_uint_field(rule, "max_connections", &r->max_connections) ||
+	    policy_uint_field(rule, "max_clients", &r->max_clients) ||
+	    policy_uint_field(rule, "mad_rate", &r->mad_rate) ||
+	    policy_uint_field(rule, "mad_burst", &r->mad_burst))
+		RULE_BAD("%s: rule %zu: limits must be whole numbers", path,
+			 i + 1);
+	if (r->mad_rate && r->mad_burst == 0)
+		r->mad_burst = r->mad_rate;
+	return 0;
+}
+
 /* A policy from its JSON (taken over); path names it in messages. */
 static struct policy *policy_from_json(json_t *root, const char *path,
 				       char *err, size_t errlen)
 {
 	struct policy *p = NULL;
-	json_t *rules, *rule, *v, *match;
+	json_t *rules, *rule, *v;
 	const char *key;
-	size_t i, j;
-	int k, known;
+	size_t i;
 
 	rules = json_object_get(root, "policy");
 	if (!json_is_array(rules))
@@ -171,87 +304,9 @@ static struct policy *policy_from_json(json_t *root, const char *path,
 	if (p == NULL)
 		BAD("%s: out of memory", path);
 	json_array_foreach(rules, i, rule) {
-		struct policy_rule *r = &p->rules[i];
-		unsigned id;
-
-		if (!json_is_object(rule))
-			BAD("%s: rule %zu is not an object", path, i + 1);
-		json_object_foreach(rule, key, v) {
-			known = 0;
-			for (k = 0; rule_keys[k]; k++)
-				known |= strcmp(rule_keys[k], key) == 0;
-			if (!known)
-				BAD("%s: rule %zu: unknown key \"%s\"", path,
-				    i + 1, key);
-		}
-		match = json_object_get(rule, "match");
-		if (!json_is_object(match))
-			BAD("%s: rule %zu: needs \"match\": {\"uid\": ...} or {\"gid\": ...}",
-			    path, i + 1);
-		/* One of the two: both would read as "this user in that
-		 * group" and match either. */
-		if (json_object_size(match) != 1 ||
-		    (json_object_get(match, "uid") == NULL &&
-		     json_object_get(match, "gid") == NULL))
-			BAD("%s: rule %zu: match takes one key, \"uid\" or \"gid\"",
-			    path, i + 1);
-		if ((v = json_object_get(match, "uid")) != NULL) {
-			if (policy_id_from_json(v, 0, &id))
-				BAD("%s: rule %zu: match.uid: not a user's name, nor a number from 0 to 4294967294",
-				    path, i + 1);
-			r->has_uid = 1;
-			r->uid = (uid_t)id;
-		}
-		if ((v = json_object_get(match, "gid")) != NULL) {
-			if (policy_id_from_json(v, 1, &id))
-				BAD("%s: rule %zu: match.gid: not a group's name, nor a number from 0 to 4294967294",
-				    path, i + 1);
-			r->has_gid = 1;
-			r->gid = (gid_t)id;
-		}
-		if ((v = json_object_get(rule, "vm")) != NULL) {
-			if (!json_is_string(v) || json_string_length(v) == 0 ||
-			    json_string_length(v) >= sizeof(r->vm))
-				BAD("%s: rule %zu: \"vm\" must be a name of 1-63 characters",
-				    path, i + 1);
-			strcpy(r->vm, json_string_value(v));
-		}
-		if ((v = json_object_get(rule, "ports")) != NULL) {
-			if (!json_is_array(v) || json_array_size(v) > 16)
-				BAD("%s: rule %zu: \"ports\" must be a list of at most 16 names",
-				    path, i + 1);
-			json_array_foreach(v, j, match) {
-				if (!json_is_string(match) ||
-				    json_string_length(match) >= 64)
-					BAD("%s: rule %zu: bad port name", path,
-					    i + 1);
-				strcpy(r->ports[r->nports++],
-				       json_string_value(match));
-			}
-		}
-		if ((v = json_object_get(rule, "gids")) != NULL) {
-			if (!json_is_array(v) || json_array_size(v) > 32)
-				BAD("%s: rule %zu: \"gids\" must be a list of at most 32 prefixes",
-				    path, i + 1);
-			json_array_foreach(v, j, match) {
-				if (policy_gid_prefix_parse(
-					    json_string_value(match),
-					    &r->prefixes[r->nprefixes++]))
-					BAD("%s: rule %zu: \"%s\" is not a GID or IP prefix",
-					    path, i + 1,
-					    json_string_value(match) ?: "?");
-			}
-		}
-		if (policy_uint_field(rule, "max_gids", &r->max_gids) ||
-		    policy_uint_field(rule, "max_connections",
-				      &r->max_connections) ||
-		    policy_uint_field(rule, "max_clients", &r->max_clients) ||
-		    policy_uint_field(rule, "mad_rate", &r->mad_rate) ||
-		    policy_uint_field(rule, "mad_burst", &r->mad_burst))
-			BAD("%s: rule %zu: limits must be whole numbers", path,
-			    i + 1);
-		if (r->mad_rate && r->mad_burst == 0)
-			r->mad_burst = r->mad_rate;
+		if (policy_rule_from_json(rule, &p->rules[i], path, i, err,
+					  errlen))
+			goto fail;
 	}
 	json_decref(root);
 	return p;
