@@ -80,26 +80,28 @@ static int conn_restore_one(struct conn_table *ct, uint32_t idx)
 	return 0;
 }
 
-/* Rebuilds the indexes from the file: owners, then entries (and the
- * references of their paths), then timers in deadline order, then the
- * free lists.  Returns the entries that could not be taken back. */
-static unsigned conn_restore_entries(struct conn_table *ct)
+/* The table's counters as the file kept them. */
+static void conn_restore_counters(struct conn_table *ct)
 {
-	struct conn_restore_timed *timed = NULL;
-	struct conn_owner *o;
-	uint32_t nown, i, ntimed = 0;
-	unsigned dropped = 0;
-	struct conn *c;
+	struct conn_store *st = ct->store;
 
-	ct->random_operand = *conn_store_counter(ct->store,
-						 CONN_STORE_RANDOM_OPERAND);
-	ct->now_ms = (uint64_t)*conn_store_counter(ct->store, CONN_STORE_NOW_HI)
+	ct->random_operand = *conn_store_counter(st, CONN_STORE_RANDOM_OPERAND);
+	ct->now_ms = (uint64_t)*conn_store_counter(st, CONN_STORE_NOW_HI)
 			     << 32 |
-		     *conn_store_counter(ct->store, CONN_STORE_NOW_LO);
-	ct->tid_seq = *conn_store_counter(ct->store, CONN_STORE_TID_SEQ);
-	ct->hwm = *conn_store_counter(ct->store, CONN_STORE_ENTRIES_HWM);
-	ct->path_hwm = *conn_store_counter(ct->store, CONN_STORE_PATHS_HWM);
-	o = conn_store_owners(ct->store, &nown);
+		     *conn_store_counter(st, CONN_STORE_NOW_LO);
+	ct->tid_seq = *conn_store_counter(st, CONN_STORE_TID_SEQ);
+	ct->hwm = *conn_store_counter(st, CONN_STORE_ENTRIES_HWM);
+	ct->path_hwm = *conn_store_counter(st, CONN_STORE_PATHS_HWM);
+}
+
+/* The owners of the last life, each away until it claims its entries
+ * (what departed clients left drains on); the records none holds are
+ * free, lowest first. */
+static void conn_restore_owners(struct conn_table *ct, struct conn_owner *o,
+				uint32_t nown)
+{
+	uint32_t i;
+
 	for (i = 0; i < nown && i < CONN_MAX_CLIENTS; i++) {
 		struct conn_client *cc = &ct->cl[i];
 
@@ -114,15 +116,12 @@ static unsigned conn_restore_entries(struct conn_table *ct)
 		cc->id = o[i].client;
 		cc->used = 1;
 		cc->pinned = o[i].resumable;
-		/* What gone clients left draining goes on draining; every
-		 * other owner is away until it claims its entries. */
 		if (o[i].client == CONN_DEPARTED)
 			o[i].claimed = 1;
 		else
 			cc->away = 1;
 		hset_insert(&ct->cl_index, i, conn_table_cl_key, ct);
 	}
-	/* The records no owner holds are free, lowest first. */
 	ct->ncl = ct->cl_cap;
 	for (i = ct->cl_cap; i-- > 0;) {
 		if (ct->cl[i].used)
@@ -130,8 +129,18 @@ static unsigned conn_restore_entries(struct conn_table *ct)
 		ct->cl[i].next_free = (uint16_t)ct->cl_free;
 		ct->cl_free = i + 1;
 	}
-	for (i = 0; i < ct->path_hwm; i++)
-		ct->paths[i].refs = 0;
+}
+
+/* Each live entry taken back (its path referenced again), and its timer,
+ * in deadline order: each class is a FIFO by deadline, as it was built.
+ * Returns the entries that could not be taken back. */
+static unsigned conn_restore_live(struct conn_table *ct)
+{
+	struct conn_restore_timed *timed = NULL;
+	uint32_t i, ntimed = 0;
+	unsigned dropped = 0;
+	struct conn *c;
+
 	if (ct->hwm)
 		timed = calloc(ct->hwm, sizeof(*timed));
 	for (i = 0; i < ct->hwm; i++) {
@@ -161,7 +170,6 @@ static unsigned conn_restore_entries(struct conn_table *ct)
 		timed[ntimed].in = (int32_t)conn_deadline_in(c, ct->now_ms);
 		ntimed++;
 	}
-	/* Each timer class is a FIFO by deadline, as it was built. */
 	if (ntimed)
 		qsort(timed, ntimed, sizeof(*timed), conn_restore_by_deadline);
 	for (i = 0; i < ntimed; i++) {
@@ -169,7 +177,15 @@ static unsigned conn_restore_entries(struct conn_table *ct)
 		conn_table_timer_append(ct, c, c->timer);
 	}
 	free(timed);
-	/* Free slots, lowest first. */
+	return dropped;
+}
+
+/* Free entry slots and path records, lowest first; the paths in use
+ * indexed again. */
+static void conn_restore_free_lists(struct conn_table *ct)
+{
+	uint32_t i;
+
 	for (i = 0; i < ct->hwm; i++)
 		if (!(conn_at(ct, i)->flags & CF_LIVE))
 			conn_table_slot_free(ct, conn_at(ct, i));
@@ -184,6 +200,24 @@ static unsigned conn_restore_entries(struct conn_table *ct)
 			ct->path_free = i + 1;
 		}
 	}
+}
+
+/* Rebuilds the indexes from the file: owners, then entries (and the
+ * references of their paths), then timers in deadline order, then the
+ * free lists.  Returns the entries that could not be taken back. */
+static unsigned conn_restore_entries(struct conn_table *ct)
+{
+	struct conn_owner *o;
+	uint32_t nown, i;
+	unsigned dropped;
+
+	conn_restore_counters(ct);
+	o = conn_store_owners(ct->store, &nown);
+	conn_restore_owners(ct, o, nown);
+	for (i = 0; i < ct->path_hwm; i++)
+		ct->paths[i].refs = 0;
+	dropped = conn_restore_live(ct);
+	conn_restore_free_lists(ct);
 	/* Owners that nothing keeps. */
 	for (i = 0; i < nown && i < CONN_MAX_CLIENTS; i++)
 		if (ct->cl[i].used)
