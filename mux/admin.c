@@ -59,7 +59,7 @@ static json_t *admin_disconnect(struct admin_conn *ac, json_t *req)
 		return proto_reply_error(EINVAL,
 					 "\"client_id\" must be a client's id");
 	client = (uint64_t)json_integer_value(id);
-	w = clients_worker_of(&mux->clients, client);
+	w = clients_worker_of(mux->clients, client);
 	if (w < 0)
 		return proto_reply_error(ENOENT, "no client %llu",
 					 (unsigned long long)client);
@@ -221,10 +221,10 @@ int admin_listen(struct mux *mux, struct event_base *base)
 	TAILQ_INIT(&mux->admin_conns);
 	if (mux->cfg.admin_path == NULL)
 		return 0;
-	return unix_listener_open(&mux->admin_listener, base,
+	return unix_listener_open(mux->admin_listener, base,
 				  mux->cfg.admin_path, 0600, (uid_t)-1,
 				  (gid_t)-1,
-				  listen_fds_claim(&mux->listen_fds, "admin",
+				  listen_fds_claim(mux->listen_fds, "admin",
 						   mux->cfg.admin_path),
 				  0, admin_accept, mux);
 }
@@ -233,5 +233,5 @@ void admin_close(struct mux *mux)
 {
 	while (!TAILQ_EMPTY(&mux->admin_conns))
 		admin_conn_free(TAILQ_FIRST(&mux->admin_conns));
-	unix_listener_close(&mux->admin_listener);
+	unix_listener_close(mux->admin_listener);
 }

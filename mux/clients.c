@@ -385,7 +385,7 @@ int clients_log_allowed(struct mux *mux, const struct client_info *ci,
 {
 	uint64_t all = 0;
 
-	if (!clients_uid_log_allowed(&mux->clients, ci->uid, suppressed))
+	if (!clients_uid_log_allowed(mux->clients, ci->uid, suppressed))
 		return 0;
 	if (!mux_refusal_log_allowed(mux, &all))
 		return 0;

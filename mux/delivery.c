@@ -75,7 +75,7 @@ static void delivery_lost(struct mux *mux, const struct proto_mad *m)
 	memcpy(sgid.raw, m->addr.remote_gid, 16);
 	memcpy(dgid.raw, m->addr.local_gid, 16);
 	sender = router_gid_owner(mux->router, m->addr.port, &sgid);
-	ci = sender ? clients_get(&mux->clients, sender) : NULL;
+	ci = sender ? clients_get(mux->clients, sender) : NULL;
 	if (ci == NULL)
 		return; /* from the fabric: its host's CM retransmits */
 	atomic_fetch_add(&ci->ctr.mads_lost, 1);
@@ -139,6 +139,8 @@ static void delivery_broadcast(struct mux *mux, const char *text)
 	}
 }
 
+/* struct mux_delivery's only implementation; why it is a table at all:
+ * mux.h, delivery.c's section. */
 const struct mux_delivery delivery_to_sessions = {
 	.mad = delivery_mad,
 	.lost = delivery_lost,
@@ -175,7 +177,7 @@ static void delivery_worker_discard(struct worker *w, struct worker_msg *m)
 {
 	if (m->type == WMSG_NEW_CLIENT) {
 		close(m->fd);
-		clients_remove(&worker_mux(w)->clients, m->info->id);
+		clients_remove(worker_mux(w)->clients, m->info->id);
 	}
 }
 
@@ -185,6 +187,7 @@ static void delivery_worker_detach(struct worker *w, void *state)
 	session_set_free(state);
 }
 
+/* struct worker_ops's only implementation (mux.h says why a table). */
 const struct worker_ops delivery_worker_ops = {
 	.attach = delivery_worker_attach,
 	.handle = delivery_worker_handle,

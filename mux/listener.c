@@ -92,7 +92,7 @@ static void listener_accept_cb(struct evconnlistener *l, evutil_socket_t fd,
 		return;
 	}
 	w = atomic_fetch_add(&mux->next_worker, 1) % (unsigned)mux->nworkers;
-	rc = clients_add(&mux->clients, mux->cfg.max_clients,
+	rc = clients_add(mux->clients, mux->cfg.max_clients,
 			 mux->cfg.max_clients_per_uid, cred.pid, cred.uid,
 			 cred.gid, w, cl->qemu_port, &ci);
 	if (rc < 0) {
@@ -122,7 +122,7 @@ static void listener_accept_cb(struct evconnlistener *l, evutil_socket_t fd,
 	}
 	msg = calloc(1, sizeof(*msg));
 	if (msg == NULL) {
-		clients_remove(&mux->clients, ci->id);
+		clients_remove(mux->clients, ci->id);
 		close(fd);
 		return;
 	}
@@ -140,18 +140,18 @@ int listener_start(struct mux *mux, struct event_base *base)
 	struct port *p;
 	int i, rc, backlog;
 
-	mux->listener.mux = mux;
-	mux->listener.qemu_port = -1;
+	mux->listener->mux = mux;
+	mux->listener->qemu_port = -1;
 	/* Every client may connect at once: after a restart they all come
 	 * back together. */
 	backlog = unix_listener_backlog(mux->cfg.max_clients,
 					mux->cfg.socket_path);
-	rc = unix_listener_open(&mux->listener.ul, base, mux->cfg.socket_path,
+	rc = unix_listener_open(&mux->listener->ul, base, mux->cfg.socket_path,
 				mux->cfg.socket_mode, mux->cfg.socket_owner,
 				mux->cfg.socket_group,
-				listen_fds_claim(&mux->listen_fds, "client",
+				listen_fds_claim(mux->listen_fds, "client",
 						 mux->cfg.socket_path),
-				backlog, listener_accept_cb, &mux->listener);
+				backlog, listener_accept_cb, mux->listener);
 	if (rc < 0)
 		return rc;
 	for (i = 0; i < mux->cfg.nqemu; i++) {
@@ -168,7 +168,7 @@ int listener_start(struct mux *mux, struct event_base *base)
 					mux->cfg.socket_mode,
 					mux->cfg.socket_owner,
 					mux->cfg.socket_group,
-					listen_fds_claim(&mux->listen_fds, NULL,
+					listen_fds_claim(mux->listen_fds, NULL,
 							 mux->cfg.qemu[i].path),
 					backlog, listener_accept_cb, cl);
 		if (rc < 0)
@@ -184,7 +184,7 @@ void listener_stop(struct mux *mux)
 {
 	int i;
 
-	unix_listener_close(&mux->listener.ul);
+	unix_listener_close(&mux->listener->ul);
 	for (i = 0; i < mux->nqemu_listeners; i++)
 		unix_listener_close(&mux->qemu_listeners[i].ul);
 	mux->nqemu_listeners = 0;

@@ -153,7 +153,7 @@ static void main_on_service_tick(evutil_socket_t fd, short what, void *arg)
 	sdnotify(
 		"%sSTATUS=%u client(s), %u connection(s) established, %u in handshake",
 		sdnotify_watchdog_usec() ? "WATCHDOG=1\n" : "",
-		clients_count(&mux->clients), rc.established, rc.handshake);
+		clients_count(mux->clients), rc.established, rc.handshake);
 }
 
 /*
@@ -267,7 +267,7 @@ static int main_config_only(struct mux *mux, struct config_errors *errs)
 				"usage: rdmacm-muxd [options]; --help lists them\n");
 	}
 	config_free(cfg);
-	free(mux);
+	mux_free(mux);
 	return code;
 }
 
@@ -335,10 +335,10 @@ static void main_make_tables(struct mux *mux, const struct router_limits *lim)
 	mux->qp_registry = qp_registry_new();
 	if (mux->qp_registry == NULL)
 		fatalx("cannot set up the QP registry");
-	clients_init(&mux->clients);
+	clients_init(mux->clients);
 	if (router_restored(mux->router, &was)) {
 		/* New clients never take a previous client's id. */
-		mux->clients.next_id = router_max_client_id(mux->router) + 1;
+		mux->clients->next_id = router_max_client_id(mux->router) + 1;
 		log_info(
 			"connection state %s: %u comm-ID and %u SIDR mapping(s) of the previous daemon, kept for its clients for %u ms",
 			lim->state_path, was.comm_ids, was.sidr_ids,
@@ -437,7 +437,7 @@ static void main_release(struct mux *mux, struct main_signals *signals,
 	admin_close(mux);
 	router_free(mux->router);
 	qp_registry_free(mux->qp_registry);
-	clients_fini(&mux->clients);
+	clients_fini(mux->clients);
 	policy_unref(mux->policy);
 	pthread_mutex_destroy(&mux->policy_lock);
 	pthread_mutex_destroy(&mux->refusal_lock);
@@ -458,7 +458,7 @@ int main(int argc, char **argv)
 	char logerr[256];
 	struct mux *mux;
 
-	mux = calloc(1, sizeof(*mux));
+	mux = mux_new();
 	if (mux == NULL)
 		return 1;
 	config_defaults(&mux->cfg);
@@ -473,7 +473,7 @@ int main(int argc, char **argv)
 		     logerr, sizeof(logerr)) < 0)
 		log_warnx("logging on stderr: %s", logerr);
 	/* Sockets systemd may have handed over (descriptors 3 and up). */
-	listen_fds_take(&mux->listen_fds);
+	listen_fds_take(mux->listen_fds);
 	/* A client that vanishes mid-write must cost an EPIPE, not us. */
 	signal(SIGPIPE, SIG_IGN);
 	if (evthread_use_pthreads() < 0)
@@ -503,7 +503,7 @@ int main(int argc, char **argv)
 	if (listener_start(mux, base) < 0 || status_listen(mux) < 0 ||
 	    admin_listen(mux, base) < 0)
 		goto fail;
-	listen_fds_close_unclaimed(&mux->listen_fds);
+	listen_fds_close_unclaimed(mux->listen_fds);
 
 	main_start_threads(mux);
 	service = main_service_timer(mux, base);
@@ -515,7 +515,7 @@ int main(int argc, char **argv)
 	exit_code = 0;
 fail:
 	main_release(mux, &signals, base);
-	free(mux);
+	mux_free(mux);
 	if (exit_code)
 		log_warnx("rdmacm-muxd: not started");
 	else

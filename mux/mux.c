@@ -1,11 +1,45 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
-/* The daemon object's small shared helpers. */
+/* The daemon object: what it holds, and its small shared helpers. */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "mux/mux.h"
+
+/* What struct mux holds by pointer, so that mux.h can show the daemon
+ * object before the sections of these types: one allocation with it. */
+struct mux_parts {
+	struct mux mux;
+	struct clients clients;
+	struct port ports[MUX_MAX_PORTS];
+	struct client_listener listener;
+	struct client_listener qemu_listeners[MUX_MAX_PORTS];
+	struct listen_fds listen_fds;
+	struct unix_listener admin_listener;
+};
+
+struct mux *mux_new(void)
+{
+	struct mux_parts *p = calloc(1, sizeof(*p));
+
+	if (p == NULL)
+		return NULL;
+	p->mux.clients = &p->clients;
+	p->mux.ports = p->ports;
+	p->mux.listener = &p->listener;
+	p->mux.qemu_listeners = p->qemu_listeners;
+	p->mux.listen_fds = &p->listen_fds;
+	p->mux.admin_listener = &p->admin_listener;
+	return &p->mux;
+}
+
+void mux_free(struct mux *mux)
+{
+	/* The first member: the parts' address is the daemon's. */
+	free((struct mux_parts *)mux);
+}
 
 /* The daemon's deadlines and budgets count whole milliseconds, and
  * libevent's timers already run on the coarse clock: the tick-grained

@@ -3,12 +3,45 @@
 #define RCM_MUX_H
 
 /*
- * rdmacm-muxd private header, sectioned by the file that implements each
- * part.  Threads: the main thread (listeners, status, signals), one port
- * I/O thread (all ports' receive paths, router timers), and a fixed pool
- * of workers, each owning its sessions and a libevent base.  Work crosses
- * threads only as typed messages on a worker's inbox; sessions are named
- * across threads by client id, never by pointer.
+ * rdmacm-muxd's private header, one section per file that implements it,
+ * in the order a newcomer follows the daemon: what it is told (config.c)
+ * and counts (stats.c), the daemon object (mux.c, struct mux), then the
+ * two corridors a MAD walks, then what stands beside them.
+ *
+ * The inbound corridor, a MAD from the wire to its VM:
+ *   port_umad.c / port_sim.c  a port's receive path, on the port thread
+ *   port.c                    port_input(): counted, handed to the router
+ *   router.c (router.h)       whose is it: REQ/SIDR_REQ by destination
+ *                             GID, the rest by comm ID, translated
+ *   conn.c, conn_table.c      the CM state machine that says so (conn.h)
+ *   delivery.c                to the owner's session, from any thread
+ *   session.c                 queued on the client's socket output
+ *   outlet.c                  written, by whichever thread may
+ *   (worker.c runs the sessions: one libevent base and inbox each)
+ *
+ * The outbound corridor, a VM's MAD to the wire:
+ *   session.c                 a MAD frame read from the client
+ *                             (qemu_client.c: a QEMU request)
+ *   outbound.c                checked: rate, message, port and policy,
+ *                             source GID, address block, the QP it names
+ *                             (qp_owner.c, qp_registry.c), then the
+ *                             router and connection table (comm IDs,
+ *                             states, the GIDs inside)
+ *   port.c                    port_send_client_mad(): counted, sent
+ *   port_senders.c, port_umad.c  through a sender thread where a send
+ *                             blocks (umad), else at once
+ *
+ * Beside them: control requests (requests.c), the client list
+ * (clients.c), the sockets (listener.c, unix_listener.c, status.c,
+ * admin.c), start-up and systemd (lockfile.c, listen_fds.c, sdnotify.c,
+ * main.c).
+ *
+ * Threads: the main thread (listeners, signals), the status thread, one
+ * port thread (every port's receive path, the router's timers) and a
+ * fixed pool of workers, each owning its sessions and a libevent base.
+ * Work crosses threads only as typed messages on a worker's inbox, or as
+ * output on a client's outlet; sessions are named across threads by
+ * client id, never by pointer.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -44,19 +77,13 @@ struct mnl_socket;
 
 struct router;
 struct mux;
-
-/* ---- lockfile.c: one daemon per socket and per port ------------------ */
-
-struct lockfile {
-	int fd; /* -1: not held */
-	char path[256];
-};
-
-/* 0, or -EADDRINUSE (another daemon holds it), or another negative errno;
- * says why it failed, naming what the lock guards. */
-int lockfile_take_or_say(struct lockfile *lf, const char *path,
-			 const char *what);
-void lockfile_release(struct lockfile *lf);
+struct port;
+struct worker;
+struct client_info;
+struct clients;
+struct client_listener;
+struct listen_fds;
+struct unix_listener;
 
 /* ---- config.c: options from the command line and the config file ---- */
 
@@ -229,131 +256,91 @@ struct mux_stats {
 
 json_t *stats_to_json(struct mux_stats *st);
 
-/* ---- outlet.c: a client's socket output, shared between threads ------- */
+/* ---- lockfile.c: one daemon per socket and per port ------------------ */
 
-struct outlet {
-	pthread_mutex_t lock;
-	int fd;               /* -1 until the session starts */
-	int open;             /* taking output */
-	size_t max_msg_write; /* QEMU: one message per write; else 0 */
-	uint8_t *buf;         /* what is queued: buf[head .. head + len) */
-	size_t head, len, cap;
-	size_t inflight;  /* what a thread writes, outside the lock (0: none) */
-	int owner_missed; /* the owner flushed while it wrote */
-	int owner_asked;  /* its worker was asked to flush */
-	_Atomic size_t queued;     /* len + inflight, for the status */
-	_Atomic uint64_t flushers; /* workers that will flush it (bit each) */
+struct lockfile {
+	int fd; /* -1: not held */
+	char path[256];
 };
 
-void outlet_init(struct outlet *o);
-/* The session started: output goes to fd, which the outlet now owns. */
-int outlet_open(struct outlet *o, int fd, size_t max_msg_write);
-/* Queue a frame (header and payload) if it fits below max (0: no limit);
- * -ENOBUFS when it does not, -EPIPE once closed. */
-int outlet_append(struct outlet *o, size_t max, const void *hdr, size_t hlen,
-		  const void *payload, size_t len);
-/* QEMU's messages: written at once when nothing is queued (1), else
- * queued (0). */
-int outlet_write_or_queue(struct outlet *o, const void *msg, size_t len);
-/* Write what is queued as far as the socket takes it; *left is what
- * remains.  A writer other than the owner gets *ask_owner set the first
- * time it leaves bytes behind, or when the owner flushed while it wrote:
- * the owner must flush again.  One thread writes at a time, without the
- * lock held; a flush that finds another writing leaves it to that one
- * (*left 0). */
-int outlet_flush(struct outlet *o, int owner, size_t *left, int *ask_owner);
-size_t outlet_len(struct outlet *o);
-/* Worker w will flush o at the end of its pass; 1 if it was not yet
- * going to (the caller then lists it).  Release before flushing. */
-int outlet_claim_flush(struct outlet *o, unsigned worker);
-void outlet_release_flush(struct outlet *o, unsigned worker);
-/* The session ended: nothing more is queued or written. */
-void outlet_close(struct outlet *o);
-/* With the client record: frees the queue, closes the descriptor. */
-void outlet_fini(struct outlet *o);
+/* 0, or -EADDRINUSE (another daemon holds it), or another negative errno;
+ * says why it failed, naming what the lock guards. */
+int lockfile_take_or_say(struct lockfile *lf, const char *path,
+			 const char *what);
+void lockfile_release(struct lockfile *lf);
 
-/* ---- clients.c: who is connected, for routing hand-off and status ---- */
+/* ---- mux.c: the daemon object ------------------------------------------- */
 
-struct client_counters {
-	_Atomic uint64_t requests;
-	_Atomic uint64_t errors;    /* error replies sent */
-	_Atomic uint64_t mads_sent; /* accepted for the wire */
-	_Atomic uint64_t mads_delivered;
-	_Atomic uint64_t mads_dropped; /* to this client, queue full */
-	_Atomic uint64_t mads_lost;    /* from it, dropped at a receiver here */
-	_Atomic uint64_t malformed;
-	_Atomic uint64_t qemu_pending_bytes; /* MADs waiting for QEMU */
+struct mux {
+	struct mux_config cfg;
+	const struct mux_delivery *deliver; /* wired by main.c */
+	int argc;                           /* kept to read the options again */
+	char **argv;
+	struct timespec started;
+	struct mux_stats stats;
+	struct clients *clients;
+	struct router *router;
+	struct qp_registry *qp_registry; /* the simulated ports' QPs */
+	int nports;
+	struct port *ports; /* MUX_MAX_PORTS of them */
+	int nworkers;
+	struct worker *workers[MUX_MAX_WORKERS];
+	_Atomic unsigned next_worker;
+	struct portio *portio;
+	struct client_listener *listener;
+	int nqemu_listeners;
+	struct client_listener *qemu_listeners; /* MUX_MAX_PORTS of them */
+	struct status_server *status;
+	struct listen_fds *listen_fds; /* socket activation */
+	char sim_fabric[256];
+	int sim_fabric_owned;
+	pthread_mutex_t policy_lock;
+	struct policy *policy;
+	struct log_ratelimit accept_rl; /* main thread only */
+	/* Lines a client can cause once per connection, from any thread
+	 * (refusals of admission, hello timeouts, malformed requests, a
+	 * session resumed or closed for not reading): one budget for all,
+	 * so that reconnecting buys no one more. */
+	pthread_mutex_t refusal_lock;
+	struct log_ratelimit refusal_rl;
+	struct unix_listener *admin_listener;
+	TAILQ_HEAD(, admin_conn) admin_conns;
 };
 
-struct client_info {
-	RB_ENTRY(client_info) link;
-	uint64_t id;
-	unsigned worker;
-	pid_t pid;
-	uid_t uid;
-	gid_t gid;
-	time_t connected;
-	char name[MUX_NAME_MAX + 1];
-	int qemu_port; /* QEMU's protocol on this port, or -1 */
-	struct client_counters ctr;
-	_Atomic unsigned refs;        /* the table's, and each borrower's */
-	_Atomic int loss_note_posted; /* a mad_lost report is on its way */
-	struct outlet out;
-	/* Set at hello and used only on the client's worker thread. */
-	struct policy *pol;
-	const struct policy_rule *rule;
-	struct token_bucket tb;
-};
+/* The daemon object and the parts it holds, zeroed; NULL without
+ * memory.  mux_free() frees what mux_new() made. */
+struct mux *mux_new(void);
+void mux_free(struct mux *mux);
+/* SIGHUP: the configuration file and the command line again; the limits,
+ * log level and policy that changed apply, the rest is logged as waiting
+ * for a restart.  Errors keep the running configuration. */
+void mux_reload(struct mux *mux);
+/* The router's limits as cfg sets them (no state file). */
+void mux_router_limits(const struct mux_config *cfg, struct router_limits *lim);
+/* The policy in force (a reference: policy_unref() it). */
+struct policy *mux_policy_get(struct mux *mux);
+/* Read the policy file again; the new one applies to clients that connect
+ * from now on.  0, or -errno with err set. */
+int mux_policy_reload(struct mux *mux, char *err, size_t errlen);
 
-struct uid_count;
-struct uid_log;
+uint64_t mux_now_ms(void);
+/* Any thread: may a refusal of admission be logged now (see accept_rl)? */
+int mux_refusal_log_allowed(struct mux *mux, uint64_t *suppressed);
+struct port *mux_port_by_name(struct mux *mux, const char *name);
 
-struct clients {
-	pthread_mutex_t lock;
-	RB_HEAD(client_tree, client_info) tree;
-	RB_HEAD(uid_count_tree, uid_count) by_uid;
-	RB_HEAD(uid_log_tree, uid_log) uid_logs;
-	unsigned nuid_logs;
-	struct log_ratelimit uid_log_overflow;
-	unsigned count;
-	uint64_t next_id;
-};
+/* ==== The inbound corridor ============================================ */
 
-void clients_init(struct clients *c);
-void clients_fini(struct clients *c);
-/* Adds a client; -EBUSY above max, -EUSERS above max_per_uid of the
- * same uid.  The record is owned by the table. */
-int clients_add(struct clients *c, unsigned max, unsigned max_per_uid,
-		pid_t pid, uid_t uid, gid_t gid, unsigned worker, int qemu_port,
-		struct client_info **out);
+/* ---- port_umad.c: a real port, through umad and verbs ------------------ */
 
-void clients_remove(struct clients *c, uint64_t id);
-/* May a line a client's request caused be logged now?  Within its uid's
- * budget (5 lines, then one a second), which outlives its clients so that
- * reconnecting buys no tenant a new one, and the daemon's (*suppressed:
- * the lines held back of that uid and of all). */
-int clients_log_allowed(struct mux *mux, const struct client_info *ci,
-			uint64_t *suppressed);
-unsigned clients_count(struct clients *c);
-/* Worker index of a live client, or -ENOENT. */
-int clients_worker_of(struct clients *c, uint64_t id);
-/* A live client, held until clients_put (its record and outlet stay
- * valid after it leaves the table); NULL if there is none. */
-struct client_info *clients_get(struct clients *c, uint64_t id);
-void clients_put(struct client_info *ci);
-/* One more hold on a record the caller already holds. */
-struct client_info *clients_hold(struct client_info *ci);
-/* Every client for the status, each with its newest conns_max
- * connections; NULL when out of memory. */
-json_t *clients_json(struct clients *c, struct router *r, unsigned conns_max,
-		     unsigned conns_total);
-/* At hello: the name the client gave and the policy rule it runs under
- * (the client_info takes over the reference to pol), or -EUSERS (and pol
- * released) when the rule's max_clients already run under an equal rule
- * of any generation of the policy. */
-int clients_set_hello(struct clients *c, struct client_info *ci,
-		      const char *name, struct policy *pol,
-		      const struct policy_rule *rule);
+extern const struct port_ops port_umad_ops;
+
+/* ---- port_sim.c: a simulated port (a unix datagram "fabric") ---------- */
+
+extern const struct port_ops port_sim_ops;
+/* The private fabrics (tmp/prefix*) of daemons of this uid that are
+ * provably gone (killed, so they could not remove them): removed, and
+ * said in the log. */
+void port_sim_sweep_fabrics(const char *tmp, const char *prefix);
 
 /* ---- port.c: the port interface -------------------------------------- */
 
@@ -457,47 +444,223 @@ void port_io_stop(struct portio *pio);
 /* Close the ports; after the workers have stopped sending. */
 void port_io_free(struct portio *pio);
 
-/* ---- port_senders.c: sender threads for ports whose send blocks ------- */
+/* ---- delivery.c: from the ports to the sessions, and workers' inboxes -- */
 
-/* A client's MAD on its way out through a sender thread. */
-struct port_send {
-	TAILQ_ENTRY(port_send) link;
-	struct proto_mad m; /* as it goes on the wire */
-	int gid_index;
-	struct client_info *ci; /* held until the verdict is posted; NULL:
-				 * the daemon's own answer */
-	uint32_t rid;           /* the request to answer */
+/*
+ * How the ports hand what they receive and decide to the clients.  It has
+ * one implementation, delivery_to_sessions below, which main.c wires in
+ * (mux->deliver); it is a table only to keep the modules' calls a line:
+ * the outbound corridor calls port.c (session -> outbound -> port), so a
+ * direct call from port.c to delivery.c (-> session) would close a cycle,
+ * which scripts/check-house.sh refuses.  Any thread.
+ */
+struct mux_delivery {
+	/* A routed inbound MAD for ci (held by the caller): 0, or -ENOBUFS
+	 * when its receiver could not take it, or another negative errno. */
+	int (*mad)(struct mux *mux, struct client_info *ci,
+		   const struct proto_mad *m);
+	/* An inbound MAD was dropped at its receiver's full queue: tell its
+	 * sender if it is a client of ours. */
+	void (*lost)(struct mux *mux, const struct proto_mad *m);
+	/* The verdict on ci's deferred send of request rid. */
+	void (*send_done)(struct mux *mux, struct client_info *ci, uint32_t rid,
+			  int rc);
+	/* A JSON event (text) for every client. */
+	void (*broadcast)(struct mux *mux, const char *text);
 };
 
-struct port_senders;
+extern const struct mux_delivery delivery_to_sessions;
+/* The session layer on a worker: its inbox's messages. */
+extern const struct worker_ops delivery_worker_ops;
 
-/* What became of a queued send: rc 0 or the send's error, or -ECANCELED
- * for one never made (the daemon is stopping).  It frees ps. */
-typedef void (*port_send_done_fn)(struct port *p, struct port_send *ps, int rc);
+/* ---- session.c: one client connection on its worker ------------------- */
 
-int port_senders_start(struct port *p, unsigned nthreads, unsigned queue_max,
-		       port_send_done_fn done);
-/* Queue ps (the pool owns it from here); key picks the thread, so equal
- * keys keep their order.  -EAGAIN when that thread's queue is full,
- * -ESHUTDOWN once the pool stopped (ps stays the caller's). */
-int port_senders_queue(struct port *p, struct port_send *ps, uint32_t key);
-/* Join the threads; queued sends are dropped, later ones refused.
- * Before the workers stop, which may still queue meanwhile. */
-void port_senders_stop(struct port *p);
-/* After the workers stopped: nothing can queue any more. */
-void port_senders_free(struct port *p);
+struct session;
+struct session_set;
 
-/* ---- port_sim.c: a simulated port (a unix datagram "fabric") ---------- */
+void session_start(struct worker *w, int fd, struct client_info *info);
+/* Deliveries return 0, or -ENOBUFS when the client's queue is full
+ * (the MAD is dropped and counted), or another negative errno. */
+int session_deliver_mad(struct worker *w, uint64_t client_id,
+			const struct proto_mad *m);
+/* A MAD routed on worker self for ci, another worker's client (QEMU's
+ * protocol excepted): queued on its outlet and written at the end of
+ * self's pass.  The caller holds ci. */
+int session_deliver_from(struct worker *self, struct client_info *ci,
+			 const struct proto_mad *m);
+/* The same from a thread that is no worker (a port's): written at once. */
+int session_deliver_now(struct mux *mux, struct client_info *ci,
+			const struct proto_mad *m);
+/* Tell a client of the MADs of its lost at receivers (mad_lost); last
+ * describes the latest (JSON object text: port, attr, GIDs). */
+void session_note(struct worker *w, uint64_t client_id, const char *last);
+/* Another thread left output on the client's socket: the owner takes
+ * over writing it. */
+void session_flush_client(struct worker *w, uint64_t client_id);
+/* The verdict on a MAD request whose send was deferred: by its worker,
+ * or (a client of our protocol) from the thread that sent it. */
+void session_send_done(struct worker *w, uint64_t client_id, uint32_t rid,
+		       int rc);
+int session_send_done_now(struct mux *mux, struct client_info *ci, uint32_t rid,
+			  int rc);
+void session_broadcast_event(struct worker *w, const char *text);
+void session_close_all(struct worker *w);
+void session_kick(struct worker *w, uint64_t client_id, const char *why);
+struct session_set *session_set_new(struct mux *mux, unsigned worker,
+				    struct event_base *base);
+void session_set_free(struct session_set *set);
 
-extern const struct port_ops port_sim_ops;
-/* The private fabrics (tmp/prefix*) of daemons of this uid that are
- * provably gone (killed, so they could not remove them): removed, and
- * said in the log. */
-void port_sim_sweep_fabrics(const char *tmp, const char *prefix);
+/* ---- outlet.c: a client's socket output, shared between threads ------- */
 
-/* ---- port_umad.c: a real port, through umad and verbs ------------------ */
+struct outlet {
+	pthread_mutex_t lock;
+	int fd;               /* -1 until the session starts */
+	int open;             /* taking output */
+	size_t max_msg_write; /* QEMU: one message per write; else 0 */
+	uint8_t *buf;         /* what is queued: buf[head .. head + len) */
+	size_t head, len, cap;
+	size_t inflight;  /* what a thread writes, outside the lock (0: none) */
+	int owner_missed; /* the owner flushed while it wrote */
+	int owner_asked;  /* its worker was asked to flush */
+	_Atomic size_t queued;     /* len + inflight, for the status */
+	_Atomic uint64_t flushers; /* workers that will flush it (bit each) */
+};
 
-extern const struct port_ops port_umad_ops;
+void outlet_init(struct outlet *o);
+/* The session started: output goes to fd, which the outlet now owns. */
+int outlet_open(struct outlet *o, int fd, size_t max_msg_write);
+/* Queue a frame (header and payload) if it fits below max (0: no limit);
+ * -ENOBUFS when it does not, -EPIPE once closed. */
+int outlet_append(struct outlet *o, size_t max, const void *hdr, size_t hlen,
+		  const void *payload, size_t len);
+/* QEMU's messages: written at once when nothing is queued (1), else
+ * queued (0). */
+int outlet_write_or_queue(struct outlet *o, const void *msg, size_t len);
+/* Write what is queued as far as the socket takes it; *left is what
+ * remains.  A writer other than the owner gets *ask_owner set the first
+ * time it leaves bytes behind, or when the owner flushed while it wrote:
+ * the owner must flush again.  One thread writes at a time, without the
+ * lock held; a flush that finds another writing leaves it to that one
+ * (*left 0). */
+int outlet_flush(struct outlet *o, int owner, size_t *left, int *ask_owner);
+size_t outlet_len(struct outlet *o);
+/* Worker w will flush o at the end of its pass; 1 if it was not yet
+ * going to (the caller then lists it).  Release before flushing. */
+int outlet_claim_flush(struct outlet *o, unsigned worker);
+void outlet_release_flush(struct outlet *o, unsigned worker);
+/* The session ended: nothing more is queued or written. */
+void outlet_close(struct outlet *o);
+/* With the client record: frees the queue, closes the descriptor. */
+void outlet_fini(struct outlet *o);
+
+/* ---- worker.c: worker threads, one event base and inbox each ----------- */
+
+enum worker_msg_type {
+	WMSG_NEW_CLIENT,
+	WMSG_MAD_IN,
+	WMSG_EVENT,     /* JSON event text to every ready session */
+	WMSG_KICK,      /* admin: disconnect client_id */
+	WMSG_FLUSH,     /* client_id's socket has output left */
+	WMSG_NOTE,      /* JSON event text for client_id */
+	WMSG_SEND_DONE, /* verdict (rc) on client_id's MAD request rid */
+	WMSG_STOP,
+};
+
+struct worker_msg {
+	TAILQ_ENTRY(worker_msg) link;
+	enum worker_msg_type type;
+	uint64_t client_id;
+	int fd;
+	struct client_info *info;
+	char *text;
+	uint32_t rid;
+	int rc;
+	struct proto_mad mad;
+};
+
+struct worker;
+
+/*
+ * What a worker runs.  One implementation, delivery_worker_ops
+ * (delivery.c: each inbox message to the session layer), which main.c
+ * passes to worker_pool_start(); a table because the sessions call the
+ * worker (its base, its index, its inbox), so a call back from worker.c
+ * into session.c would be a cycle.
+ */
+struct worker_ops {
+	/* Before its thread starts: the state its messages are for. */
+	void *(*attach)(struct worker *w);
+	/* Each message of the inbox, on the worker's thread (WMSG_STOP
+	 * too, after which the loop ends). */
+	void (*handle)(struct worker *w, struct worker_msg *m);
+	/* Once the thread has ended: each message it never took, then its
+	 * state. */
+	void (*discard)(struct worker *w, struct worker_msg *m);
+	void (*detach)(struct worker *w, void *state);
+};
+
+int worker_pool_start(struct mux *mux, const struct worker_ops *ops);
+void worker_pool_stop(struct mux *mux);
+/* Queue a message; the worker owns it from here on.  -ENOBUFS when the
+ * inbox is full (never for NEW_CLIENT and STOP). */
+int worker_post(struct worker *w, struct worker_msg *msg);
+/* A zeroed message of type for client_id (NULL without memory). */
+struct worker_msg *worker_msg_new(enum worker_msg_type type,
+				  uint64_t client_id);
+struct event_base *worker_base(struct worker *w);
+unsigned worker_index(struct worker *w);
+struct mux *worker_mux(struct worker *w);
+uint64_t worker_inbox_dropped(struct worker *w);
+/* Input arrived for w (on its thread): worker_loop keeps polling. */
+void worker_note_input(struct worker *w);
+/* What ops->attach made for w. */
+void *worker_state(struct worker *w);
+/* The worker running the calling thread, or NULL. */
+struct worker *worker_self(void);
+
+/* ==== The outbound corridor =========================================== */
+
+/* ---- outbound.c: a client's MAD, checked and sent ------------------- */
+
+/* Validate and send one outbound MAD; 0 or negative errno, *why set.
+ * With may_defer, a port whose send blocks takes it through its sender
+ * threads: -EINPROGRESS, and the verdict on request rid comes later
+ * (session_send_done). */
+int outbound_send_mad(struct mux *mux, struct client_info *ci,
+		      const struct proto_mad *m, uint32_t rid, int may_defer,
+		      const char **why);
+/* Whether ci's process owns QP qpn on port (the kernel says on a real
+ * port, the registrations on a simulated one): 0, or -EPERM with *why. */
+int outbound_qp_fault(struct mux *mux, struct client_info *ci,
+		      struct port *port, uint32_t qpn, const char **why);
+
+/* ---- qemu_client.c: QEMU's rdmacm-mux protocol, both directions ------- */
+
+struct qemu_client;
+struct evbuffer;
+
+/* A session of QEMU's protocol begins: its hello, by the policy rule its
+ * identity selects (and the previous daemon's GIDs and connections when
+ * it is the same process).  0, or -errno (refused, logged); *out is to
+ * be freed either way. */
+int qemu_client_open(struct mux *mux, struct client_info *ci,
+		     struct qemu_client **out);
+void qemu_client_free(struct qemu_client *q);
+/* Whole requests from in, at most budget, each answered on the client's
+ * outlet, until its output is full: how many were taken; *close set when
+ * the session must end (a malformed request). */
+int qemu_client_read(struct qemu_client *q, struct evbuffer *in, int budget,
+		     int *close);
+/* An inbound MAD for the client: 1 when output waits in its outlet (the
+ * session flushes it), 0, -ENOBUFS (its queue is full: dropped and
+ * counted) or -EMSGSIZE. */
+int qemu_client_deliver(struct qemu_client *q, const struct proto_mad *m);
+/* Its outlet is empty: the MADs that waited go out; 1 when some wait in
+ * the outlet again. */
+int qemu_client_pump(struct qemu_client *q);
+/* Bytes of inbound MADs waiting (0 for NULL). */
+size_t qemu_client_pending(const struct qemu_client *q);
+void qemu_client_drop_pending(struct qemu_client *q);
 
 /* ---- qp_owner.c: which process owns a QP -------------------------------- */
 
@@ -545,126 +708,37 @@ void qp_registry_drop_client(struct qp_registry *r, uint64_t client);
 int qp_registry_owner(struct qp_registry *r, unsigned port, uint32_t qpn,
 		      pid_t *pid);
 
-/* ---- worker.c: worker threads, one event base and inbox each ----------- */
+/* ---- port_senders.c: sender threads for ports whose send blocks ------- */
 
-enum worker_msg_type {
-	WMSG_NEW_CLIENT,
-	WMSG_MAD_IN,
-	WMSG_EVENT,     /* JSON event text to every ready session */
-	WMSG_KICK,      /* admin: disconnect client_id */
-	WMSG_FLUSH,     /* client_id's socket has output left */
-	WMSG_NOTE,      /* JSON event text for client_id */
-	WMSG_SEND_DONE, /* verdict (rc) on client_id's MAD request rid */
-	WMSG_STOP,
+/* A client's MAD on its way out through a sender thread. */
+struct port_send {
+	TAILQ_ENTRY(port_send) link;
+	struct proto_mad m; /* as it goes on the wire */
+	int gid_index;
+	struct client_info *ci; /* held until the verdict is posted; NULL:
+				 * the daemon's own answer */
+	uint32_t rid;           /* the request to answer */
 };
 
-struct worker_msg {
-	TAILQ_ENTRY(worker_msg) link;
-	enum worker_msg_type type;
-	uint64_t client_id;
-	int fd;
-	struct client_info *info;
-	char *text;
-	uint32_t rid;
-	int rc;
-	struct proto_mad mad;
-};
+struct port_senders;
 
-struct worker;
+/* What became of a queued send: rc 0 or the send's error, or -ECANCELED
+ * for one never made (the daemon is stopping).  It frees ps. */
+typedef void (*port_send_done_fn)(struct port *p, struct port_send *ps, int rc);
 
-/* What a worker runs, wired in by the daemon (delivery.c's), so that a
- * worker calls nothing above it. */
-struct worker_ops {
-	/* Before its thread starts: the state its messages are for. */
-	void *(*attach)(struct worker *w);
-	/* Each message of the inbox, on the worker's thread (WMSG_STOP
-	 * too, after which the loop ends). */
-	void (*handle)(struct worker *w, struct worker_msg *m);
-	/* Once the thread has ended: each message it never took, then its
-	 * state. */
-	void (*discard)(struct worker *w, struct worker_msg *m);
-	void (*detach)(struct worker *w, void *state);
-};
+int port_senders_start(struct port *p, unsigned nthreads, unsigned queue_max,
+		       port_send_done_fn done);
+/* Queue ps (the pool owns it from here); key picks the thread, so equal
+ * keys keep their order.  -EAGAIN when that thread's queue is full,
+ * -ESHUTDOWN once the pool stopped (ps stays the caller's). */
+int port_senders_queue(struct port *p, struct port_send *ps, uint32_t key);
+/* Join the threads; queued sends are dropped, later ones refused.
+ * Before the workers stop, which may still queue meanwhile. */
+void port_senders_stop(struct port *p);
+/* After the workers stopped: nothing can queue any more. */
+void port_senders_free(struct port *p);
 
-int worker_pool_start(struct mux *mux, const struct worker_ops *ops);
-void worker_pool_stop(struct mux *mux);
-/* Queue a message; the worker owns it from here on.  -ENOBUFS when the
- * inbox is full (never for NEW_CLIENT and STOP). */
-int worker_post(struct worker *w, struct worker_msg *msg);
-/* A zeroed message of type for client_id (NULL without memory). */
-struct worker_msg *worker_msg_new(enum worker_msg_type type,
-				  uint64_t client_id);
-struct event_base *worker_base(struct worker *w);
-unsigned worker_index(struct worker *w);
-struct mux *worker_mux(struct worker *w);
-uint64_t worker_inbox_dropped(struct worker *w);
-/* Input arrived for w (on its thread): worker_loop keeps polling. */
-void worker_note_input(struct worker *w);
-/* What ops->attach made for w. */
-void *worker_state(struct worker *w);
-/* The worker running the calling thread, or NULL. */
-struct worker *worker_self(void);
-
-/* ---- session.c: one client connection on its worker ------------------- */
-
-struct session;
-struct session_set;
-
-void session_start(struct worker *w, int fd, struct client_info *info);
-/* Deliveries return 0, or -ENOBUFS when the client's queue is full
- * (the MAD is dropped and counted), or another negative errno. */
-int session_deliver_mad(struct worker *w, uint64_t client_id,
-			const struct proto_mad *m);
-/* A MAD routed on worker self for ci, another worker's client (QEMU's
- * protocol excepted): queued on its outlet and written at the end of
- * self's pass.  The caller holds ci. */
-int session_deliver_from(struct worker *self, struct client_info *ci,
-			 const struct proto_mad *m);
-/* The same from a thread that is no worker (a port's): written at once. */
-int session_deliver_now(struct mux *mux, struct client_info *ci,
-			const struct proto_mad *m);
-/* Tell a client of the MADs of its lost at receivers (mad_lost); last
- * describes the latest (JSON object text: port, attr, GIDs). */
-void session_note(struct worker *w, uint64_t client_id, const char *last);
-/* Another thread left output on the client's socket: the owner takes
- * over writing it. */
-void session_flush_client(struct worker *w, uint64_t client_id);
-/* The verdict on a MAD request whose send was deferred: by its worker,
- * or (a client of our protocol) from the thread that sent it. */
-void session_send_done(struct worker *w, uint64_t client_id, uint32_t rid,
-		       int rc);
-int session_send_done_now(struct mux *mux, struct client_info *ci, uint32_t rid,
-			  int rc);
-void session_broadcast_event(struct worker *w, const char *text);
-void session_close_all(struct worker *w);
-void session_kick(struct worker *w, uint64_t client_id, const char *why);
-struct session_set *session_set_new(struct mux *mux, unsigned worker,
-				    struct event_base *base);
-void session_set_free(struct session_set *set);
-
-/* ---- delivery.c: from the ports to the sessions, and workers' inboxes -- */
-
-/* How the ports hand what they receive and decide to the clients: the
- * daemon wires delivery_to_sessions in (mux->deliver), so that no port
- * calls above itself.  Any thread. */
-struct mux_delivery {
-	/* A routed inbound MAD for ci (held by the caller): 0, or -ENOBUFS
-	 * when its receiver could not take it, or another negative errno. */
-	int (*mad)(struct mux *mux, struct client_info *ci,
-		   const struct proto_mad *m);
-	/* An inbound MAD was dropped at its receiver's full queue: tell its
-	 * sender if it is a client of ours. */
-	void (*lost)(struct mux *mux, const struct proto_mad *m);
-	/* The verdict on ci's deferred send of request rid. */
-	void (*send_done)(struct mux *mux, struct client_info *ci, uint32_t rid,
-			  int rc);
-	/* A JSON event (text) for every client. */
-	void (*broadcast)(struct mux *mux, const char *text);
-};
-
-extern const struct mux_delivery delivery_to_sessions;
-/* The session layer on a worker: its inbox's messages. */
-extern const struct worker_ops delivery_worker_ops;
+/* ==== Beside the corridors ============================================ */
 
 /* ---- requests.c: control operations ------------------------------------ */
 
@@ -680,83 +754,88 @@ int requests_gid_register(struct mux *mux, struct client_info *ci,
 			  int in_table_optional, int *idx, char *text,
 			  size_t len);
 
-/* ---- qemu_client.c: QEMU's rdmacm-mux protocol, both directions ------- */
+/* ---- clients.c: who is connected, for routing hand-off and status ---- */
 
-struct qemu_client;
-struct evbuffer;
-
-/* A session of QEMU's protocol begins: its hello, by the policy rule its
- * identity selects (and the previous daemon's GIDs and connections when
- * it is the same process).  0, or -errno (refused, logged); *out is to
- * be freed either way. */
-int qemu_client_open(struct mux *mux, struct client_info *ci,
-		     struct qemu_client **out);
-void qemu_client_free(struct qemu_client *q);
-/* Whole requests from in, at most budget, each answered on the client's
- * outlet, until its output is full: how many were taken; *close set when
- * the session must end (a malformed request). */
-int qemu_client_read(struct qemu_client *q, struct evbuffer *in, int budget,
-		     int *close);
-/* An inbound MAD for the client: 1 when output waits in its outlet (the
- * session flushes it), 0, -ENOBUFS (its queue is full: dropped and
- * counted) or -EMSGSIZE. */
-int qemu_client_deliver(struct qemu_client *q, const struct proto_mad *m);
-/* Its outlet is empty: the MADs that waited go out; 1 when some wait in
- * the outlet again. */
-int qemu_client_pump(struct qemu_client *q);
-/* Bytes of inbound MADs waiting (0 for NULL). */
-size_t qemu_client_pending(const struct qemu_client *q);
-void qemu_client_drop_pending(struct qemu_client *q);
-
-/* ---- outbound.c: a client's MAD, checked and sent ------------------- */
-
-/* Validate and send one outbound MAD; 0 or negative errno, *why set.
- * With may_defer, a port whose send blocks takes it through its sender
- * threads: -EINPROGRESS, and the verdict on request rid comes later
- * (session_send_done). */
-int outbound_send_mad(struct mux *mux, struct client_info *ci,
-		      const struct proto_mad *m, uint32_t rid, int may_defer,
-		      const char **why);
-/* Whether ci's process owns QP qpn on port (the kernel says on a real
- * port, the registrations on a simulated one): 0, or -EPERM with *why. */
-int outbound_qp_fault(struct mux *mux, struct client_info *ci,
-		      struct port *port, uint32_t qpn, const char **why);
-
-/* ---- status.c: the read-only status socket ----------------------------- */
-
-struct status_server;
-
-/* Binds the status socket (and takes its lock); status_start() starts its
- * thread, once the workers exist.  status_close() stops both, in any
- * state. */
-int status_listen(struct mux *mux);
-int status_start(struct mux *mux);
-void status_close(struct mux *mux);
-
-/* ---- listen_fds.c: systemd's socket activation ------------------------ */
-
-#define LISTEN_FDS_MAX 8
-
-/* Sockets systemd handed over (socket activation). */
-struct listen_fds {
-	int n;
-	int fd[LISTEN_FDS_MAX]; /* -1 once claimed */
-	char name[LISTEN_FDS_MAX][32];
+struct client_counters {
+	_Atomic uint64_t requests;
+	_Atomic uint64_t errors;    /* error replies sent */
+	_Atomic uint64_t mads_sent; /* accepted for the wire */
+	_Atomic uint64_t mads_delivered;
+	_Atomic uint64_t mads_dropped; /* to this client, queue full */
+	_Atomic uint64_t mads_lost;    /* from it, dropped at a receiver here */
+	_Atomic uint64_t malformed;
+	_Atomic uint64_t qemu_pending_bytes; /* MADs waiting for QEMU */
 };
 
-/* The handed-over sockets, if they are this process's. */
-void listen_fds_take(struct listen_fds *lf);
-/* The one for name (FileDescriptorName=) or bound to path, or -1. */
-int listen_fds_claim(struct listen_fds *lf, const char *name, const char *path);
-void listen_fds_close_unclaimed(struct listen_fds *lf);
+struct client_info {
+	RB_ENTRY(client_info) link;
+	uint64_t id;
+	unsigned worker;
+	pid_t pid;
+	uid_t uid;
+	gid_t gid;
+	time_t connected;
+	char name[MUX_NAME_MAX + 1];
+	int qemu_port; /* QEMU's protocol on this port, or -1 */
+	struct client_counters ctr;
+	_Atomic unsigned refs;        /* the table's, and each borrower's */
+	_Atomic int loss_note_posted; /* a mad_lost report is on its way */
+	struct outlet out;
+	/* Set at hello and used only on the client's worker thread. */
+	struct policy *pol;
+	const struct policy_rule *rule;
+	struct token_bucket tb;
+};
 
-/* ---- sdnotify.c: systemd's notify protocol ---------------------------- */
+struct uid_count;
+struct uid_log;
 
-/* A message to systemd ("READY=1", "STATUS=...", ...); 0 and nothing
- * done when not run by it with Type=notify. */
-int sdnotify(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* The watchdog interval systemd asks of this process, or 0. */
-uint64_t sdnotify_watchdog_usec(void);
+struct clients {
+	pthread_mutex_t lock;
+	RB_HEAD(client_tree, client_info) tree;
+	RB_HEAD(uid_count_tree, uid_count) by_uid;
+	RB_HEAD(uid_log_tree, uid_log) uid_logs;
+	unsigned nuid_logs;
+	struct log_ratelimit uid_log_overflow;
+	unsigned count;
+	uint64_t next_id;
+};
+
+void clients_init(struct clients *c);
+void clients_fini(struct clients *c);
+/* Adds a client; -EBUSY above max, -EUSERS above max_per_uid of the
+ * same uid.  The record is owned by the table. */
+int clients_add(struct clients *c, unsigned max, unsigned max_per_uid,
+		pid_t pid, uid_t uid, gid_t gid, unsigned worker, int qemu_port,
+		struct client_info **out);
+
+void clients_remove(struct clients *c, uint64_t id);
+/* May a line a client's request caused be logged now?  Within its uid's
+ * budget (5 lines, then one a second), which outlives its clients so that
+ * reconnecting buys no tenant a new one, and the daemon's (*suppressed:
+ * the lines held back of that uid and of all). */
+int clients_log_allowed(struct mux *mux, const struct client_info *ci,
+			uint64_t *suppressed);
+unsigned clients_count(struct clients *c);
+/* Worker index of a live client, or -ENOENT. */
+int clients_worker_of(struct clients *c, uint64_t id);
+/* A live client, held until clients_put (its record and outlet stay
+ * valid after it leaves the table); NULL if there is none. */
+struct client_info *clients_get(struct clients *c, uint64_t id);
+void clients_put(struct client_info *ci);
+/* One more hold on a record the caller already holds. */
+struct client_info *clients_hold(struct client_info *ci);
+/* Every client for the status, each with its newest conns_max
+ * connections; NULL when out of memory. */
+json_t *clients_json(struct clients *c, struct router *r, unsigned conns_max,
+		     unsigned conns_total);
+/* At hello: the name the client gave and the policy rule it runs under
+ * (the client_info takes over the reference to pol), or -EUSERS (and pol
+ * released) when the rule's max_clients already run under an equal rule
+ * of any generation of the policy. */
+int clients_set_hello(struct clients *c, struct client_info *ci,
+		      const char *name, struct policy *pol,
+		      const struct policy_rule *rule);
 
 /* ---- unix_listener.c: the daemon's listening sockets ------------------ */
 
@@ -799,60 +878,41 @@ struct client_listener {
 int listener_start(struct mux *mux, struct event_base *base);
 void listener_stop(struct mux *mux);
 
-/* ---- mux.c: the daemon object ------------------------------------------- */
+/* ---- listen_fds.c: systemd's socket activation ------------------------ */
 
-struct mux {
-	struct mux_config cfg;
-	const struct mux_delivery *deliver; /* wired by main.c */
-	int argc;                           /* kept to read the options again */
-	char **argv;
-	struct timespec started;
-	struct mux_stats stats;
-	struct clients clients;
-	struct router *router;
-	struct qp_registry *qp_registry; /* the simulated ports' QPs */
-	int nports;
-	struct port ports[MUX_MAX_PORTS];
-	int nworkers;
-	struct worker *workers[MUX_MAX_WORKERS];
-	_Atomic unsigned next_worker;
-	struct portio *portio;
-	struct client_listener listener;
-	int nqemu_listeners;
-	struct client_listener qemu_listeners[MUX_MAX_PORTS];
-	struct status_server *status;
-	struct listen_fds listen_fds; /* socket activation */
-	char sim_fabric[256];
-	int sim_fabric_owned;
-	pthread_mutex_t policy_lock;
-	struct policy *policy;
-	struct log_ratelimit accept_rl; /* main thread only */
-	/* Lines a client can cause once per connection, from any thread
-	 * (refusals of admission, hello timeouts, malformed requests, a
-	 * session resumed or closed for not reading): one budget for all,
-	 * so that reconnecting buys no one more. */
-	pthread_mutex_t refusal_lock;
-	struct log_ratelimit refusal_rl;
-	struct unix_listener admin_listener;
-	TAILQ_HEAD(, admin_conn) admin_conns;
+#define LISTEN_FDS_MAX 8
+
+/* Sockets systemd handed over (socket activation). */
+struct listen_fds {
+	int n;
+	int fd[LISTEN_FDS_MAX]; /* -1 once claimed */
+	char name[LISTEN_FDS_MAX][32];
 };
 
-/* SIGHUP: the configuration file and the command line again; the limits,
- * log level and policy that changed apply, the rest is logged as waiting
- * for a restart.  Errors keep the running configuration. */
-void mux_reload(struct mux *mux);
-/* The router's limits as cfg sets them (no state file). */
-void mux_router_limits(const struct mux_config *cfg, struct router_limits *lim);
-/* The policy in force (a reference: policy_unref() it). */
-struct policy *mux_policy_get(struct mux *mux);
-/* Read the policy file again; the new one applies to clients that connect
- * from now on.  0, or -errno with err set. */
-int mux_policy_reload(struct mux *mux, char *err, size_t errlen);
+/* The handed-over sockets, if they are this process's. */
+void listen_fds_take(struct listen_fds *lf);
+/* The one for name (FileDescriptorName=) or bound to path, or -1. */
+int listen_fds_claim(struct listen_fds *lf, const char *name, const char *path);
+void listen_fds_close_unclaimed(struct listen_fds *lf);
 
-uint64_t mux_now_ms(void);
-/* Any thread: may a refusal of admission be logged now (see accept_rl)? */
-int mux_refusal_log_allowed(struct mux *mux, uint64_t *suppressed);
-struct port *mux_port_by_name(struct mux *mux, const char *name);
+/* ---- sdnotify.c: systemd's notify protocol ---------------------------- */
+
+/* A message to systemd ("READY=1", "STATUS=...", ...); 0 and nothing
+ * done when not run by it with Type=notify. */
+int sdnotify(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The watchdog interval systemd asks of this process, or 0. */
+uint64_t sdnotify_watchdog_usec(void);
+
+/* ---- status.c: the read-only status socket ----------------------------- */
+
+struct status_server;
+
+/* Binds the status socket (and takes its lock); status_start() starts its
+ * thread, once the workers exist.  status_close() stops both, in any
+ * state. */
+int status_listen(struct mux *mux);
+int status_start(struct mux *mux);
+void status_close(struct mux *mux);
 
 /* ---- admin.c: the root-only control socket -------------------------- */
 

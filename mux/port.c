@@ -105,7 +105,7 @@ void port_input(struct port *p, struct proto_mad *m, int gid_type)
 				  stats_drop_reason_name(why));
 		return;
 	}
-	ci = clients_get(&mux->clients, client);
+	ci = clients_get(mux->clients, client);
 	if (ci == NULL) {
 		atomic_fetch_add(&mux->stats.drops[DROP_CLIENT_GONE], 1);
 		return;

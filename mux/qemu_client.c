@@ -138,7 +138,7 @@ static int qemu_client_hello(struct mux *mux, struct client_info *ci)
 	}
 	snprintf(name, sizeof(name), "qemu-%d", (int)ci->pid);
 	rule_max = rule->max_clients; /* pol may be gone after a refusal */
-	if (clients_set_hello(&mux->clients, ci, name, pol, rule) < 0) {
+	if (clients_set_hello(mux->clients, ci, name, pol, rule) < 0) {
 		snprintf(why, sizeof(why),
 			 "the policy rule for uid %d allows %u clients at once",
 			 (int)ci->uid, rule_max);

@@ -181,7 +181,7 @@ static json_t *requests_op_hello(struct mux *mux, struct client_info *ci,
 	/* Under the table's lock: the status thread reads these, and the
 	 * rule's client count is checked where it is kept. */
 	rule_max = rule->max_clients; /* pol may be gone after a refusal */
-	if (clients_set_hello(&mux->clients, ci,
+	if (clients_set_hello(mux->clients, ci,
 			      name ? json_string_value(name) : NULL, pol,
 			      rule) < 0) {
 		atomic_fetch_add(&mux->stats.clients_refused_rule_limit, 1);

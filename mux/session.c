@@ -247,7 +247,7 @@ static void session_destroy(struct session *s)
 	/* Other threads may still hold the record; the last one closes
 	 * the socket. */
 	outlet_close(&s->info->out);
-	clients_remove(&mux->clients, s->id);
+	clients_remove(mux->clients, s->id);
 	evbuffer_free(s->in);
 	qemu_client_free(s->qemu);
 	if (s->close_timer)
@@ -778,7 +778,7 @@ void session_start(struct worker *w, int fd, struct client_info *info)
 		log_warnx("client %llu: out of memory",
 			  (unsigned long long)info->id);
 		close(fd);
-		clients_remove(&mux->clients, info->id);
+		clients_remove(mux->clients, info->id);
 		return;
 	}
 	evutil_make_socket_nonblocking(fd);
@@ -806,7 +806,7 @@ void session_start(struct worker *w, int fd, struct client_info *info)
 			event_free(s->write_ev);
 		free(s);
 		close(fd);
-		clients_remove(&mux->clients, info->id);
+		clients_remove(mux->clients, info->id);
 		return;
 	}
 	RB_INSERT(session_tree, &s->set->tree, s);

@@ -152,8 +152,8 @@ static json_t *status_snapshot(struct mux *mux)
 		(int)mux->cfg.max_peer_records_per_source, "max_timewait",
 		(int)mux->cfg.max_timewait, "ports", status_ports(mux),
 		"clients",
-		clients_json(&mux->clients, mux->router,
-			     STATUS_CONNS_PER_CLIENT, STATUS_CONNS_IN_ALL),
+		clients_json(mux->clients, mux->router, STATUS_CONNS_PER_CLIENT,
+			     STATUS_CONNS_IN_ALL),
 		"routing", "gids", (int)rc.gids, "comm_ids", (int)rc.comm_ids,
 		"sidr_ids", (int)rc.sidr_ids, "handshake", (int)rc.handshake,
 		"established", (int)rc.established, "disconnecting",
@@ -176,7 +176,7 @@ static json_t *status_connections(struct mux *mux,
 				  const struct proto_status_query *q)
 {
 	/* The admin socket's test of a live client, so both agree. */
-	int connected = clients_worker_of(&mux->clients, q->client) >= 0;
+	int connected = clients_worker_of(mux->clients, q->client) >= 0;
 	struct router_counts rc;
 	json_t *list;
 
@@ -469,7 +469,7 @@ int status_listen(struct mux *mux)
 				    &srv->ul, srv->base, mux->cfg.status_path,
 				    mux->cfg.status_mode, (uid_t)-1,
 				    mux->cfg.status_group,
-				    listen_fds_claim(&mux->listen_fds, "status",
+				    listen_fds_claim(mux->listen_fds, "status",
 						     mux->cfg.status_path),
 				    0, status_accept, srv)
 			  : -ENOMEM;
