@@ -13,7 +13,7 @@ struct ah_entry {
 	struct ibv_ah *ah;
 };
 
-static int ah_entry_cmp(struct ah_entry *a, struct ah_entry *b)
+static int ah_cache_entry_cmp(struct ah_entry *a, struct ah_entry *b)
 {
 	if (a->pd != b->pd)
 		return (uintptr_t)a->pd < (uintptr_t)b->pd ? -1 : 1;
@@ -22,7 +22,7 @@ static int ah_entry_cmp(struct ah_entry *a, struct ah_entry *b)
 	return memcmp(a->dgid, b->dgid, sizeof(a->dgid));
 }
 
-TREE_GENERATE_STATIC(ah_tree, ah_entry, link, ah_entry_cmp)
+TREE_GENERATE_STATIC(ah_tree, ah_entry, link, ah_cache_entry_cmp)
 
 void ah_cache_init(struct ah_cache *c, unsigned max)
 {

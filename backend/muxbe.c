@@ -124,10 +124,10 @@ struct muxbe {
 	char last_error[256];
 };
 
-static void set_error(struct muxbe *mb, const char *fmt, ...)
+static void muxbe_set_error(struct muxbe *mb, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
-static void set_error(struct muxbe *mb, const char *fmt, ...)
+static void muxbe_set_error(struct muxbe *mb, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -136,7 +136,7 @@ static void set_error(struct muxbe *mb, const char *fmt, ...)
 	va_end(ap);
 }
 
-static uint64_t now_ms(void)
+static uint64_t muxbe_now_ms(void)
 {
 	struct timespec ts;
 
@@ -144,7 +144,7 @@ static uint64_t now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-static void wake_process(struct muxbe *mb)
+static void muxbe_wake_process(struct muxbe *mb)
 {
 	uint64_t one = 1;
 
@@ -153,14 +153,14 @@ static void wake_process(struct muxbe *mb)
 	}
 }
 
-static void queue_completion(struct muxbe *mb, struct completion *c)
+static void muxbe_queue_completion(struct muxbe *mb, struct completion *c)
 {
 	TAILQ_INSERT_TAIL(&mb->completions, c, link);
-	wake_process(mb);
+	muxbe_wake_process(mb);
 }
 
-static void addr_from_proto(struct muxbe_addr *a,
-			    const struct proto_mad_addr *p)
+static void muxbe_addr_from_proto(struct muxbe_addr *a,
+				  const struct proto_mad_addr *p)
 {
 	a->port = p->port;
 	a->grh = (p->flags & PROTO_MAD_F_GRH) != 0;
@@ -177,8 +177,8 @@ static void addr_from_proto(struct muxbe_addr *a,
 }
 
 /* The receive buffer layout a UD QP gives: a 40-byte GRH, then the MAD. */
-static void fill_recv(struct muxbe *mb, const struct posted *pb,
-		      const struct proto_mad *m)
+static void muxbe_fill_recv(struct muxbe *mb, const struct posted *pb,
+			    const struct proto_mad *m)
 {
 	uint8_t *grh = pb->buf;
 	struct completion *c = calloc(1, sizeof(*c));
@@ -199,11 +199,12 @@ static void fill_recv(struct muxbe *mb, const struct posted *pb,
 	c->ctx = pb->ctx;
 	c->buf = pb->buf;
 	c->len = m->mad_len;
-	addr_from_proto(&c->addr, &m->addr);
-	queue_completion(mb, c);
+	muxbe_addr_from_proto(&c->addr, &m->addr);
+	muxbe_queue_completion(mb, c);
 }
 
-static void handle_mad_event(struct muxbe *mb, const struct proto_frame *f)
+static void muxbe_handle_mad_event(struct muxbe *mb,
+				   const struct proto_frame *f)
 {
 	struct queued_mad *q;
 	struct posted *pb;
@@ -215,7 +216,7 @@ static void handle_mad_event(struct muxbe *mb, const struct proto_frame *f)
 	if (pb && TAILQ_EMPTY(&mb->rxq)) {
 		TAILQ_REMOVE(&mb->posted, pb, link);
 		mb->nposted--;
-		fill_recv(mb, pb, &m);
+		muxbe_fill_recv(mb, pb, &m);
 		free(pb);
 		return;
 	}
@@ -234,9 +235,10 @@ static void handle_mad_event(struct muxbe *mb, const struct proto_frame *f)
 	mb->st.rx_queued++;
 }
 
-static void resume_step(struct muxbe *mb, json_t *reply);
+static void muxbe_resume_step(struct muxbe *mb, json_t *reply);
 
-static void handle_json_event(struct muxbe *mb, const struct proto_frame *f)
+static void muxbe_handle_json_event(struct muxbe *mb,
+				    const struct proto_frame *f)
 {
 	const char *err = NULL, *ev;
 	struct completion *c;
@@ -260,7 +262,7 @@ static void handle_json_event(struct muxbe *mb, const struct proto_frame *f)
 				 json_string_value(
 					 json_object_get(j, "port_name"))
 					 ?: "");
-			queue_completion(mb, c);
+			muxbe_queue_completion(mb, c);
 		}
 	} else if (ev && strcmp(ev, "mad_lost") == 0) {
 		mb->st.tx_lost = (uint64_t)json_integer_value(
@@ -284,7 +286,7 @@ static void handle_json_event(struct muxbe *mb, const struct proto_frame *f)
 					 ?: "?",
 				 json_string_value(json_object_get(j, "reason"))
 					 ?: "lost");
-			queue_completion(mb, c);
+			muxbe_queue_completion(mb, c);
 		}
 	} else if (ev && (strcmp(ev, "protocol_error") == 0 ||
 			  strcmp(ev, "disconnected") == 0 ||
@@ -292,16 +294,16 @@ static void handle_json_event(struct muxbe *mb, const struct proto_frame *f)
 		/* The daemon is about to close: say why.  An administrator's
 		 * disconnect, or a protocol error, is not undone by coming
 		 * back. */
-		set_error(mb, "daemon: %s: %s", ev,
-			  json_string_value(json_object_get(j, "message"))
-				  ?: "");
+		muxbe_set_error(mb, "daemon: %s: %s", ev,
+				json_string_value(json_object_get(j, "message"))
+					?: "");
 		if (strcmp(ev, "refused") != 0)
 			mb->reconnect = 0;
 	}
 	json_decref(j);
 }
 
-static struct pending *pending_find(struct muxbe *mb, uint32_t rid)
+static struct pending *muxbe_pending_find(struct muxbe *mb, uint32_t rid)
 {
 	struct pending *p;
 
@@ -311,9 +313,9 @@ static struct pending *pending_find(struct muxbe *mb, uint32_t rid)
 	return NULL;
 }
 
-static void handle_reply(struct muxbe *mb, const struct proto_frame *f)
+static void muxbe_handle_reply(struct muxbe *mb, const struct proto_frame *f)
 {
-	struct pending *p = pending_find(mb, f->request_id);
+	struct pending *p = muxbe_pending_find(mb, f->request_id);
 	const char *err = NULL, *msg = "";
 	struct completion *c;
 	json_t *j = NULL;
@@ -334,7 +336,7 @@ static void handle_reply(struct muxbe *mb, const struct proto_frame *f)
 	if (p->kind == PENDING_INTERNAL) {
 		TAILQ_REMOVE(&mb->pending, p, link);
 		free(p);
-		resume_step(mb, j);
+		muxbe_resume_step(mb, j);
 		json_decref(j);
 		return;
 	}
@@ -349,20 +351,20 @@ static void handle_reply(struct muxbe *mb, const struct proto_frame *f)
 		c->ctx = p->send_ctx;
 		c->status = status;
 		snprintf(c->message, sizeof(c->message), "%s", msg);
-		queue_completion(mb, c);
+		muxbe_queue_completion(mb, c);
 	}
 	json_decref(j);
 	TAILQ_REMOVE(&mb->pending, p, link);
 	free(p);
 }
 
-static void link_lost(struct muxbe *mb, int err);
+static void muxbe_link_lost(struct muxbe *mb, int err);
 
 /* Lock held.  The link under everything in flight is gone: a blocking
  * call returns err, a send completes with err (it may or may not have
  * reached the wire; the guest's CM retransmits what got no answer), the
  * library's own requests are dropped. */
-static void fail_in_flight(struct muxbe *mb, int err)
+static void muxbe_fail_in_flight(struct muxbe *mb, int err)
 {
 	struct completion *c;
 	struct pending *p, *next;
@@ -380,7 +382,7 @@ static void fail_in_flight(struct muxbe *mb, int err)
 			c->status = err;
 			snprintf(c->message, sizeof(c->message),
 				 "connection to the daemon lost");
-			queue_completion(mb, c);
+			muxbe_queue_completion(mb, c);
 		}
 		TAILQ_REMOVE(&mb->pending, p, link);
 		free(p);
@@ -389,28 +391,29 @@ static void fail_in_flight(struct muxbe *mb, int err)
 
 /* The link is gone: fail everything in flight, once; then take it back
  * up unless told not to. */
-static void mark_broken(struct muxbe *mb, int err)
+static void muxbe_mark_broken(struct muxbe *mb, int err)
 {
 	struct completion *c;
 
 	if (mb->broken || mb->link == LINK_DOWN)
 		return;
 	if (mb->reconnect) {
-		link_lost(mb, err);
+		muxbe_link_lost(mb, err);
 		return;
 	}
 	mb->broken = err;
-	fail_in_flight(mb, err);
+	muxbe_fail_in_flight(mb, err);
 	c = calloc(1, sizeof(*c));
 	if (c) {
 		c->kind = COMP_DISCONNECT;
 		c->status = err;
-		queue_completion(mb, c);
+		muxbe_queue_completion(mb, c);
 	}
 	pthread_cond_broadcast(&mb->cond);
 }
 
-static void queue_link(struct muxbe *mb, int up, int status, const char *msg)
+static void muxbe_queue_link(struct muxbe *mb, int up, int status,
+			     const char *msg)
 {
 	struct completion *c = calloc(1, sizeof(*c));
 
@@ -420,10 +423,10 @@ static void queue_link(struct muxbe *mb, int up, int status, const char *msg)
 	c->len = (size_t)up;
 	c->status = status;
 	snprintf(c->message, sizeof(c->message), "%s", msg);
-	queue_completion(mb, c);
+	muxbe_queue_completion(mb, c);
 }
 
-static void arm_retry(struct muxbe *mb)
+static void muxbe_arm_retry(struct muxbe *mb)
 {
 	struct itimerspec its = {
 		.it_value = { .tv_sec = mb->backoff_ms / 1000,
@@ -437,7 +440,7 @@ static void arm_retry(struct muxbe *mb)
 				 : mb->backoff_ms * 2;
 }
 
-static void drop_socket(struct muxbe *mb)
+static void muxbe_drop_socket(struct muxbe *mb)
 {
 	if (mb->sock >= 0) {
 		epoll_ctl(mb->epfd, EPOLL_CTL_DEL, mb->sock, NULL);
@@ -450,25 +453,26 @@ static void drop_socket(struct muxbe *mb)
 
 /* Lock held.  The link went down (or an attempt to take it up failed):
  * what was in flight fails now, and a retry is due after the backoff. */
-static void link_lost(struct muxbe *mb, int err)
+static void muxbe_link_lost(struct muxbe *mb, int err)
 {
 	int was_up = mb->link == LINK_UP;
 
-	drop_socket(mb);
+	muxbe_drop_socket(mb);
 	mb->link = LINK_DOWN;
 	mb->down_err = err;
 	mb->regs_pending = 0;
-	fail_in_flight(mb, -ECONNRESET);
+	muxbe_fail_in_flight(mb, -ECONNRESET);
 	if (was_up) {
 		mb->backoff_ms = 10;
-		queue_link(mb, 0, err,
-			   mb->last_error[0] ? mb->last_error : strerror(-err));
+		muxbe_queue_link(mb, 0, err,
+				 mb->last_error[0] ? mb->last_error
+						   : strerror(-err));
 	}
-	arm_retry(mb);
+	muxbe_arm_retry(mb);
 	pthread_cond_broadcast(&mb->cond);
 }
 
-static json_t *hello_request(struct muxbe *mb)
+static json_t *muxbe_hello_request(struct muxbe *mb)
 {
 	json_t *req = json_pack("{s:s, s:{s:i, s:i}, s:s, s:[s, s]}", "op",
 				"hello", "protocol", "major",
@@ -486,7 +490,7 @@ static json_t *hello_request(struct muxbe *mb)
 }
 
 /* From a hello reply: the session to resume after the next restart. */
-static void keep_session(struct muxbe *mb, json_t *reply)
+static void muxbe_keep_session(struct muxbe *mb, json_t *reply)
 {
 	json_t *sess = json_object_get(reply, "session");
 	const char *token = json_string_value(json_object_get(sess, "token"));
@@ -500,15 +504,16 @@ static void keep_session(struct muxbe *mb, json_t *reply)
 	memcpy(mb->session_token, token, 33);
 }
 
-static int submit_internal(struct muxbe *mb, json_t *req);
-static json_t *gid_request(const char *op, const char *port,
-			   const uint8_t gid[16]);
-static json_t *qpn_request(const char *op, const char *port, uint32_t qpn);
-static int connect_socket(const char *path);
+static int muxbe_submit_internal(struct muxbe *mb, json_t *req);
+static json_t *muxbe_gid_request(const char *op, const char *port,
+				 const uint8_t gid[16]);
+static json_t *muxbe_qpn_request(const char *op, const char *port,
+				 uint32_t qpn);
+static int muxbe_connect_socket(const char *path);
 
 /* Lock held.  The link is being taken back up: each reply (hello's, then
  * each GID's registration) moves it on; the last one brings it up. */
-static void resume_step(struct muxbe *mb, json_t *reply)
+static void muxbe_resume_step(struct muxbe *mb, json_t *reply)
 {
 	const char *msg = "";
 	struct reg *r;
@@ -518,8 +523,8 @@ static void resume_step(struct muxbe *mb, json_t *reply)
 		return;
 	if (mb->regs_pending == 0) { /* hello's reply */
 		if (rc < 0) {
-			set_error(mb, "daemon: %s", msg);
-			link_lost(mb, rc);
+			muxbe_set_error(mb, "daemon: %s", msg);
+			muxbe_link_lost(mb, rc);
 			return;
 		}
 		if (json_is_true(json_object_get(reply, "resumed")))
@@ -535,14 +540,16 @@ static void resume_step(struct muxbe *mb, json_t *reply)
 		mb->down_err = json_is_true(json_object_get(reply, "resumed"))
 				       ? 0
 				       : -ESTALE;
-		keep_session(mb, reply);
+		muxbe_keep_session(mb, reply);
 		TAILQ_FOREACH(r, &mb->regs, link) {
-			json_t *req = r->qpn ? qpn_request("register_qpn",
-							   r->port, r->qpn)
-					     : gid_request("register_gid",
-							   r->port, r->gid);
+			json_t *req = r->qpn ? muxbe_qpn_request("register_qpn",
+								 r->port,
+								 r->qpn)
+					     : muxbe_gid_request("register_gid",
+								 r->port,
+								 r->gid);
 
-			if (submit_internal(mb, req) == 0)
+			if (muxbe_submit_internal(mb, req) == 0)
 				mb->regs_pending++;
 		}
 		if (mb->regs_pending)
@@ -559,21 +566,21 @@ static void resume_step(struct muxbe *mb, json_t *reply)
 			return;
 	}
 	mb->link = LINK_UP;
-	queue_link(mb, 1, mb->down_err, mb->resume_note);
+	muxbe_queue_link(mb, 1, mb->down_err, mb->resume_note);
 	pthread_cond_broadcast(&mb->cond);
 }
 
 /* Lock held, on the timer: one attempt to take the link back up. */
-static void try_reconnect(struct muxbe *mb)
+static void muxbe_try_reconnect(struct muxbe *mb)
 {
 	struct epoll_event ev = { .events = EPOLLIN };
 	int fd;
 
 	if (mb->link != LINK_DOWN || mb->broken)
 		return;
-	fd = connect_socket(mb->path);
+	fd = muxbe_connect_socket(mb->path);
 	if (fd < 0) {
-		arm_retry(mb);
+		muxbe_arm_retry(mb);
 		return;
 	}
 	mb->sock = fd;
@@ -582,13 +589,13 @@ static void try_reconnect(struct muxbe *mb)
 	mb->link = LINK_RESUMING;
 	mb->regs_pending = 0;
 	mb->last_error[0] = '\0';
-	if (submit_internal(mb, hello_request(mb)) < 0 &&
+	if (muxbe_submit_internal(mb, muxbe_hello_request(mb)) < 0 &&
 	    mb->link == LINK_RESUMING)
-		link_lost(mb, -ECONNRESET);
+		muxbe_link_lost(mb, -ECONNRESET);
 }
 
 /* Lock held.  Read what is there without blocking and decode it. */
-static void read_available(struct muxbe *mb)
+static void muxbe_read_available(struct muxbe *mb)
 {
 	uint8_t buf[16384];
 	struct proto_frame f;
@@ -599,12 +606,12 @@ static void read_available(struct muxbe *mb)
 	while (!mb->broken && mb->sock >= 0) {
 		n = recv(mb->sock, buf, sizeof(buf), MSG_DONTWAIT);
 		if (n == 0) {
-			mark_broken(mb, -ECONNRESET);
+			muxbe_mark_broken(mb, -ECONNRESET);
 			return;
 		}
 		if (n < 0) {
 			if (errno != EAGAIN && errno != EINTR)
-				mark_broken(mb, -errno);
+				muxbe_mark_broken(mb, -errno);
 			return;
 		}
 		for (off = 0; off < (size_t)n && !mb->broken && mb->sock >= 0;
@@ -612,20 +619,20 @@ static void read_available(struct muxbe *mb)
 			rc = proto_decoder_feed(&mb->dec, buf + off,
 						(size_t)n - off, &used, &f);
 			if (rc < 0) {
-				set_error(mb,
-					  "malformed frame from the daemon");
-				mark_broken(mb, -EPROTO);
+				muxbe_set_error(
+					mb, "malformed frame from the daemon");
+				muxbe_mark_broken(mb, -EPROTO);
 				return;
 			}
 			if (rc == 0)
 				continue;
 			if (f.flags & PROTO_FLAG_REPLY)
-				handle_reply(mb, &f);
+				muxbe_handle_reply(mb, &f);
 			else if (f.flags & PROTO_FLAG_EVENT &&
 				 f.kind == PROTO_KIND_MAD)
-				handle_mad_event(mb, &f);
+				muxbe_handle_mad_event(mb, &f);
 			else if (f.flags & PROTO_FLAG_EVENT)
-				handle_json_event(mb, &f);
+				muxbe_handle_json_event(mb, &f);
 		}
 	}
 }
@@ -633,13 +640,13 @@ static void read_available(struct muxbe *mb)
 /* Lock held.  Write a whole frame; while the socket is full, keep reading
  * so that the daemon, which stops reading us when its output to us is
  * full, can always make progress. */
-static int write_frame(struct muxbe *mb, uint8_t kind, uint32_t rid,
-		       const void *payload, size_t len)
+static int muxbe_write_frame(struct muxbe *mb, uint8_t kind, uint32_t rid,
+			     const void *payload, size_t len)
 {
 	uint8_t hdr[PROTO_HDR_SIZE];
 	struct iovec iov[2];
 	struct msghdr msg = { .msg_iov = iov, .msg_iovlen = 2 };
-	uint64_t deadline = now_ms() + (uint64_t)mb->timeout_ms;
+	uint64_t deadline = muxbe_now_ms() + (uint64_t)mb->timeout_ms;
 	size_t total = sizeof(hdr) + len, sent = 0, skip;
 	struct pollfd pfd;
 	ssize_t n;
@@ -666,28 +673,29 @@ static int write_frame(struct muxbe *mb, uint8_t kind, uint32_t rid,
 			int err = -errno;
 
 			/* The daemon may have said why before closing. */
-			read_available(mb);
-			mark_broken(mb, err);
+			muxbe_read_available(mb);
+			muxbe_mark_broken(mb, err);
 			return mb->broken ? mb->broken : -ECONNRESET;
 		}
-		if (now_ms() >= deadline) {
+		if (muxbe_now_ms() >= deadline) {
 			/* A partial frame would desynchronise the stream. */
-			set_error(mb, "daemon not reading; timed out writing");
-			mark_broken(mb, -ETIMEDOUT);
+			muxbe_set_error(
+				mb, "daemon not reading; timed out writing");
+			muxbe_mark_broken(mb, -ETIMEDOUT);
 			return -ETIMEDOUT;
 		}
 		pfd.fd = mb->sock;
 		pfd.events = POLLOUT | POLLIN;
 		if (poll(&pfd, 1, 50) > 0 && (pfd.revents & POLLIN))
-			read_available(mb);
+			muxbe_read_available(mb);
 	}
 	return 0;
 }
 
 /* Lock held on entry and exit.  Wait for a pending reply. */
-static int wait_reply(struct muxbe *mb, struct pending *p, json_t **reply)
+static int muxbe_wait_reply(struct muxbe *mb, struct pending *p, json_t **reply)
 {
-	uint64_t deadline = now_ms() + (uint64_t)mb->timeout_ms;
+	uint64_t deadline = muxbe_now_ms() + (uint64_t)mb->timeout_ms;
 	struct pollfd pfd = { .events = POLLIN };
 	struct timespec ts;
 	uint64_t now;
@@ -695,11 +703,11 @@ static int wait_reply(struct muxbe *mb, struct pending *p, json_t **reply)
 
 	while (!p->done) {
 		pfd.fd = mb->sock; /* a new one after a reconnect */
-		now = now_ms();
+		now = muxbe_now_ms();
 		if (now >= deadline) {
 			rc = -ETIMEDOUT;
-			set_error(mb, "no reply from the daemon in %d ms",
-				  mb->timeout_ms);
+			muxbe_set_error(mb, "no reply from the daemon in %d ms",
+					mb->timeout_ms);
 			break;
 		}
 		if (!mb->reader_active) {
@@ -710,7 +718,7 @@ static int wait_reply(struct muxbe *mb, struct pending *p, json_t **reply)
 							: 100));
 			pthread_mutex_lock(&mb->lock);
 			mb->reader_active = 0;
-			read_available(mb);
+			muxbe_read_available(mb);
 			pthread_cond_broadcast(&mb->cond);
 		} else {
 			clock_gettime(CLOCK_REALTIME, &ts);
@@ -733,7 +741,7 @@ static int wait_reply(struct muxbe *mb, struct pending *p, json_t **reply)
 	return rc;
 }
 
-static uint32_t next_rid(struct muxbe *mb)
+static uint32_t muxbe_next_rid(struct muxbe *mb)
 {
 	if (++mb->next_rid == 0)
 		mb->next_rid = 1;
@@ -744,8 +752,8 @@ static uint32_t next_rid(struct muxbe *mb)
  * only a whole frame and the lock is held until it is written, so the
  * reply cannot be read before the entry is listed.  On failure p is
  * freed and nothing is reported through callbacks. */
-static int submit_locked(struct muxbe *mb, struct pending *p, uint8_t kind,
-			 const void *payload, size_t len)
+static int muxbe_submit_locked(struct muxbe *mb, struct pending *p,
+			       uint8_t kind, const void *payload, size_t len)
 {
 	int rc = mb->broken;
 
@@ -754,8 +762,8 @@ static int submit_locked(struct muxbe *mb, struct pending *p, uint8_t kind,
 	if (rc == 0 && mb->link != LINK_UP && p->kind != PENDING_INTERNAL)
 		rc = -ENOTCONN;
 	if (rc == 0) {
-		p->rid = next_rid(mb);
-		rc = write_frame(mb, kind, p->rid, payload, len);
+		p->rid = muxbe_next_rid(mb);
+		rc = muxbe_write_frame(mb, kind, p->rid, payload, len);
 	}
 	if (rc < 0) {
 		free(p);
@@ -766,8 +774,8 @@ static int submit_locked(struct muxbe *mb, struct pending *p, uint8_t kind,
 }
 
 /* Send a frame and wait for its reply; *reply is the reply object. */
-static int call(struct muxbe *mb, uint8_t kind, const void *payload, size_t len,
-		json_t **reply)
+static int muxbe_call(struct muxbe *mb, uint8_t kind, const void *payload,
+		      size_t len, json_t **reply)
 {
 	struct pending *p = calloc(1, sizeof(*p));
 	int rc;
@@ -776,15 +784,15 @@ static int call(struct muxbe *mb, uint8_t kind, const void *payload, size_t len,
 		return -ENOMEM;
 	p->kind = PENDING_SYNC;
 	pthread_mutex_lock(&mb->lock);
-	rc = submit_locked(mb, p, kind, payload, len);
+	rc = muxbe_submit_locked(mb, p, kind, payload, len);
 	if (rc == 0)
-		rc = wait_reply(mb, p, reply);
+		rc = muxbe_wait_reply(mb, p, reply);
 	pthread_mutex_unlock(&mb->lock);
 	return rc;
 }
 
 /* A JSON call whose reply status becomes the return value. */
-static int call_json(struct muxbe *mb, json_t *req, json_t **reply_out)
+static int muxbe_call_json(struct muxbe *mb, json_t *req, json_t **reply_out)
 {
 	char *text = json_dumps(req, JSON_COMPACT);
 	const char *msg = "";
@@ -794,14 +802,14 @@ static int call_json(struct muxbe *mb, json_t *req, json_t **reply_out)
 	json_decref(req);
 	if (text == NULL)
 		return -ENOMEM;
-	rc = call(mb, PROTO_KIND_JSON, text, strlen(text), &reply);
+	rc = muxbe_call(mb, PROTO_KIND_JSON, text, strlen(text), &reply);
 	free(text);
 	if (rc < 0)
 		return rc;
 	rc = proto_reply_status(reply, &msg);
 	if (rc < 0) {
 		pthread_mutex_lock(&mb->lock);
-		set_error(mb, "%s", msg);
+		muxbe_set_error(mb, "%s", msg);
 		pthread_mutex_unlock(&mb->lock);
 	}
 	if (reply_out && rc == 0)
@@ -812,7 +820,7 @@ static int call_json(struct muxbe *mb, json_t *req, json_t **reply_out)
 }
 
 /* Lock held.  One of the library's own requests (resume_step answers). */
-static int submit_internal(struct muxbe *mb, json_t *req)
+static int muxbe_submit_internal(struct muxbe *mb, json_t *req)
 {
 	struct pending *p;
 	char *text;
@@ -829,12 +837,12 @@ static int submit_internal(struct muxbe *mb, json_t *req)
 		return -ENOMEM;
 	}
 	p->kind = PENDING_INTERNAL;
-	rc = submit_locked(mb, p, PROTO_KIND_JSON, text, strlen(text));
+	rc = muxbe_submit_locked(mb, p, PROTO_KIND_JSON, text, strlen(text));
 	free(text);
 	return rc;
 }
 
-static int connect_socket(const char *path)
+static int muxbe_connect_socket(const char *path)
 {
 	/* Non-blocking: every I/O here is, and a daemon whose backlog is
 	 * full must cost a retry, not the caller's thread. */
@@ -844,14 +852,15 @@ static int connect_socket(const char *path)
 /* The first connection.  A daemon whose listen backlog is full (a storm
  * of backends starting, or coming back after a restart) answers EAGAIN:
  * worth a retry within the caller's deadline, not a failure. */
-static int connect_first(const char *path, int timeout_ms)
+static int muxbe_connect_first(const char *path, int timeout_ms)
 {
-	uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
+	uint64_t deadline = muxbe_now_ms() + (uint64_t)timeout_ms;
 	int fd, pause_ms = 1;
 
 	for (;;) {
-		fd = connect_socket(path);
-		if (fd != -EAGAIN || now_ms() + (uint64_t)pause_ms > deadline)
+		fd = muxbe_connect_socket(path);
+		if (fd != -EAGAIN ||
+		    muxbe_now_ms() + (uint64_t)pause_ms > deadline)
 			return fd;
 		poll(NULL, 0, pause_ms);
 		if (pause_ms < 64)
@@ -898,10 +907,11 @@ int muxbe_connect(const struct muxbe_options *opts, struct muxbe **out)
 	mb->timerfd = timerfd_create(CLOCK_MONOTONIC,
 				     TFD_NONBLOCK | TFD_CLOEXEC);
 	mb->epfd = epoll_create1(EPOLL_CLOEXEC);
-	mb->sock = connect_first(path, mb->timeout_ms);
+	mb->sock = muxbe_connect_first(path, mb->timeout_ms);
 	if (mb->sock < 0) {
 		rc = mb->sock;
-		set_error(mb, "cannot connect to %s: %s", path, strerror(-rc));
+		muxbe_set_error(mb, "cannot connect to %s: %s", path,
+				strerror(-rc));
 		goto fail;
 	}
 	if (mb->evfd < 0 || mb->epfd < 0 || mb->timerfd < 0 ||
@@ -917,11 +927,11 @@ int muxbe_connect(const struct muxbe_options *opts, struct muxbe **out)
 	ev.data.fd = mb->timerfd;
 	epoll_ctl(mb->epfd, EPOLL_CTL_ADD, mb->timerfd, &ev);
 
-	rc = call_json(mb, hello_request(mb), &reply);
+	rc = muxbe_call_json(mb, muxbe_hello_request(mb), &reply);
 	if (rc < 0)
 		goto fail;
 	pthread_mutex_lock(&mb->lock);
-	keep_session(mb, reply);
+	muxbe_keep_session(mb, reply);
 	/* From now on a lost link is taken back up. */
 	mb->reconnect = !opts->no_reconnect;
 	pthread_mutex_unlock(&mb->lock);
@@ -1004,8 +1014,8 @@ int muxbe_process(struct muxbe *mb)
 		/* EAGAIN: nothing was signalled. */
 	}
 	if (read(mb->timerfd, &n, sizeof(n)) == (ssize_t)sizeof(n))
-		try_reconnect(mb);
-	read_available(mb);
+		muxbe_try_reconnect(mb);
+	muxbe_read_available(mb);
 	TAILQ_CONCAT(&batch, &mb->completions, link);
 	broken = mb->broken;
 	cb = mb->cb;
@@ -1053,11 +1063,11 @@ int muxbe_process(struct muxbe *mb)
 
 int muxbe_ping(struct muxbe *mb)
 {
-	return call_json(mb, json_pack("{s:s}", "op", "ping"), NULL);
+	return muxbe_call_json(mb, json_pack("{s:s}", "op", "ping"), NULL);
 }
 
-static json_t *gid_request(const char *op, const char *port,
-			   const uint8_t gid[16])
+static json_t *muxbe_gid_request(const char *op, const char *port,
+				 const uint8_t gid[16])
 {
 	json_t *req = json_pack("{s:s, s:o}", "op", op, "gid",
 				proto_gid_to_json(gid));
@@ -1067,7 +1077,7 @@ static json_t *gid_request(const char *op, const char *port,
 	return req;
 }
 
-static json_t *qpn_request(const char *op, const char *port, uint32_t qpn)
+static json_t *muxbe_qpn_request(const char *op, const char *port, uint32_t qpn)
 {
 	json_t *req = json_pack("{s:s, s:I}", "op", op, "qpn", (json_int_t)qpn);
 
@@ -1076,8 +1086,8 @@ static json_t *qpn_request(const char *op, const char *port, uint32_t qpn)
 	return req;
 }
 
-static struct reg *reg_find(struct muxbe *mb, const char *port,
-			    const uint8_t gid[16], uint32_t qpn)
+static struct reg *muxbe_reg_find(struct muxbe *mb, const char *port,
+				  const uint8_t gid[16], uint32_t qpn)
 {
 	struct reg *r;
 
@@ -1093,7 +1103,9 @@ int muxbe_register_gid(struct muxbe *mb, const char *port,
 		       const uint8_t gid[16], uint16_t *port_index)
 {
 	json_t *reply = NULL;
-	int rc = call_json(mb, gid_request("register_gid", port, gid), &reply);
+	int rc = muxbe_call_json(mb,
+				 muxbe_gid_request("register_gid", port, gid),
+				 &reply);
 	struct reg *r;
 
 	if (rc == 0) {
@@ -1103,7 +1115,7 @@ int muxbe_register_gid(struct muxbe *mb, const char *port,
 		json_decref(reply);
 		/* Registered again by the library after a reconnect. */
 		pthread_mutex_lock(&mb->lock);
-		if (reg_find(mb, port, gid, 0) == NULL &&
+		if (muxbe_reg_find(mb, port, gid, 0) == NULL &&
 		    (r = calloc(1, sizeof(*r))) != NULL) {
 			memcpy(r->gid, gid, 16);
 			r->port = port ? strdup(port) : NULL;
@@ -1117,12 +1129,14 @@ int muxbe_register_gid(struct muxbe *mb, const char *port,
 int muxbe_unregister_gid(struct muxbe *mb, const char *port,
 			 const uint8_t gid[16])
 {
-	int rc = call_json(mb, gid_request("unregister_gid", port, gid), NULL);
+	int rc = muxbe_call_json(mb,
+				 muxbe_gid_request("unregister_gid", port, gid),
+				 NULL);
 	struct reg *r;
 
 	if (rc == 0 || rc == -ENOENT) {
 		pthread_mutex_lock(&mb->lock);
-		if ((r = reg_find(mb, port, gid, 0)) != NULL) {
+		if ((r = muxbe_reg_find(mb, port, gid, 0)) != NULL) {
 			TAILQ_REMOVE(&mb->regs, r, link);
 			free(r->port);
 			free(r);
@@ -1134,12 +1148,14 @@ int muxbe_unregister_gid(struct muxbe *mb, const char *port,
 
 int muxbe_register_qpn(struct muxbe *mb, const char *port, uint32_t qpn)
 {
-	int rc = call_json(mb, qpn_request("register_qpn", port, qpn), NULL);
+	int rc = muxbe_call_json(mb,
+				 muxbe_qpn_request("register_qpn", port, qpn),
+				 NULL);
 	struct reg *r;
 
 	if (rc == 0) {
 		pthread_mutex_lock(&mb->lock);
-		if (reg_find(mb, port, NULL, qpn) == NULL &&
+		if (muxbe_reg_find(mb, port, NULL, qpn) == NULL &&
 		    (r = calloc(1, sizeof(*r))) != NULL) {
 			r->qpn = qpn;
 			r->port = port ? strdup(port) : NULL;
@@ -1152,12 +1168,14 @@ int muxbe_register_qpn(struct muxbe *mb, const char *port, uint32_t qpn)
 
 int muxbe_unregister_qpn(struct muxbe *mb, const char *port, uint32_t qpn)
 {
-	int rc = call_json(mb, qpn_request("unregister_qpn", port, qpn), NULL);
+	int rc = muxbe_call_json(mb,
+				 muxbe_qpn_request("unregister_qpn", port, qpn),
+				 NULL);
 	struct reg *r;
 
 	if (rc == 0 || rc == -ENOENT) {
 		pthread_mutex_lock(&mb->lock);
-		if ((r = reg_find(mb, port, NULL, qpn)) != NULL) {
+		if ((r = muxbe_reg_find(mb, port, NULL, qpn)) != NULL) {
 			TAILQ_REMOVE(&mb->regs, r, link);
 			free(r->port);
 			free(r);
@@ -1177,7 +1195,7 @@ int muxbe_request(struct muxbe *mb, const char *request_json, char **reply_text)
 	if (proto_json_parse((const uint8_t *)request_json,
 			     strlen(request_json), &req, &err) < 0)
 		return -EINVAL;
-	rc = call_json(mb, req, &reply);
+	rc = muxbe_call_json(mb, req, &reply);
 	if (rc == 0) {
 		*reply_text = json_dumps(reply, JSON_COMPACT);
 		json_decref(reply);
@@ -1187,8 +1205,8 @@ int muxbe_request(struct muxbe *mb, const char *request_json, char **reply_text)
 	return rc;
 }
 
-static int encode_mad(const struct muxbe_addr *addr, const void *mad,
-		      size_t len, uint8_t *out)
+static int muxbe_encode_mad(const struct muxbe_addr *addr, const void *mad,
+			    size_t len, uint8_t *out)
 {
 	struct proto_mad m;
 
@@ -1219,7 +1237,7 @@ int muxbe_send_mad(struct muxbe *mb, const struct muxbe_addr *addr,
 	struct pending *p;
 	int n, rc;
 
-	n = encode_mad(addr, mad, len, buf);
+	n = muxbe_encode_mad(addr, mad, len, buf);
 	if (n < 0)
 		return n;
 	p = calloc(1, sizeof(*p));
@@ -1228,7 +1246,7 @@ int muxbe_send_mad(struct muxbe *mb, const struct muxbe_addr *addr,
 	p->kind = PENDING_SEND;
 	p->send_ctx = send_ctx;
 	pthread_mutex_lock(&mb->lock);
-	rc = submit_locked(mb, p, PROTO_KIND_MAD, buf, (size_t)n);
+	rc = muxbe_submit_locked(mb, p, PROTO_KIND_MAD, buf, (size_t)n);
 	pthread_mutex_unlock(&mb->lock);
 	return rc;
 }
@@ -1241,16 +1259,16 @@ int muxbe_send_mad_sync(struct muxbe *mb, const struct muxbe_addr *addr,
 	json_t *reply = NULL;
 	int n, rc;
 
-	n = encode_mad(addr, mad, len, buf);
+	n = muxbe_encode_mad(addr, mad, len, buf);
 	if (n < 0)
 		return n;
-	rc = call(mb, PROTO_KIND_MAD, buf, (size_t)n, &reply);
+	rc = muxbe_call(mb, PROTO_KIND_MAD, buf, (size_t)n, &reply);
 	if (rc < 0)
 		return rc;
 	rc = proto_reply_status(reply, &msg);
 	pthread_mutex_lock(&mb->lock);
 	if (rc < 0) {
-		set_error(mb, "%s", msg);
+		muxbe_set_error(mb, "%s", msg);
 		mb->st.tx_errors++;
 	} else {
 		mb->st.tx_ok++;
@@ -1280,7 +1298,7 @@ int muxbe_post_recv(struct muxbe *mb, void *buf, size_t len, void *buf_ctx)
 		 * arrival order; the callback runs from muxbe_process(). */
 		TAILQ_REMOVE(&mb->rxq, q, link);
 		mb->nrxq--;
-		fill_recv(mb, pb, &q->m);
+		muxbe_fill_recv(mb, pb, &q->m);
 		free(q);
 		free(pb);
 	} else if (mb->nposted >= mb->max_posted) {
@@ -1311,7 +1329,7 @@ int muxbe_flush_recv(struct muxbe *mb)
 			c->ctx = pb->ctx;
 			c->buf = pb->buf;
 			c->status = -ECANCELED;
-			queue_completion(mb, c);
+			muxbe_queue_completion(mb, c);
 			n++;
 		}
 		free(pb);

@@ -88,7 +88,7 @@ struct muxbe_qp {
 
 /* ---- completions ---------------------------------------------------------- */
 
-static void deliver(struct muxbe_dev *dev, const struct muxbe_wc *wc)
+static void verbs_deliver(struct muxbe_dev *dev, const struct muxbe_wc *wc)
 {
 	pthread_mutex_lock(&dev->lock);
 	dev->st.completions++;
@@ -99,7 +99,7 @@ static void deliver(struct muxbe_dev *dev, const struct muxbe_wc *wc)
 		dev->comp(dev->user, wc);
 }
 
-static void rec_done(struct wr_rec *r)
+static void verbs_rec_done(struct wr_rec *r)
 {
 	if (r->qp)
 		atomic_fetch_sub(&r->qp->outstanding, 1);
@@ -109,8 +109,8 @@ static void rec_done(struct wr_rec *r)
 }
 
 /* A completion the library makes: queued, delivered from the loop. */
-static void complete_later(struct muxbe_dev *dev, struct wr_rec *r,
-			   enum ibv_wc_status status, uint32_t vendor_err)
+static void verbs_complete_later(struct muxbe_dev *dev, struct wr_rec *r,
+				 enum ibv_wc_status status, uint32_t vendor_err)
 {
 	struct pending_wc *p = calloc(1, sizeof(*p));
 	uint64_t one = 1;
@@ -128,10 +128,10 @@ static void complete_later(struct muxbe_dev *dev, struct wr_rec *r,
 			/* saturated counter: already readable */
 		}
 	}
-	rec_done(r);
+	verbs_rec_done(r);
 }
 
-static int deliver_pending(struct muxbe_dev *dev)
+static int verbs_deliver_pending(struct muxbe_dev *dev)
 {
 	TAILQ_HEAD(, pending_wc) batch = TAILQ_HEAD_INITIALIZER(batch);
 	struct pending_wc *p;
@@ -146,14 +146,14 @@ static int deliver_pending(struct muxbe_dev *dev)
 	pthread_mutex_unlock(&dev->lock);
 	while ((p = TAILQ_FIRST(&batch)) != NULL) {
 		TAILQ_REMOVE(&batch, p, link);
-		deliver(dev, &p->wc);
+		verbs_deliver(dev, &p->wc);
 		free(p);
 		count++;
 	}
 	return count;
 }
 
-static int poll_cq_locked(struct muxbe_cq *cq)
+static int verbs_poll_cq_locked(struct muxbe_cq *cq)
 {
 	struct ibv_wc wc[16];
 	struct muxbe_wc out;
@@ -175,8 +175,8 @@ static int poll_cq_locked(struct muxbe_cq *cq)
 			out.wc_flags = wc[i].wc_flags;
 			out.imm_data = wc[i].imm_data;
 			out.cq = cq;
-			rec_done(r);
-			deliver(cq->dev, &out);
+			verbs_rec_done(r);
+			verbs_deliver(cq->dev, &out);
 		}
 		if (n > 0)
 			total += n;
@@ -189,12 +189,12 @@ int muxbe_cq_poll(struct muxbe_cq *cq)
 	int n;
 
 	pthread_mutex_lock(&cq->dev->poll_lock);
-	n = poll_cq_locked(cq);
+	n = verbs_poll_cq_locked(cq);
 	pthread_mutex_unlock(&cq->dev->poll_lock);
 	return n;
 }
 
-static int handle_channel(struct muxbe_dev *dev)
+static int verbs_handle_channel(struct muxbe_dev *dev)
 {
 	struct ibv_cq *ibcq;
 	void *cq_ctx;
@@ -205,7 +205,7 @@ static int handle_channel(struct muxbe_dev *dev)
 		ibv_ack_cq_events(ibcq, 1);
 		/* Re-arm before polling so nothing slips between the two. */
 		ibv_req_notify_cq(ibcq, 0);
-		n += poll_cq_locked(cq_ctx);
+		n += verbs_poll_cq_locked(cq_ctx);
 	}
 	pthread_mutex_unlock(&dev->poll_lock);
 	return n;
@@ -213,7 +213,7 @@ static int handle_channel(struct muxbe_dev *dev)
 
 int muxbe_dev_process(struct muxbe_dev *dev)
 {
-	int n = handle_channel(dev);
+	int n = verbs_handle_channel(dev);
 
 	if (dev->mux) {
 		int m = muxbe_process(dev->mux);
@@ -221,10 +221,10 @@ int muxbe_dev_process(struct muxbe_dev *dev)
 		if (m > 0)
 			n += m;
 	}
-	return n + deliver_pending(dev);
+	return n + verbs_deliver_pending(dev);
 }
 
-static void *comp_thread(void *arg)
+static void *verbs_comp_thread(void *arg)
 {
 	struct muxbe_dev *dev = arg;
 	struct epoll_event ev[4];
@@ -241,8 +241,8 @@ static void *comp_thread(void *arg)
 
 /* ---- GSI through the daemon ---------------------------------------------- */
 
-static void gsi_recv(void *user, void *buf_ctx, void *buf, size_t mad_len,
-		     const struct muxbe_addr *addr)
+static void verbs_gsi_recv(void *user, void *buf_ctx, void *buf, size_t mad_len,
+			   const struct muxbe_addr *addr)
 {
 	struct muxbe_dev *dev = user;
 	struct wr_rec *r = buf_ctx;
@@ -259,12 +259,12 @@ static void gsi_recv(void *user, void *buf_ctx, void *buf, size_t mad_len,
 	} else {
 		wc.status = IBV_WC_WR_FLUSH_ERR;
 	}
-	rec_done(r);
-	deliver(dev, &wc);
+	verbs_rec_done(r);
+	verbs_deliver(dev, &wc);
 }
 
-static void gsi_send_done(void *user, void *send_ctx, int status,
-			  const char *message)
+static void verbs_gsi_send_done(void *user, void *send_ctx, int status,
+				const char *message)
 {
 	struct muxbe_dev *dev = user;
 	struct wr_rec *r = send_ctx;
@@ -277,17 +277,17 @@ static void gsi_send_done(void *user, void *send_ctx, int status,
 		wc.status = IBV_WC_GENERAL_ERR;
 		wc.vendor_err = MUXBE_VENDOR_ERR_MAD_SEND;
 	}
-	rec_done(r);
-	deliver(dev, &wc);
+	verbs_rec_done(r);
+	verbs_deliver(dev, &wc);
 }
 
 static const struct muxbe_callbacks gsi_callbacks = {
-	.recv = gsi_recv,
-	.send_done = gsi_send_done,
+	.recv = verbs_gsi_recv,
+	.send_done = verbs_gsi_send_done,
 };
 
 /* The daemon's index of this device's port, by its name "dev:port". */
-static int find_mux_port(struct muxbe_dev *dev)
+static int verbs_find_mux_port(struct muxbe_dev *dev)
 {
 	char *reply = NULL, want[80];
 	json_error_t jerr;
@@ -317,7 +317,7 @@ static int find_mux_port(struct muxbe_dev *dev)
 
 /* ---- device --------------------------------------------------------------- */
 
-static int epoll_add(int epfd, int fd)
+static int verbs_epoll_add(int epfd, int fd)
 {
 	struct epoll_event ev = { .events = EPOLLIN, .data.fd = fd };
 
@@ -370,24 +370,24 @@ int muxbe_dev_open(const struct muxbe_dev_options *o, struct muxbe_dev **out)
 	}
 	fcntl(dev->chan->fd, F_SETFL,
 	      fcntl(dev->chan->fd, F_GETFL) | O_NONBLOCK);
-	epoll_add(dev->epfd, dev->chan->fd);
-	epoll_add(dev->epfd, dev->pending_fd);
+	verbs_epoll_add(dev->epfd, dev->chan->fd);
+	verbs_epoll_add(dev->epfd, dev->pending_fd);
 	if (dev->mux) {
-		rc = find_mux_port(dev);
+		rc = verbs_find_mux_port(dev);
 		if (rc < 0)
 			goto fail;
 		muxbe_set_callbacks(dev->mux, &gsi_callbacks, dev);
-		epoll_add(dev->epfd, muxbe_fd(dev->mux));
+		verbs_epoll_add(dev->epfd, muxbe_fd(dev->mux));
 	}
 	if (o->comp_thread) {
 		sigset_t all, was;
 
-		epoll_add(dev->epfd, dev->stop_fd);
+		verbs_epoll_add(dev->epfd, dev->stop_fd);
 		/* The library's thread takes none of the application's
 		 * signals: they go to the threads the application made. */
 		sigfillset(&all);
 		pthread_sigmask(SIG_SETMASK, &all, &was);
-		rc = pthread_create(&dev->thread, NULL, comp_thread, dev);
+		rc = pthread_create(&dev->thread, NULL, verbs_comp_thread, dev);
 		pthread_sigmask(SIG_SETMASK, &was, NULL);
 		if (rc) {
 			rc = -rc;
@@ -579,7 +579,7 @@ int muxbe_cq_destroy(struct muxbe_cq *cq)
 	int rc;
 
 	pthread_mutex_lock(&cq->dev->poll_lock);
-	poll_cq_locked(cq);
+	verbs_poll_cq_locked(cq);
 	rc = ibv_destroy_cq(cq->cq) ? -EBUSY : 0;
 	pthread_mutex_unlock(&cq->dev->poll_lock);
 	if (rc == 0)
@@ -628,8 +628,9 @@ int muxbe_srq_modify(struct muxbe_srq *srq, struct ibv_srq_attr *attr, int mask)
 	return rc ? -(rc > 0 ? rc : EIO) : 0;
 }
 
-static struct wr_rec *new_rec(void *ctx, struct muxbe_qp *qp,
-			      struct muxbe_srq *srq, enum ibv_wc_opcode op)
+static struct wr_rec *verbs_new_rec(void *ctx, struct muxbe_qp *qp,
+				    struct muxbe_srq *srq,
+				    enum ibv_wc_opcode op)
 {
 	struct wr_rec *r = malloc(sizeof(*r));
 
@@ -647,8 +648,8 @@ static struct wr_rec *new_rec(void *ctx, struct muxbe_qp *qp,
 }
 
 /* Out of memory for the record itself: complete with the context alone. */
-static int complete_nomem(struct muxbe_dev *dev, void *ctx,
-			  enum ibv_wc_opcode op)
+static int verbs_complete_nomem(struct muxbe_dev *dev, void *ctx,
+				enum ibv_wc_opcode op)
 {
 	struct wr_rec *r = calloc(1, sizeof(*r));
 
@@ -656,29 +657,30 @@ static int complete_nomem(struct muxbe_dev *dev, void *ctx,
 		return -ENOMEM;
 	r->ctx = ctx;
 	r->opcode = op;
-	complete_later(dev, r, IBV_WC_GENERAL_ERR, MUXBE_VENDOR_ERR_NOMEM);
+	verbs_complete_later(dev, r, IBV_WC_GENERAL_ERR,
+			     MUXBE_VENDOR_ERR_NOMEM);
 	return 0;
 }
 
 int muxbe_srq_post_recv(struct muxbe_srq *srq, const struct ibv_sge *sg,
 			int nsge, void *ctx)
 {
-	struct wr_rec *r = new_rec(ctx, NULL, srq, IBV_WC_RECV);
+	struct wr_rec *r = verbs_new_rec(ctx, NULL, srq, IBV_WC_RECV);
 	struct ibv_recv_wr wr = { .sg_list = (struct ibv_sge *)sg,
 				  .num_sge = nsge },
 			   *bad;
 
 	if (r == NULL)
-		return complete_nomem(srq->dev, ctx, IBV_WC_RECV);
+		return verbs_complete_nomem(srq->dev, ctx, IBV_WC_RECV);
 	wr.wr_id = (uintptr_t)r;
 	if (nsge > srq->dev->attr.max_srq_sge) {
-		complete_later(srq->dev, r, IBV_WC_GENERAL_ERR,
-			       MUXBE_VENDOR_ERR_TOO_MANY_SGES);
+		verbs_complete_later(srq->dev, r, IBV_WC_GENERAL_ERR,
+				     MUXBE_VENDOR_ERR_TOO_MANY_SGES);
 		return 0;
 	}
 	if (ibv_post_srq_recv(srq->srq, &wr, &bad))
-		complete_later(srq->dev, r, IBV_WC_GENERAL_ERR,
-			       MUXBE_VENDOR_ERR_FAIL_BACKEND);
+		verbs_complete_later(srq->dev, r, IBV_WC_GENERAL_ERR,
+				     MUXBE_VENDOR_ERR_FAIL_BACKEND);
 	return 0;
 }
 
@@ -736,7 +738,7 @@ uint32_t muxbe_qp_num(struct muxbe_qp *qp)
 	return qp->qp ? qp->qp->qp_num : 1;
 }
 
-static int modify(struct muxbe_qp *qp, struct ibv_qp_attr *a, int mask)
+static int verbs_modify(struct muxbe_qp *qp, struct ibv_qp_attr *a, int mask)
 {
 	int rc = ibv_modify_qp(qp->qp, a, mask);
 
@@ -761,7 +763,7 @@ int muxbe_qp_init(struct muxbe_qp *qp, uint32_t qkey)
 		a.qkey = qkey;
 		mask |= IBV_QP_QKEY;
 	}
-	return modify(qp, &a, mask);
+	return verbs_modify(qp, &a, mask);
 }
 
 int muxbe_qp_rtr(struct muxbe_qp *qp, const struct muxbe_qp_rtr *r)
@@ -777,7 +779,7 @@ int muxbe_qp_rtr(struct muxbe_qp *qp, const struct muxbe_qp_rtr *r)
 			a.qkey = r->qkey;
 			mask |= IBV_QP_QKEY;
 		}
-		return modify(qp, &a, mask);
+		return verbs_modify(qp, &a, mask);
 	}
 	if (ibv_query_port(qp->dev->ctx, qp->dev->port, &pa))
 		return -EIO;
@@ -796,7 +798,7 @@ int muxbe_qp_rtr(struct muxbe_qp *qp, const struct muxbe_qp_rtr *r)
 	memcpy(a.ah_attr.grh.dgid.raw, r->dgid, 16);
 	mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
 		IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
-	return modify(qp, &a, mask);
+	return verbs_modify(qp, &a, mask);
 }
 
 int muxbe_qp_rts(struct muxbe_qp *qp, const struct muxbe_qp_rts *r)
@@ -818,7 +820,7 @@ int muxbe_qp_rts(struct muxbe_qp *qp, const struct muxbe_qp_rts *r)
 		a.qkey = r->qkey;
 		mask |= IBV_QP_QKEY;
 	}
-	return modify(qp, &a, mask);
+	return verbs_modify(qp, &a, mask);
 }
 
 int muxbe_qp_state(struct muxbe_qp *qp, enum ibv_qp_state *state)
@@ -836,7 +838,7 @@ int muxbe_qp_state(struct muxbe_qp *qp, enum ibv_qp_state *state)
 	return 0;
 }
 
-static uint64_t mono_ms(void)
+static uint64_t verbs_mono_ms(void)
 {
 	struct timespec ts;
 
@@ -847,23 +849,24 @@ static uint64_t mono_ms(void)
 int muxbe_qp_destroy(struct muxbe_qp *qp)
 {
 	struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
-	uint64_t deadline = mono_ms() + QP_DRAIN_MS;
+	uint64_t deadline = verbs_mono_ms() + QP_DRAIN_MS;
 
 	if (qp->type == MUXBE_QPT_GSI) {
 		/* Posted MAD buffers come back flushed. */
 		muxbe_flush_recv(qp->dev->mux);
 		while (atomic_load(&qp->outstanding) > 0 &&
-		       mono_ms() < deadline)
+		       verbs_mono_ms() < deadline)
 			muxbe_dev_process(qp->dev);
 		free(qp);
 		return 0;
 	}
 	ibv_modify_qp(qp->qp, &a, IBV_QP_STATE);
-	while (atomic_load(&qp->outstanding) > 0 && mono_ms() < deadline) {
+	while (atomic_load(&qp->outstanding) > 0 &&
+	       verbs_mono_ms() < deadline) {
 		muxbe_cq_poll(qp->scq);
 		if (qp->rcq != qp->scq)
 			muxbe_cq_poll(qp->rcq);
-		deliver_pending(qp->dev);
+		verbs_deliver_pending(qp->dev);
 	}
 	if (ibv_destroy_qp(qp->qp))
 		return -EBUSY;
@@ -871,7 +874,7 @@ int muxbe_qp_destroy(struct muxbe_qp *qp)
 	return 0;
 }
 
-static uint32_t sge_total(const struct ibv_sge *sg, int nsge)
+static uint32_t verbs_sge_total(const struct ibv_sge *sg, int nsge)
 {
 	uint32_t t = 0;
 	int i;
@@ -881,9 +884,9 @@ static uint32_t sge_total(const struct ibv_sge *sg, int nsge)
 	return t;
 }
 
-static void gsi_post_send(struct muxbe_qp *qp, struct wr_rec *r,
-			  const struct ibv_sge *sg, int nsge,
-			  const struct muxbe_ud_dest *d)
+static void verbs_gsi_post_send(struct muxbe_qp *qp, struct wr_rec *r,
+				const struct ibv_sge *sg, int nsge,
+				const struct muxbe_ud_dest *d)
 {
 	struct muxbe_dev *dev = qp->dev;
 	struct muxbe_addr addr = { .port = dev->mux_port,
@@ -895,10 +898,10 @@ static void gsi_post_send(struct muxbe_qp *qp, struct wr_rec *r,
 	uint32_t off = 0;
 	int i;
 
-	if (d == NULL || sge_total(sg, nsge) > sizeof(mad) ||
+	if (d == NULL || verbs_sge_total(sg, nsge) > sizeof(mad) ||
 	    muxbe_dev_gid(dev, d->sgid_index, addr.local_gid) < 0) {
-		complete_later(dev, r, IBV_WC_GENERAL_ERR,
-			       MUXBE_VENDOR_ERR_MAD_SEND);
+		verbs_complete_later(dev, r, IBV_WC_GENERAL_ERR,
+				     MUXBE_VENDOR_ERR_MAD_SEND);
 		return;
 	}
 	for (i = 0; i < nsge; i++) {
@@ -907,8 +910,8 @@ static void gsi_post_send(struct muxbe_qp *qp, struct wr_rec *r,
 	}
 	memcpy(addr.remote_gid, d->dgid, 16);
 	if (muxbe_send_mad(dev->mux, &addr, mad, off, r) < 0)
-		complete_later(dev, r, IBV_WC_GENERAL_ERR,
-			       MUXBE_VENDOR_ERR_MAD_SEND);
+		verbs_complete_later(dev, r, IBV_WC_GENERAL_ERR,
+				     MUXBE_VENDOR_ERR_MAD_SEND);
 }
 
 int muxbe_qp_post_send(struct muxbe_qp *qp, const struct ibv_sge *sg, int nsge,
@@ -926,28 +929,28 @@ int muxbe_qp_post_send(struct muxbe_qp *qp, const struct ibv_sge *sg, int nsge,
 	if (qp == NULL)
 		return -EINVAL;
 	dev = qp->dev;
-	r = new_rec(ctx, qp, NULL, IBV_WC_SEND);
+	r = verbs_new_rec(ctx, qp, NULL, IBV_WC_SEND);
 	if (r == NULL)
-		return complete_nomem(dev, ctx, IBV_WC_SEND);
+		return verbs_complete_nomem(dev, ctx, IBV_WC_SEND);
 	if (nsge <= 0) {
-		complete_later(dev, r, IBV_WC_GENERAL_ERR,
-			       MUXBE_VENDOR_ERR_NO_SGE);
+		verbs_complete_later(dev, r, IBV_WC_GENERAL_ERR,
+				     MUXBE_VENDOR_ERR_NO_SGE);
 		return 0;
 	}
 	if ((uint32_t)nsge > qp->max_send_sge) {
-		complete_later(dev, r, IBV_WC_GENERAL_ERR,
-			       MUXBE_VENDOR_ERR_TOO_MANY_SGES);
+		verbs_complete_later(dev, r, IBV_WC_GENERAL_ERR,
+				     MUXBE_VENDOR_ERR_TOO_MANY_SGES);
 		return 0;
 	}
 	if (qp->type == MUXBE_QPT_GSI) {
-		gsi_post_send(qp, r, sg, nsge, d);
+		verbs_gsi_post_send(qp, r, sg, nsge, d);
 		return 0;
 	}
 	wr.wr_id = (uintptr_t)r;
 	if (qp->type == MUXBE_QPT_UD) {
 		if (d == NULL) {
-			complete_later(dev, r, IBV_WC_GENERAL_ERR,
-				       MUXBE_VENDOR_ERR_FAIL_BACKEND);
+			verbs_complete_later(dev, r, IBV_WC_GENERAL_ERR,
+					     MUXBE_VENDOR_ERR_FAIL_BACKEND);
 			return 0;
 		}
 		pthread_mutex_lock(&dev->lock);
@@ -955,10 +958,11 @@ int muxbe_qp_post_send(struct muxbe_qp *qp, const struct ibv_sge *sg, int nsge,
 				  d->dgid, 64);
 		pthread_mutex_unlock(&dev->lock);
 		if (ah == NULL) {
-			complete_later(dev, r, IBV_WC_GENERAL_ERR,
-				       errno == ENOSPC || errno == ENOMEM
-					       ? MUXBE_VENDOR_ERR_NOMEM
-					       : MUXBE_VENDOR_ERR_FAIL_BACKEND);
+			verbs_complete_later(
+				dev, r, IBV_WC_GENERAL_ERR,
+				errno == ENOSPC || errno == ENOMEM
+					? MUXBE_VENDOR_ERR_NOMEM
+					: MUXBE_VENDOR_ERR_FAIL_BACKEND);
 			return 0;
 		}
 		wr.wr.ud.ah = ah;
@@ -966,8 +970,8 @@ int muxbe_qp_post_send(struct muxbe_qp *qp, const struct ibv_sge *sg, int nsge,
 		wr.wr.ud.remote_qkey = d->qkey;
 	}
 	if (ibv_post_send(qp->qp, &wr, &bad))
-		complete_later(dev, r, IBV_WC_GENERAL_ERR,
-			       MUXBE_VENDOR_ERR_FAIL_BACKEND);
+		verbs_complete_later(dev, r, IBV_WC_GENERAL_ERR,
+				     MUXBE_VENDOR_ERR_FAIL_BACKEND);
 	return 0;
 }
 
@@ -983,33 +987,33 @@ int muxbe_qp_post_recv(struct muxbe_qp *qp, const struct ibv_sge *sg, int nsge,
 	if (qp == NULL)
 		return -EINVAL;
 	dev = qp->dev;
-	r = new_rec(ctx, qp, NULL, IBV_WC_RECV);
+	r = verbs_new_rec(ctx, qp, NULL, IBV_WC_RECV);
 	if (r == NULL)
-		return complete_nomem(dev, ctx, IBV_WC_RECV);
+		return verbs_complete_nomem(dev, ctx, IBV_WC_RECV);
 	if (qp->type == MUXBE_QPT_GSI) {
 		/* One buffer big enough for a GRH and a MAD, as the seeds
 		 * required of a guest's QP1 receive. */
 		if (nsge != 1)
-			complete_later(dev, r, IBV_WC_GENERAL_ERR,
-				       MUXBE_VENDOR_ERR_INV_NUM_SGE);
+			verbs_complete_later(dev, r, IBV_WC_GENERAL_ERR,
+					     MUXBE_VENDOR_ERR_INV_NUM_SGE);
 		else if (sg[0].length < MUXBE_RECV_BUF_MIN)
-			complete_later(dev, r, IBV_WC_GENERAL_ERR,
-				       MUXBE_VENDOR_ERR_INV_MAD_BUFF);
+			verbs_complete_later(dev, r, IBV_WC_GENERAL_ERR,
+					     MUXBE_VENDOR_ERR_INV_MAD_BUFF);
 		else if (muxbe_post_recv(dev->mux,
 					 (void *)(uintptr_t)sg[0].addr,
 					 sg[0].length, r) < 0)
-			complete_later(dev, r, IBV_WC_GENERAL_ERR,
-				       MUXBE_VENDOR_ERR_NOMEM);
+			verbs_complete_later(dev, r, IBV_WC_GENERAL_ERR,
+					     MUXBE_VENDOR_ERR_NOMEM);
 		return 0;
 	}
 	if ((uint32_t)nsge > qp->max_recv_sge) {
-		complete_later(dev, r, IBV_WC_GENERAL_ERR,
-			       MUXBE_VENDOR_ERR_TOO_MANY_SGES);
+		verbs_complete_later(dev, r, IBV_WC_GENERAL_ERR,
+				     MUXBE_VENDOR_ERR_TOO_MANY_SGES);
 		return 0;
 	}
 	wr.wr_id = (uintptr_t)r;
 	if (ibv_post_recv(qp->qp, &wr, &bad))
-		complete_later(dev, r, IBV_WC_GENERAL_ERR,
-			       MUXBE_VENDOR_ERR_FAIL_BACKEND);
+		verbs_complete_later(dev, r, IBV_WC_GENERAL_ERR,
+				     MUXBE_VENDOR_ERR_FAIL_BACKEND);
 	return 0;
 }

@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 #
 # The house rules that a compiler does not check, on the daemon's own
-# sources (mux/): every function is prefixed by its file's name; mux/mux.h
+# sources (mux/) and the library's (backend/, whose exported API is
+# muxbe_*): every function is prefixed by its file's name; mux/mux.h
 # has one section per file that implements it, each declaring only that
 # file's functions; no module calls into one that calls back into it (the
 # layers form no cycle); no global function is defined that nothing
@@ -35,6 +36,23 @@ for o in "$T"/*.o; do
 		done || true)
 	[ -z "$wrong" ] && ok "$m.c: every function is ${m}_*" ||
 		bad "$m.c: functions not prefixed ${m}_: $(echo $wrong)"
+done
+
+# 1b. The library (backend/) by the same rule: a file's functions are
+# prefixed by its name, but for the API it exports (backend/muxbe.map),
+# which is muxbe_* whichever file defines it.
+for f in backend/*.c; do
+	m=$(basename "${f%.c}")
+	mkdir -p "$T/backend"
+	cc $CFLAGS -c -o "$T/backend/$m.o" "$f" || { bad "compile $f"; continue; }
+	wrong=$(nm --defined-only "$T/backend/$m.o" | awk '$2 ~ /^[tT]$/ {print $3}' |
+		grep -v -e "^${m}_" |
+		while read -r fn; do
+			grep -qE "^[[:space:]]+${fn};" backend/muxbe.map && continue
+			grep -qE "^[A-Za-z_][^;]*\b${fn}\(" "$f" && echo "$fn"
+		done || true)
+	[ -z "$wrong" ] && ok "$f: every function is ${m}_* or exported" ||
+		bad "$f: functions neither prefixed ${m}_ nor in muxbe.map: $(echo $wrong)"
 done
 
 # 2. mux.h (and the connection table's conn.h, conn_priv.h): each section
