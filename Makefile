@@ -78,7 +78,7 @@ LIBA    := $(B)/libmuxbe.a
 LIBSO   := $(B)/libmuxbe.so.$(SOVERSION)
 PCFILE  := $(B)/muxbe.pc
 
-UNIT_TESTS := test_codec test_cm_mad test_router test_conn_table test_policy test_guest_cm \
+UNIT_TESTS := test_codec test_cm_mad test_router test_conn test_conn_table test_conn_restore test_policy test_guest_cm \
 	      test_qemu_msg test_text test_gid_map test_hset test_outlet test_port_senders \
 	      test_number
 UNIT_BINS  := $(addprefix $(B)/tests/,$(UNIT_TESTS))
@@ -191,7 +191,10 @@ $(B)/tests/test_outlet: $(B)/obj/mux/outlet.o
 $(B)/tests/test_outlet: LDFLAGS_ALL += -Wl,--wrap=send
 $(B)/tests/test_port_senders: $(B)/obj/mux/port_senders.o $(COMMON_OBJ)
 $(B)/tests/test_router: $(B)/obj/mux/router.o $(CONN_OBJ) $(COMMON_OBJ)
-$(B)/tests/test_conn_table: $(CONN_OBJ) $(COMMON_OBJ)
+# The connection table's three suites share a fixture (a fake clock, a
+# peer, the table's own MADs).
+$(B)/tests/test_conn $(B)/tests/test_conn_table $(B)/tests/test_conn_restore: \
+	$(B)/obj/tests/unit/conn_fixture.o $(CONN_OBJ) $(COMMON_OBJ)
 $(B)/tests/test_policy: $(B)/obj/mux/policy.o $(COMMON_OBJ)
 $(B)/tests/test_guest_cm: $(B)/obj/backend/vm/guest_cm.o $(COMMON_OBJ)
 
