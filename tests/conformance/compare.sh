@@ -7,7 +7,7 @@
 # rdmacm-muxd) and kernel-NAME.app, daemon-NAME.app (what cm_app saw).
 # The two are compared line by line; a line in one and not the other
 # fails the case unless a "differ: REGEX | REASON" line of the case file
-# matches it (an intended difference, argued in rdmacm-muxd(8)).  A case
+# matches it (an intended difference, argued in rdmacm-mux-cm(7)).  A case
 # whose kernel record holds no answer at all must say "quiet: REASON",
 # so that a case whose MADs reached nobody cannot pass by accident.
 # normalise.sed, applied to both records first, takes out what differs

@@ -16,7 +16,8 @@ for f in usr/sbin/rdmacm-muxd usr/bin/rdmacm-muxctl usr/bin/rdmacm-mux-vm \
 	 usr/include/rdmacm-mux/muxbe.h usr/lib/pkgconfig/muxbe.pc \
 	 usr/share/man/man8/rdmacm-muxd.8 usr/share/man/man8/rdmacm-muxctl.8 \
 	 usr/share/man/man5/rdmacm-muxd.conf.5 usr/share/man/man5/rdmacm-mux-policy.5 \
-	 usr/share/man/man7/rdmacm-mux-protocol.7 usr/share/man/man3/muxbe.3 \
+	 usr/share/man/man7/rdmacm-mux-protocol.7 usr/share/man/man7/rdmacm-mux-cm.7 \
+	 usr/share/man/man3/muxbe.3 \
 	 usr/share/man/man3/muxbe_verbs.3 usr/include/rdmacm-mux/muxbe_verbs.h; do
 	[ -e "$D/$f" ] && ok "$f installed" || bad "$f missing"
 done
