@@ -7,9 +7,11 @@
 # has one section per file that implements it, each declaring only that
 # file's functions; no module calls into one that calls back into it (the
 # layers form no cycle); no global function is defined that nothing
-# else calls; nothing generated is committed; no C file over 1,500 lines;
-# one include root; the units below the daemon include no mux.h; commit
-# messages follow the convention.
+# else calls; nothing generated is committed; no C file over 1,500 lines,
+# no function of the daemon's over 100; no include cycle; one include
+# root; the units below the daemon include no mux.h; the option table is
+# the one list of options; README under 300 lines; commit messages follow
+# the convention, their areas README's list.
 #   scripts/check-house.sh [--list]   --list: print the module graph too
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -159,6 +161,88 @@ long=$(for f in $(find mux backend common protocol tests -name '*.c'); do
 [ -z "$long" ] && ok "no C file over 1,500 lines" ||
 	bad "C files over 1,500 lines: $(echo $long)"
 
+# 5b. A function of the daemon's that runs over 100 lines does more
+# than one thing: it reads as steps that name themselves.
+long=$(python3 - <<'PY'
+import re, glob
+for f in sorted(glob.glob("mux/*.c")):
+    name = None
+    for i, l in enumerate(open(f, errors="replace").read().split("\n")):
+        m = re.match(r"^[A-Za-z_][^;]*?\b([a-z_][a-z0-9_]*)\(", l)
+        if m:
+            cand = m.group(1)
+        if l == "{":
+            name, start = cand, i
+        elif l == "}" and name:
+            if i - start - 1 > 100:
+                print(f"{f}:{name}() ({i - start - 1})")
+            name = None
+PY
+)
+[ -z "$long" ] && ok "no function of the daemon over 100 lines" ||
+	bad "functions over 100 lines: $(echo $long)"
+
+# 5c. No include cycle between the tree's headers (a header that
+# reaches itself again through its includes).
+cyc=$(python3 - <<'PY'
+import re, glob, os
+hs = [h for d in ("mux", "backend", "common", "protocol") for h in glob.glob(d + "/**/*.h", recursive=True)]
+g = {}
+for h in hs:
+    incs = re.findall(r'^\s*#\s*include\s*"([^"]+)"', open(h).read(), re.M)
+    g[h] = [i if os.path.exists(i) else os.path.join(os.path.dirname(h), i) for i in incs]
+seen, stack = {}, []
+def walk(v):
+    seen[v] = 1; stack.append(v)
+    for w in g.get(v, ()):
+        if seen.get(w) == 1:
+            print(" -> ".join(stack[stack.index(w):] + [w]))
+        elif w not in seen:
+            walk(w)
+    stack.pop(); seen[v] = 2
+for h in sorted(g):
+    if h not in seen:
+        walk(h)
+PY
+)
+[ -z "$cyc" ] && ok "no include cycle between the headers" ||
+	bad "include cycles: $cyc"
+
+# 5d. One list of the daemon's options: the table in mux/config.c.  Its
+# --help is printed from the table (no option written in
+# config_print_usage), rdmacm-muxd(8) documents each, and its RELOADING
+# names exactly those the table lets a SIGHUP change.
+drift=$(python3 - <<'PY'
+import re
+c = open("mux/config.c").read()
+a = c.index("static const struct config_option config_options[] = {")
+tbl = c[a:c.index("\n};", a)]
+entries = re.findall(r'\{\s*"([a-z-]+)",(.*?)\},', tbl, re.S)
+names = [n for n, _ in entries]
+reload = {n for n, body in entries if "CONFIG_RELOAD" in body}
+u = c.index("void config_print_usage(FILE *f)")
+usage = c[u:c.index("\n}\n", u)]
+for lit in re.findall(r'"([^"]*)"', usage):
+    if re.search(r'--[a-z]', lit) and "usage:" not in lit and "--check-config [FILE]" not in lit:
+        print(f"config_print_usage writes an option itself: \"{lit}\"")
+man = open("man/rdmacm-muxd.8").read().replace("\\-", "-")
+for n in names:
+    if "--" + n not in man:
+        print(f"--{n} is not in rdmacm-muxd(8)")
+r = man[man.index(".SH RELOADING"):man.index(".SH", man.index(".SH RELOADING") + 4)]
+said = set(re.findall(r"^\.BR? ([a-z][a-z-]+[a-z])\b", r, re.M))
+if said != reload:
+    print(f"rdmacm-muxd(8) RELOADING names {sorted(said - reload)} the table does not reload, misses {sorted(reload - said)}")
+PY
+)
+[ -z "$drift" ] && ok "the option table is the one list (--help, rdmacm-muxd(8), RELOADING)" ||
+	bad "options drift: $drift"
+
+# 5e. README stays what a newcomer reads: under 300 lines.
+n=$(wc -l <README.md)
+[ "$n" -lt 300 ] && ok "README.md is $n lines (under 300)" ||
+	bad "README.md is $n lines: 300 or more"
+
 # 6. One include root: a quoted include names its file from the top of
 # the tree ("common/log.h"), never relative to the includer.  The
 # installed headers are the exception: they find each other beside
@@ -205,6 +289,29 @@ if [ "$(git rev-parse --show-toplevel 2>/dev/null)" = "$PWD" ] &&
 	done)
 	[ -z "$wrong" ] && ok "commit messages since ${CONVENTION_BASE:0:12} follow the convention" ||
 		bad "commit messages: $wrong"
+fi
+
+# 8b. Each commit's area is one of README's list (For contributors):
+# a folder, a part of the tests, or a module (a C file's name without
+# .c under mux/, backend/, common/, protocol/; muxctl, vm).  Checked
+# since the list was written.
+AREAS_BASE=532987ba0102c89039fecd57384372c056c6ded9
+if [ "$(git rev-parse --show-toplevel 2>/dev/null)" = "$PWD" ] &&
+	git cat-file -e "$AREAS_BASE^{commit}" 2>/dev/null; then
+	areas=" mux backend common protocol tests scripts man debian build docs ci unit integration fuzz lab conformance bench soak install muxctl vm "
+	for f in mux/*.c backend/*.c backend/vm/*.c common/*.c protocol/*.c; do
+		m=$(basename "${f%.c}"); areas="$areas$m "
+	done
+	grep -q '`unit`, `integration`, `fuzz`, `lab`' README.md ||
+		bad "README.md no longer lists the commit areas this check knows"
+	wrong=$(git rev-list --no-merges "$AREAS_BASE..HEAD" | while read -r c; do
+		subj=$(git log -1 --format=%s "$c")
+		for a in $(echo "${subj%%: *}" | tr ',' ' '); do
+			case "$areas" in *" $a "*) ;; *) echo "${c:0:12} ($a)" ;; esac
+		done
+	done)
+	[ -z "$wrong" ] && ok "commit areas since ${AREAS_BASE:0:12} are README's" ||
+		bad "commit areas not in README's list: $(echo $wrong)"
 fi
 
 # 9. Nothing generated is committed.
