@@ -33,6 +33,8 @@
 #define SESSION_FLUSH_AFTER_FRAMES 64
 /* Bytes read from the socket per read callback, at most. */
 #define SESSION_READ_CHUNK 65536
+/* A timer due at once: it runs after the next poll of the sockets. */
+static const struct timeval session_at_once = { 0, 0 };
 /* Well-framed but malformed requests tolerated before the client is cut. */
 #define SESSION_MAX_MALFORMED 64
 /* How long a closing session may take to flush its last words (an
@@ -47,6 +49,7 @@ struct session {
 	struct session_set *set;
 	int fd; /* the outlet's; this reads it */
 	struct event *read_ev;
+	struct event *more_ev; /* the rest of its input, after the others */
 	struct event *write_ev;
 	struct evbuffer *in;
 	struct proto_decoder dec;
@@ -243,6 +246,7 @@ static void session_destroy(struct session *s)
 	router_purge_client(mux->router, s->id);
 	qp_registry_drop_client(mux->qp_registry, s->id);
 	event_free(s->read_ev);
+	event_free(s->more_ev);
 	event_free(s->write_ev);
 	/* Other threads may still hold the record; the last one closes
 	 * the socket. */
@@ -723,10 +727,15 @@ static void session_read_cb(evutil_socket_t fd, short what, void *arg)
 		else
 			n = session_read_frames(s, SESSION_FRAMES_PER_EVENT);
 	}
-	/* Out of budget: the rest after the other clients of this pass. */
+	/* Out of budget: the rest after the other clients' turn.  Not
+	 * event_active(): libevent runs what is activated during a pass in
+	 * that same pass, so a client that never pauses would be served
+	 * until it did, while the other sockets wait for the next poll.  A
+	 * timer due at once runs after the next poll, beside every client
+	 * that has input by then. */
 	if (n == SESSION_FRAMES_PER_EVENT && !s->closing && !s->read_paused &&
 	    session_input_whole(s))
-		event_active(s->read_ev, EV_READ, 0);
+		evtimer_add(s->more_ev, &session_at_once);
 	if (s->closing) {
 		session_flush(s);
 		return;
@@ -734,6 +743,17 @@ static void session_read_cb(evutil_socket_t fd, short what, void *arg)
 	s->set->frames_unflushed += (unsigned)n;
 	if (s->set->frames_unflushed >= SESSION_FLUSH_AFTER_FRAMES)
 		session_set_flush(s->set);
+}
+
+/* Its turn again: as if its socket had said it was readable. */
+static void session_more_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct session *s = arg;
+
+	(void)fd;
+	(void)what;
+	if (!s->closing && !s->read_paused)
+		session_read_cb(s->fd, EV_READ, s);
 }
 
 /* A slot is not held by a connection that never says hello. */
@@ -791,9 +811,11 @@ void session_start(struct worker *w, int fd, struct client_info *info)
 	s->in = evbuffer_new();
 	s->read_ev = event_new(base, fd, EV_READ | EV_PERSIST, session_read_cb,
 			       s);
+	s->more_ev = evtimer_new(base, session_more_cb, s);
 	s->write_ev = event_new(base, fd, EV_WRITE | EV_PERSIST,
 				session_write_cb, s);
-	if (s->in == NULL || s->read_ev == NULL || s->write_ev == NULL ||
+	if (s->in == NULL || s->read_ev == NULL || s->more_ev == NULL ||
+	    s->write_ev == NULL ||
 	    outlet_open(&info->out, fd,
 			info->qemu_port >= 0 ? QEMU_MSG_SIZE : 0)) {
 		log_warnx("client %llu: out of memory",
@@ -802,6 +824,8 @@ void session_start(struct worker *w, int fd, struct client_info *info)
 			evbuffer_free(s->in);
 		if (s->read_ev)
 			event_free(s->read_ev);
+		if (s->more_ev)
+			event_free(s->more_ev);
 		if (s->write_ev)
 			event_free(s->write_ev);
 		free(s);

@@ -1,0 +1,180 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/*
+ * What tenants share is divided: each test puts one client's (or one
+ * peer's) worst case beside another client and shows that the other
+ * pays nothing for it.  The shared thing is named in each test's
+ * comment, as rdmacm-muxd(8) SECURITY lists it.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "tests/integration/harness.h"
+#include "common/wire.h"
+#include "protocol/rdmacm_mux_proto.h"
+
+static const char ping_json[] = "{\"op\":\"ping\"}";
+
+/* One client's pipelined pings, written back to back for as long as the
+ * attack lasts while a second thread reads the replies: the client never
+ * pauses, and its socket never fills (the daemon never stops reading it
+ * for a full output queue). */
+struct pipeliner {
+	int fd;
+	uint64_t until_ms;
+	_Atomic int writing;
+	_Atomic uint64_t sent, replies;
+};
+
+static void *pipeliner_write(void *arg)
+{
+	struct pipeliner *p = arg;
+	uint8_t batch[256 * (PROTO_HDR_SIZE + sizeof(ping_json) - 1)], *b;
+	size_t one = PROTO_HDR_SIZE + sizeof(ping_json) - 1, i, off;
+	ssize_t n;
+
+	for (i = 0; i < 256; i++) {
+		b = batch + i * one;
+		proto_header_encode(b, PROTO_KIND_JSON, 0, (uint32_t)i + 2,
+				    sizeof(ping_json) - 1);
+		memcpy(b + PROTO_HDR_SIZE, ping_json, sizeof(ping_json) - 1);
+	}
+	while (h_now_ms() < p->until_ms) {
+		for (off = 0; off < sizeof(batch); off += (size_t)n) {
+			n = send(p->fd, batch + off, sizeof(batch) - off,
+				 MSG_NOSIGNAL);
+			if (n <= 0)
+				goto out;
+		}
+		atomic_fetch_add(&p->sent, 256);
+	}
+out:
+	atomic_store(&p->writing, 0);
+	return NULL;
+}
+
+static void *pipeliner_read(void *arg)
+{
+	struct pipeliner *p = arg;
+	size_t one = PROTO_HDR_SIZE + sizeof("{\"ok\":true}") - 1;
+	uint8_t buf[65536];
+	uint64_t got = 0;
+	struct pollfd pfd = { .fd = p->fd, .events = POLLIN };
+	ssize_t n;
+
+	/* Until the writer is done and every reply it asked for is in (or
+	 * the daemon stops answering for a second). */
+	for (;;) {
+		if (!atomic_load(&p->writing) &&
+		    atomic_load(&p->replies) >= atomic_load(&p->sent))
+			break;
+		if (poll(&pfd, 1, 1000) <= 0 && !atomic_load(&p->writing))
+			break;
+		n = recv(p->fd, buf, sizeof(buf), MSG_DONTWAIT);
+		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+			break;
+		if (n > 0) {
+			got += (uint64_t)n;
+			/* Replies are all alike: count them by their size. */
+			atomic_store(&p->replies, got / one);
+		}
+	}
+	return NULL;
+}
+
+/* A ping's round trip on fd, in microseconds. */
+static uint64_t ping_us(int fd, uint32_t rid)
+{
+	uint8_t kind, flags, buf[256];
+	uint32_t got_rid;
+	struct timespec a, b;
+
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	assert_int_equal(raw_send_json(fd, rid, ping_json), 0);
+	assert_true(raw_recv(fd, &kind, &flags, &got_rid, buf, sizeof(buf),
+			     H_DEADLINE_MS + 10000) > 0);
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	assert_int_equal(got_rid, rid);
+	assert_non_null(strstr((char *)buf, "\"ok\":true"));
+	return (uint64_t)(b.tv_sec - a.tv_sec) * 1000000u +
+	       (uint64_t)((b.tv_nsec - a.tv_nsec) / 1000);
+}
+
+/*
+ * A worker thread: a client that pipelines control requests without a
+ * pause (here pings, at the rate the machine allows, its replies read
+ * at once) shares the only worker with a victim; the victim's pings keep
+ * their latency (one turn of the attacker's at most: 64 frames), where
+ * the worker used to serve the attacker until it paused.  The attack
+ * lasts four times the bound, so that a victim held until it ends
+ * cannot pass.
+ */
+static void test_pipelining_client_leaves_its_worker_to_others(void **state)
+{
+	static const char *const extra[] = { "--workers", "1", NULL };
+	const uint64_t bound_us = 250000u * (uint64_t)h_time_scale();
+	struct hdaemon d;
+	struct pipeliner p = { .writing = 1 };
+	pthread_t wr, rd;
+	uint64_t worst = 0, us;
+	int victim, rounds = 0;
+
+	(void)state;
+	hd_start(&d, NULL, h_one_port, extra);
+	victim = raw_hello_ok(d.sock, "victim");
+	p.fd = raw_hello_ok(d.sock, "attacker");
+	ping_us(victim, 2); /* the victim's path is warm */
+	p.until_ms = h_now_ms() + 4 * bound_us / 1000;
+	assert_int_equal(pthread_create(&rd, NULL, pipeliner_read, &p), 0);
+	assert_int_equal(pthread_create(&wr, NULL, pipeliner_write, &p), 0);
+	/* The victim's pings while the attack lasts. */
+	while (h_now_ms() + 10 < p.until_ms) {
+		us = ping_us(victim, 100 + (uint32_t)rounds++);
+		if (us > worst)
+			worst = us;
+		usleep(5000);
+	}
+	pthread_join(wr, NULL);
+	pthread_join(rd, NULL);
+	print_message("victim: %d pings, worst %llu us (bound %llu); "
+		      "attacker: %llu pings sent, %llu answered\n",
+		      rounds, (unsigned long long)worst,
+		      (unsigned long long)bound_us,
+		      (unsigned long long)atomic_load(&p.sent),
+		      (unsigned long long)atomic_load(&p.replies));
+	/* The attack was one: the attacker got far more served than the
+	 * victim asked for, every request answered, and still the victim
+	 * waited for none of it. */
+	assert_true(atomic_load(&p.replies) > 100u * (uint64_t)rounds);
+	assert_true(atomic_load(&p.replies) == atomic_load(&p.sent));
+	assert_true(rounds >= 5);
+	assert_true(worst < bound_us);
+	close(p.fd);
+	close(victim);
+	hd_stop(&d);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(
+			test_pipelining_client_leaves_its_worker_to_others),
+	};
+
+	/* RCM_TEST_FILTER=test_name runs one (a pattern, see cmocka). */
+	if (getenv("RCM_TEST_FILTER"))
+		cmocka_set_test_filter(getenv("RCM_TEST_FILTER"));
+	return cmocka_run_group_tests_name("isolation", tests, NULL, NULL);
+}
