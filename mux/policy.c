@@ -31,14 +31,15 @@ static struct policy *policy_alloc(int nrules, const char *source)
 struct policy *policy_default(uid_t daemon_uid)
 {
 	struct policy *p = policy_alloc(daemon_uid == 0 ? 1 : 2, "default");
+	int i;
 
 	if (p == NULL)
 		return NULL;
-	p->rules[0].has_uid = 1;
-	p->rules[0].uid = daemon_uid;
-	if (daemon_uid != 0) {
-		p->rules[1].has_uid = 1;
-		p->rules[1].uid = 0;
+	for (i = 0; i < p->nrules; i++) {
+		p->rules[i].has_uid = 1;
+		p->rules[i].uid = i == 0 ? daemon_uid : 0;
+		p->rules[i].request_rate = POLICY_REQUEST_RATE;
+		p->rules[i].request_burst = POLICY_REQUEST_RATE;
 	}
 	return p;
 }
@@ -145,8 +146,12 @@ static int policy_uint_field(json_t *rule, const char *key, unsigned *out)
 	} while (0)
 
 static const char *const rule_keys[] = {
-	"match",           "vm",          "ports",    "gids",      "max_gids",
-	"max_connections", "max_clients", "mad_rate", "mad_burst", NULL,
+	"match",         "vm",
+	"ports",         "gids",
+	"max_gids",      "max_connections",
+	"max_clients",   "mad_rate",
+	"mad_burst",     "request_rate",
+	"request_burst", NULL,
 };
 
 /* A rule's errors: said in err, -EINVAL. */
@@ -271,15 +276,20 @@ static int policy_rule_from_json(json_t *rule, struct policy_rule *r,
 	    policy_rule_match(rule, r, path, i, err, errlen) ||
 	    policy_rule_scope(rule, r, path, i, err, errlen))
 		return -EINVAL;
+	r->request_rate = POLICY_REQUEST_RATE;
 	if (policy_uint_field(rule, "max_gids", &r->max_gids) ||
 	    policy_uint_field(rule, "max_connections", &r->max_connections) ||
 	    policy_uint_field(rule, "max_clients", &r->max_clients) ||
 	    policy_uint_field(rule, "mad_rate", &r->mad_rate) ||
-	    policy_uint_field(rule, "mad_burst", &r->mad_burst))
+	    policy_uint_field(rule, "mad_burst", &r->mad_burst) ||
+	    policy_uint_field(rule, "request_rate", &r->request_rate) ||
+	    policy_uint_field(rule, "request_burst", &r->request_burst))
 		RULE_BAD("%s: rule %zu: limits must be whole numbers", path,
 			 i + 1);
 	if (r->mad_rate && r->mad_burst == 0)
 		r->mad_burst = r->mad_rate;
+	if (r->request_rate && r->request_burst == 0)
+		r->request_burst = r->request_rate;
 	return 0;
 }
 
@@ -430,4 +440,12 @@ int policy_token_bucket_take(struct token_bucket *tb, uint64_t now_ms)
 		return 0;
 	tb->tokens -= 1.0;
 	return 1;
+}
+
+unsigned policy_token_bucket_charge(struct token_bucket *tb, uint64_t now_ms)
+{
+	if (policy_token_bucket_take(tb, now_ms))
+		return 0;
+	tb->tokens -= 1.0; /* below 0: what is owed */
+	return (unsigned)((1.0 - tb->tokens) * 1000.0 / tb->rate) + 1;
 }

@@ -38,7 +38,15 @@ struct policy_rule {
 	unsigned max_clients;     /* clients under this rule; 0: no limit */
 	unsigned mad_rate;        /* MADs per second; 0: unlimited */
 	unsigned mad_burst;
+	/* Control requests per second: beyond them the client's input is
+	 * not read until it may go on; 0: unlimited. */
+	unsigned request_rate;
+	unsigned request_burst;
 };
+
+/* A rule's request_rate when it says none: far above what a device model
+ * asks (a hello, its GIDs, a QPN a QP), far below what a worker serves. */
+#define POLICY_REQUEST_RATE 10000
 
 struct policy {
 	_Atomic int refs;
@@ -68,8 +76,8 @@ int policy_rule_allows_port(const struct policy_rule *r, const char *port);
 int policy_rule_allows_gid(const struct policy_rule *r, const struct gid *gid);
 int policy_gid_prefix_parse(const char *text, struct gid_prefix *out);
 
-/* A token bucket, for the per-client MAD rate; driven by the caller's
- * clock (milliseconds). */
+/* A token bucket, for a client's MAD and request rates; driven by the
+ * caller's clock (milliseconds). */
 struct token_bucket {
 	double tokens;
 	uint64_t last_ms;
@@ -80,5 +88,8 @@ void policy_token_bucket_init(struct token_bucket *tb, unsigned rate,
 			      unsigned burst, uint64_t now_ms);
 /* 1 and one token taken, or 0 when empty (always 1 when rate is 0). */
 int policy_token_bucket_take(struct token_bucket *tb, uint64_t now_ms);
+/* Take a token whether or not one is there, going into debt: the
+ * milliseconds until the debt is paid (0: there was one). */
+unsigned policy_token_bucket_charge(struct token_bucket *tb, uint64_t now_ms);
 
 #endif

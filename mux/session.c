@@ -58,7 +58,11 @@ struct session {
 	struct qemu_client *qemu; /* QEMU's rdmacm-mux protocol: its side */
 	int closing;
 	int read_paused;
-	int dirty; /* on the set's dirty list */
+	/* Over its request rate: its input waits for more_ev (at_eof: its
+	 * last words are acted on whatever the rate). */
+	int paced, at_eof;
+	struct token_bucket req_tb; /* set at hello */
+	int dirty;                  /* on the set's dirty list */
 	int write_armed;
 	unsigned malformed;
 	uint64_t lost_told;           /* mads_lost the client has heard of */
@@ -289,6 +293,8 @@ static size_t session_outq(struct session *s)
 static void session_resume_reading(struct session *s)
 {
 	s->read_paused = 0;
+	if (s->paced)
+		return; /* more_ev takes it up */
 	event_add(s->read_ev, NULL);
 	if (evbuffer_get_length(s->in) > 0)
 		event_active(s->read_ev, EV_READ, 0);
@@ -426,13 +432,33 @@ static void session_malformed(struct session *s, const char *what)
 	}
 }
 
+/* Over its request rate (the request in hand is handled, its token
+ * owed): nothing more of its input is read for ms, until it is paid.
+ * Its requests are delayed, never refused; what a flood of them costs
+ * its worker is bounded by the rate. */
+static void session_pace(struct session *s, unsigned ms)
+{
+	struct timeval tv;
+
+	s->paced = 1;
+	event_del(s->read_ev);
+	tv.tv_sec = ms / 1000;
+	tv.tv_usec = (suseconds_t)(ms % 1000) * 1000;
+	evtimer_add(s->more_ev, &tv);
+	atomic_fetch_add(&worker_mux(s->w)->stats.requests_paced, 1);
+}
+
 static void session_handle_json(struct session *s, const struct proto_frame *f)
 {
 	struct mux *mux = worker_mux(s->w);
 	const char *err = NULL;
-	int close_after = 0;
+	int close_after = 0, was_hello_done = s->hello_done;
 	json_t *req, *reply;
+	unsigned ms;
 
+	if (was_hello_done && !s->at_eof &&
+	    (ms = policy_token_bucket_charge(&s->req_tb, mux_now_ms())) > 0)
+		session_pace(s, ms);
 	if (proto_json_parse(f->payload, f->length, &req, &err) < 0) {
 		session_malformed(s, err);
 		session_reply(s, f->request_id,
@@ -454,6 +480,11 @@ static void session_handle_json(struct session *s, const struct proto_frame *f)
 		event_free(s->hello_timer);
 		s->hello_timer = NULL;
 	}
+	if (s->hello_done && !was_hello_done)
+		policy_token_bucket_init(&s->req_tb,
+					 s->info->rule->request_rate,
+					 s->info->rule->request_burst,
+					 mux_now_ms());
 	session_reply(s, f->request_id, reply);
 	if (close_after)
 		s->closing = 1;
@@ -588,7 +619,7 @@ static int session_feed_frames(struct session *s, const uint8_t *data,
 	size_t used;
 
 	*taken = 0;
-	while (done < budget && !s->closing && !s->read_paused &&
+	while (done < budget && !s->closing && !s->read_paused && !s->paced &&
 	       *taken < len) {
 		rc = proto_decoder_feed(&s->dec, data + *taken, len - *taken,
 					&used, &f);
@@ -614,7 +645,7 @@ static int session_read_frames(struct session *s, int budget)
 	size_t taken;
 	int done = 0;
 
-	while (done < budget && !s->closing && !s->read_paused &&
+	while (done < budget && !s->closing && !s->read_paused && !s->paced &&
 	       evbuffer_peek(s->in, -1, NULL, &v, 1) == 1) {
 		done += session_feed_frames(s, v.iov_base, v.iov_len,
 					    budget - done, &taken);
@@ -683,6 +714,8 @@ static int session_read_buffered(struct session *s, int fd)
 	n = session_read_socket(s, fd);
 	if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EINTR)))
 		return 0;
+	s->at_eof = 1;
+	s->paced = 0;
 	if (s->qemu)
 		session_read_qemu(s, INT_MAX);
 	else
@@ -734,7 +767,7 @@ static void session_read_cb(evutil_socket_t fd, short what, void *arg)
 	 * timer due at once runs after the next poll, beside every client
 	 * that has input by then. */
 	if (n == SESSION_FRAMES_PER_EVENT && !s->closing && !s->read_paused &&
-	    session_input_whole(s))
+	    !s->paced && session_input_whole(s))
 		evtimer_add(s->more_ev, &session_at_once);
 	if (s->closing) {
 		session_flush(s);
@@ -752,6 +785,11 @@ static void session_more_cb(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
+	if (s->paced) {
+		s->paced = 0;
+		if (!s->read_paused && !s->closing)
+			event_add(s->read_ev, NULL);
+	}
 	if (!s->closing && !s->read_paused)
 		session_read_cb(s->fd, EV_READ, s);
 }

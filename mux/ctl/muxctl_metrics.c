@@ -193,6 +193,10 @@ void muxctl_metrics_print(FILE *f, json_t *st)
 	muxctl_metrics_single(f, "protocol_errors_total", "counter",
 			      "Malformed requests and frames.",
 			      muxctl_metrics_ival(ctr, "protocol_errors"));
+	muxctl_metrics_single(
+		f, "requests_paced_total", "counter",
+		"Times a client's input waited for its request rate.",
+		muxctl_metrics_ival(ctr, "requests_paced"));
 
 	for (i = 0; i < sizeof(labelled) / sizeof(labelled[0]); i++)
 		muxctl_metrics_by_label(f, labelled[i].name, "counter",
