@@ -117,6 +117,7 @@ static int main_open_ports(struct mux *mux)
 		rc = main_lock_port(mux, p, ps);
 		if (rc < 0)
 			return rc;
+		port_answers_init(p);
 		rc = p->ops->open(p, ps);
 		if (rc < 0) {
 			log_warnx("port %s: cannot open (%s)", p->name,

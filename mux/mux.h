@@ -242,9 +242,10 @@ struct mux_stats {
 	_Atomic uint64_t class_requests_answered; /* CM Get/Set */
 	_Atomic uint64_t answers[CONN_ANS_MAX];   /* sent on our own */
 	_Atomic uint64_t answers_failed;
-	_Atomic uint64_t answers_limited;           /* over a source's budget */
-	_Atomic uint64_t losses_reported;           /* mad_lost events */
-	_Atomic uint64_t clients_refused_uid_limit; /* --max-clients-per-uid */
+	_Atomic uint64_t answers_limited; /* over a source's budget */
+	_Atomic uint64_t answers_paced;   /* owed, waited for their budget */
+	_Atomic uint64_t losses_reported; /* mad_lost events */
+	_Atomic uint64_t clients_refused_uid_limit;  /* --max-clients-per-uid */
 	_Atomic uint64_t clients_refused_rule_limit; /* a rule's max_clients */
 	_Atomic uint64_t hello_timeouts;      /* closed without hello in time */
 	_Atomic uint64_t resumes;             /* sessions taken over */
@@ -394,8 +395,8 @@ struct port_ops {
 };
 
 /* The daemon's own answers (a REJ for a REQ nobody takes, a DREP for an
- * unknown DREQ, a gone client's goodbyes) per source GID: a burst, then a
- * steady rate; beyond it they are not sent (counted). */
+ * unknown DREQ; and apart, a gone client's goodbyes) per destination GID:
+ * a burst, then a steady rate (port_answers.c). */
 #define PORT_ANSWER_BUCKETS 1024
 #define PORT_ANSWER_BURST 256
 #define PORT_ANSWER_PER_S 256
@@ -413,13 +414,22 @@ struct port {
 	_Atomic uint64_t wire_dropped; /* sim: a receiver's queue was full */
 	_Atomic uint64_t gid_table_changes;
 	struct port_senders *senders; /* when its send blocks */
-	/* Each source's budget for the daemon's own answers (port.c). */
+	/* The daemon's own answers (port_answers.c): each source's budget
+	 * for answers to what it sent, each destination's for what it is
+	 * owed (a gone client's goodbyes), buckets by a hash keyed with
+	 * answer_key; owed answers beyond their budget wait on owed. */
 	_Atomic uint64_t answer_budget[PORT_ANSWER_BUCKETS];
+	_Atomic uint64_t owed_budget[PORT_ANSWER_BUCKETS];
+	uint64_t answer_key;
+	pthread_mutex_t owed_lock;
+	TAILQ_HEAD(port_owed, port_send) owed;
+	struct event *owed_ev; /* on the port thread */
 };
 
 json_t *port_json(struct port *p, int with_gids);
 
-/* How the router sends the MADs it answers with (port.c). */
+/* How the router sends the MADs it answers with (port.c, its send
+ * port_answers.c's). */
 extern const struct router_ops port_router_ops;
 
 /* Called by port implementations on the port thread; gid_type: the type
@@ -444,6 +454,25 @@ struct portio *port_io_start(struct mux *mux);
 void port_io_stop(struct portio *pio);
 /* Close the ports; after the workers have stopped sending. */
 void port_io_free(struct portio *pio);
+
+/* ---- port_answers.c: the MADs the daemon sends on its own --------------- */
+
+/* Its key and owed list, before any thread answers. */
+void port_answers_init(struct port *p);
+/* The port thread's event that sends what is owed, on base. */
+int port_answers_start(struct port *p, struct event_base *base);
+/* A router_ops send: the answer, within its budget; one a local event
+ * owes a peer waits for its budget instead (answers.paced). */
+void port_answers_send(void *arg, enum conn_answer why, unsigned port,
+		       const struct conn_path *path, const uint8_t *mad);
+/* A sent answer's verdict (rc 0 or the send's error), counted. */
+void port_answers_count(struct port *p, int rc);
+/* Port thread: the owed answers whose destinations have budget again go
+ * out, in order; how many. */
+unsigned port_answers_drain(struct port *p, uint64_t now_ms);
+/* The port thread and the workers have stopped: what is still owed is
+ * dropped (counted failed: the daemon is stopping), its event freed. */
+void port_answers_free(struct port *p);
 
 /* ---- delivery.c: from the ports to the sessions, and workers' inboxes -- */
 
@@ -719,6 +748,7 @@ struct port_send {
 	struct client_info *ci; /* held until the verdict is posted; NULL:
 				 * the daemon's own answer */
 	uint32_t rid;           /* the request to answer */
+	enum conn_answer why;   /* the daemon's own answer: which */
 };
 
 struct port_senders;
@@ -730,9 +760,11 @@ typedef void (*port_send_done_fn)(struct port *p, struct port_send *ps, int rc);
 int port_senders_start(struct port *p, unsigned nthreads, unsigned queue_max,
 		       port_send_done_fn done);
 /* Queue ps (the pool owns it from here); key picks the thread, so equal
- * keys keep their order.  -EAGAIN when that thread's queue is full,
+ * keys keep their order.  -EAGAIN when that thread's queue is full
+ * (unless beyond_max: what is owed to peers is bounded elsewhere),
  * -ESHUTDOWN once the pool stopped (ps stays the caller's). */
-int port_senders_queue(struct port *p, struct port_send *ps, uint32_t key);
+int port_senders_queue(struct port *p, struct port_send *ps, uint32_t key,
+		       int beyond_max);
 /* Join the threads; queued sends are dropped, later ones refused.
  * Before the workers stop, which may still queue meanwhile. */
 void port_senders_stop(struct port *p);

@@ -140,22 +140,12 @@ static void port_send_drop(struct port_send *ps)
 	free(ps);
 }
 
-static void port_count_answer(struct port *p, int rc)
-{
-	if (rc == 0) {
-		atomic_fetch_add(&p->tx, 1);
-	} else {
-		atomic_fetch_add(&p->tx_errors, 1);
-		atomic_fetch_add(&p->mux->stats.answers_failed, 1);
-	}
-}
-
 /* A sender thread sent ps (rc 0) or could not, or it never will
  * (-ECANCELED): count it, and hand the verdict to the client. */
 static void port_send_done(struct port *p, struct port_send *ps, int rc)
 {
 	if (ps->ci == NULL)
-		port_count_answer(p, rc);
+		port_answers_count(p, rc);
 	else if (rc != -ECANCELED) {
 		port_count_client_send(p, ps->ci, &ps->m, rc);
 		p->mux->deliver->send_done(p->mux, ps->ci, ps->rid, rc);
@@ -177,109 +167,13 @@ int port_send_client_mad(struct port *p, struct client_info *ci,
 		ps->rid = rid;
 		/* By the comm ID it carries: a connection's MADs keep their
 		 * order. */
-		if (port_senders_queue(p, ps, cm_mad_sender_id(m->mad)) == 0)
+		if (port_senders_queue(p, ps, cm_mad_sender_id(m->mad), 0) == 0)
 			return -EINPROGRESS;
 		port_send_drop(ps); /* that thread is busy: send from here */
 	}
 	rc = p->ops->send(p, m, gid_index, 0);
 	port_count_client_send(p, ci, m, rc);
 	return rc;
-}
-
-/* Whether src's budget for answers has one left (a token bucket packed
- * in one word, the time of its last refill in ms above 16 bits of tokens,
- * so that any thread takes from it without a lock). */
-static int port_answer_allowed(struct port *p, const struct gid *src,
-			       uint64_t now_ms)
-{
-	uint64_t h = hash_mix64(wire_get64(src->raw) ^
-				hash_mix64(wire_get64(src->raw + 8)));
-	_Atomic uint64_t *b = &p->answer_budget[h % PORT_ANSWER_BUCKETS];
-	uint64_t old = atomic_load(b), at, tokens, add, next;
-
-	do {
-		at = old >> 16;
-		tokens = old & 0xffff;
-		add = now_ms > at ? (now_ms - at) * PORT_ANSWER_PER_S / 1000
-				  : 0;
-		if (at == 0)
-			add = PORT_ANSWER_BURST; /* a source not seen yet */
-		tokens = tokens + add > PORT_ANSWER_BURST ? PORT_ANSWER_BURST
-							  : tokens + add;
-		if (tokens == 0)
-			return 0;
-		/* The refill time moves only with whole tokens, so that a
-		 * steady trickle still earns them. */
-		next = (add ? now_ms : at) << 16 | (tokens - 1);
-	} while (!atomic_compare_exchange_weak(b, &old, next));
-	return 1;
-}
-
-/* The router's way out: a MAD the daemon sends on its own (an answer for
- * nobody's GID, or for a client that is gone), from the GID on path.  Any
- * thread: the send itself is a sender thread's where the port's send
- * blocks (a RoCE port resolves the address first), so that answering a
- * source that cannot be resolved stalls neither receive nor timers. */
-static void port_send_answer(void *arg, enum conn_answer why, unsigned port,
-			     const struct conn_path *path, const uint8_t *mad)
-{
-	struct mux *mux = arg;
-	struct port_send *ps;
-	struct proto_mad m;
-	struct port *p;
-	int idx, rc;
-
-	if (port >= (unsigned)mux->nports)
-		return;
-	p = &mux->ports[port];
-	idx = p->ops->gid_index(p, &path->local_gid, path->gid_type);
-	if (idx < 0 || atomic_load(&p->state) != PORT_STATE_ACTIVE) {
-		atomic_fetch_add(&mux->stats.answers_failed, 1);
-		return;
-	}
-	memset(&m.addr, 0, sizeof(m.addr));
-	m.addr.port = (uint16_t)port;
-	m.addr.flags = path->grh ? PROTO_MAD_F_GRH : 0;
-	m.addr.hop_limit = path->hop_limit;
-	m.addr.traffic_class = path->traffic_class;
-	m.addr.sl = path->sl;
-	m.addr.flow_label = path->flow_label;
-	m.addr.remote_qpn = GSI_QPN;
-	m.addr.qkey = GSI_QKEY;
-	m.addr.pkey_index = path->pkey_index;
-	memcpy(m.addr.local_gid, path->local_gid.raw, 16);
-	memcpy(m.addr.remote_gid, path->peer_gid.raw, 16);
-	m.mad_len = MAD_SIZE;
-	memcpy(m.mad, mad, MAD_SIZE);
-	if (!port_answer_allowed(p, &path->peer_gid, mux_now_ms())) {
-		atomic_fetch_add(&mux->stats.answers_limited, 1);
-		return;
-	}
-	/* Counted before it leaves, so the count is never behind the wire. */
-	atomic_fetch_add(&mux->stats.answers[why], 1);
-	atomic_fetch_add(&mux->stats
-				  .mads_out[cm_attr_index(cm_mad_attr_id(mad))],
-			 1);
-	if (p->senders) {
-		ps = malloc(sizeof(*ps));
-		if (ps == NULL) {
-			port_count_answer(p, -ENOMEM);
-			return;
-		}
-		ps->m = m;
-		ps->gid_index = idx;
-		ps->ci = NULL;
-		ps->rid = 0;
-		/* Behind what the connection's client sent (the same key).
-		 * A full thread or a stopping daemon: not from here. */
-		rc = port_senders_queue(p, ps, cm_mad_sender_id(mad));
-		if (rc < 0) {
-			free(ps);
-			port_count_answer(p, rc);
-		}
-		return;
-	}
-	port_count_answer(p, p->ops->send(p, &m, idx, 0));
 }
 
 static int port_gid_in_table(void *arg, unsigned port, const struct gid *gid)
@@ -294,7 +188,7 @@ static int port_gid_in_table(void *arg, unsigned port, const struct gid *gid)
 }
 
 const struct router_ops port_router_ops = {
-	.send = port_send_answer,
+	.send = port_answers_send,
 	.gid_in_table = port_gid_in_table,
 };
 
@@ -379,9 +273,11 @@ static void port_io_tick(evutil_socket_t fd, short what, void *arg)
 		return;
 	}
 	router_expire(mux->router, mux_now_ms());
-	for (i = 0; i < mux->nports; i++)
+	for (i = 0; i < mux->nports; i++) {
 		if (mux->ports[i].ops->poll_state)
 			mux->ports[i].ops->poll_state(&mux->ports[i]);
+		port_answers_drain(&mux->ports[i], mux_now_ms());
+	}
 }
 
 static void *port_io_main(void *arg)
@@ -406,7 +302,8 @@ struct portio *port_io_start(struct mux *mux)
 	if (pio->base == NULL)
 		fatalx("portio: event_base_new failed");
 	for (i = 0; i < mux->nports; i++) {
-		if (mux->ports[i].ops->start(&mux->ports[i], pio->base) < 0)
+		if (mux->ports[i].ops->start(&mux->ports[i], pio->base) < 0 ||
+		    port_answers_start(&mux->ports[i], pio->base) < 0)
 			fatalx("port %s: cannot start", mux->ports[i].name);
 		if (mux->ports[i].ops->send_blocks &&
 		    port_senders_start(&mux->ports[i], PORT_SENDERS,
@@ -442,8 +339,10 @@ void port_io_free(struct portio *pio)
 {
 	int i;
 
-	for (i = 0; i < pio->mux->nports; i++)
+	for (i = 0; i < pio->mux->nports; i++) {
 		port_senders_free(&pio->mux->ports[i]);
+		port_answers_free(&pio->mux->ports[i]);
+	}
 	event_free(pio->tick);
 	event_base_free(pio->base);
 	free(pio);

@@ -88,7 +88,8 @@ int port_senders_start(struct port *p, unsigned nthreads, unsigned queue_max,
 	return 0;
 }
 
-int port_senders_queue(struct port *p, struct port_send *ps, uint32_t key)
+int port_senders_queue(struct port *p, struct port_send *ps, uint32_t key,
+		       int beyond_max)
 {
 	struct port_senders *ss = p->senders;
 	struct port_sender *s;
@@ -97,7 +98,7 @@ int port_senders_queue(struct port *p, struct port_send *ps, uint32_t key)
 		return -EOPNOTSUPP;
 	s = &ss->s[key % ss->n];
 	pthread_mutex_lock(&s->lock);
-	if (s->stop || s->len >= ss->queue_max) {
+	if (s->stop || (s->len >= ss->queue_max && !beyond_max)) {
 		pthread_mutex_unlock(&s->lock);
 		return s->stop ? -ESHUTDOWN : -EAGAIN;
 	}

@@ -88,6 +88,9 @@ json_t *stats_to_json(struct mux_stats *st)
 	json_object_set_new(answers, "limited",
 			    json_integer((json_int_t)atomic_load(
 				    &st->answers_limited)));
+	json_object_set_new(answers, "paced",
+			    json_integer((json_int_t)atomic_load(
+				    &st->answers_paced)));
 	for (i = 0; i < REFUSE_MAX; i++)
 		json_object_set_new(refusals, stats_refusal_name(i),
 				    json_integer((json_int_t)atomic_load(

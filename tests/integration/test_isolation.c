@@ -22,8 +22,13 @@
 #include <cmocka.h>
 
 #include "tests/integration/harness.h"
+#include "common/cm_mad.h"
+#include "common/gid.h"
+#include "common/hash.h"
 #include "common/wire.h"
 #include "protocol/rdmacm_mux_proto.h"
+
+#define PEER "fd99::1"
 
 static const char ping_json[] = "{\"op\":\"ping\"}";
 
@@ -237,12 +242,187 @@ static void test_requests_are_paced_at_the_rule_rate(void **state)
 	hd_stop(&d);
 }
 
+/* The peer's side of the fabric, read as fast as it comes (the sim
+ * fabric's queue to a peer holds 10 datagrams), counting the MADs of one
+ * attribute until told to stop. */
+struct peer_reader {
+	struct simpeer *sp;
+	uint16_t attr;
+	_Atomic int stop;
+	_Atomic unsigned got;
+};
+
+static void *peer_read(void *arg)
+{
+	struct peer_reader *r = arg;
+	uint8_t mad[MAD_SIZE];
+
+	while (!atomic_load(&r->stop))
+		if (simpeer_recv(r->sp, mad, NULL, 50) &&
+		    cm_mad_attr_id(mad) == r->attr)
+			atomic_fetch_add(&r->got, 1);
+	return NULL;
+}
+
+/* What the sim wire lost on the first port (a peer's full queue). */
+static long long wire_dropped(struct hdaemon *d)
+{
+	json_t *st = hd_status(d);
+	long long v = json_path_int(json_array_get(json_object_get(st, "ports"),
+						   0),
+				    "counters.wire_dropped");
+
+	json_decref(st);
+	return v;
+}
+
+static int answers_settled(void *arg)
+{
+	struct hdaemon *d = arg;
+
+	return hd_status_int(d, "counters.answers.dreq_abandoned") +
+		       hd_status_int(d, "counters.answers.limited") +
+		       hd_status_int(d, "counters.answers.failed") >=
+	       300;
+}
+
+/*
+ * The daemon's own answers: what it owes the peers of a client that went
+ * away (a DREQ for each of its connections) is not a flood to budget.  A
+ * client with 300 established connections to one peer closes its socket:
+ * all 300 DREQs leave, paced (a burst, then a steady rate), none
+ * dropped; before, the per-source budget kept 44 of them for ever, and
+ * those connections stayed up at the peer.
+ */
+static void test_a_gone_clients_peers_are_all_told(void **state)
+{
+	static struct tclient tc;
+	struct peer_reader r = { .attr = CM_ATTR_DREQ };
+	uint8_t m[MAD_SIZE], got[MAD_SIZE];
+	struct simpeer sp;
+	struct hdaemon d;
+	pthread_t th;
+	uint32_t g, h;
+	long long wire = 0;
+	int i, n = 0;
+
+	(void)state;
+	hd_start(&d, NULL, h_one_port, NULL);
+	simpeer_open(&sp, &d, "peer", PEER);
+	tc_connect_gid(&tc, &d, "many", "fd00::1");
+	for (i = 0; i < 300; i++) {
+		g = 0x1000 + (uint32_t)i;
+		h_req(m, g, "fd00::1", PEER);
+		assert_int_equal(tc_send_sync(&tc, PEER, m), 0);
+		assert_true(simpeer_recv(&sp, got, NULL, H_DEADLINE_MS));
+		assert_int_equal(cm_mad_attr_id(got), CM_ATTR_REQ);
+		h = wire_get32(got + 24);
+		h_mad(m, CM_ATTR_REP, 0x9000 + (uint32_t)i, h, 1);
+		simpeer_send(&sp, "fd00::1", m);
+		assert_true(tc_pump_until(&tc, tc_has_rx, ++n, H_DEADLINE_MS));
+		h_mad(m, CM_ATTR_RTU, g, 0x9000 + (uint32_t)i, 1);
+		assert_int_equal(tc_send_sync(&tc, PEER, m), 0);
+		assert_true(simpeer_recv(&sp, got, NULL, H_DEADLINE_MS));
+		assert_int_equal(cm_mad_attr_id(got), CM_ATTR_RTU);
+	}
+	r.sp = &sp;
+	assert_int_equal(pthread_create(&th, NULL, peer_read, &r), 0);
+	tc_close(&tc);
+	assert_true(h_wait_until(answers_settled, &d, 2 * H_DEADLINE_MS));
+	/* The last of them reach the peer a rate's worth later. */
+	for (i = 0; i < 100 * h_time_scale() &&
+		    atomic_load(&r.got) + (wire = wire_dropped(&d)) < 300;
+	     i++)
+		usleep(20000);
+	atomic_store(&r.stop, 1);
+	pthread_join(th, NULL);
+	print_message("DREQs: %lld sent (%lld paced), %u received, %lld lost "
+		      "on the sim wire, %lld limited\n",
+		      hd_status_int(&d, "counters.answers.dreq_abandoned"),
+		      hd_status_int(&d, "counters.answers.paced"),
+		      atomic_load(&r.got), wire,
+		      hd_status_int(&d, "counters.answers.limited"));
+	assert_int_equal(hd_status_int(&d, "counters.answers.dreq_abandoned"),
+			 300);
+	assert_int_equal(hd_status_int(&d, "counters.answers.limited"), 0);
+	assert_true(hd_status_int(&d, "counters.answers.paced") > 0);
+	/* What the daemon sent, the peer received, but for what the sim
+	 * wire lost (a full peer queue, counted as a NIC would). */
+	assert_int_equal(atomic_load(&r.got) + wire, 300);
+	simpeer_close(&sp);
+	hd_stop(&d);
+}
+
+/* The bucket the answers' budget used to put a source in: an unkeyed
+ * hash of its GID, which anybody could compute. */
+static unsigned unkeyed_bucket(const struct gid *g)
+{
+	return (unsigned)(hash_mix64(wire_get64(g->raw) ^
+				     hash_mix64(wire_get64(g->raw + 8))) %
+			  1024);
+}
+
+/*
+ * The answers' budget per source is in buckets of a keyed hash: a flood
+ * from 600 sources chosen to share the victim peer's bucket under the
+ * old unkeyed hash (REQs at a GID nobody owns, each answered with a REJ)
+ * no longer uses up the victim's budget, and the victim's own REQ there
+ * is still answered.
+ */
+static void test_no_source_can_pick_anothers_budget(void **state)
+{
+	struct simpeer sp, victim;
+	uint8_t m[MAD_SIZE], got[MAD_SIZE];
+	struct gid v, g;
+	struct hdaemon d;
+	char text[GID_STRLEN];
+	unsigned want, found = 0, k;
+
+	(void)state;
+	hd_start(&d, NULL, h_one_port, NULL);
+	/* One peer on the fabric at a time: a peer's send waits for every
+	 * other peer's queue, which nobody reads here. */
+	simpeer_open(&sp, &d, "flood", "fd98::1");
+	assert_int_equal(gid_parse(PEER, &v), 0);
+	want = unkeyed_bucket(&v);
+	for (k = 1; found < 600; k++) {
+		assert_int_equal(gid_parse("fd98::", &g), 0);
+		wire_put32(g.raw + 12, k);
+		if (unkeyed_bucket(&g) != want)
+			continue;
+		memcpy(sp.gid, g.raw, 16); /* the flood's source, spoofed */
+		h_req(m, 0x100 + found, gid_format(&g, text), "fd00::5");
+		simpeer_send(&sp, "fd00::5", m);
+		found++;
+	}
+	assert_true(hd_wait_status_int(&d, "counters.mads_in.REQ", 600));
+	simpeer_close(&sp);
+	simpeer_open(&victim, &d, "victim", PEER);
+	h_req(m, 0x7777, PEER, "fd00::5");
+	simpeer_send(&victim, "fd00::5", m);
+	assert_true(hd_wait_status_int(&d, "counters.mads_in.REQ", 601));
+	print_message("flood: %lld answered, %lld limited\n",
+		      hd_status_int(&d, "counters.answers.rej_no_listener"),
+		      hd_status_int(&d, "counters.answers.limited"));
+	/* Its REJ, among what is on the fabric for it. */
+	for (;;) {
+		assert_true(simpeer_recv(&victim, got, NULL, H_DEADLINE_MS));
+		if (cm_mad_attr_id(got) == CM_ATTR_REJ &&
+		    wire_get32(got + 28) == 0x7777)
+			break;
+	}
+	simpeer_close(&victim);
+	hd_stop(&d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(
 			test_pipelining_client_leaves_its_worker_to_others),
 		cmocka_unit_test(test_requests_are_paced_at_the_rule_rate),
+		cmocka_unit_test(test_a_gone_clients_peers_are_all_told),
+		cmocka_unit_test(test_no_source_can_pick_anothers_budget),
 	};
 
 	/* RCM_TEST_FILTER=test_name runs one (a pattern, see cmocka). */

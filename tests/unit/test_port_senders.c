@@ -102,7 +102,7 @@ static void queue(struct port *p, uint32_t rid, uint32_t key)
 
 	assert_non_null(ps);
 	ps->gid_index = (int)rid;
-	assert_int_equal(port_senders_queue(p, ps, key), 0);
+	assert_int_equal(port_senders_queue(p, ps, key, 0), 0);
 }
 
 static void reset(void)
@@ -187,6 +187,41 @@ static void test_a_blocked_send_holds_its_lane_only(void **state)
 	port_senders_free(&p);
 }
 
+/* A full lane refuses a client's send (-EAGAIN: the worker sends it
+ * itself), but takes what the daemon owes a peer (beyond_max), in its
+ * order behind the rest. */
+static void test_a_full_lane_takes_what_is_owed(void **state)
+{
+	struct port p = { .ops = &fake_ops, .name = "fake" };
+	struct port_send *ps;
+
+	(void)state;
+	reset();
+	T.hold_rid = 0;
+	assert_int_equal(port_senders_start(&p, PORT_SENDERS, 2, fake_done), 0);
+	queue(&p, 0, 0); /* blocks its lane */
+	pthread_mutex_lock(&T.lock);
+	assert_true(wait_locked(is_holding));
+	pthread_mutex_unlock(&T.lock);
+	queue(&p, 1, 0);
+	queue(&p, 2, 0); /* the lane's queue is full */
+	ps = calloc(1, sizeof(*ps));
+	assert_non_null(ps);
+	ps->gid_index = 3;
+	assert_int_equal(port_senders_queue(&p, ps, 0, 0), -EAGAIN);
+	assert_int_equal(port_senders_queue(&p, ps, 0, 1), 0);
+	pthread_mutex_lock(&T.lock);
+	T.released = 1;
+	pthread_cond_broadcast(&T.cond);
+	want_done = 4;
+	assert_true(wait_locked(enough_done));
+	assert_true(T.sent_seq[3] > T.sent_seq[2]);
+	assert_int_equal(T.done_rc[3], 0);
+	pthread_mutex_unlock(&T.lock);
+	port_senders_stop(&p);
+	port_senders_free(&p);
+}
+
 /* A worker queuing sends while the pool stops. */
 struct queuer {
 	struct port *p;
@@ -205,7 +240,7 @@ static void *queue_until_refused(void *arg)
 			q->rc = -ENOMEM;
 			return NULL;
 		}
-		q->rc = port_senders_queue(q->p, ps, q->accepted);
+		q->rc = port_senders_queue(q->p, ps, q->accepted, 0);
 		if (q->rc == 0) {
 			q->accepted++;
 			continue;
@@ -251,6 +286,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_a_key_keeps_its_lane_and_order),
 		cmocka_unit_test(test_a_blocked_send_holds_its_lane_only),
+		cmocka_unit_test(test_a_full_lane_takes_what_is_owed),
 		cmocka_unit_test(test_queue_while_stopping),
 	};
 
