@@ -307,6 +307,9 @@ static json_t *clients_view_json(const struct client_view *cv, struct router *r,
 	 * "connections"). */
 	json_object_set_new(o, "connections_total",
 			    json_integer(rc.comm_ids + rc.sidr_ids));
+	/* Its share of the port's records of unanswered peers' REQs. */
+	json_object_set_new(json_object_get(o, "routing"), "peer_records",
+			    json_integer(rc.peer_records));
 	json_object_set_new(o, "protocol",
 			    json_string(ci->qemu_port >= 0 ? "qemu-rdmacm-mux"
 							   : "v1"));

@@ -864,7 +864,7 @@ static struct conn *conn_peer_record_new(struct conn_table *ct,
 	struct conn *c;
 	int err = 0;
 
-	if (conn_table_peer_rec_take(ct, port, &path->peer_gid) < 0)
+	if (conn_table_peer_rec_take(ct, port, &path->peer_gid, client) < 0)
 		return NULL;
 	c = conn_table_entry_new(ct, kind, client, port, CONN_REQ_RCVD, path, 0,
 				 0, &err);
@@ -873,10 +873,34 @@ static struct conn *conn_peer_record_new(struct conn_table *ct,
 		return NULL;
 	}
 	c->flags |= CF_PEER_REC;
+	conn_client_of(ct, c)->peer_recs++;
 	c->peer_qpn = peer_qpn & CONN_QPN_MASK;
 	conn_table_peer_set(ct, c, peer_id);
 	conn_table_timer_arm(ct, c, TC_HANDSHAKE, now_ms);
+	ct->noted = ((uint32_t)c->gen << 24 | conn_idx(ct, c)) + 1;
 	return c;
+}
+
+uint32_t conn_take_noted(struct conn_table *ct)
+{
+	uint32_t token = ct->noted;
+
+	ct->noted = 0;
+	return token;
+}
+
+void conn_forget_noted(struct conn_table *ct, uint32_t token, uint64_t client)
+{
+	uint32_t idx = (token - 1) & 0xffffff;
+	struct conn *c;
+
+	if (token == 0 || idx >= ct->hwm)
+		return;
+	c = conn_at(ct, idx);
+	if ((c->flags & CF_LIVE) && (c->flags & CF_PEER_REC) &&
+	    c->gen == (token - 1) >> 24 && conn_client_id(ct, c) == client &&
+	    conn_state_of(c) == CONN_REQ_RCVD)
+		conn_table_remove(ct, c);
 }
 
 int conn_note_req(struct conn_table *ct, uint64_t client, unsigned port,

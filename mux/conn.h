@@ -115,6 +115,7 @@ struct conn_counts {
 	unsigned by_state[CONN_STATE_MAX];
 	unsigned peer_records;         /* unanswered peers' REQs, now */
 	uint64_t peer_records_refused; /* over a port's or a source's bound */
+	uint64_t peer_records_evicted; /* for a client holding fewer */
 	uint64_t timewait_evicted;     /* left TimeWait early (max_timewait) */
 };
 
@@ -223,6 +224,12 @@ int conn_note_req(struct conn_table *ct, uint64_t client, unsigned port,
 int conn_note_sidr_req(struct conn_table *ct, uint64_t client, unsigned port,
 		       const uint8_t *mad, const struct conn_path *path,
 		       uint64_t now_ms);
+/* The record the last conn_note_req() or conn_note_sidr_req() made, as a
+ * token (0: it made none), taken once. */
+uint32_t conn_take_noted(struct conn_table *ct);
+/* The REQ whose record that was never reached its client (its queue was
+ * full): the record goes, if it is still client's and unanswered. */
+void conn_forget_noted(struct conn_table *ct, uint32_t token, uint64_t client);
 /* Where a client's outbound MAD must go, for a client that cannot say
  * (QEMU's pvrdma addresses every MAD to the guest's own GID): a REQ to
  * its Primary Remote Port GID, a SIDR_REQ to rdma_cm's destination

@@ -80,8 +80,9 @@ struct conn_pathrec {
 
 struct conn_client {
 	uint64_t id;
-	uint32_t n;       /* entries */
-	uint32_t charged; /* of them, what its quota counts */
+	uint32_t n;         /* entries */
+	uint32_t charged;   /* of them, what its quota counts */
+	uint32_t peer_recs; /* of them, peers' REQs it has not answered */
 	struct hset conns;
 	uint8_t used;
 	uint8_t pinned; /* an owner that may resume: kept without entries */
@@ -139,6 +140,7 @@ struct conn_table {
 	unsigned timer_len[TC_MAX];
 	uint64_t timer_ms[TC_MAX];
 	struct conn_counts counts;
+	uint32_t noted;            /* the last peer record made: its token */
 	unsigned call_max;         /* the current call's client limit */
 	struct conn_store *store;  /* NULL: entries on the heap */
 	struct conn_gid_rec *gids; /* the store's: owners' GIDs */
@@ -302,10 +304,12 @@ struct src_count *conn_table_src_get(struct conn_table *ct, unsigned port,
  * be NULL when memory ran out while restoring). */
 void conn_table_peer_rec_count(struct conn_table *ct, struct src_count *port_sc,
 			       struct src_count *src_sc);
-/* Room for one more record of a REQ from gid on port: 0, or -ENOSPC
- * (counted as refused). */
+/* Room for one more record, for client, of a REQ from gid on port: 0,
+ * or -ENOSPC (counted as refused).  A full port takes the oldest record
+ * of a client that holds more than client would (counted as evicted):
+ * no client's records can take another's share of the port's. */
 int conn_table_peer_rec_take(struct conn_table *ct, unsigned port,
-			     const struct gid *gid);
+			     const struct gid *gid, uint64_t client);
 /* Gives back what conn_table_peer_rec_take() took. */
 void conn_table_peer_rec_undo(struct conn_table *ct, unsigned port,
 			      const struct gid *gid);

@@ -67,11 +67,13 @@ static int conn_restore_one(struct conn_table *ct, uint32_t idx)
 	    ((c->flags & CF_IN_PEER) &&
 	     hset_reserve(&ct->peers, conn_table_peer_key, ct) < 0))
 		return -ENOMEM;
-	if (c->flags & CF_PEER_REC)
+	if (c->flags & CF_PEER_REC) {
 		conn_table_peer_rec_count(
 			ct, conn_table_src_get(ct, c->port, NULL, 1),
 			conn_table_src_get(ct, c->port,
 					   &conn_path_of(ct, c)->peer_gid, 1));
+		cc->peer_recs++;
+	}
 	hset_insert(&cc->conns, idx, conn_table_client_key, ct);
 	if (c->flags & CF_IN_PEER)
 		hset_insert(&ct->peers, idx, conn_table_peer_key, ct);

@@ -490,14 +490,53 @@ void conn_table_peer_rec_count(struct conn_table *ct, struct src_count *port_sc,
 	ct->counts.peer_records++;
 }
 
-/* Room for one more record of a REQ from gid on port: 0, or -ENOSPC. */
-int conn_table_peer_rec_take(struct conn_table *ct, unsigned port,
-			     const struct gid *gid)
+/* How far the eviction looks among the oldest handshakes for a record
+ * to take: a flood's records are the oldest there, and a bound keeps a
+ * full port's every REQ cheap. */
+#define CONN_EVICT_LOOK 1024
+
+/* A full port: the oldest record on it of a client holding more than
+ * `have` + 1 (so that taking one leaves it no fewer than the taker),
+ * removed.  0, or -ENOSPC when there is none. */
+static int conn_table_peer_rec_evict(struct conn_table *ct, unsigned port,
+				     uint32_t have)
 {
+	uint32_t i = ct->timer_head[TC_HANDSHAKE];
+	unsigned looked = 0;
+	struct conn *c;
+
+	for (; i && looked < CONN_EVICT_LOOK; looked++) {
+		c = conn_at(ct, i - 1);
+		i = c->timer_next;
+		if ((c->flags & CF_PEER_REC) && c->port == port &&
+		    conn_state_of(c) == CONN_REQ_RCVD &&
+		    conn_client_of(ct, c)->peer_recs > have + 1) {
+			conn_table_remove(ct, c);
+			ct->counts.peer_records_evicted++;
+			return 0;
+		}
+	}
+	return -ENOSPC;
+}
+
+int conn_table_peer_rec_take(struct conn_table *ct, unsigned port,
+			     const struct gid *gid, uint64_t client)
+{
+	struct conn_client *cc = conn_table_client_get(ct, client);
 	struct src_count *port_sc, *src_sc;
 
 	port_sc = conn_table_src_get(ct, port, NULL, 1);
 	src_sc = conn_table_src_get(ct, port, gid, 1);
+	if (port_sc && src_sc && ct->lim.max_peer_records_per_port &&
+	    port_sc->n >= ct->lim.max_peer_records_per_port &&
+	    !(ct->lim.max_peer_records_per_source &&
+	      src_sc->n >= ct->lim.max_peer_records_per_source) &&
+	    conn_table_peer_rec_evict(ct, port, cc ? cc->peer_recs : 0) == 0) {
+		/* The evicted record's counts may have been the last of
+		 * theirs: the counts again. */
+		port_sc = conn_table_src_get(ct, port, NULL, 1);
+		src_sc = conn_table_src_get(ct, port, gid, 1);
+	}
 	if (port_sc == NULL || src_sc == NULL ||
 	    (ct->lim.max_peer_records_per_port &&
 	     port_sc->n >= ct->lim.max_peer_records_per_port) ||
@@ -525,6 +564,7 @@ void conn_table_peer_rec_drop(struct conn_table *ct, struct conn *c)
 	if (!(c->flags & CF_PEER_REC))
 		return;
 	c->flags &= (uint8_t)~CF_PEER_REC;
+	conn_client_of(ct, c)->peer_recs--;
 	conn_table_peer_rec_undo(ct, c->port, &conn_path_of(ct, c)->peer_gid);
 }
 
@@ -584,6 +624,10 @@ int conn_table_rehome(struct conn_table *ct, struct conn *c, uint32_t owner)
 	conn_table_uncharge(ct, c);
 	hset_remove(&ct->cl[from].conns, idx, conn_table_client_key, ct);
 	ct->cl[from].n--;
+	if (c->flags & CF_PEER_REC) {
+		ct->cl[from].peer_recs--;
+		to->peer_recs++;
+	}
 	c->owner = (uint16_t)owner;
 	to->n++;
 	hset_insert(&to->conns, idx, conn_table_client_key, ct);
@@ -1075,6 +1119,7 @@ void conn_table_client_counts(struct conn_table *ct, uint64_t client,
 	memset(out, 0, sizeof(*out));
 	if (cc == NULL)
 		return;
+	out->peer_records = cc->peer_recs;
 	for (i = 0; i < cc->conns.cap; i++) {
 		if (cc->conns.cell[i] == 0)
 			continue;

@@ -75,6 +75,7 @@ void port_input(struct port *p, struct proto_mad *m, int gid_type)
 	struct mux *mux = p->mux;
 	struct client_info *ci;
 	uint64_t client = 0, suppressed;
+	uint32_t noted = 0;
 	enum router_verdict v;
 	struct conn_path path;
 	int rc;
@@ -91,7 +92,7 @@ void port_input(struct port *p, struct proto_mad *m, int gid_type)
 	/* What answers it leaves as it came (cm_init_av_for_response()). */
 	path.gid_type = (uint8_t)gid_type;
 	v = router_inbound(mux->router, p->index, m->mad, m->mad_len, &path,
-			   mux_now_ms(), &client);
+			   mux_now_ms(), &client, &noted);
 	if (v != ROUTER_DELIVER) {
 		enum drop_reason why = stats_drop_for_verdict(v);
 
@@ -108,10 +109,14 @@ void port_input(struct port *p, struct proto_mad *m, int gid_type)
 	ci = clients_get(mux->clients, client);
 	if (ci == NULL) {
 		atomic_fetch_add(&mux->stats.drops[DROP_CLIENT_GONE], 1);
+		router_forget_noted(mux->router, noted, client);
 		return;
 	}
 	rc = mux->deliver->mad(mux, ci, m);
 	clients_put(ci);
+	/* A REQ its client never got holds no record of the port's. */
+	if (rc < 0)
+		router_forget_noted(mux->router, noted, client);
 	if (rc == -ENOBUFS)
 		mux->deliver->lost(mux, m);
 }

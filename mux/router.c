@@ -617,7 +617,8 @@ static enum router_verdict router_verdict_of(int rc, uint16_t attr)
 enum router_verdict router_inbound(struct router *r, unsigned port,
 				   uint8_t *mad, size_t len,
 				   const struct conn_path *wire,
-				   uint64_t now_ms, uint64_t *client)
+				   uint64_t now_ms, uint64_t *client,
+				   uint32_t *noted)
 {
 	struct conn_path path = *wire;
 	enum router_verdict v;
@@ -658,6 +659,12 @@ enum router_verdict router_inbound(struct router *r, unsigned port,
 		else if (attr == CM_ATTR_SIDR_REQ)
 			conn_note_sidr_req(r->conns, *client, port, mad, &path,
 					   now_ms);
+		/* A record made for this one: its token, taken either way
+		 * so that no later call finds it. */
+		if (noted)
+			*noted = conn_take_noted(r->conns);
+		else
+			conn_take_noted(r->conns);
 		break;
 	case CM_ATTR_MRA:
 	case CM_ATTR_REJ:
@@ -675,6 +682,15 @@ enum router_verdict router_inbound(struct router *r, unsigned port,
 	}
 	router_unlock_flush(r);
 	return v;
+}
+
+void router_forget_noted(struct router *r, uint32_t noted, uint64_t client)
+{
+	if (noted == 0)
+		return;
+	pthread_mutex_lock(&r->lock);
+	conn_forget_noted(r->conns, noted, client);
+	router_unlock_flush(r);
 }
 
 /* Lock held: a client's GIDs go, and its record with them. */
@@ -767,6 +783,7 @@ static void router_fill_counts(struct router_counts *out,
 			     cc->by_state[CONN_DREQ_RCVD];
 	out->peer_records = cc->peer_records;
 	out->peer_records_refused = cc->peer_records_refused;
+	out->peer_records_evicted = cc->peer_records_evicted;
 	out->timewait_evicted = cc->timewait_evicted;
 }
 

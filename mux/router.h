@@ -141,11 +141,16 @@ enum router_verdict {
 /* clang-format on */
 /* Decide who gets an inbound MAD arriving on path (peer_gid: the sender)
  * and translate it for them: ROUTER_DELIVER and *client, or why not;
- * answers what a host's CM would answer. */
+ * answers what a host's CM would answer.  A REQ or SIDR_REQ that made a
+ * record sets *noted (when not NULL) for router_forget_noted(). */
 enum router_verdict router_inbound(struct router *r, unsigned port,
 				   uint8_t *mad, size_t len,
 				   const struct conn_path *path,
-				   uint64_t now_ms, uint64_t *client);
+				   uint64_t now_ms, uint64_t *client,
+				   uint32_t *noted);
+/* The REQ that made record `noted` never reached client: its record
+ * goes, so that it holds no share of the port's. */
+void router_forget_noted(struct router *r, uint32_t noted, uint64_t client);
 /* The path a MAD's address block describes: outbound (local is ours) or
  * inbound (remote is the sender's). */
 void router_path_from_addr(const struct proto_mad_addr *a, int inbound,
@@ -159,7 +164,7 @@ struct router_counts {
 	unsigned gids, comm_ids, sidr_ids;
 	unsigned handshake, established, disconnecting, draining;
 	unsigned peer_records;
-	uint64_t peer_records_refused, timewait_evicted;
+	uint64_t peer_records_refused, peer_records_evicted, timewait_evicted;
 };
 void router_counts(struct router *r, struct router_counts *out);
 void router_client_counts(struct router *r, uint64_t client,

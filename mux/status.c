@@ -163,6 +163,12 @@ static json_t *status_snapshot(struct mux *mux)
 		(json_int_t)rc.timewait_evicted, "counters",
 		stats_to_json(&mux->stats), "workers", workers);
 	if (snap)
+		json_object_set_new(json_object_get(snap, "routing"),
+				    "peer_records_evicted",
+				    json_integer(
+					    (json_int_t)
+						    rc.peer_records_evicted));
+	if (snap)
 		json_object_set_new(snap, "policy",
 				    json_pack("{s:s, s:i}", "source",
 					      pol->source, "rules",

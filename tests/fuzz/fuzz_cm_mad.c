@@ -84,14 +84,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 		memset(mad, 0, sizeof(mad));
 		memcpy(mad, data + off, n);
-		router_inbound(r, 0, mad, n, &path, off, &client);
+		router_inbound(r, 0, mad, n, &path, off, &client, NULL);
 		memset(mad, 0, sizeof(mad));
 		memcpy(mad, data + off, n);
 		router_outbound(r, 0, 1 + (off / MAD_SIZE) % 2, NULL, NULL, mad,
 				&path, off, 0, &gid_type);
 		/* Echo: the host ID it got, as a Remote Comm ID. */
 		memcpy(mad + 28, mad + 24, 4);
-		router_inbound(r, 0, mad, MAD_SIZE, &path, off + 1, &client);
+		router_inbound(r, 0, mad, MAD_SIZE, &path, off + 1, &client,
+			       NULL);
 		router_expire(r, off * 10);
 	}
 	router_purge_client(r, 1);

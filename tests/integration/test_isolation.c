@@ -353,6 +353,64 @@ static void test_a_gone_clients_peers_are_all_told(void **state)
 	hd_stop(&d);
 }
 
+/*
+ * The port's records of peers' REQs nobody has answered yet are divided
+ * between its clients: REQs from 16 sources at one tenant's listener,
+ * beyond what its guest answers, fill the port's pool (here 64); another
+ * tenant's REQ still gets its record, and its REP goes out, where it
+ * used to be refused ENOENT while the flood lasted.
+ */
+static void test_a_flooded_listener_leaves_the_others_their_records(
+	void **state)
+{
+	static const char *const extra[] = { "--max-peer-records", "64", NULL };
+	static struct tclient flooded, other;
+	uint8_t m[MAD_SIZE], got[MAD_SIZE];
+	struct simpeer sp;
+	struct gid g;
+	struct hdaemon d;
+	char text[GID_STRLEN];
+	int i;
+
+	(void)state;
+	hd_start(&d, NULL, h_one_port, extra);
+	simpeer_open(&sp, &d, "peer", PEER);
+	tc_connect_gid(&flooded, &d, "flooded", "fd00::1");
+	tc_connect_gid(&other, &d, "other", "fd00::2");
+	for (i = 0; i < 128; i++) {
+		assert_int_equal(gid_parse("fd98::", &g), 0);
+		g.raw[15] = (uint8_t)(i % 16 + 1);
+		memcpy(sp.gid, g.raw, 16);
+		h_req(m, 0x100 + (uint32_t)i, gid_format(&g, text), "fd00::1");
+		simpeer_send(&sp, "fd00::1", m);
+	}
+	assert_true(hd_wait_status_int(&d, "counters.mads_in.REQ", 128));
+	assert_int_equal(hd_status_int(&d, "routing.peer_records"), 64);
+	/* The other tenant's REQ, and its answer. */
+	assert_int_equal(gid_parse(PEER, &g), 0);
+	memcpy(sp.gid, g.raw, 16);
+	h_req(m, 0x7001, PEER, "fd00::2");
+	simpeer_send(&sp, "fd00::2", m);
+	assert_true(tc_pump_until(&other, tc_has_rx, 1, H_DEADLINE_MS));
+	h_mad(m, CM_ATTR_REP, 0x21, 0x7001, 1);
+	assert_int_equal(tc_send_sync(&other, PEER, m), 0);
+	for (;;) {
+		assert_true(simpeer_recv(&sp, got, NULL, H_DEADLINE_MS));
+		if (cm_mad_attr_id(got) == CM_ATTR_REP)
+			break;
+	}
+	assert_int_equal(wire_get32(got + 28), 0x7001);
+	print_message("records %lld, refused %lld, evicted %lld\n",
+		      hd_status_int(&d, "routing.peer_records"),
+		      hd_status_int(&d, "routing.peer_records_refused"),
+		      hd_status_int(&d, "routing.peer_records_evicted"));
+	assert_int_equal(hd_status_int(&d, "routing.peer_records_evicted"), 1);
+	tc_close(&other);
+	tc_close(&flooded);
+	simpeer_close(&sp);
+	hd_stop(&d);
+}
+
 /* The bucket the answers' budget used to put a source in: an unkeyed
  * hash of its GID, which anybody could compute. */
 static unsigned unkeyed_bucket(const struct gid *g)
@@ -423,6 +481,8 @@ int main(void)
 		cmocka_unit_test(test_requests_are_paced_at_the_rule_rate),
 		cmocka_unit_test(test_a_gone_clients_peers_are_all_told),
 		cmocka_unit_test(test_no_source_can_pick_anothers_budget),
+		cmocka_unit_test(
+			test_a_flooded_listener_leaves_the_others_their_records),
 	};
 
 	/* RCM_TEST_FILTER=test_name runs one (a pattern, see cmocka). */

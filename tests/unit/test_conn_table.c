@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -176,6 +177,83 @@ static int note_req_from(struct conn_table *ct, uint64_t client,
 	gid_parse(src, &p.peer_gid);
 	mk(mad, CM_ATTR_REQ, peer_id, 0, 1);
 	return conn_note_req(ct, client, 0, mad, &p, now);
+}
+
+/* Peer records are the port's, divided between its clients: a flood at
+ * one client's listener (16 sources, none answered) fills the port, and
+ * another client's REQ still gets its record, taking the flooded one's
+ * oldest; a client takes from none that holds no more than itself.  A
+ * REQ that never reached its client gives its record back. */
+static void test_a_full_port_is_shared_between_clients(void **state)
+{
+	struct conn_limits lim = { .max_per_client = 64,
+				   .handshake_ms = HS,
+				   .timewait_ms = TW,
+				   .max_peer_records_per_port = 8,
+				   .max_peer_records_per_source = 4 };
+	struct conn_table *ct = conn_table_new(&lim, 7, capture, NULL);
+	struct conn_path p;
+	struct conn_counts c, ca, cb;
+	uint8_t mad[MAD_SIZE];
+	char src[32];
+	uint32_t token;
+	int i;
+
+	(void)state;
+	memset(&path, 0, sizeof(path));
+	gid_parse("fd00::1", &path.local_gid);
+	gid_parse("fd00::99", &path.peer_gid);
+	for (i = 0; i < 16; i++) {
+		snprintf(src, sizeof(src), "fd00::5%x", i);
+		assert_int_equal(note_req_from(ct, A, 0x100 + (uint32_t)i, src,
+					       (uint64_t)i),
+				 0);
+	}
+	conn_table_counts(ct, &c);
+	assert_int_equal(c.peer_records, 8);
+	assert_int_equal(c.peer_records_refused, 8); /* A's own: no more */
+	/* B's REQ takes A's oldest record, and B answers it. */
+	assert_int_equal(note_req_from(ct, B, 0x900, "fd00::99", 20), 0);
+	conn_table_counts(ct, &c);
+	assert_int_equal(c.peer_records, 8);
+	assert_int_equal(c.peer_records_evicted, 1);
+	mk(mad, CM_ATTR_REP, 0x21, 0x900, 2);
+	assert_int_equal(conn_outbound(ct, B, 0, mad, &path, 21, 0), 0);
+	/* A's oldest REQ has no record now: its REP is refused. */
+	p = path;
+	gid_parse("fd00::50", &p.peer_gid);
+	mk(mad, CM_ATTR_REP, 0x31, 0x100, 3);
+	assert_int_equal(conn_outbound(ct, A, 0, mad, &p, 22, 0), -ENOENT);
+	/* A REQ noted and never delivered gives its record back; another
+	 * client's word does not touch it. */
+	assert_int_equal(note_req_from(ct, B, 0xb00, "fd00::70", 23), 0);
+	conn_table_client_counts(ct, B, &cb);
+	assert_int_equal(cb.peer_records, 1);
+	token = conn_take_noted(ct);
+	assert_true(token != 0);
+	assert_int_equal(conn_take_noted(ct), 0);
+	conn_forget_noted(ct, token, A);
+	conn_table_client_counts(ct, B, &cb);
+	assert_int_equal(cb.peer_records, 1);
+	conn_forget_noted(ct, token, B);
+	conn_table_client_counts(ct, B, &cb);
+	assert_int_equal(cb.peer_records, 0);
+	/* B keeps taking until the two hold the port evenly, then no
+	 * more: 4 records each. */
+	for (i = 0; i < 6; i++) {
+		snprintf(src, sizeof(src), "fd00::6%x", i);
+		assert_int_equal(note_req_from(ct, B, 0xa00 + (uint32_t)i, src,
+					       30),
+				 0);
+	}
+	conn_table_client_counts(ct, A, &ca);
+	conn_table_client_counts(ct, B, &cb);
+	assert_int_equal(ca.peer_records, 4);
+	assert_int_equal(cb.peer_records, 4);
+	conn_table_counts(ct, &c);
+	assert_int_equal(c.peer_records, 8);
+	assert_int_equal(c.peer_records_evicted, 4);
+	conn_table_free(ct);
 }
 
 /* Quotas measure what a tenant does: peer records are charged to
@@ -466,6 +544,7 @@ int main(void)
 		cmocka_unit_test(test_gone_clients_connections_drain),
 		cmocka_unit_test(test_quota_and_purge),
 		cmocka_unit_test(test_quotas_count_what_the_client_does),
+		cmocka_unit_test(test_a_full_port_is_shared_between_clients),
 		cmocka_unit_test(test_host_id_never_zero),
 		cmocka_unit_test(test_entries_never_outlive_their_lifetimes),
 		cmocka_unit_test(test_host_ids_not_reused_soon),

@@ -94,7 +94,7 @@ static int inbound(struct router *r, unsigned port, uint8_t *mad, uint64_t now,
 	struct conn_path path = { .peer_gid = peer_gid };
 
 	*client = 0;
-	return router_inbound(r, port, mad, MAD_SIZE, &path, now, client);
+	return router_inbound(r, port, mad, MAD_SIZE, &path, now, client, NULL);
 }
 
 static int outbound(struct router *r, unsigned port, uint64_t client,
@@ -382,7 +382,7 @@ static void test_unroutable(void **state)
 	assert_int_equal(router_inbound(r, 0, mad, 100,
 					&(struct conn_path){
 						.peer_gid = peer_gid },
-					0, &who),
+					0, &who, NULL),
 			 ROUTER_BAD_SIZE);
 	router_free(r);
 }
