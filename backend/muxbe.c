@@ -176,13 +176,17 @@ static void muxbe_addr_from_proto(struct muxbe_addr *a,
 	memcpy(a->remote_gid, p->remote_gid, 16);
 }
 
-/* The receive buffer layout a UD QP gives: a 40-byte GRH, then the MAD. */
-static void muxbe_fill_recv(struct muxbe *mb, const struct posted *pb,
-			    const struct proto_mad *m)
+/* The receive buffer layout a UD QP gives: a 40-byte GRH, then the MAD.
+ * 0, or -ENOMEM with the buffer untouched: it stays the caller's, posted,
+ * and completes with a later MAD. */
+static int muxbe_fill_recv(struct muxbe *mb, const struct posted *pb,
+			   const struct proto_mad *m)
 {
 	uint8_t *grh = pb->buf;
 	struct completion *c = calloc(1, sizeof(*c));
 
+	if (c == NULL)
+		return -ENOMEM;
 	memset(grh, 0, MUXBE_GRH_SIZE);
 	wire_put32(grh, (6u << 28) | ((uint32_t)m->addr.traffic_class << 20) |
 				(m->addr.flow_label & 0xfffff));
@@ -193,14 +197,33 @@ static void muxbe_fill_recv(struct muxbe *mb, const struct posted *pb,
 	memcpy(grh + 24, m->addr.local_gid, 16); /* DGID: us */
 	memcpy(grh + MUXBE_GRH_SIZE, m->mad, m->mad_len);
 	mb->st.rx_delivered++;
-	if (c == NULL)
-		return;
 	c->kind = COMP_RECV;
 	c->ctx = pb->ctx;
 	c->buf = pb->buf;
 	c->len = m->mad_len;
 	muxbe_addr_from_proto(&c->addr, &m->addr);
 	muxbe_queue_completion(mb, c);
+	return 0;
+}
+
+/* MADs that wait, into buffers that wait, in arrival order, as far as
+ * memory allows (lock held). */
+static void muxbe_place_queued(struct muxbe *mb)
+{
+	struct queued_mad *q;
+	struct posted *pb;
+
+	while ((q = TAILQ_FIRST(&mb->rxq)) != NULL &&
+	       (pb = TAILQ_FIRST(&mb->posted)) != NULL) {
+		if (muxbe_fill_recv(mb, pb, &q->m) < 0)
+			return; /* both wait for the next try */
+		TAILQ_REMOVE(&mb->rxq, q, link);
+		mb->nrxq--;
+		TAILQ_REMOVE(&mb->posted, pb, link);
+		mb->nposted--;
+		free(q);
+		free(pb);
+	}
 }
 
 static void muxbe_handle_mad_event(struct muxbe *mb,
@@ -213,10 +236,9 @@ static void muxbe_handle_mad_event(struct muxbe *mb,
 	if (proto_mad_decode(f->payload, f->length, &m) < 0)
 		return;
 	pb = TAILQ_FIRST(&mb->posted);
-	if (pb && TAILQ_EMPTY(&mb->rxq)) {
+	if (pb && TAILQ_EMPTY(&mb->rxq) && muxbe_fill_recv(mb, pb, &m) == 0) {
 		TAILQ_REMOVE(&mb->posted, pb, link);
 		mb->nposted--;
-		muxbe_fill_recv(mb, pb, &m);
 		free(pb);
 		return;
 	}
@@ -1015,6 +1037,7 @@ int muxbe_process(struct muxbe *mb)
 	}
 	if (read(mb->timerfd, &n, sizeof(n)) == (ssize_t)sizeof(n))
 		muxbe_try_reconnect(mb);
+	muxbe_place_queued(mb); /* what memory refused last time */
 	muxbe_read_available(mb);
 	TAILQ_CONCAT(&batch, &mb->completions, link);
 	broken = mb->broken;
@@ -1280,7 +1303,6 @@ int muxbe_send_mad_sync(struct muxbe *mb, const struct muxbe_addr *addr,
 
 int muxbe_post_recv(struct muxbe *mb, void *buf, size_t len, void *buf_ctx)
 {
-	struct queued_mad *q;
 	struct posted *pb;
 
 	if (buf == NULL || len < MUXBE_RECV_BUF_MIN)
@@ -1292,23 +1314,16 @@ int muxbe_post_recv(struct muxbe *mb, void *buf, size_t len, void *buf_ctx)
 	pb->len = len;
 	pb->ctx = buf_ctx;
 	pthread_mutex_lock(&mb->lock);
-	q = TAILQ_FIRST(&mb->rxq);
-	if (q) {
-		/* A MAD was waiting for this buffer: complete it now, in
-		 * arrival order; the callback runs from muxbe_process(). */
-		TAILQ_REMOVE(&mb->rxq, q, link);
-		mb->nrxq--;
-		muxbe_fill_recv(mb, pb, &q->m);
-		free(q);
-		free(pb);
-	} else if (mb->nposted >= mb->max_posted) {
+	if (TAILQ_EMPTY(&mb->rxq) && mb->nposted >= mb->max_posted) {
 		pthread_mutex_unlock(&mb->lock);
 		free(pb);
 		return -ENOBUFS;
-	} else {
-		TAILQ_INSERT_TAIL(&mb->posted, pb, link);
-		mb->nposted++;
 	}
+	/* A MAD waiting for a buffer completes into it now, in arrival
+	 * order; the callback runs from muxbe_process(). */
+	TAILQ_INSERT_TAIL(&mb->posted, pb, link);
+	mb->nposted++;
+	muxbe_place_queued(mb);
 	pthread_mutex_unlock(&mb->lock);
 	return 0;
 }
