@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "mux/conn_store.h"
+#include "common/wire.h"
 
 /* ---- persistence: a restarted daemon's table -------------------------- */
 
@@ -235,7 +236,8 @@ static unsigned conn_restore_remap_ports(struct conn_table *ct,
 {
 	uint32_t i,
 		hwm = *conn_store_counter(ct->store, CONN_STORE_ENTRIES_HWM),
-		ngids;
+		ngids, n;
+	struct conn_owner *o;
 	struct conn *c;
 	unsigned gone = 0;
 
@@ -249,6 +251,19 @@ static unsigned conn_restore_remap_ports(struct conn_table *ct,
 			continue;
 		}
 		c->port = (uint8_t)map[c->port];
+	}
+	/* A QEMU owner is known by the port it came in on: by its name, not
+	 * its place in the list, or the same QEMU process would find no
+	 * owner of its own (its GIDs held for ever, its guest mute), and
+	 * two devices of one QEMU on two ports would swap claims. */
+	o = conn_store_owners(ct->store, &n);
+	for (i = 0; i < n; i++) {
+		uint16_t p = wire_get16(o[i].token + CONN_IDENTITY_PORT_OFF);
+
+		if (o[i].live && o[i].qemu && p < CONN_STORE_MAX_PORTS &&
+		    map[p] >= 0)
+			wire_put16(o[i].token + CONN_IDENTITY_PORT_OFF,
+				   (uint16_t)map[p]);
 	}
 	conn_store_owners(ct->store, &ngids);
 	ngids *= ct->gids_per_owner;

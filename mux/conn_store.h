@@ -13,6 +13,12 @@
 
 struct conn_store;
 
+/* A QEMU client's token is its process's identity (qemu_client.c): 'Q',
+ * then at this offset the index of the port whose socket it came in on,
+ * big-endian, which a restart with other ports moves with the port's
+ * entries (conn_restore.c), then its pid and start time. */
+#define CONN_IDENTITY_PORT_OFF 2
+
 /* A client that owns entries, and the token it proves it with. */
 struct conn_owner {
 	uint64_t client;

@@ -18,6 +18,7 @@
 #include <event2/buffer.h>
 
 #include "mux/mux.h"
+#include "mux/conn_store.h"
 #include "common/log.h"
 #include "common/wire.h"
 
@@ -74,7 +75,7 @@ static int qemu_client_identity(const struct client_info *ci,
 		return -EIO;
 	memset(identity, 0, 16);
 	identity[0] = 'Q';
-	wire_put16(identity + 2, (uint16_t)ci->qemu_port);
+	wire_put16(identity + CONN_IDENTITY_PORT_OFF, (uint16_t)ci->qemu_port);
 	wire_put32(identity + 4, (uint32_t)ci->pid);
 	wire_put64(identity + 8, start);
 	return 0;

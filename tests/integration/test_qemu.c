@@ -479,6 +479,42 @@ static void test_restart_keeps_qemu_connections(void **state)
 	assert_int_equal(remote_of(r), 0x9101);
 }
 
+/* The same, with another port list after the restart (one more port,
+ * before QEMU's): QEMU's process is known by the port it comes in on,
+ * by name, not by its place in the list; it gets its GID and connection
+ * back, where it used to find no owner of its own and its guest stayed
+ * mute. */
+static void test_restart_with_other_ports_keeps_qemu(void **state)
+{
+	static const char *const more_ports[] = {
+		"simx=fd00::9", "sim0=fd00::1,fd00::2,fd00::3", NULL
+	};
+	struct fx *f = *state;
+	uint8_t m[MAD_SIZE], r[MAD_SIZE];
+	struct qemu_msg in;
+	uint32_t h;
+
+	assert_int_equal(q_reg(f->q, QEMU_MSG_OP_REG, GUEST), QEMU_MSG_OK);
+	h = q_establish(f, 0x5201, 0x9201);
+	hd_kill(&f->d, SIGKILL);
+	close(f->q);
+	f->d.ports = more_ports;
+	hd_restart(&f->d);
+	f->q = raw_connect(f->qsock);
+	assert_true(f->q >= 0);
+	assert_true(tc_pump_until(&f->qps, tc_has_link_ups, 1, H_DEADLINE_MS));
+	assert_true(hd_wait_status_int(&f->d, "counters.resumes", 2));
+	assert_int_equal(hd_status_int(&f->d, "counters.resumes_refused"), 0);
+	h_mad(m, CM_ATTR_DREQ, 0x9201, h, 2);
+	simpeer_send(&f->p, GUEST, m);
+	qemu_expect(f, CM_ATTR_DREQ, &in);
+	assert_int_equal(remote_of(in.mad), 0x5201);
+	h_mad(m, CM_ATTR_DREP, 0x5201, 0x9201, 2);
+	assert_int_equal(q_mad(f->q, GUEST, m), QEMU_MSG_OK);
+	peer_expect(f, CM_ATTR_DREP, r);
+	assert_int_equal(local_of(r), h);
+}
+
 /* A MAD whose destination follows from nothing is refused, not sent to
  * QEMU's guess; nor is anything from a GID this client does not own. */
 static void test_refused(void **state)
@@ -589,6 +625,9 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(
 			test_restart_keeps_qemu_connections, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_restart_with_other_ports_keeps_qemu, setup,
+			teardown),
 		cmocka_unit_test_setup_teardown(test_native_and_qemu, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_malformed_closes, setup,
