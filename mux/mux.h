@@ -254,6 +254,7 @@ struct mux_stats {
 	_Atomic uint64_t status_refused;      /* over the connection limits */
 	_Atomic uint64_t status_dropped_slow; /* did not read in time */
 	_Atomic uint64_t requests_paced; /* a client over its request rate */
+	_Atomic uint64_t qemu_resets; /* a QEMU guest's GID registered again */
 };
 
 json_t *stats_to_json(struct mux_stats *st);

@@ -177,9 +177,18 @@ static enum qemu_msg_err qemu_client_register(struct mux *mux,
 	char text[160];
 	int idx, rc;
 
-	/* A repeat got EEXIST from the old daemon. */
-	if (router_owns_gid(mux->router, port->index, gid, ci->id))
-		return QEMU_MSG_EEXIST;
+	/* A REG of a GID this QEMU owns already marks its guest's reset:
+	 * stock QEMU sends no UNREG when its guest resets or reboots, and
+	 * the rebooted guest adds its GIDs again.  The guest's CM is gone
+	 * with its connections on that GID, as cm.c's device removal
+	 * (cm_remove_one()) ends them: their peers are told (DREQ, REJ),
+	 * and the GID is the guest's afresh (answered OK, where the old
+	 * daemon said EEXIST, which QEMU only logs). */
+	if (router_owns_gid(mux->router, port->index, gid, ci->id)) {
+		router_reset_gid(mux->router, port->index, gid, ci->id);
+		atomic_fetch_add(&mux->stats.qemu_resets, 1);
+		return QEMU_MSG_OK;
+	}
 	/* QEMU registers a guest's GID before the host admin (libvirt) adds
 	 * its address to the netdev: the table is checked at each send. */
 	rc = requests_gid_register(mux, ci, port, gid, 1, &idx, text,
@@ -229,9 +238,10 @@ static void qemu_client_handle(struct mux *mux, struct client_info *ci,
 		err = qemu_client_register(mux, ci, port, &gid);
 		break;
 	case QEMU_MSG_OP_UNREG:
-		/* pvrdma unregisters the guest's GIDs when the guest resets
-		 * its device (a reboot): the guest's CM is gone, and its
-		 * connections with it. */
+		/* The guest removed the address (or QEMU's device went
+		 * away): its connections from it end, their peers told,
+		 * where cm.c would keep them; the GID is free for another
+		 * tenant, who must not inherit them (rdmacm-mux-cm(7)). */
 		rc = router_unregister_gid(mux->router, port->index, &gid,
 					   ci->id, 1);
 		err = rc == -ENOENT ? QEMU_MSG_ENOTFOUND : qemu_client_code(rc);

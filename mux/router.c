@@ -478,6 +478,22 @@ int router_unregister_gid(struct router *r, unsigned port,
 	return rc;
 }
 
+int router_reset_gid(struct router *r, unsigned port, const struct gid *gid,
+		     uint64_t client)
+{
+	struct gid_entry probe = { .port = port, .gid = *gid }, *e;
+	int rc;
+
+	pthread_mutex_lock(&r->lock);
+	e = RB_FIND(gid_tree, &r->gids, &probe);
+	if (e == NULL || e->client != client)
+		rc = e == NULL ? -ENOENT : -EACCES;
+	else /* its peers are told (DREQ, REJ, DREP) once unlocked */
+		rc = conn_purge_gid(r->conns, client, port, gid);
+	router_unlock_flush(r);
+	return rc;
+}
+
 static uint64_t router_gid_owner_locked(struct router *r, unsigned port,
 					const struct gid *gid)
 {

@@ -82,6 +82,10 @@ int router_register_gid(struct router *r, unsigned port, const struct gid *gid,
 int router_unregister_gid(struct router *r, unsigned port,
 			  const struct gid *gid, uint64_t client,
 			  int end_connections);
+/* The client's connections from its GID end, as if it had gone (a QEMU
+ * guest that reset), the GID staying its own: 0, -ENOENT or -EACCES. */
+int router_reset_gid(struct router *r, unsigned port, const struct gid *gid,
+		     uint64_t client);
 int router_owns_gid(struct router *r, unsigned port, const struct gid *gid,
 		    uint64_t client);
 /* GIDs a MAD says are its sender's (its source, a REQ's local port GIDs,

@@ -225,7 +225,9 @@ static void test_register(void **state)
 	json_t *st, *c;
 
 	assert_int_equal(q_reg(f->q, QEMU_MSG_OP_REG, GUEST), QEMU_MSG_OK);
-	assert_int_equal(q_reg(f->q, QEMU_MSG_OP_REG, GUEST), QEMU_MSG_EEXIST);
+	/* Again: its guest's reset (test_guest_reset_ends_its_connections),
+	 * where the old daemon said EEXIST. */
+	assert_int_equal(q_reg(f->q, QEMU_MSG_OP_REG, GUEST), QEMU_MSG_OK);
 	/* Same interface ID, other prefix: another GID (the old daemon
 	 * keyed by interface ID and took them for one). */
 	assert_int_equal(q_reg(f->q, QEMU_MSG_OP_REG, "fd01::1"), QEMU_MSG_OK);
@@ -282,14 +284,12 @@ static void test_active_connection_repaired(void **state)
 	assert_true(hd_status_int(&f->d, "routing.draining") == 1);
 }
 
-/* A guest that reboots while QEMU stays connected: pvrdma unregisters
- * its GIDs when the guest resets the device, and the guest's CM is gone
- * with its connections.  Their peers hear what cm_destroy_id() says (a
- * DREQ to the established one, a timeout REJ to the pending REQ), and
- * nothing stays on the client's quota. */
-static void test_guest_reset_ends_its_connections(void **state)
+/* The guest's connections end with op on its GID (QEMU's REG again, or
+ * UNREG): their peers hear what cm_destroy_id() says (a DREQ to the
+ * established one, a timeout REJ to the pending REQ), and nothing stays
+ * on the client's quota. */
+static void guest_connections_end_with(struct fx *f, uint32_t op)
 {
-	struct fx *f = *state;
 	uint8_t m[MAD_SIZE], r[MAD_SIZE];
 	json_t *st, *c;
 	uint32_t h, h2;
@@ -303,7 +303,7 @@ static void test_guest_reset_ends_its_connections(void **state)
 	h2 = local_of(r);
 	assert_true(hd_status_int(&f->d, "routing.established") == 1);
 
-	assert_int_equal(q_reg(f->q, QEMU_MSG_OP_UNREG, GUEST), QEMU_MSG_OK);
+	assert_int_equal(q_reg(f->q, op, GUEST), QEMU_MSG_OK);
 	for (i = 0; i < 2; i++) {
 		peer_expect_any(f, r);
 		if (cm_mad_attr_id(r) == CM_ATTR_DREQ) {
@@ -331,6 +331,31 @@ static void test_guest_reset_ends_its_connections(void **state)
 	simpeer_send(&f->p, GUEST, m);
 	assert_true(hd_wait_status_int(&f->d, "counters.drops.stale_connection",
 				       1));
+}
+
+/* A guest that reboots while QEMU stays connected: stock QEMU sends no
+ * UNREG, and the rebooted guest adds its GID again; that REG ends the
+ * old guest's connections, and the GID stays the guest's (its new REQ
+ * goes out).  Before, the REG was answered EEXIST and the connections
+ * stayed up at their peers for ever. */
+static void test_guest_reset_ends_its_connections(void **state)
+{
+	struct fx *f = *state;
+	uint8_t m[MAD_SIZE], r[MAD_SIZE];
+
+	guest_connections_end_with(f, QEMU_MSG_OP_REG);
+	assert_int_equal(hd_status_int(&f->d, "counters.qemu_resets"), 1);
+	h_req(m, 0x5103, GUEST, PEER);
+	assert_int_equal(q_mad(f->q, GUEST, m), QEMU_MSG_OK);
+	peer_expect(f, CM_ATTR_REQ, r);
+}
+
+/* An address removed inside a running guest (QEMU's UNREG): its
+ * connections end too, where cm.c keeps them; the GID is free for
+ * another tenant, who must not inherit them (rdmacm-mux-cm(7)). */
+static void test_address_removed_ends_its_connections(void **state)
+{
+	guest_connections_end_with(*state, QEMU_MSG_OP_UNREG);
 }
 
 /* The peer connects to the guest: REP, MRA and the rest go back to the
@@ -605,8 +630,7 @@ static void test_malformed_closes(void **state)
 	f->q = -1;
 	assert_true(hd_status_int(&f->d, "counters.protocol_errors") == 3);
 	/* The other QEMU is still served. */
-	assert_int_equal(q_reg(other, QEMU_MSG_OP_REG, "fd00::3"),
-			 QEMU_MSG_EEXIST);
+	assert_int_equal(q_reg(other, QEMU_MSG_OP_REG, "fd00::3"), QEMU_MSG_OK);
 	close(other);
 }
 
@@ -621,6 +645,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(
 			test_guest_reset_ends_its_connections, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_address_removed_ends_its_connections, setup,
+			teardown),
 		cmocka_unit_test_setup_teardown(test_names_only_its_qps, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(
