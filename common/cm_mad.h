@@ -184,6 +184,7 @@ struct cm_field {
 /* SIDR_REP status (kernel enum ib_cm_sidr_status). */
 #define CM_SIDR_STATUS_SUCCESS 0
 #define CM_SIDR_STATUS_UNSUPPORTED 1 /* no listener for the service ID */
+#define CM_SIDR_STATUS_REJECT 2      /* the service provider rejected it */
 
 /* REJ reasons used here (kernel enum ib_cm_rej_reason). */
 #define CM_REJ_REASON_TIMEOUT 4

@@ -37,6 +37,7 @@ static const char *const conn_answer_names[CONN_ANS_MAX] = {
 	[CONN_ANS_REJ_NO_LISTENER] = "rej_no_listener",
 	[CONN_ANS_SIDR_NO_LISTENER] = "sidr_rep_no_listener",
 	[CONN_ANS_DREP_UNKNOWN] = "drep_unknown_comm_id",
+	[CONN_ANS_SIDR_REJ_ABANDONED] = "sidr_rep_abandoned",
 	[CONN_ANS_REJ_STALE] = "rej_stale_conn",
 	[CONN_ANS_DREQ_ABANDONED] = "dreq_abandoned",
 	[CONN_ANS_REJ_ABANDONED] = "rej_abandoned",
@@ -121,8 +122,20 @@ static int conn_abandon(struct conn_table *ct, struct conn *c, uint64_t now_ms)
 	uint8_t mad[MAD_SIZE];
 	int lingers = 0;
 
-	if (conn_kind_of(c) != CK_COMM)
+	if (conn_kind_of(c) == CK_SIDR) {
+		/* A peer's SIDR_REQ the client has not answered: cm.c's
+		 * cm_destroy_id() sends SIDR_REP REJECT (cm_reject_sidr_req()),
+		 * so the peer need not retry.  Its service ID is the
+		 * listener's there; no record keeps it here, and no CM
+		 * matches a SIDR_REP by it (cm_sidr_rep_handler()). */
+		if (conn_state_of(c) == CONN_REQ_RCVD && c->peer_id) {
+			cm_build_sidr_rep(mad, conn_own_tid(ct, c), c->peer_id,
+					  CM_SIDR_STATUS_REJECT, 0);
+			conn_send_answer(ct, CONN_ANS_SIDR_REJ_ABANDONED,
+					 c->port, conn_path_of(ct, c), mad);
+		}
 		return 0;
+	}
 	switch (conn_state_of(c)) {
 	case CONN_REQ_SENT:
 		conn_emit_rej(ct, c, CM_MSG_RESPONSE_REQ, CM_REJ_REASON_TIMEOUT,
@@ -589,9 +602,12 @@ static int conn_peer_matches(const struct conn *c, const uint8_t *mad)
 		about = (unsigned)cm_field_get(mad, CM_REJ_MESSAGE_REJECTED);
 	else if (attr == CM_ATTR_MRA)
 		about = (unsigned)cm_field_get(mad, CM_MRA_MESSAGE_MRAED);
+	/* A REJ of the REQ: cm.c takes it only while the connection has
+	 * no remote ID (cm_acquire_id(id, 0)), before a REP gave it one. */
+	if (attr == CM_ATTR_REJ && about == CM_MSG_RESPONSE_REQ)
+		return c->peer_id == 0;
 	if (about == CM_MSG_RESPONSE_REQ || attr == CM_ATTR_REP)
-		return c->peer_id == 0 || sender == c->peer_id ||
-		       (attr == CM_ATTR_REJ && sender == 0);
+		return c->peer_id == 0 || sender == c->peer_id;
 	return c->peer_id != 0 && sender == c->peer_id;
 }
 
@@ -825,8 +841,14 @@ int conn_inbound(struct conn_table *ct, unsigned port, uint8_t *mad,
 		return -ENOENT;
 	}
 	if (gid_cmp(&conn_path_of(ct, c)->peer_gid, &path->peer_gid) != 0 ||
-	    !conn_peer_matches(c, mad))
+	    !conn_peer_matches(c, mad)) {
+		/* cm.c finds no connection by these IDs (cm_acquire_id())
+		 * and answers as for an unknown one (cm_issue_drep()). */
+		if (attr == CM_ATTR_DREQ)
+			conn_answer_drep(ct, CONN_ANS_DREP_UNKNOWN, port, mad,
+					 path);
 		return -EPERM;
+	}
 	/* Its owner has not come back since a restart: the entry stays as
 	 * it was (the peer retransmits), until it does or its grace ends. */
 	if (ct->cl[c->owner].away)

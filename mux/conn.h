@@ -97,6 +97,7 @@ enum conn_answer {
 	CONN_ANS_DREQ_ABANDONED,   /* client gone or ID reused: established */
 	CONN_ANS_REJ_ABANDONED,    /* ... a handshake */
 	CONN_ANS_DREP_ABANDONED,   /* ... a DREQ it had been given */
+	CONN_ANS_SIDR_REJ_ABANDONED, /* ... a SIDR_REQ it had been given */
 	CONN_ANS_MAX
 };
 

@@ -119,7 +119,9 @@ static void port_answers_out(struct port *p, struct port_send *ps,
 static int port_answers_owed(enum conn_answer why)
 {
 	return why == CONN_ANS_DREQ_ABANDONED ||
-	       why == CONN_ANS_REJ_ABANDONED || why == CONN_ANS_DREP_ABANDONED;
+	       why == CONN_ANS_REJ_ABANDONED ||
+	       why == CONN_ANS_DREP_ABANDONED ||
+	       why == CONN_ANS_SIDR_REJ_ABANDONED;
 }
 
 /* The router's way out: a MAD the daemon sends on its own (an answer for

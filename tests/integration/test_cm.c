@@ -601,7 +601,8 @@ static void test_peer_identity_and_state(void **state)
 
 	h = establish(f, 0x21, 0x921);
 	/* The right host ID with the wrong peer ID, or from another GID:
-	 * nothing reaches A, nothing changes. */
+	 * nothing reaches A, nothing changes; a DREQ so gets the DREP for
+	 * no connection, as cm.c's cm_issue_drep() answers it. */
 	h_mad(m, CM_ATTR_DREQ, 0x999, h, 3);
 	simpeer_send(&f->p, "fd00::1", m);
 	h_mad(m, CM_ATTR_REJ, 0x999, h, 3);
@@ -613,6 +614,15 @@ static void test_peer_identity_and_state(void **state)
 	simpeer_send(&other, "fd00::1", m);
 	assert_true(
 		hd_wait_status_int(&f->d, "counters.drops.peer_mismatch", 4));
+	peer_expect(f, CM_ATTR_DREP, m);
+	assert_int_equal(local_of(m), h);
+	assert_int_equal(remote_of(m), 0x999);
+	assert_true(simpeer_recv(&other, m, NULL, H_DEADLINE_MS));
+	assert_int_equal(cm_mad_attr_id(m), CM_ATTR_DREP);
+	assert_int_equal(remote_of(m), 0x921);
+	assert_int_equal(hd_status_int(&f->d,
+				       "counters.answers.drep_unknown_comm_id"),
+			 2);
 	/* A duplicate RTU changes nothing either. */
 	h_mad(m, CM_ATTR_RTU, 0x921, h, 3);
 	simpeer_send(&f->p, "fd00::1", m);

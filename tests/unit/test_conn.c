@@ -548,7 +548,8 @@ static void test_refusals(void **state)
 }
 
 /* cm_acquire_id(): the host ID and, once known, the peer's comm ID and
- * GID.  A message that gets one wrong changes nothing. */
+ * GID.  A message that gets one wrong changes nothing; a DREQ so is
+ * answered as one for no connection (cm_issue_drep()). */
 static void test_inbound_matches_peer(void **state)
 {
 	struct conn_table *ct = new_table(7);
@@ -568,7 +569,20 @@ static void test_inbound_matches_peer(void **state)
 	assert_int_equal(conn_inbound(ct, 0, mad, &other_path, 1, &client),
 			 -EPERM);
 	assert_int_equal(count(ct, CONN_ESTABLISHED), 1);
-	assert_int_equal(nemitted, 0);
+	assert_int_equal(nemitted, 2);
+	assert_int_equal(emitted[0].why, CONN_ANS_DREP_UNKNOWN);
+	assert_int_equal(cm_mad_attr_id(emitted[0].mad), CM_ATTR_DREP);
+	assert_int_equal(local_of(emitted[0].mad), h);
+	assert_int_equal(remote_of(emitted[0].mad), 0x902);
+	assert_int_equal(emitted[1].why, CONN_ANS_DREP_UNKNOWN);
+	assert_true(gid_cmp(&emitted[1].path.peer_gid, &other_path.peer_gid) ==
+		    0);
+	/* A REJ of the REQ once the REP named the peer: cm.c takes it only
+	 * before (cm_acquire_id(id, 0)). */
+	mk(mad, CM_ATTR_REJ, 0x901, h, 0);
+	cm_field_set(mad, CM_REJ_MESSAGE_REJECTED, CM_MSG_RESPONSE_REQ);
+	assert_int_equal(conn_inbound(ct, 0, mad, &path, 1, &client), -EPERM);
+	assert_int_equal(count(ct, CONN_ESTABLISHED), 1);
 	/* An RTU for a connection past its handshake is a duplicate. */
 	assert_int_equal(in_rc(ct, CM_ATTR_RTU, 0x901, h, 1), -EPROTO);
 	/* A DREP with no DREQ sent. */
@@ -691,6 +705,36 @@ static void test_sidr_lifetime(void **state)
 	conn_table_free(ct);
 }
 
+/* A client that goes with a peer's SIDR_REQ unanswered: its peer gets
+ * the SIDR_REP REJECT cm_destroy_id() sends (cm_reject_sidr_req()), and
+ * need not retry; one the client answered is quiet. */
+static void test_gone_client_rejects_its_sidr_reqs(void **state)
+{
+	struct conn_table *ct = new_table(7);
+	uint8_t mad[MAD_SIZE];
+
+	(void)state;
+	cm_mad_init(mad, CM_ATTR_SIDR_REQ, 0x44);
+	cm_field_set(mad, CM_SIDR_REQ_REQUEST_ID, 0x44);
+	assert_int_equal(conn_note_sidr_req(ct, A, 0, mad, &path, 0), 0);
+	cm_field_set(mad, CM_SIDR_REQ_REQUEST_ID, 0x45);
+	assert_int_equal(conn_note_sidr_req(ct, A, 0, mad, &path, 0), 0);
+	cm_mad_init(mad, CM_ATTR_SIDR_REP, 0x45);
+	cm_field_set(mad, CM_SIDR_REP_REQUEST_ID, 0x45);
+	assert_int_equal(conn_outbound(ct, A, 0, mad, &path, 1, 0), 0);
+	nemitted = 0;
+	conn_purge_client(ct, A);
+	assert_int_equal(nemitted, 1);
+	assert_int_equal(emitted[0].why, CONN_ANS_SIDR_REJ_ABANDONED);
+	assert_int_equal(cm_mad_attr_id(emitted[0].mad), CM_ATTR_SIDR_REP);
+	assert_int_equal(cm_field_get(emitted[0].mad, CM_SIDR_REP_REQUEST_ID),
+			 0x44);
+	assert_int_equal(cm_field_get(emitted[0].mad, CM_SIDR_REP_STATUS),
+			 CM_SIDR_STATUS_REJECT);
+	assert_true(gid_cmp(&emitted[0].path.peer_gid, &path.peer_gid) == 0);
+	conn_table_free(ct);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -713,6 +757,7 @@ int main(void)
 		cmocka_unit_test(test_comm_id_reuse),
 		cmocka_unit_test(test_unknown_dreq_answered),
 		cmocka_unit_test(test_sidr_lifetime),
+		cmocka_unit_test(test_gone_client_rejects_its_sidr_reqs),
 	};
 
 	/* RCM_TEST_FILTER=test_name runs one (a pattern, see cmocka). */
