@@ -539,13 +539,19 @@ static enum store_verdict conn_store_judge(int fd, const struct stat *st,
 		return rc < 0 ? STORE_ASIDE : STORE_CARRY;
 	}
 	if ((size_t)st->st_size != size || !conn_store_matches(&h, lay, boot)) {
+		/* Of another boot, its connections ended with it: nothing
+		 * to look at.  Of this boot, they may be live at their
+		 * peers: kept for a look, and said. */
+		if (strncmp(h.boot_id, boot, sizeof(h.boot_id)) != 0) {
+			snprintf(
+				why, len,
+				"it was written before this boot (its connections ended with it)");
+			return STORE_REPLACE;
+		}
 		snprintf(
 			why, len,
-			"it was written %s: the connections it held are not kept",
-			strncmp(h.boot_id, boot, sizeof(h.boot_id))
-				? "before this boot (they ended with it)"
-				: "in a form this daemon cannot read");
-		return STORE_REPLACE;
+			"it was written in this boot in a form this daemon cannot read");
+		return STORE_ASIDE;
 	}
 	rc = conn_store_owners_ok(fd, lay->owner_cap, why, len);
 	if (rc == -ENOMEM)
