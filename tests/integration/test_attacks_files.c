@@ -49,6 +49,29 @@ static off_t file_size(const char *path)
 	return lstat(path, &st) == 0 ? st.st_size : -1;
 }
 
+/* The daemon stopped, its state file (statep) gets len bytes of what at
+ * off, and the next daemon sets it aside (as aside) and says why. */
+static void state_planted_set_aside(struct hdaemon *d, const char *statep,
+				    const char *aside, const void *what,
+				    size_t len, off_t off, const char *why)
+{
+	char log[16384];
+	struct stat st;
+	int fd;
+
+	hd_kill(d, SIGTERM);
+	assert_int_equal(unlink(aside), 0);
+	fd = open(statep, O_WRONLY);
+	assert_true(fd >= 0);
+	assert_int_equal(pwrite(fd, what, len, off), (ssize_t)len);
+	close(fd);
+	hd_restart(d);
+	assert_int_equal(stat(aside, &st), 0);
+	hd_read_log(d, log, sizeof(log));
+	if (strstr(log, why) == NULL)
+		fail_msg("no word '%s' in the log: %s", why, log);
+}
+
 /* The state file is the daemon's alone: what another uid planted, what
  * anyone may write, a link, a FIFO or an ordinary file it did not make
  * is refused at start-up, named with its reason, and left as it was; the
@@ -130,35 +153,14 @@ static void test_state_file_trusts_no_one(void **state)
 
 	/* Another version of the daemon's format (an upgrade): set aside
 	 * too, and the daemon starts. */
-	hd_kill(&d, SIGTERM);
-	assert_int_equal(unlink(other), 0);
-	fd = open(statep, O_WRONLY);
-	assert_true(fd >= 0);
-	assert_int_equal(pwrite(fd, &version, sizeof(version), 8),
-			 sizeof(version));
-	close(fd);
-	hd_restart(&d);
-	assert_int_equal(stat(other, &st), 0);
-	hd_read_log(&d, log, sizeof(log));
-	if (strstr(log, "holds state version 1, not") == NULL)
-		fail_msg("no word of the other version: %s", log);
-
+	state_planted_set_aside(&d, statep, other, &version, sizeof(version), 8,
+				"holds state version 1, not");
 	/* Of this boot but in a form the daemon does not write (entries of
 	 * another size): its connections may be live at their peers, so it
 	 * is set aside for a look, not truncated. */
-	hd_kill(&d, SIGTERM);
-	assert_int_equal(unlink(other), 0);
-	fd = open(statep, O_WRONLY);
-	assert_true(fd >= 0);
-	assert_int_equal(pwrite(fd, &entry_size, sizeof(entry_size), 12),
-			 sizeof(entry_size));
-	close(fd);
-	hd_restart(&d);
-	assert_int_equal(stat(other, &st), 0);
-	hd_read_log(&d, log, sizeof(log));
-	if (strstr(log, "in this boot in a form this daemon cannot read") ==
-	    NULL)
-		fail_msg("no word of the unreadable state: %s", log);
+	state_planted_set_aside(
+		&d, statep, other, &entry_size, sizeof(entry_size), 12,
+		"in this boot in a form this daemon cannot read");
 
 	/* Two owner records for one client: set aside as well. */
 	hd_kill(&d, SIGTERM);

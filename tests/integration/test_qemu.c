@@ -442,6 +442,35 @@ static int stranger_sends_dreq(const char *qsock)
 	}
 }
 
+/* QEMU again after a restart, and the native client that registers its
+ * QPN: both resumed. */
+static void qemu_again(struct fx *f)
+{
+	f->q = raw_connect(f->qsock);
+	assert_true(f->q >= 0);
+	assert_true(tc_pump_until(&f->qps, tc_has_link_ups, 1, H_DEADLINE_MS));
+	assert_true(hd_wait_status_int(&f->d, "counters.resumes", 2));
+}
+
+/* The peer's DREQ on connection h reaches QEMU by its own IDs (guest g,
+ * peer p), and QEMU's DREP goes out by the host's. */
+static void peer_dreq_reaches_qemu(struct fx *f, uint32_t h, uint32_t g,
+				   uint32_t p)
+{
+	uint8_t m[MAD_SIZE], r[MAD_SIZE];
+	struct qemu_msg in;
+
+	h_mad(m, CM_ATTR_DREQ, p, h, 2);
+	simpeer_send(&f->p, GUEST, m);
+	qemu_expect(f, CM_ATTR_DREQ, &in);
+	assert_int_equal(remote_of(in.mad), g);
+	h_mad(m, CM_ATTR_DREP, g, p, 2);
+	assert_int_equal(q_mad(f->q, GUEST, m), QEMU_MSG_OK);
+	peer_expect(f, CM_ATTR_DREP, r);
+	assert_int_equal(local_of(r), h);
+	assert_int_equal(remote_of(r), p);
+}
+
 /* The daemon restarts (kill -9) while QEMU holds a connection; QEMU's
  * chardev (reconnect=N) connects again from the same process, which gets
  * back its GID and its connection: the peer's DREQ reaches it by its own
@@ -450,8 +479,7 @@ static int stranger_sends_dreq(const char *qsock)
 static void test_restart_keeps_qemu_connections(void **state)
 {
 	struct fx *f = *state;
-	uint8_t m[MAD_SIZE], r[MAD_SIZE];
-	struct qemu_msg in;
+	uint8_t r[MAD_SIZE];
 	int status, other;
 	json_t *st;
 	pid_t pid;
@@ -473,11 +501,7 @@ static void test_restart_keeps_qemu_connections(void **state)
 	assert_int_equal(WEXITSTATUS(status), 0);
 	assert_int_equal(simpeer_recv(&f->p, r, NULL, 100), 0);
 
-	/* QEMU again, and the native client that registers its QPN. */
-	f->q = raw_connect(f->qsock);
-	assert_true(f->q >= 0);
-	assert_true(tc_pump_until(&f->qps, tc_has_link_ups, 1, H_DEADLINE_MS));
-	assert_true(hd_wait_status_int(&f->d, "counters.resumes", 2));
+	qemu_again(f);
 	st = hd_status(&f->d);
 	other = 0;
 	{
@@ -493,15 +517,7 @@ static void test_restart_keeps_qemu_connections(void **state)
 	}
 	json_decref(st);
 	assert_int_equal(other, 1); /* its GID is back, unregistered */
-	h_mad(m, CM_ATTR_DREQ, 0x9101, h, 2);
-	simpeer_send(&f->p, GUEST, m);
-	qemu_expect(f, CM_ATTR_DREQ, &in);
-	assert_int_equal(remote_of(in.mad), 0x5101);
-	h_mad(m, CM_ATTR_DREP, 0x5101, 0x9101, 2);
-	assert_int_equal(q_mad(f->q, GUEST, m), QEMU_MSG_OK);
-	peer_expect(f, CM_ATTR_DREP, r);
-	assert_int_equal(local_of(r), h);
-	assert_int_equal(remote_of(r), 0x9101);
+	peer_dreq_reaches_qemu(f, h, 0x5101, 0x9101);
 }
 
 /* The same, with another port list after the restart (one more port,
@@ -515,8 +531,6 @@ static void test_restart_with_other_ports_keeps_qemu(void **state)
 		"simx=fd00::9", "sim0=fd00::1,fd00::2,fd00::3", NULL
 	};
 	struct fx *f = *state;
-	uint8_t m[MAD_SIZE], r[MAD_SIZE];
-	struct qemu_msg in;
 	uint32_t h;
 
 	assert_int_equal(q_reg(f->q, QEMU_MSG_OP_REG, GUEST), QEMU_MSG_OK);
@@ -525,19 +539,9 @@ static void test_restart_with_other_ports_keeps_qemu(void **state)
 	close(f->q);
 	f->d.ports = more_ports;
 	hd_restart(&f->d);
-	f->q = raw_connect(f->qsock);
-	assert_true(f->q >= 0);
-	assert_true(tc_pump_until(&f->qps, tc_has_link_ups, 1, H_DEADLINE_MS));
-	assert_true(hd_wait_status_int(&f->d, "counters.resumes", 2));
+	qemu_again(f);
 	assert_int_equal(hd_status_int(&f->d, "counters.resumes_refused"), 0);
-	h_mad(m, CM_ATTR_DREQ, 0x9201, h, 2);
-	simpeer_send(&f->p, GUEST, m);
-	qemu_expect(f, CM_ATTR_DREQ, &in);
-	assert_int_equal(remote_of(in.mad), 0x5201);
-	h_mad(m, CM_ATTR_DREP, 0x5201, 0x9201, 2);
-	assert_int_equal(q_mad(f->q, GUEST, m), QEMU_MSG_OK);
-	peer_expect(f, CM_ATTR_DREP, r);
-	assert_int_equal(local_of(r), h);
+	peer_dreq_reaches_qemu(f, h, 0x5201, 0x9201);
 }
 
 /* A MAD whose destination follows from nothing is refused, not sent to

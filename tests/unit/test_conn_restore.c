@@ -19,6 +19,18 @@
 #include "common/wire.h"
 #include "tests/unit/conn_fixture.h"
 
+/* A table in a state file of a name made from file's XXXXXX, which does
+ * not exist yet; on port 42. */
+static struct conn_table *open_new_table(char *file, int *restored)
+{
+	int fd = mkstemp(file);
+
+	assert_true(fd >= 0);
+	close(fd);
+	unlink(file);
+	return open_table(file, 42, restored);
+}
+
 /* A table that outlives its daemon: entries, their states and timers,
  * and the owners' tokens come back; a client claims its own with the
  * right token and uid only, once; the unclaimed ones end as if their
@@ -30,13 +42,10 @@ static void test_state_survives_the_daemon(void **state)
 	char file[] = "/tmp/rcm-test-state.XXXXXX";
 	struct conn_table *ct;
 	uint32_t h1, h2, h3;
-	int fd = mkstemp(file), restored;
+	int restored;
 
 	(void)state;
-	assert_true(fd >= 0);
-	close(fd);
-	unlink(file);
-	ct = open_table(file, 42, &restored);
+	ct = open_new_table(file, &restored);
 	assert_int_equal(restored, 0);
 	conn_table_free(new_table(7)); /* paths */
 	conn_table_free(ct);
@@ -111,13 +120,10 @@ static void test_restored_timers_keep_their_order(void **state)
 {
 	char file[] = "/tmp/rcm-test-state.XXXXXX";
 	struct conn_table *ct;
-	int fd = mkstemp(file), restored;
+	int restored;
 
 	(void)state;
-	assert_true(fd >= 0);
-	close(fd);
-	unlink(file);
-	ct = open_table(file, 42, &restored);
+	ct = open_new_table(file, &restored);
 	out(ct, A, CM_ATTR_REQ, 0x21, 0, 0); /* due at HS */
 	conn_restore_detach(ct);
 	conn_table_free(ct);

@@ -179,6 +179,19 @@ static int note_req_from(struct conn_table *ct, uint64_t client,
 	return conn_note_req(ct, client, 0, mad, &p, now);
 }
 
+/* A table with lim, the fixture's path set and nothing emitted yet. */
+static struct conn_table *limited_table(const struct conn_limits *lim)
+{
+	struct conn_table *ct = conn_table_new(lim, 7, capture, NULL);
+
+	assert_non_null(ct);
+	memset(&path, 0, sizeof(path));
+	gid_parse("fd00::1", &path.local_gid);
+	gid_parse("fd00::99", &path.peer_gid);
+	nemitted = 0;
+	return ct;
+}
+
 /* Peer records are the port's, divided between its clients: a flood at
  * one client's listener (16 sources, none answered) fills the port, and
  * another client's REQ still gets its record, taking the flooded one's
@@ -191,7 +204,7 @@ static void test_a_full_port_is_shared_between_clients(void **state)
 				   .timewait_ms = TW,
 				   .max_peer_records_per_port = 8,
 				   .max_peer_records_per_source = 4 };
-	struct conn_table *ct = conn_table_new(&lim, 7, capture, NULL);
+	struct conn_table *ct = limited_table(&lim);
 	struct conn_path p;
 	struct conn_counts c, ca, cb;
 	uint8_t mad[MAD_SIZE];
@@ -200,9 +213,6 @@ static void test_a_full_port_is_shared_between_clients(void **state)
 	int i;
 
 	(void)state;
-	memset(&path, 0, sizeof(path));
-	gid_parse("fd00::1", &path.local_gid);
-	gid_parse("fd00::99", &path.peer_gid);
 	for (i = 0; i < 16; i++) {
 		snprintf(src, sizeof(src), "fd00::5%x", i);
 		assert_int_equal(note_req_from(ct, A, 0x100 + (uint32_t)i, src,
@@ -267,16 +277,12 @@ static void test_quotas_count_what_the_client_does(void **state)
 				   .max_peer_records_per_port = 5,
 				   .max_peer_records_per_source = 3,
 				   .max_timewait = 4 };
-	struct conn_table *ct = conn_table_new(&lim, 7, capture, NULL);
+	struct conn_table *ct = limited_table(&lim);
 	struct conn_counts c;
 	uint32_t h;
 	int i;
 
 	(void)state;
-	memset(&path, 0, sizeof(path));
-	gid_parse("fd00::1", &path.local_gid);
-	gid_parse("fd00::99", &path.peer_gid);
-	nemitted = 0;
 	/* A flood from one source: three records, the rest refused (the
 	 * REQs themselves still go to the client). */
 	for (i = 0; i < 6; i++)
