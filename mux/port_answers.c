@@ -132,6 +132,7 @@ void port_answers_send(void *arg, enum conn_answer why, unsigned port,
 {
 	struct mux *mux = arg;
 	struct port_send *ps;
+	struct event *ev;
 	struct port *p;
 	int idx, owed = port_answers_owed(why);
 
@@ -184,11 +185,14 @@ void port_answers_send(void *arg, enum conn_answer why, unsigned port,
 		return;
 	}
 	TAILQ_INSERT_TAIL(&p->owed, ps, link);
+	/* The port thread takes it from here (its tick, until it runs);
+	 * the event is made when it starts, and freed only once no worker
+	 * is left to get here. */
+	ev = p->owed_ev;
 	pthread_mutex_unlock(&p->owed_lock);
 	atomic_fetch_add(&mux->stats.answers_paced, 1);
-	/* The port thread takes it from here (its tick, until it runs). */
-	if (p->owed_ev)
-		event_active(p->owed_ev, EV_TIMEOUT, 0);
+	if (ev)
+		event_active(ev, EV_TIMEOUT, 0);
 }
 
 unsigned port_answers_drain(struct port *p, uint64_t now_ms)
@@ -234,8 +238,13 @@ static void port_answers_owed_cb(evutil_socket_t fd, short what, void *arg)
 
 int port_answers_start(struct port *p, struct event_base *base)
 {
-	p->owed_ev = event_new(base, -1, 0, port_answers_owed_cb, p);
-	return p->owed_ev ? 0 : -ENOMEM;
+	struct event *ev = event_new(base, -1, 0, port_answers_owed_cb, p);
+
+	/* Workers may be answering already. */
+	pthread_mutex_lock(&p->owed_lock);
+	p->owed_ev = ev;
+	pthread_mutex_unlock(&p->owed_lock);
+	return ev ? 0 : -ENOMEM;
 }
 
 void port_answers_free(struct port *p)
