@@ -255,6 +255,7 @@ struct mux_stats {
 	_Atomic uint64_t status_dropped_slow; /* did not read in time */
 	_Atomic uint64_t requests_paced; /* a client over its request rate */
 	_Atomic uint64_t qemu_resets; /* a QEMU guest's GID registered again */
+	_Atomic uint64_t qemu_adopted_gids; /* registered at a send (above) */
 };
 
 json_t *stats_to_json(struct mux_stats *st);

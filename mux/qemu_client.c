@@ -26,6 +26,9 @@ struct qemu_client {
 	struct mux *mux;
 	struct client_info *ci;
 	struct evbuffer *pending; /* inbound MADs not yet handed on */
+	/* Came to a restarted daemon and was not known again: its GIDs
+	 * registered in the previous life are taken up at its sends. */
+	int adopts;
 };
 
 /* QEMU's protocol has no word for a refusal: counted, logged (within
@@ -84,14 +87,14 @@ static int qemu_client_identity(const struct client_info *ci,
 /* A QEMU process back after the daemon's restart (QEMU's chardev with
  * reconnect=N) takes back its previous connection's GIDs and
  * connections; any other is a new owner the next restart keeps. */
-static void qemu_client_session(struct mux *mux, struct client_info *ci)
+static int qemu_client_session(struct mux *mux, struct client_info *ci)
 {
 	uint8_t identity[16];
 	uint64_t old = 0, suppressed;
 	int rc;
 
 	if (qemu_client_identity(ci, identity) < 0)
-		return; /* nothing proves it the same next time */
+		return 0; /* nothing proves it the same next time */
 	rc = router_owner_claim_identity(mux->router, ci->uid, identity, ci->id,
 					 &old);
 	if (rc == 0) {
@@ -103,7 +106,7 @@ static void qemu_client_session(struct mux *mux, struct client_info *ci)
 				(unsigned long long)ci->id, (int)ci->pid,
 				(unsigned long long)old,
 				(unsigned long long)suppressed);
-		return;
+		return 1;
 	}
 	if (rc == -ENOTUNIQ) {
 		atomic_fetch_add(&mux->stats.resumes_refused, 1);
@@ -116,9 +119,11 @@ static void qemu_client_session(struct mux *mux, struct client_info *ci)
 				(unsigned long long)suppressed);
 	}
 	router_owner_add_qemu(mux->router, ci->id, ci->uid, identity);
+	return 0;
 }
 
-static int qemu_client_hello(struct mux *mux, struct client_info *ci)
+static int qemu_client_hello(struct mux *mux, struct client_info *ci,
+			     int *resumed)
 {
 	const struct policy_rule *rule;
 	struct policy *pol;
@@ -150,7 +155,7 @@ static int qemu_client_hello(struct mux *mux, struct client_info *ci)
 	}
 	policy_token_bucket_init(&ci->tb, rule->mad_rate, rule->mad_burst,
 				 mux_now_ms());
-	qemu_client_session(mux, ci);
+	*resumed = qemu_client_session(mux, ci);
 	return 0;
 }
 
@@ -196,13 +201,45 @@ static enum qemu_msg_err qemu_client_register(struct mux *mux,
 	return qemu_client_code(rc);
 }
 
-static enum qemu_msg_err qemu_client_send(struct mux *mux,
-					  struct client_info *ci,
+/* QEMU registers a guest's GID once, when the guest adds it, and never
+ * again: a QEMU the restarted daemon could not know again (its identity
+ * unreadable, or ambiguous) would find its guest mute for good.  Such a
+ * client's send from a GID it does not hold registers it, with the checks
+ * of a REG (its rule, another's hold: a GID still held for the previous
+ * daemon's unclaimed owner is free once the grace has ended). */
+static void qemu_client_adopt(struct qemu_client *q, struct port *port,
+			      const struct gid *gid)
+{
+	struct mux *mux = q->mux;
+	char text[160], buf[GID_STRLEN];
+	uint64_t suppressed;
+	int idx;
+
+	if (!q->adopts ||
+	    router_owns_gid(mux->router, port->index, gid, q->ci->id))
+		return;
+	if (requests_gid_register(mux, q->ci, port, gid, 1, &idx, text,
+				  sizeof(text)) < 0)
+		return;
+	atomic_fetch_add(&mux->stats.qemu_adopted_gids, 1);
+	if (clients_log_allowed(mux, q->ci, &suppressed))
+		log_finfo(
+			&(struct log_fields){ q->ci->id, q->ci->name },
+			"client %llu (QEMU, pid %d): GID %s on %s registered at its first send: a restart could not know this QEMU again, and it never registers twice (%llu similar suppressed)",
+			(unsigned long long)q->ci->id, (int)q->ci->pid,
+			gid_format(gid, buf), port->name,
+			(unsigned long long)suppressed);
+}
+
+static enum qemu_msg_err qemu_client_send(struct qemu_client *q,
 					  struct port *port,
 					  const struct qemu_msg *req)
 {
+	struct mux *mux = q->mux;
+	struct client_info *ci = q->ci;
 	struct proto_mad m;
 	const char *why = "";
+	struct gid sgid;
 
 	/* What QEMU writes in the address block is its guest's own GID and
 	 * index; the daemon picks both ends itself. */
@@ -219,14 +256,18 @@ static enum qemu_msg_err qemu_client_send(struct mux *mux,
 	memcpy(m.addr.local_gid, req->sgid, 16);
 	m.mad_len = (uint16_t)req->umad_len;
 	memcpy(m.mad, req->mad, m.mad_len);
+	memcpy(sgid.raw, req->sgid, 16);
+	qemu_client_adopt(q, port, &sgid);
 	/* QEMU reads each response before anything else: sent here. */
 	return qemu_client_code(outbound_send_mad(mux, ci, &m, 0, 0, &why));
 }
 
-static void qemu_client_handle(struct mux *mux, struct client_info *ci,
+static void qemu_client_handle(struct qemu_client *q,
 			       const struct qemu_msg *req,
 			       struct qemu_msg *resp)
 {
+	struct mux *mux = q->mux;
+	struct client_info *ci = q->ci;
 	struct port *port = &mux->ports[ci->qemu_port];
 	enum qemu_msg_err err;
 	struct gid gid;
@@ -246,7 +287,7 @@ static void qemu_client_handle(struct mux *mux, struct client_info *ci,
 					   ci->id, 1);
 		err = rc == -ENOENT ? QEMU_MSG_ENOTFOUND : qemu_client_code(rc);
 		break;
-	default: err = qemu_client_send(mux, ci, port, req); break;
+	default: err = qemu_client_send(q, port, req); break;
 	}
 	qemu_msg_response(req, err, resp);
 }
@@ -255,6 +296,8 @@ int qemu_client_open(struct mux *mux, struct client_info *ci,
 		     struct qemu_client **out)
 {
 	struct qemu_client *q = calloc(1, sizeof(*q));
+	struct router_counts was;
+	int rc, resumed = 0;
 
 	*out = q;
 	if (q == NULL)
@@ -264,7 +307,9 @@ int qemu_client_open(struct mux *mux, struct client_info *ci,
 	q->pending = evbuffer_new();
 	if (q->pending == NULL)
 		return -ENOMEM;
-	return qemu_client_hello(mux, ci);
+	rc = qemu_client_hello(mux, ci, &resumed);
+	q->adopts = rc == 0 && !resumed && router_restored(mux->router, &was);
+	return rc;
 }
 
 void qemu_client_free(struct qemu_client *q)
@@ -363,7 +408,7 @@ int qemu_client_read(struct qemu_client *q, struct evbuffer *in, int budget,
 			*close = 1;
 			break;
 		}
-		qemu_client_handle(mux, q->ci, &req, &resp);
+		qemu_client_handle(q, &req, &resp);
 		if (resp.err != QEMU_MSG_OK)
 			atomic_fetch_add(&q->ci->ctr.errors, 1);
 		qemu_msg_encode(&resp, buf);

@@ -125,6 +125,9 @@ json_t *stats_to_json(struct mux_stats *st)
 	json_object_set_new(o, "clients_refused_rule_limit",
 			    json_integer((json_int_t)atomic_load(
 				    &st->clients_refused_rule_limit)));
+	json_object_set_new(o, "qemu_adopted_gids",
+			    json_integer((json_int_t)atomic_load(
+				    &st->qemu_adopted_gids)));
 	json_object_set_new(o, "qemu_resets",
 			    json_integer(
 				    (json_int_t)atomic_load(&st->qemu_resets)));

@@ -544,6 +544,50 @@ static void test_restart_with_other_ports_keeps_qemu(void **state)
 	peer_dreq_reaches_qemu(f, h, 0x5201, 0x9201);
 }
 
+/* A QEMU the restarted daemon cannot know again (here its process had
+ * two connections on the socket before: which is which, nobody can
+ * tell) is not left mute: once the previous owners' grace has ended,
+ * its guest's send from its GID registers the GID, as QEMU never
+ * registers twice, and goes out.  Before, every MAD of the guest was
+ * refused until it rebooted. */
+static void test_unknown_qemu_after_restart_is_not_mute(void **state)
+{
+	static char arg[200];
+	static const char *extra[] = { arg, "--resume-grace-ms", "300", NULL };
+	struct fx *f = *state;
+	uint8_t m[MAD_SIZE], r[MAD_SIZE];
+	uint64_t deadline;
+	int twin, err;
+
+	assert_int_equal(q_reg(f->q, QEMU_MSG_OP_REG, GUEST), QEMU_MSG_OK);
+	twin = raw_connect(f->qsock);
+	assert_true(twin >= 0);
+	assert_true(hd_wait_status_at_least(&f->d, "counters.clients_accepted",
+					    3, H_DEADLINE_MS));
+	hd_kill(&f->d, SIGKILL);
+	close(f->q);
+	close(twin);
+	snprintf(arg, sizeof(arg), "--qemu-socket=sim0=%s", f->qsock);
+	f->d.extra = extra;
+	hd_restart(&f->d);
+	f->q = raw_connect(f->qsock);
+	assert_true(f->q >= 0);
+	assert_true(tc_pump_until(&f->qps, tc_has_link_ups, 1, H_DEADLINE_MS));
+	assert_true(hd_wait_status_int(&f->d, "counters.resumes_refused", 1));
+	/* Refused while the GID is held for the previous owners (300 ms),
+	 * then taken up and sent. */
+	deadline = h_now_ms() + (uint64_t)H_DEADLINE_MS;
+	do {
+		h_req(m, 0x5301, GUEST, PEER);
+		err = (int)q_mad(f->q, GUEST, m);
+		if (err != QEMU_MSG_OK)
+			poll(NULL, 0, 50);
+	} while (err != QEMU_MSG_OK && h_now_ms() < deadline);
+	assert_int_equal(err, QEMU_MSG_OK);
+	peer_expect(f, CM_ATTR_REQ, r);
+	assert_int_equal(hd_status_int(&f->d, "counters.qemu_adopted_gids"), 1);
+}
+
 /* A MAD whose destination follows from nothing is refused, not sent to
  * QEMU's guess; nor is anything from a GID this client does not own. */
 static void test_refused(void **state)
@@ -658,6 +702,9 @@ int main(void)
 			test_restart_keeps_qemu_connections, setup, teardown),
 		cmocka_unit_test_setup_teardown(
 			test_restart_with_other_ports_keeps_qemu, setup,
+			teardown),
+		cmocka_unit_test_setup_teardown(
+			test_unknown_qemu_after_restart_is_not_mute, setup,
 			teardown),
 		cmocka_unit_test_setup_teardown(test_native_and_qemu, setup,
 						teardown),
