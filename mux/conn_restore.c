@@ -280,6 +280,35 @@ static unsigned conn_restore_remap_ports(struct conn_table *ct,
 	return gone;
 }
 
+/* What an entry's fields mean, as a fingerprint (FNV-1a) of the states'
+ * names in their order, the timer classes' layout, the flags' values and
+ * the records' sizes: a change to any of them that forgot to bump the
+ * state file's version still keeps a daemon from misreading a file. */
+static uint64_t conn_restore_meanings(void)
+{
+	char text[512];
+	uint64_t h = 1469598103934665603ull;
+	size_t used = 0, i;
+	int n;
+
+	for (i = 0; i < CONN_STATE_MAX; i++) {
+		n = snprintf(text + used, sizeof(text) - used, "%s,",
+			     conn_state_name((enum conn_state)i));
+		used += (size_t)n;
+	}
+	snprintf(
+		text + used, sizeof(text) - used,
+		";tc %d %d %d %d %d;cf %d %d %d %d %d %d %d %d;qpn %x;%zu %zu %zu %zu",
+		TC_HANDSHAKE, TC_TIMEWAIT, TC_MRA0, TC_POW0, TC_MAX, CF_LIVE,
+		CF_SIDR, CF_HOSTED, CF_GUESTED, CF_IN_PEER, CF_ORPHAN,
+		CF_CHARGED, CF_PEER_REC, CONN_QPN_MASK, sizeof(struct conn),
+		sizeof(struct conn_pathrec), sizeof(struct conn_owner),
+		sizeof(struct conn_gid_rec));
+	for (i = 0; text[i]; i++)
+		h = (h ^ (uint8_t)text[i]) * 1099511628211ull;
+	return h;
+}
+
 /* Each limit of a path record's or an entry's array, from the state
  * file's size for entries. */
 struct conn_table *conn_restore_open(const struct conn_limits *lim,
@@ -298,6 +327,7 @@ struct conn_table *conn_restore_open(const struct conn_limits *lim,
 		.cap = { max_entries, max_entries,
 			 max_owners * gids_per_owner },
 		.owner_cap = max_owners,
+		.meanings = conn_restore_meanings(),
 	};
 	int map[CONN_STORE_MAX_PORTS];
 	unsigned dropped, gone = 0;

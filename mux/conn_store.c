@@ -37,7 +37,12 @@ struct store_header {
 	char boot_id[40]; /* deadlines are this boot's clock */
 	uint32_t nports;  /* what port indexes mean */
 	uint64_t port_id[CONN_STORE_MAX_PORTS];
+	/* The layout's meanings (conn_store.h); 0 in files written before
+	 * it was kept, which are taken as they are and given it. */
+	uint64_t meanings;
 };
+
+_Static_assert(sizeof(struct store_header) <= 4096, "the header fits its page");
 
 struct conn_store {
 	int fd;
@@ -416,6 +421,7 @@ static int conn_store_carry_write(int nfd, const uint8_t *om,
 	for (i = 0; i < CONN_STORE_N; i++)
 		nh.cap[i] = lay->cap[i];
 	nh.owner_cap = lay->owner_cap;
+	nh.meanings = lay->meanings;
 	if (rc == 0)
 		rc = conn_store_pwrite(nfd, &nh, sizeof(nh), 0);
 	return rc;
@@ -530,6 +536,16 @@ static enum store_verdict conn_store_judge(int fd, const struct stat *st,
 	if (h.version != STORE_VERSION) {
 		snprintf(why, len, "it holds state version %u, not %u",
 			 h.version, STORE_VERSION);
+		return STORE_ASIDE;
+	}
+	/* The same version with entries meant otherwise (a change that
+	 * did not bump it): read as ours, they would be misread. */
+	if (h.meanings && lay->meanings && h.meanings != lay->meanings) {
+		snprintf(
+			why, len,
+			"its entries mean other things (fingerprint %016llx, not %016llx)",
+			(unsigned long long)h.meanings,
+			(unsigned long long)lay->meanings);
 		return STORE_ASIDE;
 	}
 	if (conn_store_other_limits(&h, st, lay, boot)) {
@@ -660,6 +676,7 @@ static void conn_store_init_header(struct conn_store *s,
 	s->hdr->owner_cap = lay->owner_cap;
 	conn_store_set_ports(s, lay);
 	memcpy(s->hdr->boot_id, boot, sizeof(s->hdr->boot_id));
+	s->hdr->meanings = lay->meanings;
 	s->hdr->version = STORE_VERSION;
 	__atomic_store_n(&s->hdr->magic, STORE_MAGIC, __ATOMIC_RELEASE);
 }
@@ -685,6 +702,8 @@ static int conn_store_map(struct conn_store *s,
 	s->hdr = s->map;
 	if (!restored)
 		conn_store_init_header(s, lay, boot);
+	else if (s->hdr->meanings == 0)
+		s->hdr->meanings = lay->meanings; /* checked from now on */
 	conn_store_layout(s);
 	if (fallocate(s->fd, 0, 0, (off_t)(s->array[0] - (uint8_t *)s->map)) <
 		    0 &&

@@ -57,6 +57,10 @@ struct conn_store_layout {
 	 * maps the old indexes to the new (conn_store_port_map). */
 	uint32_t nports;
 	uint64_t port_id[CONN_STORE_MAX_PORTS];
+	/* What the entries' fields mean (states, timer classes, flags), as
+	 * a fingerprint the table makes: a file of other meanings is set
+	 * aside, whatever its version says.  0: not checked. */
+	uint64_t meanings;
 };
 
 /* Opens (or creates) PATH for the arrays of lay.  *restored: 1 when it

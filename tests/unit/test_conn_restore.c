@@ -1,13 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* A previous daemon's table (mux/conn_restore.c, through the state file of
  * mux/conn_store.c): entries, timers and owners back, claimed by their
- * clients or ended.  The store's verdicts on files it finds (carried,
- * set aside, refused) are test_cm's, against the daemon. */
+ * clients or ended, and the store's word on a file of other meanings.
+ * Its other verdicts on files it finds (carried, set aside, refused) are
+ * test_cm's and test_attacks_files', against the daemon. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -15,6 +17,7 @@
 #include <cmocka.h>
 
 #include "mux/conn.h"
+#include "mux/conn_store.h"
 #include "common/cm_mad.h"
 #include "common/wire.h"
 #include "tests/unit/conn_fixture.h"
@@ -138,11 +141,60 @@ static void test_restored_timers_keep_their_order(void **state)
 	unlink(file);
 }
 
+/* A state file of the daemon's version whose entries mean other things
+ * (a change that forgot to bump the version) is set aside, not misread;
+ * one written before the meanings were kept (0) is taken, and given
+ * them from then on. */
+static void test_entries_of_other_meanings_are_set_aside(void **state)
+{
+	char file[] = "/tmp/rcm-test-store.XXXXXX", aside[64], err[512];
+	struct conn_store_layout lay = {
+		.size = { 44, 64, sizeof(struct conn_gid_rec) },
+		.cap = { 64, 64, 64 },
+		.owner_cap = 4,
+		.meanings = 0,
+	};
+	struct conn_store *st;
+	int fd = mkstemp(file), restored;
+
+	(void)state;
+	assert_true(fd >= 0);
+	close(fd);
+	unlink(file);
+	snprintf(aside, sizeof(aside), "%s.bad", file);
+	st = conn_store_open(file, &lay, &restored, err, sizeof(err));
+	assert_non_null(st);
+	assert_int_equal(restored, 0);
+	conn_store_close(st);
+	/* Written without meanings: taken, and given these. */
+	lay.meanings = 3;
+	st = conn_store_open(file, &lay, &restored, err, sizeof(err));
+	assert_non_null(st);
+	assert_int_equal(restored, 1);
+	conn_store_close(st);
+	lay.meanings = 3;
+	st = conn_store_open(file, &lay, &restored, err, sizeof(err));
+	assert_non_null(st);
+	assert_int_equal(restored, 1);
+	conn_store_close(st);
+	/* Other meanings: set aside whole, and started afresh. */
+	lay.meanings = 4;
+	st = conn_store_open(file, &lay, &restored, err, sizeof(err));
+	assert_non_null(st);
+	assert_int_equal(restored, 0);
+	assert_non_null(strstr(err, "mean other things"));
+	assert_int_equal(access(aside, F_OK), 0);
+	conn_store_close(st);
+	unlink(aside);
+	unlink(file);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_state_survives_the_daemon),
 		cmocka_unit_test(test_restored_timers_keep_their_order),
+		cmocka_unit_test(test_entries_of_other_meanings_are_set_aside),
 	};
 
 	/* RCM_TEST_FILTER=test_name runs one (a pattern, see cmocka). */
