@@ -335,6 +335,7 @@ static void qemu_client_count_pending(struct qemu_client *q)
 void qemu_client_drop_pending(struct qemu_client *q)
 {
 	evbuffer_drain(q->pending, evbuffer_get_length(q->pending));
+	qemu_client_count_pending(q);
 }
 
 /*
