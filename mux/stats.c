@@ -60,15 +60,20 @@ static const char *stats_refusal_name(enum refusal r)
 	return refusal_names[r];
 }
 
+/* A counter into o, under name. */
+static void stats_set(json_t *o, const char *name, _Atomic uint64_t *counter)
+{
+	json_object_set_new(o, name,
+			    json_integer((json_int_t)atomic_load(counter)));
+}
+
 static json_t *stats_attr_counters(_Atomic uint64_t *v)
 {
 	json_t *o = json_object();
 	int i;
 
 	for (i = 0; i < CM_IDX_MAX; i++)
-		json_object_set_new(o, cm_attr_index_name(i),
-				    json_integer(
-					    (json_int_t)atomic_load(&v[i])));
+		stats_set(o, cm_attr_index_name(i), &v[i]);
 	return o;
 }
 
@@ -79,26 +84,14 @@ json_t *stats_to_json(struct mux_stats *st)
 	int i;
 
 	for (i = 0; i < CONN_ANS_MAX; i++)
-		json_object_set_new(answers, conn_answer_name(i),
-				    json_integer((json_int_t)atomic_load(
-					    &st->answers[i])));
-	json_object_set_new(answers, "failed",
-			    json_integer((json_int_t)atomic_load(
-				    &st->answers_failed)));
-	json_object_set_new(answers, "limited",
-			    json_integer((json_int_t)atomic_load(
-				    &st->answers_limited)));
-	json_object_set_new(answers, "paced",
-			    json_integer((json_int_t)atomic_load(
-				    &st->answers_paced)));
+		stats_set(answers, conn_answer_name(i), &st->answers[i]);
+	stats_set(answers, "failed", &st->answers_failed);
+	stats_set(answers, "limited", &st->answers_limited);
+	stats_set(answers, "paced", &st->answers_paced);
 	for (i = 0; i < REFUSE_MAX; i++)
-		json_object_set_new(refusals, stats_refusal_name(i),
-				    json_integer((json_int_t)atomic_load(
-					    &st->refusals[i])));
+		stats_set(refusals, stats_refusal_name(i), &st->refusals[i]);
 	for (i = 0; i < DROP_MAX; i++)
-		json_object_set_new(drops, stats_drop_reason_name(i),
-				    json_integer((json_int_t)atomic_load(
-					    &st->drops[i])));
+		stats_set(drops, stats_drop_reason_name(i), &st->drops[i]);
 	json_t *o = json_pack(
 		"{s:o, s:o, s:o, s:o, s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
 		"mads_in", stats_attr_counters(st->mads_in), "mads_out",
@@ -119,30 +112,16 @@ json_t *stats_to_json(struct mux_stats *st)
 		"losses_reported",
 		(json_int_t)atomic_load(&st->losses_reported));
 
-	json_object_set_new(o, "clients_refused_uid_limit",
-			    json_integer((json_int_t)atomic_load(
-				    &st->clients_refused_uid_limit)));
-	json_object_set_new(o, "clients_refused_rule_limit",
-			    json_integer((json_int_t)atomic_load(
-				    &st->clients_refused_rule_limit)));
-	json_object_set_new(o, "qemu_adopted_gids",
-			    json_integer((json_int_t)atomic_load(
-				    &st->qemu_adopted_gids)));
-	json_object_set_new(o, "qemu_resets",
-			    json_integer(
-				    (json_int_t)atomic_load(&st->qemu_resets)));
-	json_object_set_new(o, "requests_paced",
-			    json_integer((json_int_t)atomic_load(
-				    &st->requests_paced)));
-	json_object_set_new(o, "hello_timeouts",
-			    json_integer((json_int_t)atomic_load(
-				    &st->hello_timeouts)));
-	json_object_set_new(o, "resumes",
-			    json_integer(
-				    (json_int_t)atomic_load(&st->resumes)));
-	json_object_set_new(o, "resumes_refused",
-			    json_integer((json_int_t)atomic_load(
-				    &st->resumes_refused)));
+	stats_set(o, "clients_refused_uid_limit",
+		  &st->clients_refused_uid_limit);
+	stats_set(o, "clients_refused_rule_limit",
+		  &st->clients_refused_rule_limit);
+	stats_set(o, "qemu_adopted_gids", &st->qemu_adopted_gids);
+	stats_set(o, "qemu_resets", &st->qemu_resets);
+	stats_set(o, "requests_paced", &st->requests_paced);
+	stats_set(o, "hello_timeouts", &st->hello_timeouts);
+	stats_set(o, "resumes", &st->resumes);
+	stats_set(o, "resumes_refused", &st->resumes_refused);
 	json_object_set_new(o, "status",
 			    json_pack("{s:I, s:I, s:I}", "queries",
 				      (json_int_t)atomic_load(
