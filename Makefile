@@ -55,9 +55,9 @@ QEMU_MSG_SRC := protocol/qemu_msg.c
 # The connection table: a unit with no dependency on the daemon.
 CONN_SRC     := mux/conn.c mux/conn_table.c mux/conn_restore.c mux/conn_store.c
 MUXD_SRC     := mux/main.c mux/config.c mux/mux.c mux/worker.c mux/delivery.c mux/session.c mux/outlet.c mux/port_senders.c mux/requests.c mux/outbound.c mux/qemu_client.c \
-		mux/router.c $(CONN_SRC) mux/clients.c mux/stats.c mux/port.c mux/port_answers.c \
+		mux/router.c $(CONN_SRC) mux/clients.c mux/stats.c mux/port.c mux/port_answers.c mux/port_parked.c \
 		mux/port_sim.c mux/port_umad.c mux/unix_listener.c mux/lockfile.c mux/sdnotify.c mux/listen_fds.c mux/listener.c \
-		mux/status.c mux/policy.c mux/admin.c mux/qp_owner.c mux/qp_registry.c $(IBDEV_SRC) $(QEMU_MSG_SRC)
+		mux/status.c mux/policy.c mux/admin.c mux/qp_owner.c mux/neigh_nl.c mux/qp_registry.c $(IBDEV_SRC) $(QEMU_MSG_SRC)
 MUXCTL_SRC   := mux/ctl/muxctl.c mux/ctl/muxctl_metrics.c
 BACKEND_SRC  := backend/muxbe.c backend/verbs.c backend/ah_cache.c $(IBDEV_SRC)
 VM_SRC       := backend/vm/vm.c backend/vm/guest_cm.c backend/vm/vm_data.c
@@ -79,7 +79,7 @@ LIBSO   := $(B)/libmuxbe.so.$(SOVERSION)
 PCFILE  := $(B)/muxbe.pc
 
 UNIT_TESTS := test_codec test_cm_mad test_router test_conn test_conn_table test_conn_restore test_policy test_guest_cm \
-	      test_qemu_msg test_text test_gid_map test_hset test_outlet test_port_senders \
+	      test_qemu_msg test_text test_gid_map test_hset test_outlet test_port_senders test_port_parked \
 	      test_number
 UNIT_BINS  := $(addprefix $(B)/tests/,$(UNIT_TESTS))
 INTEG_TESTS := test_admission test_status test_service test_cm test_attacks test_attacks_files \
@@ -190,6 +190,7 @@ $(B)/tests/test_outlet: $(B)/obj/mux/outlet.o
 # It acts while a write is under way, from inside send().
 $(B)/tests/test_outlet: LDFLAGS_ALL += -Wl,--wrap=send
 $(B)/tests/test_port_senders: $(B)/obj/mux/port_senders.o $(COMMON_OBJ)
+$(B)/tests/test_port_parked: $(B)/obj/mux/port_senders.o $(B)/obj/mux/port_parked.o $(COMMON_OBJ)
 $(B)/tests/test_router: $(B)/obj/mux/router.o $(CONN_OBJ) $(COMMON_OBJ)
 # The connection table's three suites share a fixture (a fake clock, a
 # peer, the table's own MADs).

@@ -310,6 +310,13 @@ static json_t *clients_view_json(const struct client_view *cv, struct router *r,
 	/* Its share of the port's records of unanswered peers' REQs. */
 	json_object_set_new(json_object_get(o, "routing"), "peer_records",
 			    json_integer(rc.peer_records));
+	/* Its MADs on their way out of a port whose send blocks, and
+	 * the ones refused for having PORT_CLIENT_SENDS_MAX there. */
+	json_object_set_new(json_object_get(o, "counters"), "sends_in_flight",
+			    json_integer(atomic_load(&ci->sends_in_flight)));
+	json_object_set_new(json_object_get(o, "counters"), "sends_busy",
+			    json_integer((json_int_t)atomic_load(
+				    &ci->ctr.sends_busy)));
 	json_object_set_new(o, "protocol",
 			    json_string(ci->qemu_port >= 0 ? "qemu-rdmacm-mux"
 							   : "v1"));

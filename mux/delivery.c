@@ -107,13 +107,15 @@ static void delivery_lost(struct mux *mux, const struct proto_mad *m)
 	clients_put(ci);
 }
 
-/* Like MADs: QEMU's through its worker, the others' at once. */
+/* At once, or through the client's worker where it cannot be queued at
+ * once.  QEMU was answered when its MAD was checked (qemu_client.c): its
+ * protocol has no later verdict. */
 static void delivery_send_done(struct mux *mux, struct client_info *ci,
 			       uint32_t rid, int rc)
 {
 	struct worker_msg *msg;
 
-	if (ci->qemu_port < 0 && session_send_done_now(mux, ci, rid, rc) == 0)
+	if (ci->qemu_port >= 0 || session_send_done_now(mux, ci, rid, rc) == 0)
 		return;
 	msg = worker_msg_new(WMSG_SEND_DONE, ci->id);
 

@@ -256,6 +256,7 @@ struct mux_stats {
 	_Atomic uint64_t requests_paced; /* a client over its request rate */
 	_Atomic uint64_t qemu_resets; /* a QEMU guest's GID registered again */
 	_Atomic uint64_t qemu_adopted_gids; /* registered at a send (above) */
+	_Atomic uint64_t sends_busy; /* a client's PORT_CLIENT_SENDS_MAX */
 };
 
 json_t *stats_to_json(struct mux_stats *st);
@@ -390,6 +391,13 @@ struct port_ops {
 	 * port has no QPs of its own (simulated), and the clients'
 	 * registrations say who owns one (qp_registry). */
 	int (*qp_owner)(struct port *p, uint32_t qpn, pid_t *tid);
+	/* Optional, any thread, never blocks: whether a send from gid_index
+	 * to dgid would wait for the kernel to resolve the destination's
+	 * address (RoCE: ARP or neighbour discovery): 1, and the resolution
+	 * has been started; 0 when it would not.  The port tells
+	 * port_parked_ready() when a destination resolves. */
+	int (*dest_wait)(struct port *p, const uint8_t *dgid, int gid_index,
+			 uint64_t now_ms);
 	/* Any thread: the node GUID, the Local CA GUID the port's REQs and
 	 * REPs carry. */
 	uint64_t (*node_guid)(struct port *p);
@@ -416,6 +424,9 @@ struct port {
 	_Atomic uint64_t wire_dropped; /* sim: a receiver's queue was full */
 	_Atomic uint64_t gid_table_changes;
 	struct port_senders *senders; /* when its send blocks */
+	/* MADs waiting for their destination's address (port_parked.c). */
+	struct port_parked *parked;
+	_Atomic uint64_t parked_now, parked_total, parked_expired;
 	/* The daemon's own answers (port_answers.c): each source's budget
 	 * for answers to what it sent, each destination's for what it is
 	 * owed (a gone client's goodbyes), buckets by a hash keyed with
@@ -437,13 +448,18 @@ extern const struct router_ops port_router_ops;
 /* Called by port implementations on the port thread; gid_type: the type
  * of the GID it arrived on (IBV_GID_TYPE_* + 1), 0 when unknown. */
 void port_input(struct port *p, struct proto_mad *m, int gid_type);
-/* A client's MAD out on p from gid_index, counted.  With may_defer, a
- * port whose send blocks takes it through its sender threads:
- * -EINPROGRESS, and the verdict on request rid reaches the client later
- * (mux->deliver->send_done).  Otherwise 0 or the send's error. */
+/* A client's MADs on their way out of a port whose send blocks (queued,
+ * or waiting for their destination's address), at most. */
+#define PORT_CLIENT_SENDS_MAX 256
+/* A client's MAD out on p from gid_index, counted.  A port whose send
+ * blocks takes it through its sender threads: -EINPROGRESS, and the
+ * verdict on request rid reaches the client later
+ * (mux->deliver->send_done); -EAGAIN when the client has
+ * PORT_CLIENT_SENDS_MAX on their way (or a thread's queue is full).
+ * Otherwise 0 or the send's error. */
 int port_send_client_mad(struct port *p, struct client_info *ci,
-			 const struct proto_mad *m, int gid_index, uint32_t rid,
-			 int may_defer);
+			 const struct proto_mad *m, int gid_index,
+			 uint32_t rid);
 void port_set_state(struct port *p, enum port_state st);
 /* The port's GID table changed (or the device came or went): count it,
  * re-check the registrations and tell the clients. */
@@ -655,11 +671,11 @@ struct worker *worker_self(void);
 /* ---- outbound.c: a client's MAD, checked and sent ------------------- */
 
 /* Validate and send one outbound MAD; 0 or negative errno, *why set.
- * With may_defer, a port whose send blocks takes it through its sender
- * threads: -EINPROGRESS, and the verdict on request rid comes later
- * (session_send_done). */
+ * A port whose send blocks takes it through its sender threads:
+ * -EINPROGRESS, and the verdict on request rid comes later
+ * (session_send_done; a QEMU client's is counted only). */
 int outbound_send_mad(struct mux *mux, struct client_info *ci,
-		      const struct proto_mad *m, uint32_t rid, int may_defer,
+		      const struct proto_mad *m, uint32_t rid,
 		      const char **why);
 /* Whether ci's process owns QP qpn on port (the kernel says on a real
  * port, the registrations on a simulated one): 0, or -EPERM with *why. */
@@ -716,6 +732,43 @@ int qp_owner_nl_query(struct qp_owner_nl *q, uint32_t dev_index,
 /* Whether thread tid belongs to process pid. */
 int qp_owner_task_of(pid_t pid, pid_t tid);
 
+/* ---- neigh_nl.c: the kernel's neighbour table, as a RoCE send sees it -- */
+
+#define NEIGH_NL_CACHE 1024
+
+struct neigh_nl_cached {
+	uint8_t dgid[16];
+	int ifindex;
+	uint64_t until_ms; /* resolved, as of a moment ago */
+};
+
+struct neigh_nl {
+	pthread_mutex_t lock; /* q and the cache */
+	struct mnl_socket *q; /* queries */
+	unsigned q_portid;
+	uint32_t seq;
+	struct mnl_socket *ev; /* neighbour events, read on the port thread */
+	int kick_denied;       /* no CAP_NET_ADMIN: said once */
+	struct neigh_nl_cached cache[NEIGH_NL_CACHE];
+};
+
+int neigh_nl_open(struct neigh_nl *nl);
+void neigh_nl_close(struct neigh_nl *nl);
+/* Whether a RoCE send from sgid out of netdev ifindex to dgid would
+ * wait for the destination's MAC: 1, and its resolution has been
+ * started; 0 when it would not (resolved, local, multicast, or the
+ * kernel would refuse the send at once).  Never blocks. */
+int neigh_nl_wait(struct neigh_nl *nl, const uint8_t dgid[16],
+		  const uint8_t sgid[16], int ifindex, uint64_t now_ms);
+/* The socket the kernel's neighbour events arrive on. */
+int neigh_nl_event_fd(struct neigh_nl *nl);
+/* Read them: ready(arg, gid) for each neighbour now resolved, the GID
+ * its address is (IPv4 as ::ffff:a.b.c.d), ready(arg, NULL) when events
+ * were lost. */
+void neigh_nl_read_events(struct neigh_nl *nl,
+			  void (*ready)(void *arg, const uint8_t *gid),
+			  void *arg);
+
 /* ---- qp_registry.c: a simulated port's QPs, as its clients register them */
 
 /* (port, QPN) -> the process that registered it first, while one of
@@ -751,7 +804,10 @@ struct port_send {
 				 * the daemon's own answer */
 	uint32_t rid;           /* the request to answer */
 	enum conn_answer why;   /* the daemon's own answer: which */
+	uint32_t key;           /* its sender thread's (port_senders_queue) */
 };
+
+TAILQ_HEAD(port_send_list, port_send);
 
 struct port_senders;
 
@@ -767,11 +823,40 @@ int port_senders_start(struct port *p, unsigned nthreads, unsigned queue_max,
  * -ESHUTDOWN once the pool stopped (ps stays the caller's). */
 int port_senders_queue(struct port *p, struct port_send *ps, uint32_t key,
 		       int beyond_max);
+/* Sends that waited for their destination (port_parked.c), in their
+ * order, back at the heads of their threads' queues, beyond the limit
+ * (they were admitted): each thread takes its share in one go, so that
+ * none sends a later one first.  Empties list. */
+void port_senders_requeue(struct port *p, struct port_send_list *list);
+/* A queued send that will not be made: its verdict rc. */
+void port_senders_fail(struct port *p, struct port_send *ps, int rc);
 /* Join the threads; queued sends are dropped, later ones refused.
  * Before the workers stop, which may still queue meanwhile. */
 void port_senders_stop(struct port *p);
 /* After the workers stopped: nothing can queue any more. */
 void port_senders_free(struct port *p);
+
+/* ---- port_parked.c: MADs waiting for their destination's address ------ */
+
+/* How long a MAD waits for its destination to resolve: the kernel's own
+ * wait in a umad write (rdma_addr_find_l2_eth_by_grh()). */
+#define PORT_PARKED_WAIT_MS 1000
+
+struct port_parked;
+
+/* Before the port's senders start; key: the bucket hash's. */
+int port_parked_init(struct port *p, uint64_t key);
+/* Any thread: port_senders_queue(), unless ps's destination is not
+ * resolved yet: then ps waits here (0, the table owns it). */
+int port_parked_queue(struct port *p, struct port_send *ps, uint32_t key,
+		      int beyond_max);
+/* Port thread: gid (NULL: any) may have resolved; what waited for it
+ * goes, in order, and what waited too long fails (-EHOSTUNREACH). */
+void port_parked_ready(struct port *p, const uint8_t *gid, uint64_t now_ms);
+/* Port thread, periodically: every destination asked again. */
+void port_parked_tick(struct port *p, uint64_t now_ms);
+/* After the senders stopped: what waits is dropped (-ECANCELED). */
+void port_parked_free(struct port *p);
 
 /* ==== Beside the corridors ============================================ */
 
@@ -800,6 +885,7 @@ struct client_counters {
 	_Atomic uint64_t mads_lost;    /* from it, dropped at a receiver here */
 	_Atomic uint64_t malformed;
 	_Atomic uint64_t qemu_pending_bytes; /* MADs waiting for QEMU */
+	_Atomic uint64_t sends_busy; /* refused: PORT_CLIENT_SENDS_MAX */
 };
 
 struct client_info {
@@ -813,8 +899,9 @@ struct client_info {
 	char name[MUX_NAME_MAX + 1];
 	int qemu_port; /* QEMU's protocol on this port, or -1 */
 	struct client_counters ctr;
-	_Atomic unsigned refs;        /* the table's, and each borrower's */
-	_Atomic int loss_note_posted; /* a mad_lost report is on its way */
+	_Atomic unsigned refs;            /* the table's, and each borrower's */
+	_Atomic int loss_note_posted;     /* a mad_lost report is on its way */
+	_Atomic unsigned sends_in_flight; /* port_send_client_mad() */
 	struct outlet out;
 	/* Set at hello and used only on the client's worker thread. */
 	struct policy *pol;

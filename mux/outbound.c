@@ -384,7 +384,7 @@ static int outbound_route(struct mux *mux, struct client_info *ci,
 }
 
 int outbound_send_mad(struct mux *mux, struct client_info *ci,
-		      const struct proto_mad *in, uint32_t rid, int may_defer,
+		      const struct proto_mad *in, uint32_t rid,
 		      const char **why)
 {
 	struct proto_mad wire = *in, *m = &wire;
@@ -416,7 +416,7 @@ int outbound_send_mad(struct mux *mux, struct client_info *ci,
 	if (gid_type &&
 	    (typed = port->ops->gid_index(port, &sgid, gid_type)) >= 0)
 		idx = typed;
-	rc = port_send_client_mad(port, ci, m, idx, rid, may_defer);
+	rc = port_send_client_mad(port, ci, m, idx, rid);
 	if (rc && rc != -EINPROGRESS)
 		*why = "port send failed";
 	return rc;

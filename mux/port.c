@@ -149,6 +149,8 @@ static void port_send_drop(struct port_send *ps)
  * (-ECANCELED): count it, and hand the verdict to the client. */
 static void port_send_done(struct port *p, struct port_send *ps, int rc)
 {
+	if (ps->ci)
+		atomic_fetch_sub(&ps->ci->sends_in_flight, 1);
 	if (ps->ci == NULL)
 		port_answers_count(p, rc);
 	else if (rc != -ECANCELED) {
@@ -158,24 +160,53 @@ static void port_send_done(struct port *p, struct port_send *ps, int rc)
 	port_send_drop(ps);
 }
 
-int port_send_client_mad(struct port *p, struct client_info *ci,
-			 const struct proto_mad *m, int gid_index, uint32_t rid,
-			 int may_defer)
+/* A port whose send blocks sends from its sender threads only: a worker
+ * that wrote itself would hold its other clients behind the write, and on
+ * lane 0 the port's receive path too.  What one client may have on its
+ * way there (queued, or waiting for its destination) is bounded, so that
+ * no client fills the threads' queues for the others. */
+static int port_send_deferred(struct port *p, struct client_info *ci,
+			      const struct proto_mad *m, int gid_index,
+			      uint32_t rid)
 {
 	struct port_send *ps;
 	int rc;
 
-	if (may_defer && p->senders && (ps = malloc(sizeof(*ps))) != NULL) {
-		ps->m = *m;
-		ps->gid_index = gid_index;
-		ps->ci = clients_hold(ci);
-		ps->rid = rid;
-		/* By the comm ID it carries: a connection's MADs keep their
-		 * order. */
-		if (port_senders_queue(p, ps, cm_mad_sender_id(m->mad), 0) == 0)
-			return -EINPROGRESS;
-		port_send_drop(ps); /* that thread is busy: send from here */
+	if (atomic_fetch_add(&ci->sends_in_flight, 1) >=
+	    PORT_CLIENT_SENDS_MAX) {
+		atomic_fetch_sub(&ci->sends_in_flight, 1);
+		atomic_fetch_add(&ci->ctr.sends_busy, 1);
+		atomic_fetch_add(&p->mux->stats.sends_busy, 1);
+		return -EAGAIN;
 	}
+	ps = malloc(sizeof(*ps));
+	if (ps == NULL) {
+		atomic_fetch_sub(&ci->sends_in_flight, 1);
+		return -ENOMEM;
+	}
+	ps->m = *m;
+	ps->gid_index = gid_index;
+	ps->ci = clients_hold(ci);
+	ps->rid = rid;
+	/* By the comm ID it carries: a connection's MADs keep their
+	 * order. */
+	rc = port_parked_queue(p, ps, cm_mad_sender_id(m->mad), 0);
+	if (rc == 0)
+		return -EINPROGRESS;
+	atomic_fetch_sub(&ci->sends_in_flight, 1);
+	atomic_fetch_add(&ci->ctr.sends_busy, 1);
+	atomic_fetch_add(&p->mux->stats.sends_busy, 1);
+	port_send_drop(ps);
+	return rc == -ESHUTDOWN ? rc : -EAGAIN;
+}
+
+int port_send_client_mad(struct port *p, struct client_info *ci,
+			 const struct proto_mad *m, int gid_index, uint32_t rid)
+{
+	int rc;
+
+	if (p->senders)
+		return port_send_deferred(p, ci, m, gid_index, rid);
 	rc = p->ops->send(p, m, gid_index, 0);
 	port_count_client_send(p, ci, m, rc);
 	return rc;
@@ -282,6 +313,7 @@ static void port_io_tick(evutil_socket_t fd, short what, void *arg)
 		if (mux->ports[i].ops->poll_state)
 			mux->ports[i].ops->poll_state(&mux->ports[i]);
 		port_answers_drain(&mux->ports[i], mux_now_ms());
+		port_parked_tick(&mux->ports[i], mux_now_ms());
 	}
 }
 
@@ -309,6 +341,10 @@ struct portio *port_io_start(struct mux *mux)
 	for (i = 0; i < mux->nports; i++) {
 		if (mux->ports[i].ops->start(&mux->ports[i], pio->base) < 0 ||
 		    port_answers_start(&mux->ports[i], pio->base) < 0)
+			fatalx("port %s: cannot start", mux->ports[i].name);
+		if (mux->ports[i].ops->dest_wait &&
+		    port_parked_init(&mux->ports[i],
+				     hash_mix64(mux->ports[i].answer_key)) < 0)
 			fatalx("port %s: cannot start", mux->ports[i].name);
 		if (mux->ports[i].ops->send_blocks &&
 		    port_senders_start(&mux->ports[i], PORT_SENDERS,
@@ -345,6 +381,7 @@ void port_io_free(struct portio *pio)
 	int i;
 
 	for (i = 0; i < pio->mux->nports; i++) {
+		port_parked_free(&pio->mux->ports[i]);
 		port_senders_free(&pio->mux->ports[i]);
 		port_answers_free(&pio->mux->ports[i]);
 	}

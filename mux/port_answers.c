@@ -102,8 +102,8 @@ static void port_answers_out(struct port *p, struct port_send *ps,
 	if (p->senders) {
 		/* An owed answer is queued beyond a thread's limit: the
 		 * connections that owe it bound how many there are. */
-		rc = port_senders_queue(p, ps, cm_mad_sender_id(ps->m.mad),
-					owed);
+		rc = port_parked_queue(p, ps, cm_mad_sender_id(ps->m.mad),
+				       owed);
 		if (rc < 0) {
 			free(ps);
 			port_answers_count(p, rc);

@@ -20,7 +20,7 @@ struct port_sender {
 	pthread_t thread;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	TAILQ_HEAD(, port_send) queue;
+	struct port_send_list queue;
 	unsigned len;
 	unsigned lane; /* the port's way out for this thread (port_ops) */
 	int stop;
@@ -96,6 +96,7 @@ int port_senders_queue(struct port *p, struct port_send *ps, uint32_t key,
 
 	if (ss == NULL)
 		return -EOPNOTSUPP;
+	ps->key = key;
 	s = &ss->s[key % ss->n];
 	pthread_mutex_lock(&s->lock);
 	if (s->stop || (s->len >= ss->queue_max && !beyond_max)) {
@@ -107,6 +108,40 @@ int port_senders_queue(struct port *p, struct port_send *ps, uint32_t key,
 	pthread_cond_signal(&s->cond);
 	pthread_mutex_unlock(&s->lock);
 	return 0;
+}
+
+void port_senders_requeue(struct port *p, struct port_send_list *list)
+{
+	struct port_senders *ss = p->senders;
+	struct port_send *ps, *prev;
+	struct port_sender *s;
+	unsigned i;
+
+	for (i = 0; i < ss->n && !TAILQ_EMPTY(list); i++) {
+		s = &ss->s[i];
+		pthread_mutex_lock(&s->lock);
+		/* From the last: each goes before the one after it. */
+		for (ps = TAILQ_LAST(list, port_send_list); ps; ps = prev) {
+			prev = TAILQ_PREV(ps, port_send_list, link);
+			if (ps->key % ss->n != i || s->stop)
+				continue;
+			TAILQ_REMOVE(list, ps, link);
+			TAILQ_INSERT_HEAD(&s->queue, ps, link);
+			s->len++;
+		}
+		pthread_cond_signal(&s->cond);
+		pthread_mutex_unlock(&s->lock);
+	}
+	/* The threads that stopped will send nothing more. */
+	while ((ps = TAILQ_FIRST(list)) != NULL) {
+		TAILQ_REMOVE(list, ps, link);
+		ss->done(p, ps, -ECANCELED);
+	}
+}
+
+void port_senders_fail(struct port *p, struct port_send *ps, int rc)
+{
+	p->senders->done(p, ps, rc);
 }
 
 void port_senders_stop(struct port *p)

@@ -75,6 +75,7 @@ struct umad_agent_port {
 	struct gid gids[UMAD_GID_MAX];
 	uint8_t types[UMAD_GID_MAX]; /* enum ibv_gid_type */
 	uint8_t valid[UMAD_GID_MAX];
+	int ifindex[UMAD_GID_MAX]; /* the GID's netdev */
 	int pkeys;
 	int tick;
 	int lost; /* the device went away */
@@ -83,6 +84,11 @@ struct umad_agent_port {
 	_Atomic uint32_t dev_index;
 	_Atomic uint64_t node_guid;
 	struct qp_owner_nl qp_nl;
+	/* Whether a destination's MAC is known (neigh_nl.c), and the
+	 * kernel's word when one is learnt, read on the port thread. */
+	struct neigh_nl neigh;
+	int have_neigh;
+	struct event *neigh_ev;
 	struct log_ratelimit send_rl;
 	/* The low TID halves sent last, by their low bits (see
 	 * port_umad_send()). */
@@ -105,6 +111,7 @@ static int port_umad_read_gids(struct port *p)
 	struct ibv_device_attr da;
 	struct gid gids[UMAD_GID_MAX];
 	uint8_t types[UMAD_GID_MAX], valid[UMAD_GID_MAX];
+	int ifindex[UMAD_GID_MAX];
 	struct ibv_context *ctx;
 	ssize_t n;
 	int i, changed;
@@ -128,6 +135,7 @@ static int port_umad_read_gids(struct port *p)
 	memset(gids, 0, sizeof(gids));
 	memset(types, 0, sizeof(types));
 	memset(valid, 0, sizeof(valid));
+	memset(ifindex, 0, sizeof(ifindex));
 	for (i = 0; i < n; i++) {
 		unsigned idx = ents[i].gid_index;
 
@@ -137,6 +145,7 @@ static int port_umad_read_gids(struct port *p)
 		memcpy(gids[idx].raw, ents[i].gid.raw, 16);
 		types[idx] = (uint8_t)ents[i].gid_type;
 		valid[idx] = 1;
+		ifindex[idx] = (int)ents[i].ndev_ifindex;
 	}
 	pthread_mutex_lock(&up->gid_lock);
 	changed = memcmp(gids, up->gids, sizeof(gids)) ||
@@ -145,6 +154,7 @@ static int port_umad_read_gids(struct port *p)
 	memcpy(up->gids, gids, sizeof(gids));
 	memcpy(up->types, types, sizeof(types));
 	memcpy(up->valid, valid, sizeof(valid));
+	memcpy(up->ifindex, ifindex, sizeof(ifindex));
 	up->ngids = pa.gid_tbl_len < UMAD_GID_MAX ? pa.gid_tbl_len
 						  : UMAD_GID_MAX;
 	pthread_mutex_unlock(&up->gid_lock);
@@ -191,7 +201,7 @@ static void port_umad_rx(evutil_socket_t fd, short what, void *arg);
 
 /* The sender threads' lanes: a send-only agent each (no class: ib_mad
  * gives it nothing to receive).  One that cannot be had sends through
- * lane 0, slower but not wrong. */
+ * another lane (port_umad_write()), slower but not wrong. */
 static int port_umad_open_send_lanes(struct port *p, int reopen)
 {
 	struct umad_agent_port *up = p->priv;
@@ -219,7 +229,7 @@ static int port_umad_open_send_lanes(struct port *p, int reopen)
 	if (err && !reopen)
 		log_fwarn(
 			&(struct log_fields){ .port = p->name }, err,
-			"umad port %s: a send agent of its own for each sender thread: not all; the rest send through the receive agent, one at a time",
+			"umad port %s: a send agent of its own for each sender thread: not all; the rest share the others'",
 			p->name);
 	return n;
 }
@@ -407,6 +417,15 @@ static int port_umad_open(struct port *p, const struct port_spec *spec)
 			p->name);
 		return rc;
 	}
+	/* Without it every send resolves its destination itself, and a
+	 * destination that does not answer holds its sender thread. */
+	rc = neigh_nl_open(&up->neigh);
+	if (rc)
+		log_fwarn(
+			&(struct log_fields){ .port = p->name }, -rc,
+			"umad port %s: cannot open rtnetlink: a send to an address that does not answer ARP holds its sender thread",
+			p->name);
+	up->have_neigh = rc == 0;
 	if (umad_init() < 0) {
 		log_fwarn(&(struct log_fields){ .port = p->name }, 0,
 			  "umad port %s: umad_init failed (is ib_umad loaded?)",
@@ -474,16 +493,77 @@ static void port_umad_rx(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
+static void port_umad_neigh_ready(void *arg, const uint8_t *gid)
+{
+	port_parked_ready(arg, gid, mux_now_ms());
+}
+
+static void port_umad_neigh_rx(evutil_socket_t fd, short what, void *arg)
+{
+	struct port *p = arg;
+	struct umad_agent_port *up = p->priv;
+
+	(void)fd;
+	(void)what;
+	neigh_nl_read_events(&up->neigh, port_umad_neigh_ready, p);
+}
+
 static int port_umad_start(struct port *p, struct event_base *base)
 {
 	struct umad_agent_port *up = p->priv;
 
 	up->base = base;
+	if (up->have_neigh) {
+		up->neigh_ev = event_new(base, neigh_nl_event_fd(&up->neigh),
+					 EV_READ | EV_PERSIST,
+					 port_umad_neigh_rx, p);
+		if (up->neigh_ev == NULL || event_add(up->neigh_ev, NULL) < 0)
+			return -ENOMEM;
+	}
 	return port_umad_arm(p);
 }
 
-/* One write to ib_umad through a lane (lane 0 where that one could not
- * be had): 0 or the kernel's -errno. */
+/* Whether a send from gid_index to dgid would wait for ARP or neighbour
+ * discovery in the writing thread (port_ops.dest_wait).  A link-local
+ * destination of a RoCE v1 GID has its MAC in it (the kernel's
+ * ib_resolve_unicast_gid_dmac() asks no neighbour). */
+static int port_umad_dest_wait(struct port *p, const uint8_t *dgid,
+			       int gid_index, uint64_t now_ms)
+{
+	struct umad_agent_port *up = p->priv;
+	struct gid sgid;
+	int ifindex, v1;
+
+	if (!up->have_neigh || gid_index < 0 || gid_index >= UMAD_GID_MAX)
+		return 0;
+	pthread_mutex_lock(&up->gid_lock);
+	sgid = up->gids[gid_index];
+	ifindex = up->ifindex[gid_index];
+	v1 = up->types[gid_index] == IBV_GID_TYPE_ROCE_V1;
+	pthread_mutex_unlock(&up->gid_lock);
+	if (v1 && dgid[0] == 0xfe && (dgid[1] & 0xc0) == 0x80)
+		return 0;
+	return neigh_nl_wait(&up->neigh, dgid, sgid.raw, ifindex, now_ms);
+}
+
+/* The lane a sender thread writes through: its own, else the next send
+ * lane that could be had; lane 0 (the receive agent's file, whose mutex
+ * the port thread's reads take) only when none could.  Under dev_lock. */
+static const struct umad_lane *port_umad_lane(struct umad_agent_port *up,
+					      unsigned lane)
+{
+	unsigned i, at;
+
+	if (lane >= 1 && lane < UMAD_LANES)
+		for (i = 0; i < UMAD_LANES - 1; i++) {
+			at = 1 + (lane - 1 + i) % (UMAD_LANES - 1);
+			if (up->lanes[at].fd >= 0)
+				return &up->lanes[at];
+		}
+	return &up->lanes[0];
+}
+
+/* One write to ib_umad through a lane: 0 or the kernel's -errno. */
 static int port_umad_write(struct umad_agent_port *up, unsigned lane, void *buf,
 			   int len)
 {
@@ -491,7 +571,7 @@ static int port_umad_write(struct umad_agent_port *up, unsigned lane, void *buf,
 	int rc;
 
 	pthread_rwlock_rdlock(&up->dev_lock);
-	l = &up->lanes[lane < UMAD_LANES && up->lanes[lane].fd >= 0 ? lane : 0];
+	l = port_umad_lane(up, lane);
 	errno = 0;
 	rc = l->fd < 0 || l->agent < 0
 		     ? -ENETDOWN
@@ -658,6 +738,10 @@ static void port_umad_close(struct port *p)
 			p->name,
 			(unsigned long long)atomic_load(&up->dup_waits));
 	qp_owner_nl_close(&up->qp_nl);
+	if (up->neigh_ev)
+		event_free(up->neigh_ev);
+	if (up->have_neigh)
+		neigh_nl_close(&up->neigh);
 	pthread_mutex_destroy(&up->gid_lock);
 	pthread_rwlock_destroy(&up->dev_lock);
 	free(up->recent_tids);
@@ -677,6 +761,7 @@ const struct port_ops port_umad_ops = {
 	.pkey_count = port_umad_pkey_count,
 	.poll_state = port_umad_poll_state,
 	.qp_owner = port_umad_qp_owner,
+	.dest_wait = port_umad_dest_wait,
 	.node_guid = port_umad_node_guid,
 	.close = port_umad_close,
 };

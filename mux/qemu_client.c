@@ -240,6 +240,7 @@ static enum qemu_msg_err qemu_client_send(struct qemu_client *q,
 	struct proto_mad m;
 	const char *why = "";
 	struct gid sgid;
+	int rc;
 
 	/* What QEMU writes in the address block is its guest's own GID and
 	 * index; the daemon picks both ends itself. */
@@ -258,8 +259,14 @@ static enum qemu_msg_err qemu_client_send(struct qemu_client *q,
 	memcpy(m.mad, req->mad, m.mad_len);
 	memcpy(sgid.raw, req->sgid, 16);
 	qemu_client_adopt(q, port, &sgid);
-	/* QEMU reads each response before anything else: sent here. */
-	return qemu_client_code(outbound_send_mad(mux, ci, &m, 0, 0, &why));
+	/* QEMU waits for this response with its device (the guest's vCPU)
+	 * stopped: it is given when the MAD is checked and on its way,
+	 * not after the wire took it, which on RoCE may be a second later
+	 * (the destination's address resolved first).  A MAD that then
+	 * fails is a MAD lost on the wire to the guest's CM, which sends
+	 * it again (rdmacm-mux-cm(7)). */
+	rc = outbound_send_mad(mux, ci, &m, 0, &why);
+	return qemu_client_code(rc == -EINPROGRESS ? 0 : rc);
 }
 
 static void qemu_client_handle(struct qemu_client *q,

@@ -513,7 +513,7 @@ static void session_handle_mad(struct session *s, const struct proto_frame *f)
 						proto_errno_name(rc)));
 		return;
 	}
-	rc = outbound_send_mad(mux, s->info, &m, f->request_id, 1, &why);
+	rc = outbound_send_mad(mux, s->info, &m, f->request_id, &why);
 	if (rc == -EINPROGRESS)
 		return; /* the verdict comes with session_send_done */
 	if (rc)

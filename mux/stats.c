@@ -119,6 +119,7 @@ json_t *stats_to_json(struct mux_stats *st)
 	stats_set(o, "qemu_adopted_gids", &st->qemu_adopted_gids);
 	stats_set(o, "qemu_resets", &st->qemu_resets);
 	stats_set(o, "requests_paced", &st->requests_paced);
+	stats_set(o, "sends_busy", &st->sends_busy);
 	stats_set(o, "hello_timeouts", &st->hello_timeouts);
 	stats_set(o, "resumes", &st->resumes);
 	stats_set(o, "resumes_refused", &st->resumes_refused);

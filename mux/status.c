@@ -109,6 +109,20 @@ static json_t *status_ports(struct mux *mux)
 					      "gid_table_changes",
 					      (json_int_t)atomic_load(
 						      &p->gid_table_changes)));
+		/* MADs that waited for their destination's address
+		 * (port_parked.c); expired: it never answered. */
+		if (p->parked)
+			json_object_set_new(
+				pj, "waiting_for_address",
+				json_pack("{s:I, s:I, s:I}", "now",
+					  (json_int_t)atomic_load(
+						  &p->parked_now),
+					  "total",
+					  (json_int_t)atomic_load(
+						  &p->parked_total),
+					  "expired",
+					  (json_int_t)atomic_load(
+						  &p->parked_expired)));
 		json_array_append_new(arr, pj);
 	}
 	return arr;

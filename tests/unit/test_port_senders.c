@@ -187,8 +187,8 @@ static void test_a_blocked_send_holds_its_lane_only(void **state)
 	port_senders_free(&p);
 }
 
-/* A full lane refuses a client's send (-EAGAIN: the worker sends it
- * itself), but takes what the daemon owes a peer (beyond_max), in its
+/* A full lane refuses a client's send (-EAGAIN: the client is told),
+ * but takes what the daemon owes a peer (beyond_max), in its
  * order behind the rest. */
 static void test_a_full_lane_takes_what_is_owed(void **state)
 {
