@@ -111,8 +111,12 @@ RB_HEAD(src_tree, src_count);
  * TimeWait: no client has this ID (the daemon counts them from 1; the
  * state file takes IDs below 2^48). */
 #define CONN_DEPARTED ((UINT64_C(1) << 48) - 1)
-/* A freed slot waits until this many are free before it is reused. */
-#define CONN_REUSE_AFTER 4096u
+/* A freed slot waits until this many are free before it is reused: a
+ * host ID (the slot and its 8-bit generation) comes back after 256 times
+ * this many connections, 16,777,216; cm.c's after 2^32 (its IDs are
+ * cyclic in 32 bits).  The cost is the entries' memory, 44 bytes each:
+ * 2.8 MiB, touched as the table first grows. */
+#define CONN_REUSE_AFTER 65536u
 
 struct conn_table {
 	struct conn_limits lim;

@@ -20,8 +20,8 @@
  *   - the peers' comm IDs are one open-addressing set of indexes;
  *   - timers are per-class FIFOs linked by index; deadlines are 32-bit
  *     milliseconds, compared across their wrap.
- * Freed slots are reused oldest first and only once thousands are free,
- * so a host ID comes back only after about a million others.
+ * Freed slots are reused oldest first and only once 65,536 are free, so
+ * a host ID comes back only after about 16.7 million others.
  */
 #include "mux/conn_priv.h"
 

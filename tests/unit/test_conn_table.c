@@ -482,6 +482,37 @@ static void test_host_ids_not_reused_soon(void **state)
 	conn_table_free(ct);
 }
 
+/* A host ID is its slot and the slot's 8-bit generation (conn_table.c):
+ * it comes back after its slot has been reused 256 times.  A freed slot
+ * waits until 65,536 others are free, so that is after 16,777,216
+ * connections, not 1,048,576: a peer that still holds the old connection
+ * (a DREQ it never got) would take the new REQ for a duplicate. */
+static void test_a_slot_waits_for_65536_others(void **state)
+{
+	enum { OPERAND = 0x5eed, ROUNDS = 70000 };
+	struct conn_table *ct = new_table(OPERAND);
+	uint32_t first = 0, h, again = 0;
+	uint64_t now = 0;
+	unsigned i;
+
+	(void)state;
+	for (i = 0; i < ROUNDS && !again; i++, now += TW + 1) {
+		h = out(ct, A, CM_ATTR_REQ, 1, 0, now);
+		if (i == 0)
+			first = h;
+		else if (((h ^ OPERAND) & 0xffffff) ==
+			 ((first ^ OPERAND) & 0xffffff))
+			again = i;
+		assert_int_equal(in(ct, CM_ATTR_REJ, 0x700, h, 1, now), A);
+		assert_int_equal(conn_expire(ct, now + TW), 1);
+		nemitted = 0;
+	}
+	assert_true(again >= 65536);
+	/* The slot's next generation: another ID. */
+	assert_true(h != first);
+	conn_table_free(ct);
+}
+
 static void list_guest_ids(void *arg, const struct conn_view *v)
 {
 	uint32_t *out = arg;
@@ -554,6 +585,7 @@ int main(void)
 		cmocka_unit_test(test_host_id_never_zero),
 		cmocka_unit_test(test_entries_never_outlive_their_lifetimes),
 		cmocka_unit_test(test_host_ids_not_reused_soon),
+		cmocka_unit_test(test_a_slot_waits_for_65536_others),
 		cmocka_unit_test(test_listing_is_ordered_and_pages),
 		cmocka_unit_test(test_listing_pages_of_many),
 	};
