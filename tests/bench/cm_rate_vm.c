@@ -130,6 +130,24 @@ static void on_send_done(void *user, void *send_ctx, int status,
 		fprintf(stderr, "cm_rate_vm: send refused: %s\n", msg);
 }
 
+/* How long to sleep for input (muxbe's fd is readable whenever it has
+ * work): until the earliest timer of the endpoints that run one.  A
+ * client waiting on retransmissions (REQs to an address that
+ * never answers) then sleeps as a kernel CM's process does, instead of
+ * reading the clock 200 times a second. */
+static int poll_ms(unsigned from, unsigned to, uint64_t now)
+{
+	uint64_t first = UINT64_MAX;
+	unsigned i;
+
+	for (i = from; i < to; i++)
+		if (R.cm[i].deadline_ms && R.cm[i].deadline_ms < first)
+			first = R.cm[i].deadline_ms;
+	if (first == UINT64_MAX || first > now + 1000)
+		return 1000;
+	return first > now ? (int)(first - now) : 0;
+}
+
 /* Run until count() reaches n (or all that are left failed); start()
  * puts the next endpoint in, keeping at most window in flight. */
 static int run_phase(unsigned *count, int (*start)(struct gcm *g, uint64_t now),
@@ -156,7 +174,7 @@ static int run_phase(unsigned *count, int (*start)(struct gcm *g, uint64_t now),
 				*count - base, R.n);
 			return -1;
 		}
-		poll(&pfd, 1, 5);
+		poll(&pfd, 1, poll_ms(settled, next, now));
 		if (muxbe_process(R.mb) < 0)
 			return -1;
 		/* One clock read a pass, for the ticks and the next starts:
