@@ -13,25 +13,41 @@
 
 #include "mux/mux.h"
 
-/* QEMU's sessions order their output themselves: through their worker. */
+/* QEMU's sessions order their output themselves: through their worker,
+ * each within its share of the worker's inbox (the message holds the
+ * client until the worker has taken it). */
 static int delivery_post_mad(struct mux *mux, struct client_info *ci,
 			     const struct proto_mad *m)
 {
-	struct worker_msg *msg = malloc(sizeof(*msg));
+	struct worker_msg *msg;
 
+	if (atomic_fetch_add(&ci->inbox_mads, 1) >= WORKER_CLIENT_INBOX_MADS) {
+		atomic_fetch_sub(&ci->inbox_mads, 1);
+		atomic_fetch_add(&mux->stats.drops[DROP_WORKER_QUEUE_FULL], 1);
+		return -ENOBUFS;
+	}
+	msg = malloc(sizeof(*msg));
 	if (msg == NULL) {
+		atomic_fetch_sub(&ci->inbox_mads, 1);
 		atomic_fetch_add(&mux->stats.drops[DROP_WORKER_QUEUE_FULL], 1);
 		return -ENOMEM;
 	}
 	memset(msg, 0, offsetof(struct worker_msg, mad));
 	msg->type = WMSG_MAD_IN;
 	msg->client_id = ci->id;
+	msg->info = clients_hold(ci);
 	msg->mad = *m;
-	if (worker_post(mux->workers[ci->worker], msg) == -ENOBUFS) {
-		atomic_fetch_add(&mux->stats.drops[DROP_WORKER_QUEUE_FULL], 1);
-		return -ENOBUFS;
-	}
+	worker_post(mux->workers[ci->worker], msg);
 	return 0;
+}
+
+/* A MAD_IN message taken (or dropped at the stop): its client's share
+ * back. */
+static void delivery_inbox_release(struct worker_msg *m)
+{
+	atomic_fetch_sub(&m->info->inbox_mads, 1);
+	clients_put(m->info);
+	m->info = NULL;
 }
 
 /* Run to completion where it can: a MAD goes straight to its client's
@@ -160,6 +176,7 @@ static void delivery_worker_handle(struct worker *w, struct worker_msg *m)
 	switch (m->type) {
 	case WMSG_NEW_CLIENT: session_start(w, m->fd, m->info); break;
 	case WMSG_MAD_IN:
+		delivery_inbox_release(m);
 		if (session_deliver_mad(w, m->client_id, &m->mad) == -ENOBUFS)
 			delivery_lost(worker_mux(w), &m->mad);
 		break;
@@ -181,6 +198,8 @@ static void delivery_worker_discard(struct worker *w, struct worker_msg *m)
 		close(m->fd);
 		clients_remove(worker_mux(w)->clients, m->info->id);
 	}
+	if (m->type == WMSG_MAD_IN)
+		delivery_inbox_release(m);
 }
 
 static void delivery_worker_detach(struct worker *w, void *state)

@@ -649,8 +649,13 @@ struct worker_ops {
 
 int worker_pool_start(struct mux *mux, const struct worker_ops *ops);
 void worker_pool_stop(struct mux *mux);
+/* A client's inbound MADs in its worker's inbox, at most: each client's
+ * share, so that a flood at one guest's GIDs costs the worker's other
+ * clients none of theirs (the inbox bounds only events as a whole). */
+#define WORKER_CLIENT_INBOX_MADS 1024
 /* Queue a message; the worker owns it from here on.  -ENOBUFS when the
- * inbox is full (never for NEW_CLIENT and STOP). */
+ * inbox is full of events (only EVENT is bounded so: MAD_IN by its
+ * client's share, delivery.c; the others are the daemon's own). */
 int worker_post(struct worker *w, struct worker_msg *msg);
 /* A zeroed message of type for client_id (NULL without memory). */
 struct worker_msg *worker_msg_new(enum worker_msg_type type,
@@ -902,6 +907,7 @@ struct client_info {
 	_Atomic unsigned refs;            /* the table's, and each borrower's */
 	_Atomic int loss_note_posted;     /* a mad_lost report is on its way */
 	_Atomic unsigned sends_in_flight; /* port_send_client_mad() */
+	_Atomic unsigned inbox_mads;      /* in its worker's inbox (QEMU's) */
 	struct outlet out;
 	/* Set at hello and used only on the client's worker thread. */
 	struct policy *pol;

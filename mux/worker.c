@@ -76,8 +76,9 @@ struct worker_msg *worker_msg_new(enum worker_msg_type type, uint64_t client_id)
 int worker_post(struct worker *w, struct worker_msg *msg)
 {
 	uint64_t one = 1;
-	/* Admin and lifecycle messages always get through. */
-	int bounded = msg->type == WMSG_MAD_IN || msg->type == WMSG_EVENT;
+	/* Admin and lifecycle messages always get through; MADs are
+	 * bounded by their client's share (WORKER_CLIENT_INBOX_MADS). */
+	int bounded = msg->type == WMSG_EVENT;
 	int wake;
 
 	pthread_mutex_lock(&w->lock);
