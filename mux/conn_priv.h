@@ -83,6 +83,7 @@ struct conn_client {
 	uint32_t n;         /* entries */
 	uint32_t charged;   /* of them, what its quota counts */
 	uint32_t peer_recs; /* of them, peers' REQs it has not answered */
+	uint32_t timewait;  /* of them, in TimeWait (its share, trimmed) */
 	struct hset conns;
 	uint8_t used;
 	uint8_t pinned; /* an owner that may resume: kept without entries */

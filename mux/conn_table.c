@@ -248,6 +248,8 @@ void conn_table_timer_stop(struct conn_table *ct, struct conn *c)
 	else
 		ct->timer_tail[c->timer] = prev;
 	ct->timer_len[c->timer]--;
+	if (c->timer == TC_TIMEWAIT)
+		conn_client_of(ct, c)->timewait--;
 	c->timer = TC_NONE;
 	c->timer_prev = c->timer_next = 0;
 }
@@ -257,6 +259,8 @@ void conn_table_timer_append(struct conn_table *ct, struct conn *c, int tc)
 	uint32_t self = conn_idx(ct, c) + 1, tail = ct->timer_tail[tc];
 
 	c->timer = (uint8_t)tc;
+	if (tc == TC_TIMEWAIT)
+		conn_client_of(ct, c)->timewait++;
 	c->timer_prev = tail;
 	c->timer_next = 0;
 	if (tail)
@@ -281,12 +285,41 @@ struct conn *conn_table_timer_first(const struct conn_table *ct, int tc)
 	return ct->timer_head[tc] ? conn_at(ct, ct->timer_head[tc] - 1) : NULL;
 }
 
+/* How far an eviction looks among the oldest of a timer class (a
+ * peer's REQ records, TimeWait) for an entry to take: a flood's are the
+ * oldest there, and a bound keeps every call cheap when the pool is
+ * full. */
+#define CONN_EVICT_LOOK 1024
+
+/* The entry that leaves TimeWait early: the oldest (among the first
+ * CONN_EVICT_LOOK) of the client record holding the most, so that a
+ * tenant that ends many connections shortens only its own TimeWait (the
+ * departed clients' record among them); the oldest of all if none is
+ * found that near. */
+static struct conn *conn_table_timewait_victim(struct conn_table *ct)
+{
+	uint32_t i, most = 0, at = ct->timer_head[TC_TIMEWAIT];
+	unsigned looked;
+	struct conn *c;
+
+	for (i = 0; i < ct->ncl; i++)
+		if (ct->cl[i].used && ct->cl[i].timewait > most)
+			most = ct->cl[i].timewait;
+	for (looked = 0; at && looked < CONN_EVICT_LOOK; looked++) {
+		c = conn_at(ct, at - 1);
+		if (conn_client_of(ct, c)->timewait == most)
+			return c;
+		at = c->timer_next;
+	}
+	return conn_table_timer_first(ct, TC_TIMEWAIT);
+}
+
 /*
  * Draining entries (TimeWait, and what a client abandoned) count against
  * nobody's quota, so a tenant's finished connections never block its new
- * ones; they are bounded as a whole instead, and above the bound the
- * oldest leaves early (it only absorbs stray MADs).  Run as each call
- * begins, when nothing holds an entry.
+ * ones; they are bounded as a whole instead, and above the bound one
+ * leaves early (it only absorbs stray MADs), the biggest holder's.  Run
+ * as each call begins, when nothing holds an entry.
  */
 void conn_table_timewait_trim(struct conn_table *ct)
 {
@@ -294,7 +327,7 @@ void conn_table_timewait_trim(struct conn_table *ct)
 
 	while (ct->lim.max_timewait &&
 	       ct->timer_len[TC_TIMEWAIT] > ct->lim.max_timewait &&
-	       (c = conn_table_timer_first(ct, TC_TIMEWAIT)) != NULL) {
+	       (c = conn_table_timewait_victim(ct)) != NULL) {
 		conn_table_remove(ct, c);
 		ct->counts.timewait_evicted++;
 	}
@@ -490,11 +523,6 @@ void conn_table_peer_rec_count(struct conn_table *ct, struct src_count *port_sc,
 	ct->counts.peer_records++;
 }
 
-/* How far the eviction looks among the oldest handshakes for a record
- * to take: a flood's records are the oldest there, and a bound keeps a
- * full port's every REQ cheap. */
-#define CONN_EVICT_LOOK 1024
-
 /* A full port: the oldest record on it of a client holding more than
  * `have` + 1 (so that taking one leaves it no fewer than the taker),
  * removed.  0, or -ENOSPC when there is none. */
@@ -627,6 +655,10 @@ int conn_table_rehome(struct conn_table *ct, struct conn *c, uint32_t owner)
 	if (c->flags & CF_PEER_REC) {
 		ct->cl[from].peer_recs--;
 		to->peer_recs++;
+	}
+	if (c->timer == TC_TIMEWAIT) {
+		ct->cl[from].timewait--;
+		to->timewait++;
 	}
 	c->owner = (uint16_t)owner;
 	to->n++;

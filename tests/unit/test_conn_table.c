@@ -354,6 +354,47 @@ static void test_quotas_count_what_the_client_does(void **state)
 	conn_table_free(ct);
 }
 
+static void list_guest_ids(void *arg, const struct conn_view *v);
+
+/* TimeWait is bounded in all, and divided: a tenant that ends many
+ * connections shortens its own TimeWait, not another's.  B's two entered
+ * first (the oldest); A's flood of ten takes the rest of the pool. */
+static void test_timewait_is_divided(void **state)
+{
+	struct conn_limits lim = { .max_per_client = 64,
+				   .handshake_ms = HS,
+				   .timewait_ms = TW,
+				   .max_timewait = 6 };
+	struct conn_table *ct = limited_table(&lim);
+	uint32_t b_host[2], h, got[16] = { 0 };
+	struct conn_counts c;
+	int i;
+
+	(void)state;
+	for (i = 0; i < 2; i++) {
+		b_host[i] = out(ct, B, CM_ATTR_REQ, 0x40 + (uint32_t)i, 0, 1);
+		in(ct, CM_ATTR_REJ, 0x600 + (uint32_t)i, b_host[i],
+		   0x40 + (uint32_t)i, 1);
+	}
+	for (i = 0; i < 10; i++) {
+		h = out(ct, A, CM_ATTR_REQ, 0x50 + (uint32_t)i, 0, 2);
+		in(ct, CM_ATTR_REJ, 0x700 + (uint32_t)i, h, 0x50 + (uint32_t)i,
+		   2);
+	}
+	/* A call trims what the last REJ left over the bound. */
+	assert_int_equal(note_req_from(ct, A, 0x900, "fd00::60", 3), 0);
+	conn_table_counts(ct, &c);
+	assert_int_equal(c.by_state[CONN_TIMEWAIT], 6);
+	assert_int_equal(c.timewait_evicted, 6);
+	/* B's both still there; A holds the other four. */
+	conn_table_client_foreach(ct, B, 0, 16, 0, list_guest_ids, got);
+	assert_int_equal(got[0], 2);
+	memset(got, 0, sizeof(got));
+	conn_table_client_foreach(ct, A, 0, 16, 0, list_guest_ids, got);
+	assert_int_equal(got[0], 5); /* four in TimeWait, the peer's REQ */
+	conn_table_free(ct);
+}
+
 static void test_host_id_never_zero(void **state)
 {
 	/* With operand 5 the fifth allocation would be 5 ^ 5 == 0. */
@@ -586,6 +627,7 @@ int main(void)
 		cmocka_unit_test(test_entries_never_outlive_their_lifetimes),
 		cmocka_unit_test(test_host_ids_not_reused_soon),
 		cmocka_unit_test(test_a_slot_waits_for_65536_others),
+		cmocka_unit_test(test_timewait_is_divided),
 		cmocka_unit_test(test_listing_is_ordered_and_pages),
 		cmocka_unit_test(test_listing_pages_of_many),
 	};
