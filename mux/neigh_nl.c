@@ -205,23 +205,37 @@ static int neigh_nl_state_msg(const struct nlmsghdr *nlh, void *data)
 	return MNL_CB_OK;
 }
 
+/* A request of type about hop's neighbour entry on ifindex, in buf. */
+static struct nlmsghdr *neigh_nl_entry_msg(char *buf, uint16_t type,
+					   uint16_t flags, uint8_t ndm_flags,
+					   const struct neigh_nl_addr *hop,
+					   uint32_t ifindex)
+{
+	struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
+	struct ndmsg *ndm;
+
+	nlh->nlmsg_type = type;
+	nlh->nlmsg_flags = flags;
+	ndm = mnl_nlmsg_put_extra_header(nlh, sizeof(*ndm));
+	ndm->ndm_family = (unsigned char)hop->family;
+	ndm->ndm_ifindex = (int)ifindex;
+	ndm->ndm_flags = ndm_flags;
+	mnl_attr_put(nlh, NDA_DST, hop->len, hop->raw);
+	return nlh;
+}
+
 /* The state (NUD_*) of the neighbour entry of hop on ifindex; -ENOENT
  * when there is none. */
 static int neigh_nl_state(struct neigh_nl *nl, const struct neigh_nl_addr *hop,
 			  uint32_t ifindex)
 {
 	char buf[MNL_SOCKET_BUFFER_SIZE];
-	struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
-	struct ndmsg *ndm;
 	int state = -ENOENT, rc;
 
-	nlh->nlmsg_type = RTM_GETNEIGH;
-	nlh->nlmsg_flags = NLM_F_REQUEST;
-	ndm = mnl_nlmsg_put_extra_header(nlh, sizeof(*ndm));
-	ndm->ndm_family = (unsigned char)hop->family;
-	ndm->ndm_ifindex = (int)ifindex;
-	mnl_attr_put(nlh, NDA_DST, hop->len, hop->raw);
-	rc = neigh_nl_ask(nl, nlh, neigh_nl_state_msg, &state);
+	rc = neigh_nl_ask(nl,
+			  neigh_nl_entry_msg(buf, RTM_GETNEIGH, NLM_F_REQUEST,
+					     0, hop, ifindex),
+			  neigh_nl_state_msg, &state);
 	return rc ? rc : state;
 }
 
@@ -239,18 +253,14 @@ static void neigh_nl_kick(struct neigh_nl *nl, const struct neigh_nl_addr *hop,
 			  uint32_t ifindex)
 {
 	char buf[MNL_SOCKET_BUFFER_SIZE];
-	struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
-	struct ndmsg *ndm;
 	int rc;
 
-	nlh->nlmsg_type = RTM_NEWNEIGH;
-	nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_CREATE | NLM_F_ACK;
-	ndm = mnl_nlmsg_put_extra_header(nlh, sizeof(*ndm));
-	ndm->ndm_family = (unsigned char)hop->family;
-	ndm->ndm_ifindex = (int)ifindex;
-	ndm->ndm_flags = NTF_USE;
-	mnl_attr_put(nlh, NDA_DST, hop->len, hop->raw);
-	rc = neigh_nl_ask(nl, nlh, neigh_nl_ack, NULL);
+	rc = neigh_nl_ask(nl,
+			  neigh_nl_entry_msg(buf, RTM_NEWNEIGH,
+					     NLM_F_REQUEST | NLM_F_CREATE |
+						     NLM_F_ACK,
+					     NTF_USE, hop, ifindex),
+			  neigh_nl_ack, NULL);
 	if (rc == -EPERM && !nl->kick_denied) {
 		nl->kick_denied = 1;
 		log_fwarn(
