@@ -58,7 +58,7 @@ MUXD_SRC     := mux/main.c mux/config.c mux/mux.c mux/worker.c mux/delivery.c mu
 		mux/router.c $(CONN_SRC) mux/clients.c mux/stats.c mux/port.c mux/port_answers.c mux/port_parked.c \
 		mux/port_sim.c mux/port_umad.c mux/unix_listener.c mux/lockfile.c mux/sdnotify.c mux/listen_fds.c mux/listener.c \
 		mux/status.c mux/policy.c mux/admin.c mux/qp_owner.c mux/neigh_nl.c mux/qp_registry.c $(IBDEV_SRC) $(QEMU_MSG_SRC)
-MUXCTL_SRC   := mux/ctl/muxctl.c mux/ctl/muxctl_metrics.c
+MUXCTL_SRC   := mux/ctl/muxctl.c mux/ctl/muxctl_status.c mux/ctl/muxctl_metrics.c mux/ctl/muxctl_top.c
 BACKEND_SRC  := backend/muxbe.c backend/verbs.c backend/ah_cache.c $(IBDEV_SRC)
 VM_SRC       := backend/vm/vm.c backend/vm/guest_cm.c backend/vm/vm_data.c
 

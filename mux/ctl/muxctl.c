@@ -22,14 +22,13 @@
 #include "protocol/rdmacm_mux_proto.h"
 #include "common/unix_socket.h"
 
-#define STATUS_MAX (64u << 20)
-
 static void muxctl_usage(FILE *f)
 {
 	fprintf(f,
 		"usage: rdmacm-muxctl [-S PATH] [-j] [-t MS] [-w SECONDS] [VIEW]\n"
 		"       VIEW: status (default), clients, ports, gids, counters, metrics,\n"
 		"             connections [CLIENT-ID [OFFSET [LIMIT]]]\n"
+		"       rdmacm-muxctl [-j] top [-d SECONDS] [-n COUNT] [-s COLUMN]\n"
 		"       rdmacm-muxctl [-A PATH] disconnect CLIENT-ID | reload\n"
 		"  -S, --status-socket PATH  daemon status socket (default $RDMACM_MUX_STATUS\n"
 		"                            or " PROTO_DEFAULT_STATUS_SOCKET
@@ -44,114 +43,13 @@ static void muxctl_usage(FILE *f)
 		"(default 256) from OFF\n"
 		"  metrics                   the counters in Prometheus' text "
 		"format\n"
+		"  top                       live, per client: MADs a second, "
+		"refusals, drops\n"
 		"  disconnect ID             close a client's connection "
 		"(audited)\n"
 		"  reload                    read the policy file again "
 		"(audited)\n"
 		"  -h, --help                this text\n");
-}
-
-/* A connected unix stream socket, or -1 after saying why (with hint). */
-static int muxctl_connect_unix(const char *path, const char *hint)
-{
-	int fd = unix_socket_connect(path, SOCK_STREAM);
-
-	if (fd >= 0)
-		return fd;
-	fprintf(stderr, "rdmacm-muxctl: cannot connect to %s: %s\n  (%s)\n",
-		path, strerror(-fd), hint);
-	return -1;
-}
-
-/* One query line to the status socket; its answer, whole. */
-static char *muxctl_fetch_status(const char *path, const char *query,
-				 int timeout_ms)
-{
-	size_t len = 0, cap = 65536;
-	struct pollfd pfd;
-	char *buf;
-	ssize_t n;
-	int fd;
-
-	fd = muxctl_connect_unix(
-		path,
-		"is rdmacm-muxd running, and may you open its status socket?");
-	if (fd < 0)
-		return NULL;
-	if (send(fd, query, strlen(query), MSG_NOSIGNAL) !=
-		    (ssize_t)strlen(query) ||
-	    send(fd, "\n", 1, MSG_NOSIGNAL) != 1) {
-		fprintf(stderr, "rdmacm-muxctl: write: %s\n", strerror(errno));
-		close(fd);
-		return NULL;
-	}
-	buf = malloc(cap);
-	pfd.fd = fd;
-	pfd.events = POLLIN;
-	while (buf) {
-		if (poll(&pfd, 1, timeout_ms) <= 0) {
-			fprintf(stderr,
-				"rdmacm-muxctl: no status from %s within %d ms\n",
-				path, timeout_ms);
-			goto fail;
-		}
-		if (len + 1 >= cap) {
-			char *nb;
-
-			if (cap >= STATUS_MAX)
-				goto fail;
-			cap *= 2;
-			nb = realloc(buf, cap);
-			if (nb == NULL)
-				goto fail;
-			buf = nb;
-		}
-		n = read(fd, buf + len, cap - len - 1);
-		if (n < 0) {
-			fprintf(stderr, "rdmacm-muxctl: read: %s\n",
-				strerror(errno));
-			goto fail;
-		}
-		if (n == 0)
-			break;
-		len += (size_t)n;
-	}
-	close(fd);
-	if (buf)
-		buf[len] = '\0';
-	return buf;
-fail:
-	free(buf);
-	close(fd);
-	return NULL;
-}
-
-/* Strings in the daemon's answers come, in part, from VMs: before any
- * reaches the terminal, its control characters are escaped in place. */
-static void muxctl_make_printable(json_t *v)
-{
-	const char *key;
-	json_t *item;
-	size_t i, len;
-	char *buf;
-
-	if (json_is_object(v)) {
-		json_object_foreach(v, key, item)
-			muxctl_make_printable(item);
-	} else if (json_is_array(v)) {
-		json_array_foreach(v, i, item)
-			muxctl_make_printable(item);
-	} else if (json_is_string(v)) {
-		len = json_string_length(v);
-		if (text_is_clean(json_string_value(v), len))
-			return;
-		buf = malloc(len * 4 + 1);
-		if (buf == NULL)
-			return;
-		text_escape(buf, len * 4 + 1, json_string_value(v), len);
-		json_string_set(v, buf);
-		free(buf);
-	}
 }
 
 static json_int_t muxctl_jint(json_t *o, const char *key)
@@ -405,7 +303,7 @@ static int muxctl_admin_request(const char *path, const char *request,
 	ssize_t n;
 	int fd, ok;
 
-	fd = muxctl_connect_unix(
+	fd = muxctl_status_connect(
 		path,
 		"admin commands need root and the daemon's --admin-socket");
 	if (fd < 0)
@@ -430,7 +328,7 @@ static int muxctl_admin_request(const char *path, const char *request,
 		fprintf(stderr, "rdmacm-muxctl: no answer from the daemon\n");
 		return 1;
 	}
-	muxctl_make_printable(j);
+	muxctl_status_printable(j);
 	ok = json_is_true(json_object_get(j, "ok"));
 	if (ok)
 		printf("ok%s%s\n", json_object_get(j, "message") ? ": " : "",
@@ -573,7 +471,7 @@ int main(int argc, char **argv)
 		path = PROTO_DEFAULT_STATUS_SOCKET;
 	if (admin == NULL || admin[0] == '\0')
 		admin = PROTO_DEFAULT_ADMIN_SOCKET;
-	while ((c = getopt_long(argc, argv, "S:jt:A:w:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+S:jt:A:w:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'w':
 			if (muxctl_option("watch", "SECONDS", optarg, 86400,
@@ -601,6 +499,9 @@ int main(int argc, char **argv)
 		default: muxctl_usage(stderr); return 2;
 		}
 	}
+	if (optind < argc && strcmp(argv[optind], "top") == 0)
+		return muxctl_top_main(path, timeout_ms, json_out,
+				       argc - optind, argv + optind);
 	if (optind < argc && strcmp(argv[optind], "reload") == 0)
 		return muxctl_no_more(argc, argv, optind + 1) < 0
 			       ? 2
@@ -681,7 +582,7 @@ static int muxctl_show(const char *path, const char *query, int timeout_ms,
 	json_t *st, *out;
 	char *text;
 
-	text = muxctl_fetch_status(path, query, timeout_ms);
+	text = muxctl_status_fetch(path, query, timeout_ms);
 	if (text == NULL)
 		return 1;
 	st = json_loads(text, 0, &jerr);
@@ -693,7 +594,7 @@ static int muxctl_show(const char *path, const char *query, int timeout_ms,
 	}
 	if (json_object_get(st, "error") &&
 	    !json_is_true(json_object_get(st, "ok"))) {
-		muxctl_make_printable(st);
+		muxctl_status_printable(st);
 		fprintf(stderr, "rdmacm-muxctl: %s: %s\n",
 			muxctl_jstr(json_object_get(st, "error"), "code"),
 			muxctl_jstr(json_object_get(st, "error"), "message"));
@@ -702,7 +603,7 @@ static int muxctl_show(const char *path, const char *query, int timeout_ms,
 	}
 	if (view == V_METRICS) {
 		/* Label values are escaped as the format wants. */
-		muxctl_make_printable(st);
+		muxctl_status_printable(st);
 		muxctl_metrics_print(stdout, st);
 	} else if (json_out) {
 		out = muxctl_view_json(st, view);
@@ -713,7 +614,7 @@ static int muxctl_show(const char *path, const char *query, int timeout_ms,
 		}
 		json_decref(out);
 	} else {
-		muxctl_make_printable(st);
+		muxctl_status_printable(st);
 		switch (view) {
 		case V_PAGE: muxctl_print_connection_page(st); break;
 		case V_CLIENTS: muxctl_print_clients(st); break;

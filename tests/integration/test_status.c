@@ -249,6 +249,10 @@ static void test_muxctl_views(void **state)
 			"reload now",
 			"-S '' status",
 			"-A '' reload",
+			"top -d 0",
+			"top -n 0",
+			"top -s nothing",
+			"top extra",
 		};
 
 		for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -285,6 +289,69 @@ static void test_muxctl_views(void **state)
 	tc_close(&a);
 }
 
+/* rdmacm-muxctl top -j: a baseline line, then one line per refresh with
+ * what each client did in the interval, sorted; top-a sends 20 REQs to
+ * top-b between the two snapshots.  The terminal view keeps to 80
+ * columns. */
+static void test_muxctl_top(void **state)
+{
+	struct h_fixture *f = *state;
+	char cmd[512], args[256], line[8192], *l, *save = NULL;
+	struct tclient a, b;
+	uint8_t mad[MAD_SIZE];
+	json_t *v, *c0, *c1;
+	FILE *p;
+	int i;
+
+	if (getenv("RDMACM_MUXCTL") == NULL)
+		skip();
+	tc_connect_gid(&a, &f->d, "top-a", "fd00::1");
+	tc_connect_gid(&b, &f->d, "top-b", "fd00::2");
+	snprintf(cmd, sizeof(cmd), "%s -S %s -j top -n 1 -d %d -s out",
+		 getenv("RDMACM_MUXCTL"), f->d.status, 3 * h_time_scale());
+	p = popen(cmd, "r");
+	assert_non_null(p);
+	/* The baseline is taken: what follows is in the interval. */
+	assert_non_null(fgets(line, sizeof(line), p));
+	assert_non_null(strstr(line, "\"baseline\":true"));
+	for (i = 0; i < 20; i++) {
+		h_req(mad, 0x500 + (uint32_t)i, "fd00::1", "fd00::2");
+		assert_int_equal(tc_send_sync(&a, "fd00::2", mad), 0);
+	}
+	assert_true(tc_pump_until(&b, tc_has_rx, 20, H_DEADLINE_MS));
+	assert_non_null(fgets(line, sizeof(line), p));
+	assert_int_equal(pclose(p), 0);
+	v = json_loads(line, 0, NULL);
+	assert_non_null(v);
+	c0 = json_array_get(json_object_get(v, "clients"), 0);
+	c1 = json_array_get(json_object_get(v, "clients"), 1);
+	assert_string_equal(json_string_value(json_object_get(c0, "name")),
+			    "top-a");
+	assert_int_equal(json_integer_value(json_object_get(c0, "mads_out")),
+			 20);
+	assert_true(json_real_value(json_object_get(c0, "out_per_s")) > 0);
+	assert_int_equal(json_integer_value(json_object_get(c0, "connections")),
+			 20);
+	assert_string_equal(json_string_value(json_object_get(c1, "name")),
+			    "top-b");
+	assert_int_equal(json_integer_value(json_object_get(c1, "mads_in")),
+			 20);
+	assert_string_equal(json_string_value(
+				    json_array_get(json_object_get(c1, "gids"),
+						   0)),
+			    "fd00::2");
+	json_decref(v);
+	snprintf(args, sizeof(args), "-S %s top -n 1 -d 0.2 -s name",
+		 f->d.status);
+	assert_int_equal(muxctl_run(args, line, sizeof(line)), 0);
+	assert_non_null(strstr(line, "top-b"));
+	for (l = strtok_r(line, "\n", &save); l;
+	     l = strtok_r(NULL, "\n", &save))
+		assert_true(strlen(l) <= 80);
+	tc_close(&a);
+	tc_close(&b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -298,6 +365,8 @@ int main(void)
 						h_setup_daemon,
 						h_teardown_daemon),
 		cmocka_unit_test_setup_teardown(test_metrics, h_setup_daemon,
+						h_teardown_daemon),
+		cmocka_unit_test_setup_teardown(test_muxctl_top, h_setup_daemon,
 						h_teardown_daemon),
 		cmocka_unit_test_setup_teardown(test_muxctl_views,
 						h_setup_daemon,
