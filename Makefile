@@ -50,15 +50,17 @@ COMMON_SRC   := common/log.c common/text.c common/unix_socket.c common/gid.c com
 # The GID table through libibverbs: the daemon's and the library's, not
 # the CLI's or the tests' (which do not link libibverbs).
 IBDEV_SRC    := common/ibdev.c
-PROTOCOL_SRC := protocol/frame.c protocol/mad_frame.c protocol/control.c protocol/status_query.c
+PROTOCOL_SRC := protocol/frame.c protocol/mad_frame.c protocol/control.c protocol/status_query.c \
+		protocol/capture_request.c
 QEMU_MSG_SRC := protocol/qemu_msg.c
 # The connection table: a unit with no dependency on the daemon.
 CONN_SRC     := mux/conn.c mux/conn_table.c mux/conn_restore.c mux/conn_store.c
 MUXD_SRC     := mux/main.c mux/config.c mux/mux.c mux/worker.c mux/delivery.c mux/session.c mux/outlet.c mux/port_senders.c mux/requests.c mux/outbound.c mux/qemu_client.c \
 		mux/router.c $(CONN_SRC) mux/clients.c mux/stats.c mux/port.c mux/port_answers.c mux/port_parked.c \
 		mux/port_sim.c mux/port_umad.c mux/unix_listener.c mux/lockfile.c mux/sdnotify.c mux/listen_fds.c mux/listener.c \
-		mux/status.c mux/policy.c mux/admin.c mux/qp_owner.c mux/neigh_nl.c mux/qp_registry.c $(IBDEV_SRC) $(QEMU_MSG_SRC)
-MUXCTL_SRC   := mux/ctl/muxctl.c mux/ctl/muxctl_status.c mux/ctl/muxctl_metrics.c mux/ctl/muxctl_top.c
+		mux/status.c mux/policy.c mux/admin.c mux/capture.c mux/qp_owner.c mux/neigh_nl.c mux/qp_registry.c $(IBDEV_SRC) $(QEMU_MSG_SRC)
+MUXCTL_SRC   := mux/ctl/muxctl.c mux/ctl/muxctl_status.c mux/ctl/muxctl_metrics.c mux/ctl/muxctl_top.c \
+		mux/ctl/muxctl_capture.c mux/ctl/muxctl_pcapng.c
 BACKEND_SRC  := backend/muxbe.c backend/verbs.c backend/ah_cache.c $(IBDEV_SRC)
 VM_SRC       := backend/vm/vm.c backend/vm/guest_cm.c backend/vm/vm_data.c
 
@@ -83,7 +85,7 @@ UNIT_TESTS := test_codec test_cm_mad test_router test_conn test_conn_table test_
 	      test_number
 UNIT_BINS  := $(addprefix $(B)/tests/,$(UNIT_TESTS))
 INTEG_TESTS := test_admission test_status test_service test_cm test_attacks test_attacks_files \
-	       test_attacks_qps test_qemu test_isolation test_muxbe_recv
+	       test_attacks_qps test_qemu test_isolation test_muxbe_recv test_capture
 INTEG_BINS := $(addprefix $(B)/tests/,$(INTEG_TESTS))
 
 
@@ -274,11 +276,12 @@ bench-lab: all tests
 
 # ---- fuzzing (clang's libFuzzer) -----------------------------------------
 FUZZ_TARGETS := fuzz_frame fuzz_control fuzz_cm_mad fuzz_qemu_msg fuzz_policy fuzz_config fuzz_text \
-		fuzz_status_query
+		fuzz_status_query fuzz_capture_request fuzz_capture_record
 FUZZ_SECONDS ?= 20
 FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -I. -g -O1 -fsanitize=fuzzer,address,undefined $(DEP_CFLAGS)
 FUZZ_LINK := $(PROTOCOL_SRC) $(QEMU_MSG_SRC) $(COMMON_SRC) mux/router.c $(CONN_SRC) \
-	     mux/policy.c mux/config.c backend/vm/guest_cm.c
+	     mux/policy.c mux/config.c backend/vm/guest_cm.c \
+	     mux/ctl/muxctl_capture.c mux/ctl/muxctl_pcapng.c mux/ctl/muxctl_status.c
 $(B)/fuzz/%: tests/fuzz/%.c $(FUZZ_LINK)
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_LINK) $(DEP_LIBS)

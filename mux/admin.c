@@ -3,7 +3,8 @@
  * The admin socket: the only way to change the daemon while it runs
  * (disconnect a client, reload the policy).  Root (or the daemon's own
  * user) only, checked per connection with SO_PEERCRED; every action is
- * logged with who asked.  One JSON request per line, one reply, close.
+ * logged with who asked.  One JSON request per line, one reply, close;
+ * a capture's reply is followed by its MADs until it ends (capture.c).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -27,11 +28,13 @@ struct admin_conn {
 	struct bufferevent *bev;
 	struct ucred cred;
 	int answered;
+	struct capture *capture; /* streaming its MADs until it ends */
 };
 
 static void admin_conn_free(struct admin_conn *ac)
 {
 	TAILQ_REMOVE(&ac->mux->admin_conns, ac, link);
+	capture_free(ac->capture);
 	bufferevent_free(ac->bev);
 	free(ac);
 }
@@ -89,6 +92,46 @@ static json_t *admin_reload(struct admin_conn *ac)
 	return json_pack("{s:b, s:s}", "ok", 1, "message", msg);
 }
 
+/* The capture is over, its last line written: the connection closes
+ * once that is read. */
+static void admin_capture_ended(void *arg)
+{
+	struct admin_conn *ac = arg;
+
+	ac->answered = 1;
+}
+
+/* A capture streams on this connection: the reply, then its MADs, then
+ * its end; nothing the reader sends is taken, but its close stops it. */
+static json_t *admin_capture(struct admin_conn *ac, json_t *req)
+{
+	struct proto_capture_request cr;
+	char what[96], err[160];
+	int rc;
+
+	rc = proto_capture_request_parse(req, &cr, err, sizeof(err));
+	if (rc)
+		return proto_reply_error(rc, "%s", err);
+	rc = capture_start(ac->mux, bufferevent_get_base(ac->bev), ac->bev, &cr,
+			   admin_capture_ended, ac, &ac->capture);
+	if (rc)
+		return proto_reply_error(
+			rc, "%s",
+			rc == -EBUSY ? "as many captures as allowed run already"
+				     : "cannot start a capture");
+	capture_filter_describe(&cr, what, sizeof(what));
+	/* A capture shows private data and addresses: said who. */
+	log_info("admin: uid %d pid %d captures %s (%llu MADs, %u s at most)",
+		 (int)ac->cred.uid, (int)ac->cred.pid, what,
+		 (unsigned long long)cr.count, cr.seconds);
+	ac->answered = 0;
+	bufferevent_set_timeouts(ac->bev, NULL, NULL);
+	bufferevent_enable(ac->bev, EV_READ);
+	return json_pack("{s:b, s:s, s:I, s:I}", "ok", 1, "capture", what,
+			 "count", (json_int_t)cr.count, "seconds",
+			 (json_int_t)cr.seconds);
+}
+
 /* The one request (line, len bytes), answered; nothing more is read. */
 static void admin_answer(struct admin_conn *ac, const char *line, size_t len)
 {
@@ -110,6 +153,8 @@ static void admin_answer(struct admin_conn *ac, const char *line, size_t len)
 		reply = admin_disconnect(ac, req);
 	else if (strcmp(op, "reload_policy") == 0)
 		reply = admin_reload(ac);
+	else if (strcmp(op, "capture") == 0)
+		reply = admin_capture(ac, req);
 	else
 		reply = proto_reply_error(EOPNOTSUPP, "unknown admin op \"%s\"",
 					  op);
@@ -124,6 +169,11 @@ static void admin_read(struct bufferevent *bev, void *arg)
 	size_t len;
 	char *line;
 
+	if (ac->capture) {
+		/* Read only to notice the reader's close. */
+		evbuffer_drain(in, evbuffer_get_length(in));
+		return;
+	}
 	line = evbuffer_readln(in, &len, EVBUFFER_EOL_LF);
 	if (line == NULL) {
 		if (evbuffer_get_length(in) > ADMIN_MAX_REQUEST) {

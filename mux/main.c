@@ -436,6 +436,7 @@ static void main_release(struct mux *mux, struct main_signals *signals,
 	listener_stop(mux);
 	status_close(mux);
 	admin_close(mux);
+	capture_set_free(mux);
 	router_free(mux->router);
 	qp_registry_free(mux->qp_registry);
 	clients_fini(mux->clients);
@@ -501,6 +502,8 @@ int main(int argc, char **argv)
 		goto fail;
 	/* The sockets last: once they exist, the daemon is ready (its sim
 	 * fabric and ports are there).  Each says why it failed. */
+	if (capture_set_init(mux) < 0)
+		fatalx("cannot set up captures");
 	if (listener_start(mux, base) < 0 || status_listen(mux) < 0 ||
 	    admin_listen(mux, base) < 0)
 		goto fail;

@@ -310,6 +310,9 @@ struct mux {
 	struct log_ratelimit refusal_rl;
 	struct unix_listener *admin_listener;
 	TAILQ_HEAD(, admin_conn) admin_conns;
+	/* Administrators' captures (capture.c): how many run, and they. */
+	_Atomic int capturing;
+	struct capture_set *captures;
 };
 
 /* The daemon object and the parts it holds, zeroed; NULL without
@@ -864,6 +867,41 @@ void port_parked_tick(struct port *p, uint64_t now_ms);
 void port_parked_free(struct port *p);
 
 /* ==== Beside the corridors ============================================ */
+
+/* ---- capture.c: the MADs and their verdicts, for an administrator ----- */
+
+/* Captures at once, at most. */
+#define CAPTURE_SESSIONS 4
+
+struct capture;
+struct capture_set;
+struct bufferevent;
+typedef void (*capture_end_fn)(void *arg);
+
+int capture_set_init(struct mux *mux);
+void capture_set_free(struct mux *mux);
+/* The taps' test: nothing else is spent while nobody captures. */
+static inline int capture_on(struct mux *mux)
+{
+	return atomic_load_explicit(&mux->capturing, memory_order_relaxed);
+}
+/* Any thread, where capture_on(): m as on the wire (out: sent by the
+ * daemon), whose client ci (or NULL), and what became of it. */
+void capture_mad(struct mux *mux, int out, const struct port *p,
+		 const struct proto_mad *m, const struct client_info *ci,
+		 const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+/* Main thread: capture what req matches to bev, its count of MADs at
+ * most, for its seconds at most; end(end_arg) when it is over (its last
+ * line written).  -EBUSY with CAPTURE_SESSIONS already running. */
+int capture_start(struct mux *mux, struct event_base *base,
+		  struct bufferevent *bev,
+		  const struct proto_capture_request *req, capture_end_fn end,
+		  void *end_arg, struct capture **out);
+/* Main thread: a capture that has not ended ends, told to nobody. */
+void capture_free(struct capture *c);
+/* "client 3", "VM \"x\"", ...: for the log and the reply. */
+void capture_filter_describe(const struct proto_capture_request *f, char *buf,
+			     size_t len);
 
 /* ---- requests.c: control operations ------------------------------------ */
 

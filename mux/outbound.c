@@ -383,27 +383,27 @@ static int outbound_route(struct mux *mux, struct client_info *ci,
 	}
 }
 
-int outbound_send_mad(struct mux *mux, struct client_info *ci,
-		      const struct proto_mad *in, uint32_t rid,
-		      const char **why)
+/* The checks in order, and the route: 0 with m as it will leave, port
+ * and the source GID's index, or the refusal. */
+static int outbound_check_all(struct mux *mux, struct client_info *ci,
+			      const struct proto_mad *in, struct proto_mad *m,
+			      struct port **port, int *idx, const char **why)
 {
-	struct proto_mad wire = *in, *m = &wire;
-	struct port *port = NULL;
 	struct gid sgid;
 	uint64_t now = mux_now_ms(); /* one clock read per MAD */
 	uint8_t gid_type = 0;
-	int idx = -1, typed, rc;
+	int typed, rc;
 
 	memcpy(sgid.raw, m->addr.local_gid, 16);
 	rc = outbound_check_mad(mux, ci, m, now, why);
 	if (rc == 0)
-		rc = outbound_check_path(mux, ci, m, &sgid, &port, &idx, why);
+		rc = outbound_check_path(mux, ci, m, &sgid, port, idx, why);
 	if (rc == 0)
-		rc = outbound_check_qp(mux, ci, port, m, &sgid, why);
+		rc = outbound_check_qp(mux, ci, *port, m, &sgid, why);
 	if (rc)
 		return rc;
-	outbound_timeout_rej_guid(port, m->mad);
-	rc = outbound_route(mux, ci, port, m, &sgid, now, &gid_type, why);
+	outbound_timeout_rej_guid(*port, m->mad);
+	rc = outbound_route(mux, ci, *port, m, &sgid, now, &gid_type, why);
 	if (rc)
 		return rc;
 	if (log_get_level() >= LOG_LVL_DEBUG &&
@@ -414,10 +414,39 @@ int outbound_send_mad(struct mux *mux, struct client_info *ci,
 			  (unsigned)cm_mad_sender_id(in->mad),
 			  (unsigned)cm_mad_sender_id(m->mad));
 	if (gid_type &&
-	    (typed = port->ops->gid_index(port, &sgid, gid_type)) >= 0)
-		idx = typed;
-	rc = port_send_client_mad(port, ci, m, idx, rid);
-	if (rc && rc != -EINPROGRESS)
+	    (typed = (*port)->ops->gid_index(*port, &sgid, gid_type)) >= 0)
+		*idx = typed;
+	return 0;
+}
+
+int outbound_send_mad(struct mux *mux, struct client_info *ci,
+		      const struct proto_mad *in, uint32_t rid,
+		      const char **why)
+{
+	struct proto_mad wire = *in;
+	struct port *port = NULL;
+	int idx = -1, rc;
+
+	rc = outbound_check_all(mux, ci, in, &wire, &port, &idx, why);
+	if (rc) {
+		/* As the client sent it: it never left. */
+		if (capture_on(mux))
+			capture_mad(mux, 1, port, in, ci,
+				    "refused client %llu: %s (%s)",
+				    (unsigned long long)ci->id, *why,
+				    proto_errno_name(rc));
+		return rc;
+	}
+	/* Before it leaves: a simulated port delivers it in place. */
+	if (capture_on(mux))
+		capture_mad(mux, 1, port, &wire, ci, "sent by client %llu",
+			    (unsigned long long)ci->id);
+	rc = port_send_client_mad(port, ci, &wire, idx, rid);
+	if (rc && rc != -EINPROGRESS) {
 		*why = "port send failed";
+		if (capture_on(mux))
+			capture_mad(mux, 1, port, &wire, ci, "send failed: %s",
+				    proto_errno_name(rc));
+	}
 	return rc;
 }

@@ -70,9 +70,30 @@ static int port_answer_class_request(struct port *p, const struct proto_mad *m,
 	return 1;
 }
 
+/* What became of an inbound MAD, for a capture: wire is it as it came;
+ * a MAD for a client is said before it is handed over (what the client
+ * sends in answer must not come first), its loss after. */
+static void port_capture_in(struct port *p, const struct proto_mad *wire,
+			    enum router_verdict v, struct client_info *ci,
+			    int rc)
+{
+	if (v != ROUTER_DELIVER)
+		capture_mad(p->mux, 0, p, wire, NULL, "dropped: %s",
+			    stats_drop_reason_name(stats_drop_for_verdict(v)));
+	else if (ci == NULL)
+		capture_mad(p->mux, 0, p, wire, NULL, "dropped: client_gone");
+	else if (rc < 0)
+		capture_mad(p->mux, 0, p, wire, ci, "lost at client %llu: %s",
+			    (unsigned long long)ci->id, proto_errno_name(rc));
+	else
+		capture_mad(p->mux, 0, p, wire, ci, "delivered to client %llu",
+			    (unsigned long long)ci->id);
+}
+
 void port_input(struct port *p, struct proto_mad *m, int gid_type)
 {
 	struct mux *mux = p->mux;
+	struct proto_mad *wire = NULL, copy;
 	struct client_info *ci;
 	uint64_t client = 0, suppressed;
 	uint32_t noted = 0;
@@ -88,6 +109,10 @@ void port_input(struct port *p, struct proto_mad *m, int gid_type)
 				 1);
 	if (port_answer_class_request(p, m, gid_type))
 		return;
+	if (capture_on(mux)) { /* before routing translates it */
+		copy = *m;
+		wire = &copy;
+	}
 	router_path_from_addr(&m->addr, 1, &path);
 	/* What answers it leaves as it came (cm_init_av_for_response()). */
 	path.gid_type = (uint8_t)gid_type;
@@ -96,6 +121,8 @@ void port_input(struct port *p, struct proto_mad *m, int gid_type)
 	if (v != ROUTER_DELIVER) {
 		enum drop_reason why = stats_drop_for_verdict(v);
 
+		if (wire)
+			port_capture_in(p, wire, v, NULL, 0);
 		atomic_fetch_add(&mux->stats.drops[why], 1);
 		if (log_get_level() >= LOG_LVL_DEBUG &&
 		    log_ratelimit_allow(port_drop_rl(), &suppressed))
@@ -110,9 +137,15 @@ void port_input(struct port *p, struct proto_mad *m, int gid_type)
 	if (ci == NULL) {
 		atomic_fetch_add(&mux->stats.drops[DROP_CLIENT_GONE], 1);
 		router_forget_noted(mux->router, noted, client);
+		if (wire)
+			port_capture_in(p, wire, v, NULL, 0);
 		return;
 	}
+	if (wire)
+		port_capture_in(p, wire, v, ci, 0);
 	rc = mux->deliver->mad(mux, ci, m);
+	if (wire && rc < 0)
+		port_capture_in(p, wire, v, ci, rc);
 	clients_put(ci);
 	/* A REQ its client never got holds no record of the port's. */
 	if (rc < 0)
@@ -151,6 +184,9 @@ static void port_send_done(struct port *p, struct port_send *ps, int rc)
 {
 	if (ps->ci)
 		atomic_fetch_sub(&ps->ci->sends_in_flight, 1);
+	if (rc && rc != -ECANCELED && capture_on(p->mux))
+		capture_mad(p->mux, 1, p, &ps->m, ps->ci, "send failed: %s",
+			    proto_errno_name(rc));
 	if (ps->ci == NULL)
 		port_answers_count(p, rc);
 	else if (rc != -ECANCELED) {

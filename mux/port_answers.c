@@ -95,6 +95,9 @@ static void port_answers_out(struct port *p, struct port_send *ps,
 {
 	int rc;
 
+	if (capture_on(p->mux))
+		capture_mad(p->mux, 1, p, &ps->m, NULL, "sent: the daemon's %s",
+			    conn_answer_name(why));
 	atomic_fetch_add(&p->mux->stats.answers[why], 1);
 	atomic_fetch_add(&p->mux->stats.mads_out[cm_attr_index(
 				 cm_mad_attr_id(ps->m.mad))],

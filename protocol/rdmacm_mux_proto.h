@@ -194,6 +194,32 @@ int proto_status_query_parse(const char *line, size_t len,
 			     struct proto_status_query *q, char *err,
 			     size_t errlen);
 
+/* The admin socket's capture request (rdmacm-muxd(8), ADMIN SOCKET). */
+#define PROTO_CAPTURE_COUNT 1000
+#define PROTO_CAPTURE_COUNT_MAX 10000000
+#define PROTO_CAPTURE_SECONDS 60
+#define PROTO_CAPTURE_SECONDS_MAX 86400
+
+enum proto_capture_by {
+	PROTO_CAPTURE_ALL,
+	PROTO_CAPTURE_CLIENT,
+	PROTO_CAPTURE_VM,
+	PROTO_CAPTURE_GID
+};
+
+struct proto_capture_request {
+	enum proto_capture_by by;
+	uint64_t client;
+	char vm[64];
+	uint8_t gid[16];
+	uint64_t count;
+	unsigned seconds;
+};
+
+/* 0 and *r, or -EINVAL with err set. */
+int proto_capture_request_parse(json_t *req, struct proto_capture_request *r,
+				char *err, size_t errlen);
+
 #ifdef __cplusplus
 }
 #endif

@@ -12,6 +12,8 @@ PKGS=(
 	# rdmacm-muxctl metrics is checked with Prometheus' own parser, the
 	# systemd units with systemd-analyze
 	python3-prometheus-client systemd
+	# rdmacm-muxctl capture's files are read by stock tshark in the tests
+	tshark
 	# packages (make deb: debhelper, checked by lintian) and the style check
 	debhelper dpkg-dev fakeroot lintian clang-format
 	# the lab: Debian's kernel with soft-RoCE in QEMU, and stock peers

@@ -30,6 +30,8 @@ static void muxctl_usage(FILE *f)
 		"             connections [CLIENT-ID [OFFSET [LIMIT]]]\n"
 		"       rdmacm-muxctl [-j] top [-d SECONDS] [-n COUNT] [-s COLUMN]\n"
 		"       rdmacm-muxctl [-A PATH] disconnect CLIENT-ID | reload\n"
+		"       rdmacm-muxctl [-A PATH] capture [--client ID | --vm NAME | --gid GID]\n"
+		"                     [-c COUNT] [-s SECONDS] -w FILE|-\n"
 		"  -S, --status-socket PATH  daemon status socket (default $RDMACM_MUX_STATUS\n"
 		"                            or " PROTO_DEFAULT_STATUS_SOCKET
 		")\n"
@@ -49,6 +51,8 @@ static void muxctl_usage(FILE *f)
 		"(audited)\n"
 		"  reload                    read the policy file again "
 		"(audited)\n"
+		"  capture                   the CM MADs and their verdicts, "
+		"as pcapng (audited)\n"
 		"  -h, --help                this text\n");
 }
 
@@ -499,6 +503,8 @@ int main(int argc, char **argv)
 		default: muxctl_usage(stderr); return 2;
 		}
 	}
+	if (optind < argc && strcmp(argv[optind], "capture") == 0)
+		return muxctl_capture_main(admin, argc - optind, argv + optind);
 	if (optind < argc && strcmp(argv[optind], "top") == 0)
 		return muxctl_top_main(path, timeout_ms, json_out,
 				       argc - optind, argv + optind);

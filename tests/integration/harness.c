@@ -1024,6 +1024,34 @@ int h_admin_raw(const char *path, const char *bytes, int shut, int wait_ms,
 	return (int)len;
 }
 
+int h_admin_stream(const char *path, const char *request, char *reply,
+		   size_t cap)
+{
+	struct pollfd pfd;
+	size_t len = 0;
+	ssize_t n;
+	int s = raw_connect(path);
+
+	if (s < 0)
+		return s;
+	if (write(s, request, strlen(request)) != (ssize_t)strlen(request) ||
+	    write(s, "\n", 1) != 1) {
+		close(s);
+		return -EIO;
+	}
+	pfd.fd = s;
+	pfd.events = POLLIN;
+	/* One byte at a time: what follows the first line is the stream's. */
+	while (len < cap - 1 && poll(&pfd, 1, H_DEADLINE_MS) > 0) {
+		n = read(s, reply + len, 1);
+		if (n <= 0 || reply[len] == '\n')
+			break;
+		len++;
+	}
+	reply[len] = '\0';
+	return s;
+}
+
 int h_admin(const char *path, const char *request, char *reply, size_t cap)
 {
 	char line[4096];

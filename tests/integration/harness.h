@@ -173,6 +173,10 @@ void h_write_file(const char *path, const char *text);
 /* One request line to the admin socket; the reply text in reply.
  * Returns its length or a negative errno. */
 int h_admin(const char *path, const char *request, char *reply, size_t cap);
+/* A request whose reply is followed by a stream (a capture): the reply's
+ * first line in reply, the connection's fd to read on or close. */
+int h_admin_stream(const char *path, const char *request, char *reply,
+		   size_t cap);
 /* bytes as they are (no newline added) to the admin socket at path, its
  * sending side then shut down or not; the answer into reply, waiting
  * wait_ms for each piece: its length, or -errno. */

@@ -1,0 +1,232 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/*
+ * rdmacm-muxctl capture (issue 45): a capture of a connection with a peer
+ * (REQ, REP, RTU, DREQ, DREP), a rejected one (REQ, REJ) and a MAD the
+ * daemon refuses, read by stock tshark: every MAD dissected as RoCE v2 CM
+ * with its comm ID, and the daemon's verdict as the packet's comment.
+ * And what may start one: the admin socket only, its limits checked.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "tests/integration/harness.h"
+#include "common/cm_mad.h"
+#include "common/wire.h"
+
+#define PEER "fd99::1"
+/* rdmacm-muxd(8): captures at once. */
+#define CAPTURE_TEST_SESSIONS 4
+static const char *const ports[] = { "sim0=fd00::1,fd00::2", NULL };
+
+struct fx {
+	struct hdaemon d;
+	struct simpeer p;
+	struct tclient a;
+	char admin[256];
+	char file[256];
+};
+
+static int setup(void **state)
+{
+	static struct fx f;
+	static char admin_arg[300];
+	static const char *extra[2];
+	char err[256];
+
+	memset(&f, 0, sizeof(f));
+	snprintf(f.admin, sizeof(f.admin), "/tmp/rcm-capture-admin.%d",
+		 getpid());
+	snprintf(f.file, sizeof(f.file), "/tmp/rcm-capture.%d.pcapng",
+		 getpid());
+	snprintf(admin_arg, sizeof(admin_arg), "--admin-socket=%s", f.admin);
+	extra[0] = admin_arg;
+	extra[1] = NULL;
+	hd_start(&f.d, NULL, ports, extra);
+	simpeer_open(&f.p, &f.d, "peer", PEER);
+	assert_int_equal(tc_connect(&f.a, &f.d, "vm-a", 1, 0, err, sizeof(err)),
+			 0);
+	assert_int_equal(tc_register(&f.a, "fd00::1"), 0);
+	*state = &f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fx *f = *state;
+
+	tc_close(&f->a);
+	simpeer_close(&f->p);
+	hd_stop(&f->d);
+	if (getenv("KEEP_CAPTURE") == NULL)
+		unlink(f->file);
+	return 0;
+}
+
+static void peer_expect(struct fx *f, uint16_t attr, uint8_t *mad)
+{
+	assert_true(simpeer_recv(&f->p, mad, NULL, H_DEADLINE_MS));
+	assert_int_equal(cm_mad_attr_id(mad), attr);
+}
+
+static void vm_expect(struct tclient *tc, int n, uint16_t attr)
+{
+	assert_true(tc_pump_until(tc, tc_has_rx, n, H_DEADLINE_MS));
+	assert_int_equal(cm_mad_attr_id(tc->rx[n - 1].mad), attr);
+}
+
+/* The MADs of the test, 14 of them as the capture sees them. */
+static void traffic(struct fx *f)
+{
+	uint8_t m[MAD_SIZE], r[MAD_SIZE];
+	uint32_t h;
+
+	/* A connection and its end: out REQ, in REP, out RTU, out DREQ,
+	 * in DREP. */
+	h_req(m, 0x1234, "fd00::1", PEER);
+	assert_int_equal(tc_send_sync(&f->a, PEER, m), 0);
+	peer_expect(f, CM_ATTR_REQ, r);
+	h = wire_get32(r + 24);
+	h_mad(m, CM_ATTR_REP, 0x900a, h, wire_get64(r + 8));
+	simpeer_send(&f->p, "fd00::1", m);
+	vm_expect(&f->a, 1, CM_ATTR_REP);
+	h_mad(m, CM_ATTR_RTU, 0x1234, 0x900a, 1);
+	assert_int_equal(tc_send_sync(&f->a, PEER, m), 0);
+	peer_expect(f, CM_ATTR_RTU, r);
+	h_mad(m, CM_ATTR_DREQ, 0x1234, 0x900a, 2);
+	assert_int_equal(tc_send_sync(&f->a, PEER, m), 0);
+	peer_expect(f, CM_ATTR_DREQ, r);
+	h_mad(m, CM_ATTR_DREP, 0x900a, h, wire_get64(r + 8));
+	simpeer_send(&f->p, "fd00::1", m);
+	vm_expect(&f->a, 2, CM_ATTR_DREP);
+	/* A rejected one: out REQ, in REJ. */
+	h_req(m, 0x5678, "fd00::1", PEER);
+	assert_int_equal(tc_send_sync(&f->a, PEER, m), 0);
+	peer_expect(f, CM_ATTR_REQ, r);
+	h_mad(m, CM_ATTR_REJ, 0x900b, wire_get32(r + 24), wire_get64(r + 8));
+	simpeer_send(&f->p, "fd00::1", m);
+	vm_expect(&f->a, 3, CM_ATTR_REJ);
+	/* And one the daemon refuses: an RTU of no connection. */
+	h_mad(m, CM_ATTR_RTU, 0x7777, 0x9999, 3);
+	assert_true(tc_send_sync(&f->a, PEER, m) < 0);
+}
+
+/* Lines of tshark's fields (tab-separated) for the capture file. */
+static int tshark_lines(const char *file, char lines[][512], int max)
+{
+	char cmd[512];
+	FILE *p;
+	int n = 0;
+
+	snprintf(cmd, sizeof(cmd),
+		 "tshark -r %s -T fields -E separator=/t -e _ws.col.Protocol "
+		 "-e _ws.col.Info -e infiniband.cm.req -e frame.comment "
+		 "2>/dev/null",
+		 file);
+	p = popen(cmd, "r");
+	assert_non_null(p);
+	while (n < max && fgets(lines[n], 512, p))
+		n++;
+	assert_int_equal(pclose(p), 0);
+	return n;
+}
+
+static void test_tshark_reads_a_capture(void **state)
+{
+	struct fx *f = *state;
+	char cmd[768], line[512], lines[16][512];
+	FILE *p;
+	int n;
+
+	if (getenv("RDMACM_MUXCTL") == NULL ||
+	    system("command -v tshark >/dev/null 2>&1") != 0)
+		skip();
+	snprintf(cmd, sizeof(cmd), "%s -A %s capture -c 8 -s 60 -w %s 2>&1",
+		 getenv("RDMACM_MUXCTL"), f->admin, f->file);
+	p = popen(cmd, "r");
+	assert_non_null(p);
+	/* Once it says so, the capture runs: the traffic is in it. */
+	assert_non_null(fgets(line, sizeof(line), p));
+	assert_non_null(strstr(line, "capturing every MAD"));
+	traffic(f);
+	assert_non_null(fgets(line, sizeof(line), p));
+	assert_non_null(strstr(line, "8 MADs (count), 0 lost"));
+	assert_int_equal(pclose(p), 0);
+	n = tshark_lines(f->file, lines, 16);
+	assert_int_equal(n, 8);
+	/* Dissected as RoCE v2 CM, the daemon's verdict beside each. */
+	assert_non_null(strstr(lines[0], "RRoCE\tCM: ConnectRequest"));
+	assert_non_null(strstr(lines[0], "out sim0: sent by client"));
+	assert_non_null(strstr(lines[0], "(vm-a)"));
+	assert_non_null(strstr(lines[1], "CM: ConnectReply"));
+	assert_non_null(strstr(lines[1], "in sim0: delivered to client"));
+	assert_non_null(strstr(lines[2], "CM: ReadyToUse"));
+	assert_non_null(strstr(lines[3], "CM: DisconnectRequest"));
+	assert_non_null(strstr(lines[4], "CM: DisconnectReply"));
+	assert_non_null(strstr(lines[5], "CM: ConnectRequest"));
+	assert_non_null(strstr(lines[6], "CM: ConnectReject"));
+	assert_non_null(strstr(lines[7], "refused client"));
+	assert_non_null(strstr(lines[7], "ENOENT"));
+	/* The REQ's comm ID as it went on the wire: the host's, not the
+	 * guest's 0x1234. */
+	assert_null(strstr(lines[0], "0x00001234"));
+	assert_non_null(strstr(lines[0], "\t0x"));
+}
+
+/* The admin socket's capture request: bad filters and limits refused,
+ * a fifth capture at once refused (EBUSY), each logged with who. */
+static void test_capture_requests_are_checked(void **state)
+{
+	static const char *const bad[] = {
+		"{\"op\":\"capture\",\"count\":0}",
+		"{\"op\":\"capture\",\"count\":\"7\"}",
+		"{\"op\":\"capture\",\"seconds\":100000}",
+		"{\"op\":\"capture\",\"client_id\":-1}",
+		"{\"op\":\"capture\",\"vm\":\"\"}",
+		"{\"op\":\"capture\",\"gid\":\"not a gid\"}",
+		"{\"op\":\"capture\",\"vm\":\"a\",\"gid\":\"fd00::1\"}",
+	};
+	struct fx *f = *state;
+	char reply[512], log[65536];
+	int fds[CAPTURE_TEST_SESSIONS], i;
+	size_t k;
+
+	for (k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
+		assert_true(h_admin(f->admin, bad[k], reply, sizeof(reply)) >
+			    0);
+		if (strstr(reply, "\"EINVAL\"") == NULL)
+			fail_msg("%s: %s", bad[k], reply);
+	}
+	for (i = 0; i < CAPTURE_TEST_SESSIONS; i++) {
+		fds[i] = h_admin_stream(f->admin,
+					"{\"op\":\"capture\",\"vm\":\"vm-a\"}",
+					reply, sizeof(reply));
+		assert_true(fds[i] >= 0);
+		assert_non_null(strstr(reply, "\"ok\":true"));
+	}
+	assert_true(h_admin(f->admin, "{\"op\":\"capture\"}", reply,
+			    sizeof(reply)) > 0);
+	assert_non_null(strstr(reply, "\"EBUSY\""));
+	for (i = 0; i < CAPTURE_TEST_SESSIONS; i++)
+		close(fds[i]);
+	hd_read_log(&f->d, log, sizeof(log));
+	assert_non_null(strstr(log, "captures VM \"vm-a\""));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_tshark_reads_a_capture,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_capture_requests_are_checked, setup, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
