@@ -90,7 +90,7 @@ INTEG_BINS := $(addprefix $(B)/tests/,$(INTEG_TESTS))
 
 
 .PHONY: soak
-.PHONY: print-unit-tests print-integration-tests check-house check-format check-units bench bench-lab check-lab check-conformance all clean check check-quick check-unit \
+.PHONY: print-unit-tests print-integration-tests print-fuzz-targets check-house check-format check-units bench bench-lab check-lab check-conformance all clean check check-quick check-unit \
 	demo install uninstall dist distcheck deb fuzz tests
 UNITS   := $(B)/systemd/rdmacm-muxd.service $(B)/systemd/rdmacm-muxd.socket
 EXAMPLE := $(B)/example/device_model
@@ -134,6 +134,8 @@ print-unit-tests:
 	@echo $(UNIT_TESTS)
 print-integration-tests:
 	@echo $(INTEG_TESTS)
+print-fuzz-targets:
+	@echo $(FUZZ_TARGETS)
 
 # House rules a compiler does not check (scripts/check-house.sh).
 check-house:

@@ -18,6 +18,7 @@ FAILURES=()
 # The Makefile's list, so that a suite added there runs here.
 UNIT_TESTS=$(make -s --no-print-directory print-unit-tests)
 INTEG_TESTS=$(make -s --no-print-directory print-integration-tests)
+FUZZ_TARGETS=$(make -s --no-print-directory print-fuzz-targets)
 # Under valgrind, the daemon's suites that drive it the way a host does
 # (the attack and QEMU suites time the daemon, which valgrind slows
 # some 20-50 times).
@@ -120,8 +121,7 @@ if [ "$QUICK" = 0 ]; then
 	done
 
 	FUZZ_SECONDS=${FUZZ_SECONDS:-15}
-	for t in fuzz_frame fuzz_control fuzz_cm_mad fuzz_qemu_msg fuzz_policy fuzz_config fuzz_text \
-		 fuzz_status_query; do
+	for t in $FUZZ_TARGETS; do
 		run_suite "libFuzzer $t ${FUZZ_SECONDS}s" bash -c "
 			make -s build/fuzz/$t && mkdir -p build/fuzz/corpus-$t &&
 			build/fuzz/$t -max_total_time=$FUZZ_SECONDS -print_final_stats=1 \
