@@ -899,7 +899,7 @@ static struct conn *conn_peer_record_new(struct conn_table *ct,
 	c->peer_qpn = peer_qpn & CONN_QPN_MASK;
 	conn_table_peer_set(ct, c, peer_id);
 	conn_table_timer_arm(ct, c, TC_HANDSHAKE, now_ms);
-	ct->noted = ((uint32_t)c->gen << 24 | conn_idx(ct, c)) + 1;
+	ct->noted = conn_slot_word(ct, c) + 1;
 	return c;
 }
 
@@ -913,14 +913,15 @@ uint32_t conn_take_noted(struct conn_table *ct)
 
 void conn_forget_noted(struct conn_table *ct, uint32_t token, uint64_t client)
 {
-	uint32_t idx = (token - 1) & 0xffffff;
+	uint32_t idx = (token - 1) & CONN_IDX_MASK;
 	struct conn *c;
 
 	if (token == 0 || idx >= ct->hwm)
 		return;
 	c = conn_at(ct, idx);
 	if ((c->flags & CF_LIVE) && (c->flags & CF_PEER_REC) &&
-	    c->gen == (token - 1) >> 24 && conn_client_id(ct, c) == client &&
+	    conn_gen(c) == (token - 1) >> CONN_IDX_BITS &&
+	    conn_client_id(ct, c) == client &&
 	    conn_state_of(c) == CONN_REQ_RCVD)
 		conn_table_remove(ct, c);
 }

@@ -57,11 +57,11 @@ struct conn {
 	uint32_t timer_prev, timer_next;     /* index + 1; a free list's too */
 	uint16_t owner;                      /* its client's record */
 	uint8_t port;
-	uint8_t gen;   /* of the slot: its host IDs name it */
+	uint8_t gen;   /* of the slot, its high 8 bits (conn_gen()) */
 	uint8_t state; /* enum conn_state; the high nibble: last send's attr */
 	uint8_t flags;
-	uint8_t timer; /* class, TC_NONE */
-	uint8_t spare; /* free (the entry stays 44 bytes) */
+	uint8_t timer;  /* class, TC_NONE */
+	uint8_t gen_lo; /* of the slot, its low 2 bits; the rest free */
 };
 
 _Static_assert(sizeof(struct conn) == 44, "an entry is 44 bytes");
@@ -101,10 +101,10 @@ struct src_count {
 
 RB_HEAD(src_tree, src_count);
 
-/* Slot indexes take 24 bits of a host ID; wire TIDs of entries are
- * (index + 1) << 8 | sequence, those of the table's own sends are above
- * them all. */
-#define CONN_MAX_ENTRIES 0xfe0000u
+/* Slot indexes take 22 bits of a host ID (conn_slot_word()); wire TIDs
+ * of entries are (index + 1) << 8 | sequence, those of the table's own
+ * sends are above them all. */
+#define CONN_MAX_ENTRIES (1u << 22)
 #define CONN_OWN_TID_BASE 0xff000000u
 #define CONN_MAX_CLIENTS 0xffffu
 #define CONN_NO_OWNER 0xffffu
@@ -113,11 +113,11 @@ RB_HEAD(src_tree, src_count);
  * state file takes IDs below 2^48). */
 #define CONN_DEPARTED ((UINT64_C(1) << 48) - 1)
 /* A freed slot waits until this many are free before it is reused: a
- * host ID (the slot and its 8-bit generation) comes back after 256 times
- * this many connections, 16,777,216; cm.c's after 2^32 (its IDs are
- * cyclic in 32 bits).  The cost is the entries' memory, 44 bytes each:
- * 2.8 MiB, touched as the table first grows. */
-#define CONN_REUSE_AFTER 65536u
+ * host ID (the slot and its 10-bit generation) comes back after 1,024
+ * times this many connections, 16,777,216; cm.c's after 2^32 (its IDs
+ * are cyclic in 32 bits).  The cost is the entries' memory, 44 bytes
+ * each: 720 KiB, touched as the table first grows. */
+#define CONN_REUSE_AFTER 16384u
 
 struct conn_table {
 	struct conn_limits lim;
@@ -194,13 +194,37 @@ static inline uint64_t conn_client_id(const struct conn_table *ct,
 	return ct->cl[c->owner].id;
 }
 
+/* A slot's 10-bit generation: gen its high 8 bits, so that an entry of a
+ * state file written when it was all the generation (gen_lo 0) keeps its
+ * host ID. */
+static inline uint32_t conn_gen(const struct conn *c)
+{
+	return (uint32_t)c->gen << 2 | (c->gen_lo & 3u);
+}
+
+static inline void conn_gen_set(struct conn *c, uint32_t gen)
+{
+	c->gen = (uint8_t)(gen >> 2 & 0xff);
+	c->gen_lo = (uint8_t)(gen & 3);
+}
+
+/* Slot index (below 2^22, MUX_STATE_MAX_ENTRIES) and generation, the 32
+ * bits a host ID is made of. */
+#define CONN_IDX_BITS 22
+#define CONN_IDX_MASK ((1u << CONN_IDX_BITS) - 1)
+
+static inline uint32_t conn_slot_word(const struct conn_table *ct,
+				      const struct conn *c)
+{
+	return conn_gen(c) << CONN_IDX_BITS | conn_idx(ct, c);
+}
+
 static inline uint32_t conn_host_id(const struct conn_table *ct,
 				    const struct conn *c)
 {
 	if (!(c->flags & CF_HOSTED))
 		return 0;
-	return (((uint32_t)c->gen << 24) | conn_idx(ct, c)) ^
-	       ct->random_operand;
+	return conn_slot_word(ct, c) ^ ct->random_operand;
 }
 
 /*

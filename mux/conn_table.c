@@ -8,7 +8,7 @@
  * holds no pointer, so the same array serves from the heap (an anonymous
  * mapping, touched as it fills) or from the state file that outlives the
  * daemon (conn_store.c).  What it needs besides is shared or derived:
- *   - host IDs are derived from the index and an 8-bit generation of the
+ *   - host IDs are derived from the index and a 10-bit generation of the
  *     slot, XORed with the random operand, as the kernel CM derives its
  *     IDs from its xarray index: looking one up is arithmetic, and no
  *     index of host IDs exists;
@@ -20,7 +20,7 @@
  *   - the peers' comm IDs are one open-addressing set of indexes;
  *   - timers are per-class FIFOs linked by index; deadlines are 32-bit
  *     milliseconds, compared across their wrap.
- * Freed slots are reused oldest first and only once 65,536 are free, so
+ * Freed slots are reused oldest first and only once 16,384 are free, so
  * a host ID comes back only after about 16.7 million others.
  */
 #include "mux/conn_priv.h"
@@ -176,6 +176,8 @@ struct conn_table *conn_table_alloc(const struct conn_limits *lim,
 /* On the heap, the arrays are reservations the entries touch as they
  * come: as many as the state file could hold. */
 #define CONN_HEAP_ENTRIES (1u << 22)
+_Static_assert(CONN_HEAP_ENTRIES <= CONN_IDX_MASK + 1u,
+	       "a slot's index fits a host ID's 22 bits");
 
 struct conn_table *conn_table_new(const struct conn_limits *lim,
 				  uint32_t random_operand, conn_emit_fn emit,
@@ -693,9 +695,8 @@ void conn_table_slot_free(struct conn_table *ct, struct conn *c)
 
 static struct conn *conn_table_slot_alloc(struct conn_table *ct)
 {
-	uint32_t idx;
+	uint32_t idx, gen;
 	struct conn *c;
-	uint8_t gen;
 
 	if (ct->nfree < CONN_REUSE_AFTER &&
 	    conn_table_array_grow(ct, CONN_STORE_ENTRIES, &ct->hwm, ct->cap,
@@ -711,12 +712,12 @@ static struct conn *conn_table_slot_alloc(struct conn_table *ct)
 	} else {
 		return NULL;
 	}
-	gen = (uint8_t)(c->gen + 1);
+	gen = (conn_gen(c) + 1) & 1023;
 	memset(c, 0, sizeof(*c));
+	conn_gen_set(c, gen);
 	/* Host ID 0 is never given. */
-	if (((((uint32_t)gen << 24) | idx) ^ ct->random_operand) == 0)
-		gen++;
-	c->gen = gen;
+	if ((conn_slot_word(ct, c) ^ ct->random_operand) == 0)
+		conn_gen_set(c, (gen + 1) & 1023);
 	return c;
 }
 
@@ -844,7 +845,7 @@ struct conn *conn_table_entry_new(struct conn_table *ct, enum conn_kind kind,
 struct conn *conn_table_host_find(struct conn_table *ct, enum conn_kind kind,
 				  unsigned port, uint32_t host_id)
 {
-	uint32_t x = host_id ^ ct->random_operand, idx = x & 0xffffff;
+	uint32_t x = host_id ^ ct->random_operand, idx = x & CONN_IDX_MASK;
 	struct conn *c;
 
 	if (host_id == 0 || idx >= ct->hwm)
@@ -855,7 +856,7 @@ struct conn *conn_table_host_find(struct conn_table *ct, enum conn_kind kind,
 	 * peer is checked by GID).  The port is what the caller saw. */
 	(void)port;
 	if ((c->flags & (CF_LIVE | CF_HOSTED)) != (CF_LIVE | CF_HOSTED) ||
-	    c->gen != x >> 24 || conn_kind_of(c) != kind)
+	    conn_gen(c) != x >> CONN_IDX_BITS || conn_kind_of(c) != kind)
 		return NULL;
 	return c;
 }

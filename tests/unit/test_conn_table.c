@@ -523,14 +523,14 @@ static void test_host_ids_not_reused_soon(void **state)
 	conn_table_free(ct);
 }
 
-/* A host ID is its slot and the slot's 8-bit generation (conn_table.c):
- * it comes back after its slot has been reused 256 times.  A freed slot
- * waits until 65,536 others are free, so that is after 16,777,216
+/* A host ID is its slot and the slot's 10-bit generation (conn_table.c):
+ * it comes back after its slot has been reused 1,024 times.  A freed
+ * slot waits until 16,384 others are free, so that is after 16,777,216
  * connections, not 1,048,576: a peer that still holds the old connection
  * (a DREQ it never got) would take the new REQ for a duplicate. */
-static void test_a_slot_waits_for_65536_others(void **state)
+static void test_a_slot_waits_for_16384_others(void **state)
 {
-	enum { OPERAND = 0x5eed, ROUNDS = 70000 };
+	enum { OPERAND = 0x5eed, ROUNDS = 20000 };
 	struct conn_table *ct = new_table(OPERAND);
 	uint32_t first = 0, h, again = 0;
 	uint64_t now = 0;
@@ -541,16 +541,17 @@ static void test_a_slot_waits_for_65536_others(void **state)
 		h = out(ct, A, CM_ATTR_REQ, 1, 0, now);
 		if (i == 0)
 			first = h;
-		else if (((h ^ OPERAND) & 0xffffff) ==
-			 ((first ^ OPERAND) & 0xffffff))
+		else if (((h ^ OPERAND) & 0x3fffff) ==
+			 ((first ^ OPERAND) & 0x3fffff))
 			again = i;
 		assert_int_equal(in(ct, CM_ATTR_REJ, 0x700, h, 1, now), A);
 		assert_int_equal(conn_expire(ct, now + TW), 1);
 		nemitted = 0;
 	}
-	assert_true(again >= 65536);
-	/* The slot's next generation: another ID. */
-	assert_true(h != first);
+	assert_true(again >= 16384);
+	/* The slot's next generation: another ID, one step up in the
+	 * generation's 10 bits (above the slot's 22). */
+	assert_int_equal((h ^ OPERAND) >> 22, ((first ^ OPERAND) >> 22) + 1);
 	conn_table_free(ct);
 }
 
@@ -626,7 +627,7 @@ int main(void)
 		cmocka_unit_test(test_host_id_never_zero),
 		cmocka_unit_test(test_entries_never_outlive_their_lifetimes),
 		cmocka_unit_test(test_host_ids_not_reused_soon),
-		cmocka_unit_test(test_a_slot_waits_for_65536_others),
+		cmocka_unit_test(test_a_slot_waits_for_16384_others),
 		cmocka_unit_test(test_timewait_is_divided),
 		cmocka_unit_test(test_listing_is_ordered_and_pages),
 		cmocka_unit_test(test_listing_pages_of_many),
