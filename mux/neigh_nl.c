@@ -273,13 +273,8 @@ static struct neigh_nl_cached *neigh_nl_slot(struct neigh_nl *nl,
 					     const uint8_t dgid[16],
 					     int ifindex)
 {
-	uint64_t a, b, h;
-
-	memcpy(&a, dgid, 8);
-	memcpy(&b, dgid + 8, 8);
-	h = hash_mix64(a ^ hash_mix64(b ^ (uint64_t)(unsigned)ifindex));
-
-	return &nl->cache[h % NEIGH_NL_CACHE];
+	return &nl->cache[hash_gid(dgid, (uint64_t)(unsigned)ifindex) %
+			  NEIGH_NL_CACHE];
 }
 
 /* Under nl->lock. */

@@ -26,7 +26,6 @@
 
 #include "mux/mux.h"
 #include "common/hash.h"
-#include "common/wire.h"
 
 /* What is owed to one destination: a burst, then a steady rate.  A
  * client with 4,096 connections to one peer tells it in about 4 s. */
@@ -54,9 +53,8 @@ static int port_answers_allowed(struct port *p, _Atomic uint64_t *budget,
 				const struct gid *dst, uint64_t burst,
 				uint64_t per_s, uint64_t now_ms)
 {
-	uint64_t h = hash_mix64(wire_get64(dst->raw) ^ p->answer_key) ^
-		     hash_mix64(wire_get64(dst->raw + 8) + p->answer_key);
-	_Atomic uint64_t *b = &budget[h % PORT_ANSWER_BUCKETS];
+	_Atomic uint64_t *b = &budget[hash_gid(dst->raw, p->answer_key) %
+				      PORT_ANSWER_BUCKETS];
 	uint64_t old = atomic_load(b), at, tokens, add, next;
 
 	do {

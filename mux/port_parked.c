@@ -62,12 +62,7 @@ int port_parked_init(struct port *p, uint64_t key)
 static struct parked_bucket *port_parked_bucket(struct port_parked *pk,
 						const uint8_t dgid[16])
 {
-	uint64_t a, b;
-
-	memcpy(&a, dgid, 8);
-	memcpy(&b, dgid + 8, 8);
-	return &pk->buckets[hash_mix64(a ^ hash_mix64(b ^ pk->key)) %
-			    PORT_PARKED_BUCKETS];
+	return &pk->buckets[hash_gid(dgid, pk->key) % PORT_PARKED_BUCKETS];
 }
 
 static struct parked_dest *port_parked_find(struct port_parked *pk,
@@ -180,16 +175,17 @@ static void port_parked_check(struct port *p, struct parked_dest *d,
 void port_parked_ready(struct port *p, const uint8_t *gid, uint64_t now_ms)
 {
 	struct port_parked *pk = p->parked;
+	struct parked_bucket *b, *last;
 	struct parked_dest *d, *next;
-	unsigned i;
 
 	if (pk == NULL)
 		return;
+	/* One GID's bucket, or every bucket. */
+	b = gid ? port_parked_bucket(pk, gid) : &pk->buckets[0];
+	last = gid ? b : &pk->buckets[PORT_PARKED_BUCKETS - 1];
 	pthread_mutex_lock(&pk->lock);
-	for (i = 0; i < PORT_PARKED_BUCKETS; i++) {
-		if (gid && &pk->buckets[i] != port_parked_bucket(pk, gid))
-			continue;
-		LIST_FOREACH_SAFE(d, &pk->buckets[i], link, next)
+	for (; b <= last; b++) {
+		LIST_FOREACH_SAFE(d, b, link, next)
 			if (gid == NULL || memcmp(d->dgid, gid, 16) == 0)
 				port_parked_check(p, d, now_ms);
 	}
