@@ -90,7 +90,7 @@ INTEG_BINS := $(addprefix $(B)/tests/,$(INTEG_TESTS))
 
 
 .PHONY: soak
-.PHONY: print-unit-tests print-integration-tests print-fuzz-targets check-house check-format check-units bench bench-lab check-lab check-conformance all clean check check-quick check-unit \
+.PHONY: print-unit-tests print-integration-tests print-fuzz-targets check-house check-format check-units bench bench-capture bench-lab check-lab check-conformance all clean check check-quick check-unit \
 	demo install uninstall dist distcheck deb fuzz tests
 UNITS   := $(B)/systemd/rdmacm-muxd.service $(B)/systemd/rdmacm-muxd.socket
 EXAMPLE := $(B)/example/device_model
@@ -254,7 +254,7 @@ $(B)/bench/cm_rate_vm: $(B)/obj/tests/bench/cm_rate_vm.o $(B)/obj/backend/vm/gue
 check-unit: $(UNIT_BINS)
 	@set -e; for t in $(UNIT_BINS); do echo "== $$t"; $$t; done
 
-tests: $(UNIT_BINS) $(INTEG_BINS) $(E2E_BINS) $(B)/bench/bench_conn $(B)/bench/bench_relay \
+tests: $(UNIT_BINS) $(INTEG_BINS) $(E2E_BINS) $(B)/bench/bench_conn $(B)/bench/bench_relay $(B)/bench/rdmacm-muxd-notaps \
 	$(B)/soak/soak
 
 # Everything: normal build, ASan+UBSan build, valgrind, libFuzzer smoke.
@@ -306,7 +306,7 @@ $(B)/bench/bench_conn: $(B)/obj/tests/bench/bench_conn.o $(CONN_OBJ) \
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(DEP_LIBS)
 
-$(B)/bench/bench_relay: $(B)/obj/tests/bench/bench_relay.o $(B)/obj/tests/bench/bench_daemon.o $(B)/obj/tests/bench/relay.o $(B)/obj/tests/bench/round_trip.o $(B)/obj/tests/bench/umad_relay.o $(OWN_QP_OBJ) $(STATUS_QUERY_OBJ) $(PROC_FIGURES_OBJ) $(PROTOCOL_OBJ) $(COMMON_OBJ)
+$(B)/bench/bench_relay: $(B)/obj/tests/bench/bench_relay.o $(B)/obj/tests/bench/bench_capture.o $(B)/obj/tests/bench/bench_figures.o $(B)/obj/tests/bench/bench_daemon.o $(B)/obj/tests/bench/relay.o $(B)/obj/tests/bench/round_trip.o $(B)/obj/tests/bench/umad_relay.o $(OWN_QP_OBJ) $(STATUS_QUERY_OBJ) $(PROC_FIGURES_OBJ) $(PROTOCOL_OBJ) $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(DEP_LIBS) -libumad -libverbs
 
@@ -315,6 +315,27 @@ $(B)/bench/bench_relay: $(B)/obj/tests/bench/bench_relay.o $(B)/obj/tests/bench/
 bench: $(B)/bench/bench_conn $(B)/bench/bench_relay $(MUXD)
 	$(B)/bench/bench_conn
 	RDMACM_MUXD=$(abspath $(MUXD)) $(B)/bench/bench_relay $(BENCH_ARGS)
+
+# The daemon without its capture taps (capture_on() compiled to 0 in the
+# files that call it), the baseline of bench-capture.
+TAPS_SRC := $(shell grep -lw capture_on $(MUXD_SRC))
+NOTAPS_OBJ := $(patsubst %.c,$(B)/obj-notaps/%.o,$(TAPS_SRC))
+$(B)/obj-notaps/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -DMUX_NO_CAPTURE_TAPS -c -o $@ $<
+$(B)/bench/rdmacm-muxd-notaps: $(filter-out $(call obj,$(TAPS_SRC)),$(MUXD_OBJ)) \
+		$(NOTAPS_OBJ) $(PROTOCOL_OBJ) $(COMMON_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(DEP_LIBS) $(RDMA_LIBS)
+
+# What the capture costs (rdmacm-muxd(8): nothing while none runs): the
+# daemon against itself without taps, then with a capture of every MAD
+# running against none (BENCH_ARGS as for bench).
+bench-capture: $(B)/bench/bench_relay $(B)/bench/rdmacm-muxd-notaps $(MUXD)
+	$(B)/bench/bench_relay --daemon $(abspath $(MUXD)) \
+		--against $(abspath $(B)/bench/rdmacm-muxd-notaps) --mappings none $(BENCH_ARGS)
+	$(B)/bench/bench_relay --daemon $(abspath $(MUXD)) --capture \
+		--against $(abspath $(MUXD)) --mappings none $(BENCH_ARGS)
 
 # ---- soak ------------------------------------------------------------------
 # 1,000 clients, churn, crashes and a daemon restart for SOAK_SECONDS.
@@ -407,4 +428,4 @@ deb: dist
 clean:
 	rm -rf build build-san build-tsan
 
--include $(shell find $(B)/obj -name '*.d' 2>/dev/null)
+-include $(shell find $(B)/obj $(B)/obj-notaps -name '*.d' 2>/dev/null)

@@ -80,6 +80,9 @@ suites build normal
 # entry).
 run_suite "make bench (relay --quick)" bash -c "timeout 600 make -s bench \
 	BENCH_ARGS=--quick && echo 'bench: 1 passed, 0 failed'"
+# and the capture's cost, briefly: it fails if the capture saw no MAD.
+run_suite "make bench-capture (--quick)" bash -c "timeout 600 make -s \
+	bench-capture BENCH_ARGS=--quick && echo 'bench: 1 passed, 0 failed'"
 run_suite "make install + pkg-config consumer" tests/install/check-install.sh
 run_suite "systemd units (systemd-analyze verify)" make -s check-units
 # From a git checkout: the packages, built from the release tarball.

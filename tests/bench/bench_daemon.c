@@ -44,6 +44,7 @@ void bench_daemon_start(struct bench_daemon *d, const char *bin,
 	const char *argv[BENCH_DAEMON_ARGS];
 	char fabric[160], simport[96], log[160], state[220];
 	int fd, argc = 0, polls = 0;
+	const char *slash;
 
 	snprintf(d->sock, sizeof(d->sock), "%s/mux.sock", dir);
 	snprintf(d->status, sizeof(d->status), "%s/status.sock", dir);
@@ -53,9 +54,13 @@ void bench_daemon_start(struct bench_daemon *d, const char *bin,
 		 2 * pairs);
 	/* The connection state where a deployment keeps it: on a tmpfs
 	 * (/run), not on a disk whose writeback would fault its pages. */
+	/* One file per daemon: bench_relay --against runs two at once,
+	 * each in its own dir. */
+	slash = strrchr(dir, '/');
 	if (access("/dev/shm", W_OK) == 0)
 		snprintf(d->state_path, sizeof(d->state_path),
-			 "/dev/shm/rcm-bench.%d.state", (int)getpid());
+			 "/dev/shm/rcm-bench.%d.%s.state", (int)getpid(),
+			 slash ? slash + 1 : dir);
 	else
 		snprintf(d->state_path, sizeof(d->state_path), "%s/mux.state",
 			 dir);

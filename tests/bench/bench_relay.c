@@ -23,6 +23,7 @@
  *   bench_relay [--daemon PATH] [--seconds S] [--pairs 1,8,64,1024]
  *               [--rounds N] [--port DEV:PORT [--gid-base GID]] [--json]
  *               [--mappings 125000,...,1000000|none] [--quick]
+ *               [--against PATH [--capture]]
  *
  * Client i's GID is the base (default fd00::) plus i+1 in its low 32
  * bits.  --port runs the daemon on a real (umad) port instead of a sim
@@ -37,6 +38,13 @@
  * The daemon runs with its default limits (but --max-clients), so the
  * handshake figures show what its quotas allow.  Each figure is the
  * median of N rounds (default 3) that alternate relay and daemon.
+ *
+ * --against measures a second daemon binary in the same rounds (the two
+ * taking turns first) and prints the first's figures over the second's,
+ * each the median of the rounds' own ratios: a change's cost, before
+ * against after, on one noisy machine.  With --capture, the first daemon
+ * has a capture of every MAD running (its admin socket, a reader that
+ * keeps up) while it is measured.  `make bench-capture` runs both.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -54,6 +62,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -68,7 +77,9 @@
 #include "tests/lib/own_qp.h"
 #include "tests/lib/proc_figures.h"
 #include "tests/lib/status_query.h"
+#include "tests/bench/bench_capture.h"
 #include "tests/bench/bench_daemon.h"
+#include "tests/bench/bench_figures.h"
 #include "tests/bench/relay.h"
 #include "tests/bench/round_trip.h"
 
@@ -712,43 +723,32 @@ static struct relay relay, urelay;
 /* ---- the daemon ------------------------------------------------------------- */
 
 static struct bench_daemon muxd;
+static struct bench_figures_out fig_out;
+
+static void figure(const char *key, double value)
+{
+	bench_figures_print(&fig_out, key, value);
+}
+
+/* The daemon's, the relay's and their ratio (bench_figures_compare()). */
+static void compare(const char *what, const char *unit, double mine,
+		    double base)
+{
+	bench_figures_compare(&fig_out, npairs, what, unit, mine, base);
+}
+static struct bench_daemon against_muxd; /* --against's */
 static const char *umad_port; /* --port: a real port instead of a sim one */
 
-/* However the bench ends, the daemon goes with it. */
+/* However the bench ends, the daemons go with it. */
 static void daemon_kill(void)
 {
 	if (muxd.pid > 0)
 		kill(muxd.pid, SIGTERM);
+	if (against_muxd.pid > 0)
+		kill(against_muxd.pid, SIGTERM);
 }
 
 /* ---- main ------------------------------------------------------------------- */
-
-static json_t *results;
-static int as_json;
-
-static void figure(const char *key, double value)
-{
-	if (as_json)
-		json_object_set_new(results, key, json_real(value));
-	else
-		printf("bench: %s %.6g\n", key, value);
-	fflush(stdout);
-}
-
-/* A throughput figure of the daemon's, the relay's, and their ratio:
- * "pairs=N WHAT_UNIT", "pairs=N WHAT_relay_UNIT", "pairs=N WHAT_ratio". */
-static void compare(const char *what, const char *unit, double mine,
-		    double base)
-{
-	char key[128];
-
-	snprintf(key, sizeof(key), "pairs=%d %s_%s", npairs, what, unit);
-	figure(key, mine);
-	snprintf(key, sizeof(key), "pairs=%d %s_relay_%s", npairs, what, unit);
-	figure(key, base);
-	snprintf(key, sizeof(key), "pairs=%d %s_ratio", npairs, what);
-	figure(key, mine / base);
-}
 
 static void connect_all(const char *path)
 {
@@ -903,55 +903,17 @@ static void setup_replies(void)
 
 /* What the relay does (the workers: client sockets, routing) and the
  * umad I/O it does not (the threads that write and read the port). */
-enum { ROLE_WORKERS, ROLE_SENDERS, ROLE_PORTS, ROLES };
 static const char *const role_thread[ROLES] = { "muxd-worker", "muxd-umad-send",
 						"muxd-ports" };
 static const char *const role_name[ROLES] = { "workers", "umad_senders",
 					      "port_thread" };
 
-/* Per MAD delivered in a phase: how many times the measured thread (or
- * the daemon's threads) were put on a CPU, a count where CPU time in a
- * TCG lab VM swings by a third between runs: the hand-offs that the
- * CPU figures mostly are; and for the daemon both by its threads'
- * roles.  Only doubles: median_of() takes it apart. */
-struct phase_cost {
-	double runs;
-	double cpu_role[ROLES], runs_role[ROLES]; /* microseconds, runs */
-};
-
-struct run_figures {
-	double req1, req16, fresh1, fresh16, rep1, rep16, hs, hs16;
-	double p50, p99, p999, open_sat, steal_pct;
-	/* CPU per MAD delivered, in each closed-loop phase, microseconds */
-	double cpu_req1, cpu_req16, cpu_fresh1, cpu_fresh16, cpu_rep1,
-		cpu_rep16, cpu_hs, cpu_hs16;
-	/* More of the connection storm's two phases */
-	struct phase_cost fresh16_cost, hs_cost;
-};
-
-#define MAX_ROUNDS 9
-
-static int dbl_cmp(const void *a, const void *b)
+static int ulong_cmp(const void *a, const void *b)
 {
-	double x = *(const double *)a, y = *(const double *)b;
+	unsigned long x = *(const unsigned long *)a,
+		      y = *(const unsigned long *)b;
 
 	return x < y ? -1 : x > y;
-}
-
-/* Each figure's median over the rounds. */
-static void median_of(const struct run_figures *runs, int n,
-		      struct run_figures *out)
-{
-	double v[MAX_ROUNDS];
-	size_t f, nf = sizeof(*out) / sizeof(double);
-	int i;
-
-	for (f = 0; f < nf; f++) {
-		for (i = 0; i < n; i++)
-			v[i] = ((const double *)&runs[i])[f];
-		qsort(v, (size_t)n, sizeof(v[0]), dbl_cmp);
-		((double *)out)[f] = v[n / 2];
-	}
 }
 
 /* One pair's handshakes against the machine's wake-up: a handshake is
@@ -962,7 +924,7 @@ static void median_of(const struct run_figures *runs, int n,
  * round's negative errno value. */
 static double round_trip_median(double *trip_us, int rounds)
 {
-	qsort(trip_us, (size_t)rounds, sizeof(*trip_us), dbl_cmp);
+	qsort(trip_us, (size_t)rounds, sizeof(*trip_us), bench_figures_dbl_cmp);
 	return trip_us[rounds / 2];
 }
 
@@ -1170,8 +1132,8 @@ static void polling_handshakes(const char *bin, const char *dir, int rounds,
 		trip_us[r] = round_trip_us(secs / 4);
 	}
 	bench_daemon_stop(&muxd);
-	median_of(pr, rounds, &p);
-	median_of(br, rounds, &b);
+	bench_figures_median(pr, rounds, &p);
+	bench_figures_median(br, rounds, &b);
 	trip = round_trip_median(trip_us, rounds);
 	at_trip = trip > 0 ? handshakes_at_round_trip(trip) : 0;
 	figure("pairs=1 handshakes_polling_per_s", p.hs);
@@ -1183,6 +1145,19 @@ static void polling_handshakes(const char *bin, const char *dir, int rounds,
 		       p.hs / at_trip);
 	figure("pairs=1 daemon_cpu_us_per_mad_handshakes_polling", p.cpu_hs);
 	figure("pairs=1 relay_cpu_us_per_mad_handshakes_polling", b.cpu_hs);
+}
+
+/* One measurement of the daemon, with --capture a capture of every MAD
+ * running meanwhile: the MADs its reader read. */
+static unsigned long measure_daemon(const char *admin, double secs,
+				    struct run_figures *r)
+{
+	struct bench_capture cap = { .fd = -1 };
+
+	if (admin && bench_capture_start(&cap, admin) < 0)
+		exit(2);
+	measure(muxd.sock, muxd.pid, 0, secs, r, 1);
+	return bench_capture_stop(&cap);
 }
 
 int main(int argc, char **argv)
@@ -1197,6 +1172,8 @@ int main(int argc, char **argv)
 		{ "port", required_argument, NULL, 'P' },
 		{ "gid-base", required_argument, NULL, 'G' },
 		{ "mappings", required_argument, NULL, 'm' },
+		{ "against", required_argument, NULL, 'a' },
+		{ "capture", no_argument, NULL, 'c' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *bin = getenv("RDMACM_MUXD") ? getenv("RDMACM_MUXD")
@@ -1204,8 +1181,12 @@ int main(int argc, char **argv)
 	char pairs_list[128] = "1,8,64,1024", dir[] = "/tmp/rcm-bench.XXXXXX";
 	char mappings_list[128] = "125000,250000,500000,1000000";
 	char rm_dir[160], key[96], *tok, *save = NULL;
-	struct run_figures d, b, u, dr[MAX_ROUNDS], br[MAX_ROUNDS],
-		ur[MAX_ROUNDS];
+	struct run_figures d, b, u, q, dr[MAX_ROUNDS], br[MAX_ROUNDS],
+		ur[MAX_ROUNDS], ar[MAX_ROUNDS];
+	const char *against_bin = NULL, *capture_args[3] = { NULL };
+	char against_dir[64], admin[80];
+	unsigned long captured[MAX_ROUNDS];
+	int with_capture = 0;
 	double trip_us[MAX_ROUNDS];
 	double run_req16[MAX_PAIR_COUNTS], run_relay_req16[MAX_PAIR_COUNTS];
 	double run_p99[MAX_PAIR_COUNTS], run_relay_p99[MAX_PAIR_COUNTS];
@@ -1222,7 +1203,7 @@ int main(int argc, char **argv)
 		case 'p':
 			snprintf(pairs_list, sizeof(pairs_list), "%s", optarg);
 			break;
-		case 'j': as_json = 1; break;
+		case 'j': fig_out.as_json = 1; break;
 		case 'q':
 			secs = 0.2;
 			rounds = 1;
@@ -1237,8 +1218,19 @@ int main(int argc, char **argv)
 		case 'r': rounds = atoi(optarg); break;
 		case 'P': umad_port = optarg; break;
 		case 'G': gid_base = optarg; break;
+		case 'a': against_bin = optarg; break;
+		case 'c': with_capture = 1; break;
 		default: return 2;
 		}
+	}
+	if (with_capture && against_bin == NULL) {
+		fprintf(stderr, "bench: --capture is measured --against\n");
+		return 2;
+	}
+	if (against_bin && umad_port) {
+		/* A port's CM agent is one process's at a time. */
+		fprintf(stderr, "bench: --against runs on a sim port only\n");
+		return 2;
 	}
 	if (rounds < 1 || rounds > MAX_ROUNDS) {
 		fprintf(stderr, "bench: --rounds 1..%d\n", MAX_ROUNDS);
@@ -1257,7 +1249,15 @@ int main(int argc, char **argv)
 	}
 	if (mkdtemp(dir) == NULL)
 		die("mkdtemp");
-	results = json_object();
+	snprintf(against_dir, sizeof(against_dir), "%s/against", dir);
+	if (against_bin && mkdir(against_dir, 0700) < 0)
+		die("mkdir");
+	snprintf(admin, sizeof(admin), "%s/admin.sock", dir);
+	if (with_capture) {
+		capture_args[0] = "--admin-socket";
+		capture_args[1] = admin;
+	}
+	fig_out.results = json_object();
 	cap_lat = 4000000;
 	lat = malloc(cap_lat * sizeof(*lat));
 	relay_start(&relay, dir, "relay", gid_base);
@@ -1276,7 +1276,11 @@ int main(int argc, char **argv)
 		if (npairs < 1 || npairs > MAX_PAIRS)
 			return 2;
 		use_daemon = 1;
-		bench_daemon_start(&muxd, bin, dir, npairs, umad_port, NULL);
+		bench_daemon_start(&muxd, bin, dir, npairs, umad_port,
+				   capture_args);
+		if (against_bin)
+			bench_daemon_start(&against_muxd, against_bin,
+					   against_dir, npairs, NULL, NULL);
 		/* Rounds alternate the two, so that the machine's drift
 		 * (it is shared) hits both alike; the median of each. */
 		for (r = 0; r < rounds; r++) {
@@ -1284,7 +1288,16 @@ int main(int argc, char **argv)
 			measure(relay.path, getpid(), relay.tid, secs, &br[r],
 				1);
 			use_daemon = 1;
-			measure(muxd.sock, muxd.pid, 0, secs, &dr[r], 1);
+			/* The two daemons take turns going first. */
+			if (against_bin && r % 2)
+				measure(against_muxd.sock, against_muxd.pid, 0,
+					secs, &ar[r], 1);
+			captured[r] = measure_daemon(with_capture ? admin
+								  : NULL,
+						     secs, &dr[r]);
+			if (against_bin && r % 2 == 0)
+				measure(against_muxd.sock, against_muxd.pid, 0,
+					secs, &ar[r], 1);
 			if (npairs == 1)
 				trip_us[r] = round_trip_us(secs / 4);
 			if (urelay.ur == NULL)
@@ -1293,10 +1306,10 @@ int main(int argc, char **argv)
 			measure(urelay.path, getpid(), urelay.tid, secs, &ur[r],
 				0);
 		}
-		median_of(dr, rounds, &d);
-		median_of(br, rounds, &b);
+		bench_figures_median(dr, rounds, &d);
+		bench_figures_median(br, rounds, &b);
 		if (urelay.ur)
-			median_of(ur, rounds, &u);
+			bench_figures_median(ur, rounds, &u);
 #define FIG(name, v)                                                     \
 	do {                                                             \
 		snprintf(key, sizeof(key), "pairs=%d %s", npairs, name); \
@@ -1411,7 +1424,25 @@ int main(int argc, char **argv)
 				peak_relay_req16 = b.req16;
 		}
 		bench_daemon_stop(&muxd);
-		if (npairs == 1 && !umad_port)
+		if (against_bin) {
+			bench_daemon_stop(&against_muxd);
+			bench_figures_ratio(dr, ar, rounds, &q);
+			bench_figures_against(&fig_out, npairs, &q);
+		}
+		if (with_capture) {
+			qsort(captured, (size_t)rounds, sizeof(captured[0]),
+			      ulong_cmp);
+			/* A capture that saw nothing measured nothing. */
+			if (captured[0] == 0) {
+				fprintf(stderr,
+					"bench: a capture read no MAD "
+					"(see %s/daemon.log)\n",
+					dir);
+				return 1;
+			}
+			FIG("capture_mads_read", (double)captured[rounds / 2]);
+		}
+		if (npairs == 1 && !umad_port && !against_bin)
 			polling_handshakes(bin, dir, rounds, secs);
 		if (umad_port)
 			FIG("sends_waited_for_their_tid",
@@ -1441,12 +1472,13 @@ int main(int argc, char **argv)
 	}
 	/* The memory a sim port's daemon holds per mapping (not on a real
 	 * port: the lab's VM has no room for a million). */
-	if (!umad_port && strcmp(mappings_list, "none") != 0)
+	if (!umad_port && !against_bin && strcmp(mappings_list, "none") != 0)
 		memory_per_mapping(bin, dir, mappings_list);
 	relay_stop(&relay);
 	relay_stop(&urelay);
-	if (as_json) {
-		json_dumpf(results, stdout, JSON_INDENT(1) | JSON_SORT_KEYS);
+	if (fig_out.as_json) {
+		json_dumpf(fig_out.results, stdout,
+			   JSON_INDENT(1) | JSON_SORT_KEYS);
 		printf("\n");
 	}
 	snprintf(rm_dir, sizeof(rm_dir), "rm -rf %s", dir);
