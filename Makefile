@@ -248,7 +248,7 @@ $(B)/tests/mad_send $(B)/bench/cm_rate_vm: $(LIBA)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $(filter %.o,$^) $(LIBA) $(DEP_LIBS) -libverbs
 $(B)/tests/mad_send: $(B)/obj/tests/e2e/mad_send.o $(OWN_QP_OBJ)
-$(B)/bench/cm_rate_vm: $(B)/obj/tests/bench/cm_rate_vm.o $(B)/obj/backend/vm/guest_cm.o $(OWN_QP_OBJ)
+$(B)/bench/cm_rate_vm: $(B)/obj/tests/bench/cm_rate_vm.o $(B)/obj/backend/vm/guest_cm.o
 
 # The unit suites alone (the Debian build's test step).
 check-unit: $(UNIT_BINS)

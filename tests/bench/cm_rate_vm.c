@@ -8,9 +8,16 @@
  * disconnect phase (first DREQ to the last DREP) are timed and printed
  * as cm_rate prints them, so the two compare line by line.
  *
+ * Each connection has an RC QP of its own on the port, made through
+ * libmuxbe's verbs as QEMU makes a guest's, and moved to RTR on the REP
+ * and to RTS before the RTU inside the connect phase, as QEMU does for
+ * the guest and librdmacm does for cm_rate: on RoCE the move to RTR
+ * resolves the peer's MAC, a cost both sides pay.
+ *
  *   cm_rate_vm --gid GID --connect SERVER-GID [--rdma-port P] -c N [-w W]
  *              [--port DAEMON-PORT] [--socket PATH]
  */
+#include <errno.h>
 #include <getopt.h>
 #include <poll.h>
 #include <stdio.h>
@@ -20,8 +27,8 @@
 #include <unistd.h>
 
 #include "backend/muxbe.h"
+#include "backend/muxbe_verbs.h"
 #include "backend/vm/guest_cm.h"
-#include "tests/lib/own_qp.h"
 
 #define RECV_BUFS 256
 #define COMM_BASE 0x51000000u
@@ -33,6 +40,12 @@ struct rate {
 	struct gcm *cm;
 	unsigned n, window;
 	const char *qp_port; /* where each connection's QP is made */
+	struct muxbe_dev *dev;
+	struct ibv_pd *pd;
+	struct muxbe_cq *cq;
+	struct muxbe_qp **qp; /* connection i's */
+	int sgid_index;
+	uint32_t *sq_psn; /* connection i's: the peer's Starting PSN */
 	unsigned up, down, failed, send_errors;
 	unsigned long sends, verdicts; /* every send is answered */
 	uint8_t bufs[RECV_BUFS][MUXBE_RECV_BUF_MIN];
@@ -96,7 +109,74 @@ static void on_event(void *ctx, enum gcm_event ev, int detail)
 	}
 }
 
-static const struct gcm_ops ops = { .send = send_mad, .event = on_event };
+/* The guest CM's QP moves, as QEMU makes them for a guest (vm_data.c):
+ * RTR with the peer's QPN and GID, our receive PSN the one we announced;
+ * RTS from the PSN the peer announced. */
+static int qp_rtr(void *ctx, uint32_t remote_qpn, uint32_t remote_psn,
+		  const struct gid *remote)
+{
+	struct gcm *g = ctx;
+	size_t i = (size_t)(g - R.cm);
+	struct muxbe_qp_rtr r = { .sgid_index = (uint8_t)R.sgid_index,
+				  .dest_qpn = remote_qpn,
+				  .rq_psn = g->p.psn };
+
+	memcpy(r.dgid, remote->raw, 16);
+	R.sq_psn[i] = remote_psn;
+	return muxbe_qp_rtr(R.qp[i], &r);
+}
+
+static int qp_rts(void *ctx)
+{
+	struct gcm *g = ctx;
+	size_t i = (size_t)(g - R.cm);
+	struct muxbe_qp_rts r = { .sq_psn = R.sq_psn[i] };
+
+	return muxbe_qp_rts(R.qp[i], &r);
+}
+
+static const struct gcm_ops ops = {
+	.send = send_mad, .event = on_event, .qp_rtr = qp_rtr, .qp_rts = qp_rts
+};
+
+/* The device, a PD and a CQ for the connections' QPs (no data flows, so
+ * nothing completes: the CQ is never polled). */
+static int verbs_open(const char *port_spec)
+{
+	struct muxbe_dev_options o = { 0 };
+	char dev[64];
+	const char *colon = strchr(port_spec, ':');
+	int rc;
+
+	if (colon == NULL || (size_t)(colon - port_spec) >= sizeof(dev))
+		return -EINVAL;
+	memcpy(dev, port_spec, (size_t)(colon - port_spec));
+	dev[colon - port_spec] = '\0';
+	o.dev_name = dev;
+	o.port_num = (uint8_t)atoi(colon + 1);
+	rc = muxbe_dev_open(&o, &R.dev);
+	if (rc < 0)
+		return rc;
+	R.sgid_index = muxbe_dev_gid_index(R.dev, R.gid.raw);
+	if (R.sgid_index < 0)
+		return R.sgid_index;
+	rc = muxbe_pd_create(R.dev, &R.pd);
+	if (rc == 0)
+		rc = muxbe_cq_create(R.dev, 16, &R.cq);
+	return rc;
+}
+
+/* Connection i's RC QP, in INIT: its QPN, or 0. */
+static uint32_t qp_new(unsigned i)
+{
+	const struct muxbe_qp_caps caps = { 1, 1, 1, 1 };
+
+	if (muxbe_qp_create(R.dev, R.pd, MUXBE_QPT_RC, R.cq, R.cq, NULL, &caps,
+			    &R.qp[i]) < 0 ||
+	    muxbe_qp_init(R.qp[i], 0) < 0)
+		return 0;
+	return muxbe_qp_num(R.qp[i]);
+}
 
 static void on_recv(void *user, void *buf_ctx, void *buf, size_t mad_len,
 		    const struct muxbe_addr *addr)
@@ -262,8 +342,16 @@ int main(int argc, char **argv)
 	for (i = 0; i < RECV_BUFS; i++)
 		muxbe_post_recv(R.mb, R.bufs[i], sizeof(R.bufs[i]), NULL);
 	R.cm = calloc(R.n, sizeof(*R.cm));
-	if (R.cm == NULL)
+	R.qp = calloc(R.n, sizeof(*R.qp));
+	R.sq_psn = calloc(R.n, sizeof(*R.sq_psn));
+	if (R.cm == NULL || R.qp == NULL || R.sq_psn == NULL)
 		return 1;
+	c = verbs_open(R.qp_port);
+	if (c < 0) {
+		fprintf(stderr, "cm_rate_vm: verbs on %s: %s\n", R.qp_port,
+			strerror(-c));
+		return 1;
+	}
 	gp.local_gid = R.gid;
 	for (i = 0; i < R.n; i++) {
 		gp.local_comm_id = COMM_BASE + i;
@@ -271,9 +359,11 @@ int main(int argc, char **argv)
 		 * the timed phases as cm_rate makes its own (the daemon sends
 		 * a REQ only for its QP's owner, and a peer takes a QPN it
 		 * holds for another connection as stale).  No data flows. */
-		gp.qpn = own_qp_new(R.qp_port);
-		if (gp.qpn == 0)
+		gp.qpn = qp_new(i);
+		if (gp.qpn == 0) {
+			fprintf(stderr, "cm_rate_vm: cannot make QP %u\n", i);
 			return 1;
+		}
 		gp.psn = 0x4242;
 		gp.src_port = (uint16_t)(0x8000 + i);
 		gcm_init(&R.cm[i], &gp, &ops, &R.cm[i]);
