@@ -196,6 +196,16 @@ static void port_send_done(struct port *p, struct port_send *ps, int rc)
 	port_send_drop(ps);
 }
 
+/* A client's MAD the sender threads cannot take now (its share on its
+ * way, or a full queue): -EAGAIN, counted for it and for the daemon. */
+static int port_send_busy(struct port *p, struct client_info *ci)
+{
+	atomic_fetch_sub(&ci->sends_in_flight, 1);
+	atomic_fetch_add(&ci->ctr.sends_busy, 1);
+	atomic_fetch_add(&p->mux->stats.sends_busy, 1);
+	return -EAGAIN;
+}
+
 /* A port whose send blocks sends from its sender threads only: a worker
  * that wrote itself would hold its other clients behind the write, and on
  * lane 0 the port's receive path too.  What one client may have on its
@@ -208,13 +218,8 @@ static int port_send_deferred(struct port *p, struct client_info *ci,
 	struct port_send *ps;
 	int rc;
 
-	if (atomic_fetch_add(&ci->sends_in_flight, 1) >=
-	    PORT_CLIENT_SENDS_MAX) {
-		atomic_fetch_sub(&ci->sends_in_flight, 1);
-		atomic_fetch_add(&ci->ctr.sends_busy, 1);
-		atomic_fetch_add(&p->mux->stats.sends_busy, 1);
-		return -EAGAIN;
-	}
+	if (atomic_fetch_add(&ci->sends_in_flight, 1) >= PORT_CLIENT_SENDS_MAX)
+		return port_send_busy(p, ci);
 	ps = malloc(sizeof(*ps));
 	if (ps == NULL) {
 		atomic_fetch_sub(&ci->sends_in_flight, 1);
@@ -229,11 +234,12 @@ static int port_send_deferred(struct port *p, struct client_info *ci,
 	rc = port_parked_queue(p, ps, cm_mad_sender_id(m->mad), 0);
 	if (rc == 0)
 		return -EINPROGRESS;
-	atomic_fetch_sub(&ci->sends_in_flight, 1);
-	atomic_fetch_add(&ci->ctr.sends_busy, 1);
-	atomic_fetch_add(&p->mux->stats.sends_busy, 1);
+	if (rc == -ESHUTDOWN) /* the daemon is stopping: not busy */
+		atomic_fetch_sub(&ci->sends_in_flight, 1);
+	else
+		rc = port_send_busy(p, ci);
 	port_send_drop(ps);
-	return rc == -ESHUTDOWN ? rc : -EAGAIN;
+	return rc;
 }
 
 int port_send_client_mad(struct port *p, struct client_info *ci,
