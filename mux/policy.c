@@ -40,6 +40,7 @@ struct policy *policy_default(uid_t daemon_uid)
 		p->rules[i].uid = i == 0 ? daemon_uid : 0;
 		p->rules[i].request_rate = POLICY_REQUEST_RATE;
 		p->rules[i].request_burst = POLICY_REQUEST_RATE;
+		p->rules[i].share_gids = 1;
 	}
 	return p;
 }
@@ -146,12 +147,19 @@ static int policy_uint_field(json_t *rule, const char *key, unsigned *out)
 	} while (0)
 
 static const char *const rule_keys[] = {
-	"match",         "vm",
-	"ports",         "gids",
-	"max_gids",      "max_connections",
-	"max_clients",   "mad_rate",
-	"mad_burst",     "request_rate",
-	"request_burst", NULL,
+	"match",
+	"vm",
+	"ports",
+	"gids",
+	"max_gids",
+	"max_connections",
+	"max_clients",
+	"mad_rate",
+	"mad_burst",
+	"request_rate",
+	"request_burst",
+	"share_gids",
+	NULL,
 };
 
 /* A rule's errors: said in err, -EINVAL. */
@@ -270,6 +278,8 @@ static int policy_rule_from_json(json_t *rule, struct policy_rule *r,
 				 const char *path, size_t i, char *err,
 				 size_t errlen)
 {
+	json_t *v;
+
 	if (!json_is_object(rule))
 		RULE_BAD("%s: rule %zu is not an object", path, i + 1);
 	if (policy_rule_keys(rule, path, i, err, errlen) ||
@@ -286,6 +296,13 @@ static int policy_rule_from_json(json_t *rule, struct policy_rule *r,
 	    policy_uint_field(rule, "request_burst", &r->request_burst))
 		RULE_BAD("%s: rule %zu: limits must be whole numbers", path,
 			 i + 1);
+	if ((v = json_object_get(rule, "share_gids")) != NULL) {
+		if (!json_is_boolean(v))
+			RULE_BAD(
+				"%s: rule %zu: \"share_gids\" must be true or false",
+				path, i + 1);
+		r->share_gids = json_is_true(v);
+	}
 	if (r->mad_rate && r->mad_burst == 0)
 		r->mad_burst = r->mad_rate;
 	if (r->request_rate && r->request_burst == 0)

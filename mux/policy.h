@@ -42,6 +42,9 @@ struct policy_rule {
 	 * not read until it may go on; 0: unlimited. */
 	unsigned request_rate;
 	unsigned request_burst;
+	/* May register its GIDs shared with other clients of such rules
+	 * (the host's own processes, as with the kernel CM). */
+	int share_gids;
 };
 
 /* A rule's request_rate when it says none: far above what a device model

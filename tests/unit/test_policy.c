@@ -44,7 +44,7 @@ test_full_policy(void **state)
 {
 	char err[256];
 	struct policy *p = load(
-		"{\"policy\": [ {\"match\": {\"uid\": 1000}, \"vm\": \"web1\", \"ports\": [\"rxe0:1\"],  \"gids\": [\"10.0.1.0/24\", \"fd00:1::/64\"], \"max_gids\": 2,  \"max_connections\": 100, \"max_clients\": 3, \"mad_rate\": 50}, {\"match\": {\"uid\": 1000}, \"gids\": [\"10.0.9.9\"]}, {\"match\": {\"gid\": 0}}]}",
+		"{\"policy\": [ {\"match\": {\"uid\": 1000}, \"vm\": \"web1\", \"ports\": [\"rxe0:1\"],  \"gids\": [\"10.0.1.0/24\", \"fd00:1::/64\"], \"max_gids\": 2,  \"max_connections\": 100, \"max_clients\": 3, \"mad_rate\": 50}, {\"match\": {\"uid\": 1000}, \"gids\": [\"10.0.9.9\"], \"share_gids\": true}, {\"match\": {\"gid\": 0}}]}",
 		err, sizeof(err));
 	const struct policy_rule *r;
 	struct gid g;
@@ -79,6 +79,10 @@ test_full_policy(void **state)
 	g = G("10.0.9.8");
 	assert_false(policy_rule_allows_gid(&p->rules[1], &g));
 	assert_true(policy_rule_allows_port(&p->rules[2], "anything"));
+	/* Sharing GIDs is given, never assumed. */
+	assert_false(p->rules[0].share_gids);
+	assert_true(p->rules[1].share_gids);
+	assert_false(p->rules[2].share_gids);
 	policy_unref(p);
 }
 
@@ -125,6 +129,8 @@ static void test_errors_name_the_problem(void **state)
 		  "\"vm\" must be" },
 		{ "{\"policy\": [{\"match\": {\"uid\": 1}}, {\"match\": {\"uid\": 2}, \"ports\": 5}]}",
 		  "rule 2: \"ports\"" },
+		{ "{\"policy\": [{\"match\": {\"uid\": 1}, \"share_gids\": 1}]}",
+		  "\"share_gids\" must be true or false" },
 	};
 	char err[256];
 	size_t i;
@@ -147,6 +153,8 @@ static void test_default_policy(void **state)
 	assert_true(policy_admits(p, 0, 0));
 	assert_false(policy_admits(p, 1235, 1235));
 	assert_non_null(policy_select(p, 1234, 99, "anything"));
+	/* The host's own processes share its addresses. */
+	assert_true(policy_select(p, 1234, 99, "anything")->share_gids);
 	policy_unref(p);
 	p = policy_default(0);
 	assert_int_equal(p->nrules, 1);
