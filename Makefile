@@ -85,7 +85,8 @@ UNIT_TESTS := test_codec test_cm_mad test_router test_conn test_conn_table test_
 	      test_number
 UNIT_BINS  := $(addprefix $(B)/tests/,$(UNIT_TESTS))
 INTEG_TESTS := test_admission test_status test_service test_cm test_attacks test_attacks_files \
-	       test_attacks_qps test_qemu test_isolation test_muxbe_recv test_capture
+	       test_attacks_qps test_qemu test_isolation test_muxbe_recv test_capture \
+	       test_shared_gid
 INTEG_BINS := $(addprefix $(B)/tests/,$(INTEG_TESTS))
 
 

@@ -920,11 +920,12 @@ void capture_filter_describe(const struct proto_capture_request *f, char *buf,
  * and sets *close_after when the connection must end once it is sent. */
 json_t *requests_handle(struct mux *mux, struct client_info *ci,
 			int *hello_done, json_t *req, int *close_after);
-/* Register a GID for a client: the policy's ports, GIDs and limit, the
+/* Register a GID for a client (shared: with other clients that may
+ * share, rdmacm-mux-protocol(7)): the policy's ports, GIDs and limit, the
  * port's table unless in_table_optional, first come first served.  0 with
  * *idx (-1 when not in the table yet), or a negative errno with text. */
 int requests_gid_register(struct mux *mux, struct client_info *ci,
-			  struct port *port, const struct gid *gid,
+			  struct port *port, const struct gid *gid, int shared,
 			  int in_table_optional, int *idx, char *text,
 			  size_t len);
 

@@ -196,7 +196,7 @@ static enum qemu_msg_err qemu_client_register(struct mux *mux,
 	}
 	/* QEMU registers a guest's GID before the host admin (libvirt) adds
 	 * its address to the netdev: the table is checked at each send. */
-	rc = requests_gid_register(mux, ci, port, gid, 1, &idx, text,
+	rc = requests_gid_register(mux, ci, port, gid, 0, 1, &idx, text,
 				   sizeof(text));
 	return qemu_client_code(rc);
 }
@@ -218,7 +218,7 @@ static void qemu_client_adopt(struct qemu_client *q, struct port *port,
 	if (!q->adopts ||
 	    router_owns_gid(mux->router, port->index, gid, q->ci->id))
 		return;
-	if (requests_gid_register(mux, q->ci, port, gid, 1, &idx, text,
+	if (requests_gid_register(mux, q->ci, port, gid, 0, 1, &idx, text,
 				  sizeof(text)) < 0)
 		return;
 	atomic_fetch_add(&mux->stats.qemu_adopted_gids, 1);

@@ -16,7 +16,8 @@
 #include "common/log.h"
 #include "common/wire.h"
 
-static const char *const mux_features[] = { "mad", "port-events" };
+static const char *const mux_features[] = { "mad", "port-events",
+					    "shared-gid" };
 
 static json_t *requests_features_json(json_t *requested)
 {
@@ -265,13 +266,13 @@ static struct port *requests_port_gid(struct mux *mux, json_t *req,
 static int requests_gid_register_checked(struct mux *mux,
 					 struct client_info *ci,
 					 struct port *port,
-					 const struct gid *gid,
+					 const struct gid *gid, int shared,
 					 int in_table_optional, int *idx,
 					 char *text, size_t len);
 
 /* A tenant's refused registrations are worth a line, a limited number. */
 int requests_gid_register(struct mux *mux, struct client_info *ci,
-			  struct port *port, const struct gid *gid,
+			  struct port *port, const struct gid *gid, int shared,
 			  int in_table_optional, int *idx, char *text,
 			  size_t len)
 {
@@ -279,7 +280,7 @@ int requests_gid_register(struct mux *mux, struct client_info *ci,
 	uint64_t suppressed;
 	int rc;
 
-	rc = requests_gid_register_checked(mux, ci, port, gid,
+	rc = requests_gid_register_checked(mux, ci, port, gid, shared,
 					   in_table_optional, idx, text, len);
 	if (rc && clients_log_allowed(mux, ci, &suppressed)) {
 		struct log_fields lf = { ci->id, ci->name, port->name,
@@ -297,7 +298,7 @@ int requests_gid_register(struct mux *mux, struct client_info *ci,
 static int requests_gid_register_checked(struct mux *mux,
 					 struct client_info *ci,
 					 struct port *port,
-					 const struct gid *gid,
+					 const struct gid *gid, int shared,
 					 int in_table_optional, int *idx,
 					 char *text, size_t len)
 {
@@ -323,6 +324,11 @@ static int requests_gid_register_checked(struct mux *mux,
 			 gid_format(gid, buf));
 		return -EACCES;
 	}
+	if (shared && !ci->rule->share_gids) {
+		snprintf(text, len,
+			 "policy does not let this client share GIDs");
+		return -EACCES;
+	}
 	if (ci->rule->max_gids &&
 	    router_owns_gid(mux->router, port->index, gid, ci->id) == 0) {
 		struct router_counts rc2;
@@ -345,8 +351,17 @@ static int requests_gid_register_checked(struct mux *mux,
 			 gid_format(gid, buf), port->name);
 		return -EADDRNOTAVAIL;
 	}
-	rc = router_register_gid(mux->router, port->index, gid, ci->id);
-	if (rc == -EEXIST)
+	rc = shared ? router_share_gid(mux->router, port->index, gid, ci->id)
+		    : router_register_gid(mux->router, port->index, gid,
+					  ci->id);
+	if (rc == -EEXIST && !shared &&
+	    router_gid_owner(mux->router, port->index, gid) ==
+		    ROUTER_GID_SHARED)
+		snprintf(
+			text, len,
+			"GID %s on port %s is shared (\"shared\":true joins it)",
+			gid_format(gid, buf), port->name);
+	else if (rc == -EEXIST)
 		snprintf(text, len,
 			 "GID %s on port %s is registered by another client",
 			 gid_format(gid, buf), port->name);
@@ -358,9 +373,10 @@ static int requests_gid_register_checked(struct mux *mux,
 	else
 		log_fdebug(&(struct log_fields){ ci->id, ci->name, port->name,
 						 buf },
-			   "client %llu (%s): registered %s on %s%s",
+			   "client %llu (%s): registered %s on %s%s%s",
 			   (unsigned long long)ci->id, ci->name,
 			   gid_format(gid, buf), port->name,
+			   shared ? " (shared)" : "",
 			   *idx < 0 ? " (not in its GID table yet)" : "");
 	return rc;
 }
@@ -371,14 +387,18 @@ static json_t *requests_op_register_gid(struct mux *mux, struct client_info *ci,
 	json_t *err = NULL;
 	struct port *port;
 	struct gid gid;
+	json_t *shared = json_object_get(req, "shared");
 	char text[160];
 	int idx, rc;
 
+	if (shared && !json_is_boolean(shared))
+		return proto_reply_error(EINVAL,
+					 "\"shared\" must be true or false");
 	port = requests_port_gid(mux, req, &gid, &err);
 	if (port == NULL)
 		return err;
-	rc = requests_gid_register(mux, ci, port, &gid, 0, &idx, text,
-				   sizeof(text));
+	rc = requests_gid_register(mux, ci, port, &gid, json_is_true(shared), 0,
+				   &idx, text, sizeof(text));
 	if (rc)
 		return proto_reply_error(rc, "%s", text);
 	return json_pack("{s:b, s:i, s:s, s:i}", "ok", 1, "port",
@@ -512,6 +532,67 @@ static void requests_list_gid(void *arg, unsigned port_index,
 						0));
 }
 
+/* A listen request's service ID: an integer, or a string of up to 16
+ * hex digits after "0x" (IB service IDs use all 64 bits).  0 or
+ * -EINVAL. */
+static int requests_service_id(json_t *v, uint64_t *out)
+{
+	const char *t = json_string_value(v);
+
+	if (json_is_integer(v) && json_integer_value(v) >= 0) {
+		*out = (uint64_t)json_integer_value(v);
+		return 0;
+	}
+	if (t == NULL || strncmp(t, "0x", 2) != 0 || strlen(t) < 3 ||
+	    strlen(t) > 18 ||
+	    strspn(t + 2, "0123456789abcdefABCDEF") != strlen(t + 2))
+		return -EINVAL;
+	*out = strtoull(t + 2, NULL, 16);
+	return 0;
+}
+
+/* listen and unlisten: REQs and SIDR_REQs for a shared GID's service ID
+ * (rdmacm-mux-protocol(7), SHARED GIDS). */
+static json_t *requests_op_listen(struct mux *mux, struct client_info *ci,
+				  json_t *req, int listen)
+{
+	char buf[GID_STRLEN];
+	json_t *err = NULL;
+	struct port *port;
+	uint64_t sid;
+	struct gid gid;
+	int rc;
+
+	if (requests_service_id(json_object_get(req, "service_id"), &sid))
+		return proto_reply_error(
+			EINVAL,
+			"\"service_id\" must be a number or \"0x\" and up to 16 hex digits");
+	port = requests_port_gid(mux, req, &gid, &err);
+	if (port == NULL)
+		return err;
+	rc = listen ? router_listen(mux->router, port->index, &gid, sid, ci->id)
+		    : router_unlisten(mux->router, port->index, &gid, sid,
+				      ci->id);
+	if (rc == -EADDRINUSE)
+		return proto_reply_error(
+			EADDRINUSE,
+			"service ID 0x%016llx on %s is another client's",
+			(unsigned long long)sid, gid_format(&gid, buf));
+	if (rc == -ENOENT)
+		return proto_reply_error(
+			ENOENT,
+			listen ? "GID %s on %s is not shared by this client"
+			       : "this client does not listen on %s on %s",
+			gid_format(&gid, buf), port->name);
+	if (rc == -ENOSPC)
+		return proto_reply_error(ENOSPC,
+					 "a client listens on %u at most",
+					 ROUTER_LISTENS_PER_CLIENT);
+	if (rc)
+		return proto_reply_error(-rc, "cannot listen");
+	return proto_reply_ok();
+}
+
 static json_t *requests_op_list_gids(struct mux *mux, struct client_info *ci)
 {
 	struct gid_list l = { mux, json_array() };
@@ -552,6 +633,10 @@ json_t *requests_handle(struct mux *mux, struct client_info *ci,
 		return requests_op_register_qpn(mux, ci, req);
 	if (strcmp(op, "unregister_qpn") == 0)
 		return requests_op_unregister_qpn(mux, ci, req);
+	if (strcmp(op, "listen") == 0)
+		return requests_op_listen(mux, ci, req, 1);
+	if (strcmp(op, "unlisten") == 0)
+		return requests_op_listen(mux, ci, req, 0);
 	if (strcmp(op, "list_gids") == 0)
 		return requests_op_list_gids(mux, ci);
 	if (strcmp(op, "list_ports") == 0)

@@ -23,17 +23,43 @@
 
 struct gid_entry {
 	RB_ENTRY(gid_entry) link;
-	LIST_ENTRY(gid_entry) client_link;
+	LIST_ENTRY(gid_entry) client_link; /* exclusive: its owner's */
 	unsigned port;
 	struct gid gid;
+	uint64_t client;  /* ROUTER_GID_SHARED: its members' */
+	unsigned members; /* shared: how many */
+};
+
+/*
+ * A client's share of a shared GID (issue 43: the host's own processes
+ * share its address, as they do with the kernel CM).  Every member sends
+ * from it; an inbound REQ or SIDR_REQ for it goes to the member that
+ * listens on its service ID, as cm.c finds a listener by service ID.
+ */
+struct gid_member {
+	RB_ENTRY(gid_member) link; /* by (port, GID, client) */
+	LIST_ENTRY(gid_member) client_link;
+	struct gid_entry *e;
+	uint64_t client;
+	LIST_HEAD(, gid_listen) listens;
+};
+
+struct gid_listen {
+	RB_ENTRY(gid_listen) link; /* by (port, GID, service ID) */
+	LIST_ENTRY(gid_listen) member_link;
+	unsigned port;
+	struct gid gid;
+	uint64_t service_id;
 	uint64_t client;
 };
 
 struct router_client {
 	RB_ENTRY(router_client) link;
 	uint64_t id;
-	unsigned ngids;
+	unsigned ngids; /* exclusive and shared */
+	unsigned nlistens;
 	LIST_HEAD(, gid_entry) gids;
+	LIST_HEAD(, gid_member) shares;
 };
 
 static int router_gid_entry_cmp(struct gid_entry *a, struct gid_entry *b)
@@ -48,10 +74,36 @@ static int router_client_cmp(struct router_client *a, struct router_client *b)
 	return a->id < b->id ? -1 : a->id > b->id;
 }
 
+static int router_member_cmp(struct gid_member *a, struct gid_member *b)
+{
+	int c = router_gid_entry_cmp(a->e, b->e);
+
+	if (c)
+		return c;
+	return a->client < b->client ? -1 : a->client > b->client;
+}
+
+static int router_listen_cmp(struct gid_listen *a, struct gid_listen *b)
+{
+	int c;
+
+	if (a->port != b->port)
+		return a->port < b->port ? -1 : 1;
+	c = gid_cmp(&a->gid, &b->gid);
+	if (c)
+		return c;
+	return a->service_id < b->service_id ? -1
+					     : a->service_id > b->service_id;
+}
+
 RB_HEAD(gid_tree, gid_entry);
 RB_HEAD(rclient_tree, router_client);
+RB_HEAD(member_tree, gid_member);
+RB_HEAD(listen_tree, gid_listen);
 TREE_GENERATE_STATIC(gid_tree, gid_entry, link, router_gid_entry_cmp)
 TREE_GENERATE_STATIC(rclient_tree, router_client, link, router_client_cmp)
+TREE_GENERATE_STATIC(member_tree, gid_member, link, router_member_cmp)
+TREE_GENERATE_STATIC(listen_tree, gid_listen, link, router_listen_cmp)
 
 #define ROUTER_ANSWER_HOP_LIMIT 64
 /* GIDs of each client the state file keeps for a restart. */
@@ -80,6 +132,8 @@ struct router {
 	uint64_t out_lost;        /* queue could not grow */
 	struct gid_tree gids;     /* ordered, for listings */
 	struct gid_map gid_owner; /* (port, GID) -> client, for lookups */
+	struct member_tree members;
+	struct listen_tree listens;
 	struct rclient_tree clients;
 	struct conn_table *conns;
 	unsigned ngids;
@@ -272,6 +326,8 @@ struct router *router_new(const struct router_limits *lim,
 	RB_INIT(&r->gids);
 	gid_map_init(&r->gid_owner, (uint64_t)random_operand * 0x9e3779b1u);
 	RB_INIT(&r->clients);
+	RB_INIT(&r->members);
+	RB_INIT(&r->listens);
 	/* The GIDs of the previous daemon's clients wait for them. */
 	if (r->restored)
 		conn_restore_gids_foreach(r->conns, router_gid_adopt, r);
@@ -310,6 +366,7 @@ static struct router_client *router_client_get(struct router *r, uint64_t id,
 		return NULL;
 	c->id = id;
 	LIST_INIT(&c->gids);
+	LIST_INIT(&c->shares);
 	RB_INSERT(rclient_tree, &r->clients, c);
 	return c;
 }
@@ -317,7 +374,7 @@ static struct router_client *router_client_get(struct router *r, uint64_t id,
 static void router_client_put_if_empty(struct router *r,
 				       struct router_client *c)
 {
-	if (LIST_EMPTY(&c->gids)) {
+	if (LIST_EMPTY(&c->gids) && LIST_EMPTY(&c->shares)) {
 		RB_REMOVE(rclient_tree, &r->clients, c);
 		free(c);
 	}
@@ -369,6 +426,63 @@ static int router_gid_insert(struct router *r, struct router_client *c,
 	return 0;
 }
 
+/* Lock held: client's share of (port, gid), or NULL. */
+static struct gid_member *router_member_find(struct router *r, unsigned port,
+					     const struct gid *gid,
+					     uint64_t client)
+{
+	struct gid_entry ek = { .port = port, .gid = *gid };
+	struct gid_member key = { .e = &ek, .client = client };
+
+	return RB_FIND(member_tree, &r->members, &key);
+}
+
+/* Lock held: c's listen l goes. */
+static void router_listen_drop(struct router *r, struct router_client *c,
+			       struct gid_listen *l)
+{
+	LIST_REMOVE(l, member_link);
+	RB_REMOVE(listen_tree, &r->listens, l);
+	free(l);
+	c->nlistens--;
+}
+
+/* Lock held: c's share m goes with its listens, and the shared GID with
+ * its last member. */
+static void router_member_drop(struct router *r, struct router_client *c,
+			       struct gid_member *m)
+{
+	struct gid_entry *e = m->e;
+	struct gid_listen *l;
+
+	while ((l = LIST_FIRST(&m->listens)) != NULL)
+		router_listen_drop(r, c, l);
+	RB_REMOVE(member_tree, &r->members, m);
+	LIST_REMOVE(m, client_link);
+	free(m);
+	c->ngids--;
+	if (--e->members == 0) {
+		RB_REMOVE(gid_tree, &r->gids, e);
+		gid_map_del(&r->gid_owner, e->port, &e->gid);
+		free(e);
+		r->ngids--;
+	}
+}
+
+/* Lock held: may client send from (port, gid)?  Its own, or one it
+ * shares. */
+static int router_gid_usable_locked(struct router *r, unsigned port,
+				    const struct gid *gid, uint64_t client)
+{
+	uint64_t owner;
+
+	if (gid_map_get(&r->gid_owner, port, gid, &owner) < 0)
+		return 0;
+	return owner == client ||
+	       (owner == ROUTER_GID_SHARED &&
+		router_member_find(r, port, gid, client) != NULL);
+}
+
 /* Lock held: a GID a restarted daemon took back from the state file,
  * held for its owner until it comes back or its grace time is over. */
 static void router_gid_adopt(void *arg, uint64_t client, unsigned port,
@@ -394,6 +508,10 @@ static void router_client_rename(struct router *r, uint64_t from, uint64_t to)
 
 	if (c == NULL || (t = router_client_get(r, to, 1)) == NULL)
 		return;
+	/* Shares are not kept for a restart (a resumed client shares and
+	 * listens again): a record has none but to be safe. */
+	while (!LIST_EMPTY(&c->shares))
+		router_member_drop(r, c, LIST_FIRST(&c->shares));
 	while ((e = LIST_FIRST(&c->gids)) != NULL) {
 		LIST_REMOVE(e, client_link);
 		c->ngids--;
@@ -448,6 +566,127 @@ out:
 	return rc;
 }
 
+int router_share_gid(struct router *r, unsigned port, const struct gid *gid,
+		     uint64_t client)
+{
+	struct gid_entry probe = { .port = port, .gid = *gid }, *e;
+	struct router_client *c;
+	struct gid_member *m;
+	int rc = 0;
+
+	pthread_mutex_lock(&r->lock);
+	e = RB_FIND(gid_tree, &r->gids, &probe);
+	if (e && e->client != ROUTER_GID_SHARED) {
+		rc = -EEXIST;
+		goto out;
+	}
+	if (e && router_member_find(r, port, gid, client))
+		goto out;
+	c = router_client_get(r, client, 1);
+	if (c == NULL) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	if (c->ngids >= r->lim.max_gids_per_client) {
+		rc = -ENOSPC;
+		router_client_put_if_empty(r, c);
+		goto out;
+	}
+	m = calloc(1, sizeof(*m));
+	if (m && e == NULL) {
+		e = calloc(1, sizeof(*e));
+		if (e == NULL || gid_map_add(&r->gid_owner, port, gid,
+					     ROUTER_GID_SHARED) < 0) {
+			free(e);
+			e = NULL;
+		} else {
+			*e = probe;
+			e->client = ROUTER_GID_SHARED;
+			RB_INSERT(gid_tree, &r->gids, e);
+			r->ngids++;
+		}
+	}
+	if (m == NULL || e == NULL) {
+		free(m);
+		router_client_put_if_empty(r, c);
+		rc = -ENOMEM;
+		goto out;
+	}
+	m->e = e;
+	m->client = client;
+	LIST_INIT(&m->listens);
+	RB_INSERT(member_tree, &r->members, m);
+	LIST_INSERT_HEAD(&c->shares, m, client_link);
+	e->members++;
+	c->ngids++;
+out:
+	pthread_mutex_unlock(&r->lock);
+	return rc;
+}
+
+int router_listen(struct router *r, unsigned port, const struct gid *gid,
+		  uint64_t service_id, uint64_t client)
+{
+	struct gid_listen key = { .port = port,
+				  .gid = *gid,
+				  .service_id = service_id },
+			  *l;
+	struct router_client *c;
+	struct gid_member *m;
+	int rc = 0;
+
+	pthread_mutex_lock(&r->lock);
+	m = router_member_find(r, port, gid, client);
+	c = router_client_get(r, client, 0);
+	l = RB_FIND(listen_tree, &r->listens, &key);
+	if (m == NULL || c == NULL) {
+		rc = -ENOENT;
+		goto out;
+	}
+	if (l) { /* listening already: its own, or another's */
+		rc = l->client == client ? 0 : -EADDRINUSE;
+		goto out;
+	}
+	if (c->nlistens >= ROUTER_LISTENS_PER_CLIENT) {
+		rc = -ENOSPC;
+		goto out;
+	}
+	l = malloc(sizeof(*l));
+	if (l == NULL) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	*l = key;
+	l->client = client;
+	RB_INSERT(listen_tree, &r->listens, l);
+	LIST_INSERT_HEAD(&m->listens, l, member_link);
+	c->nlistens++;
+out:
+	pthread_mutex_unlock(&r->lock);
+	return rc;
+}
+
+int router_unlisten(struct router *r, unsigned port, const struct gid *gid,
+		    uint64_t service_id, uint64_t client)
+{
+	struct gid_listen key = { .port = port,
+				  .gid = *gid,
+				  .service_id = service_id },
+			  *l;
+	struct router_client *c;
+	int rc = 0;
+
+	pthread_mutex_lock(&r->lock);
+	l = RB_FIND(listen_tree, &r->listens, &key);
+	c = router_client_get(r, client, 0);
+	if (l == NULL || l->client != client || c == NULL)
+		rc = -ENOENT;
+	else
+		router_listen_drop(r, c, l);
+	pthread_mutex_unlock(&r->lock);
+	return rc;
+}
+
 int router_unregister_gid(struct router *r, unsigned port,
 			  const struct gid *gid, uint64_t client,
 			  int end_connections)
@@ -458,7 +697,20 @@ int router_unregister_gid(struct router *r, unsigned port,
 
 	pthread_mutex_lock(&r->lock);
 	e = RB_FIND(gid_tree, &r->gids, &probe);
-	if (e == NULL) {
+	if (e && e->client == ROUTER_GID_SHARED) {
+		struct gid_member *m = router_member_find(r, port, gid, client);
+
+		c = m ? router_client_get(r, client, 0) : NULL;
+		if (c == NULL) {
+			rc = -EACCES;
+		} else {
+			router_member_drop(r, c, m);
+			router_client_put_if_empty(r, c);
+			if (end_connections)
+				rc = conn_purge_gid(r->conns, client, port,
+						    gid);
+		}
+	} else if (e == NULL) {
 		rc = -ENOENT;
 	} else if (e->client != client) {
 		rc = -EACCES;
@@ -486,8 +738,10 @@ int router_reset_gid(struct router *r, unsigned port, const struct gid *gid,
 
 	pthread_mutex_lock(&r->lock);
 	e = RB_FIND(gid_tree, &r->gids, &probe);
-	if (e == NULL || e->client != client)
-		rc = e == NULL ? -ENOENT : -EACCES;
+	if (e == NULL)
+		rc = -ENOENT;
+	else if (!router_gid_usable_locked(r, port, gid, client))
+		rc = -EACCES;
 	else /* its peers are told (DREQ, REJ, DREP) once unlocked */
 		rc = conn_purge_gid(r->conns, client, port, gid);
 	router_unlock_flush(r);
@@ -527,7 +781,12 @@ int router_destination(struct router *r, unsigned port, uint64_t client,
 int router_owns_gid(struct router *r, unsigned port, const struct gid *gid,
 		    uint64_t client)
 {
-	return router_gid_owner(r, port, gid) == client;
+	int usable;
+
+	pthread_mutex_lock(&r->lock);
+	usable = router_gid_usable_locked(r, port, gid, client);
+	pthread_mutex_unlock(&r->lock);
+	return usable;
 }
 
 int router_outbound(struct router *r, unsigned port, uint64_t client,
@@ -547,8 +806,8 @@ int router_outbound(struct router *r, unsigned port, uint64_t client,
 		     j < i && !gid_equal(&claims->gid[j], &claims->gid[i]); j++)
 			;
 		if (j == i &&
-		    router_gid_owner_locked(r, port, &claims->gid[i]) !=
-			    client) {
+		    !router_gid_usable_locked(r, port, &claims->gid[i],
+					      client)) {
 			pthread_mutex_unlock(&r->lock);
 			*not_owned = i;
 			return -EADDRNOTAVAIL;
@@ -579,11 +838,23 @@ void router_path_from_addr(const struct proto_mad_addr *a, int inbound,
 
 static enum router_verdict router_route_by_gid(struct router *r, unsigned port,
 					       const struct gid *gid,
+					       const uint8_t *mad,
 					       uint64_t *client)
 {
+	struct gid_listen key = { .port = port, .gid = *gid }, *l;
+
 	if (gid_map_get(&r->gid_owner, port, gid, client) < 0)
 		return ROUTER_UNKNOWN_GID;
-	return ROUTER_DELIVER;
+	if (*client != ROUTER_GID_SHARED)
+		return ROUTER_DELIVER;
+	/* A shared GID's: the member listening on its service ID, as
+	 * cm.c's cm_find_listen() finds a listener. */
+	key.service_id = cm_field_get(mad, cm_mad_attr_id(mad) == CM_ATTR_REQ
+						   ? CM_REQ_SERVICE_ID
+						   : CM_SIDR_REQ_SERVICE_ID);
+	l = RB_FIND(listen_tree, &r->listens, &key);
+	*client = l ? l->client : 0;
+	return l ? ROUTER_DELIVER : ROUTER_NO_LISTENER;
 }
 
 /* A REQ or SIDR_REQ for a GID of this port that no client owns: answer
@@ -661,7 +932,7 @@ enum router_verdict router_inbound(struct router *r, unsigned port,
 			v = ROUTER_NO_CMA_HDR;
 			break;
 		}
-		v = router_route_by_gid(r, port, &path.local_gid, client);
+		v = router_route_by_gid(r, port, &path.local_gid, mad, client);
 		if (v != ROUTER_DELIVER)
 			v = router_answer_no_listener(r, port, mad, &path);
 		else if (conn_restore_owner_away(r->conns, *client))
@@ -720,6 +991,8 @@ static void router_client_drop_gids(struct router *r, struct router_client *c)
 		c->ngids--;
 		router_gid_drop(r, g);
 	}
+	while (!LIST_EMPTY(&c->shares))
+		router_member_drop(r, c, LIST_FIRST(&c->shares));
 	RB_REMOVE(rclient_tree, &r->clients, c);
 	free(c);
 }
@@ -897,9 +1170,13 @@ void router_gids_foreach(struct router *r, uint64_t client,
 	struct gid_entry *e;
 
 	pthread_mutex_lock(&r->lock);
-	RB_FOREACH(e, gid_tree, &r->gids)
+	RB_FOREACH(e, gid_tree, &r->gids) {
 		if (client == 0 || e->client == client)
 			fn(arg, e->port, &e->gid, e->client);
+		else if (e->client == ROUTER_GID_SHARED &&
+			 router_member_find(r, e->port, &e->gid, client))
+			fn(arg, e->port, &e->gid, client);
+	}
 	pthread_mutex_unlock(&r->lock);
 }
 

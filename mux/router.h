@@ -77,6 +77,27 @@ int router_owner_claim_identity(struct router *r, uint32_t uid,
 
 int router_register_gid(struct router *r, unsigned port, const struct gid *gid,
 			uint64_t client);
+/* A shared GID's owner, as router_gid_owner() and the listings say. */
+#define ROUTER_GID_SHARED UINT64_MAX
+/* client shares (port, gid) with the other clients that do (the host's
+ * own processes, as with the kernel CM): 0 (also when it already does),
+ * -EEXIST when a client holds it alone, -ENOSPC at the client's limit
+ * of GIDs, -ENOMEM.  router_unregister_gid() ends its share. */
+int router_share_gid(struct router *r, unsigned port, const struct gid *gid,
+		     uint64_t client);
+/* A client's listens, at most. */
+#define ROUTER_LISTENS_PER_CLIENT 1024
+/* REQs and SIDR_REQs for shared (port, gid) with service_id go to client,
+ * which shares it: 0 (also when it already listens), -EADDRINUSE when
+ * another member does, -ENOENT when client does not share the GID,
+ * -ENOSPC at ROUTER_LISTENS_PER_CLIENT.  Nobody listening: answered as
+ * the kernel CM answers (REJ "invalid service ID", SIDR_REP
+ * "unsupported"). */
+int router_listen(struct router *r, unsigned port, const struct gid *gid,
+		  uint64_t service_id, uint64_t client);
+/* 0, or -ENOENT when client does not listen there. */
+int router_unlisten(struct router *r, unsigned port, const struct gid *gid,
+		    uint64_t service_id, uint64_t client);
 /* end_connections: the client's connections from the GID end too, as
  * if it had gone (a QEMU guest reset, whose CM went with it). */
 int router_unregister_gid(struct router *r, unsigned port,
@@ -179,13 +200,14 @@ json_t *router_conns_json(struct router *r, uint64_t client, unsigned offset,
 			  unsigned max, uint64_t now_ms);
 /* JSON array of {"port", "gid"} a client owns (all when client == 0). */
 json_t *router_gids_json(struct router *r, uint64_t client);
-/* fn for each GID a client owns (every GID when client == 0), under the
- * router's lock: fn must not call the router. */
+/* fn for each GID a client owns or shares (every GID when client == 0,
+ * a shared one's owner ROUTER_GID_SHARED), under the router's lock: fn
+ * must not call the router. */
 void router_gids_foreach(struct router *r, uint64_t client,
 			 void (*fn)(void *arg, unsigned port,
 				    const struct gid *gid, uint64_t owner),
 			 void *arg);
-/* Owner of a GID, or 0. */
+/* Owner of a GID, ROUTER_GID_SHARED, or 0. */
 uint64_t router_gid_owner(struct router *r, unsigned port,
 			  const struct gid *gid);
 /* Where a client's outbound MAD must go, from its contents and the

@@ -87,9 +87,11 @@ static json_t *status_ports(struct mux *mux)
 				  &gid);
 			owner = router_gid_owner(mux->router, p->index, &gid);
 			json_object_set_new(g, "owner",
-					    owner ? json_integer(
-							    (json_int_t)owner)
-						  : json_null());
+					    owner == ROUTER_GID_SHARED
+						    ? json_string("shared")
+					    : owner ? json_integer(
+							      (json_int_t)owner)
+						    : json_null());
 		}
 		json_object_set_new(pj, "counters",
 				    json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}",

@@ -27,7 +27,7 @@ extern "C" {
 #endif
 
 #define PROTO_VERSION_MAJOR 1
-#define PROTO_VERSION_MINOR 0
+#define PROTO_VERSION_MINOR 1
 
 /* Where the daemon's sockets are unless told otherwise (rdmacm-muxd(8),
  * FILES): the clients', the read-only status socket, and the admin

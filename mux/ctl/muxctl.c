@@ -247,6 +247,8 @@ static void muxctl_print_gids(json_t *st)
 			if (json_is_integer(owner))
 				printf("client %lld\n",
 				       (long long)json_integer_value(owner));
+			else if (json_is_string(owner))
+				printf("%s\n", json_string_value(owner));
 			else
 				printf("-\n");
 		}

@@ -63,7 +63,8 @@ static void test_hello_negotiation(void **state)
 	j = json_loads((char *)buf, 0, NULL);
 	assert_int_equal(proto_reply_status(j, &msg), 0);
 	assert_int_equal(json_path_int(j, "protocol.major"), 1);
-	assert_int_equal(json_path_int(j, "protocol.minor"), 0);
+	/* The smaller minor: the daemon's (1.1: shared GIDs). */
+	assert_int_equal(json_path_int(j, "protocol.minor"), 1);
 	/* Only features both sides know. */
 	assert_int_equal(json_array_size(json_object_get(j, "features")), 1);
 	json_decref(j);
@@ -88,7 +89,7 @@ static void test_hello_negotiation(void **state)
 	j = json_loads((char *)buf, 0, NULL);
 	assert_int_equal(proto_reply_status(j, &msg), -EPROTONOSUPPORT);
 	assert_non_null(strstr(msg, "2.0"));
-	assert_non_null(strstr(msg, "1.0"));
+	assert_non_null(strstr(msg, "1.1"));
 	json_decref(j);
 	assert_true(raw_wait_eof(fd, H_DEADLINE_MS));
 	close(fd);

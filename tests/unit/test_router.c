@@ -134,6 +134,132 @@ static void test_gid_registry(void **state)
 	router_free(r);
 }
 
+/* A REQ from the peer to shared GID dst for service ID sid. */
+static void req_for_service(uint8_t *mad, uint32_t local, const char *dst,
+			    uint64_t sid)
+{
+	req_to(mad, local, dst);
+	cm_field_set(mad, CM_REQ_SERVICE_ID, sid);
+}
+
+/* Host processes share a GID (issue 43): each may send from it, REQs and
+ * SIDR_REQs go to the one listening on their service ID (one listener
+ * per service ID: EADDRINUSE, as the kernel's bind), nobody listening
+ * is answered as the kernel CM answers, and an exclusive GID stays
+ * exclusive both ways. */
+static void test_shared_gid_demux_by_service_id(void **state)
+{
+	const uint64_t sid1 = 0x0000000001064a4bull,
+		       sid2 = 0x0000000001064a4cull;
+	struct router *r = new_router();
+	struct gid g = G("fd00:1::5"), own = G("fd00:1::6"), s = G("10.0.0.9");
+	struct router_claims claims = { 1, { g } };
+	struct conn_path path = { .peer_gid = peer_gid };
+	struct router_counts rc;
+	uint8_t mad[MAD_SIZE];
+	unsigned not_owned;
+	uint64_t who;
+
+	(void)state;
+	assert_int_equal(router_share_gid(r, 0, &g, A), 0);
+	assert_int_equal(router_share_gid(r, 0, &g, A), 0); /* idempotent */
+	assert_int_equal(router_share_gid(r, 0, &g, B), 0);
+	assert_true(router_gid_owner(r, 0, &g) == ROUTER_GID_SHARED);
+	/* Exclusive and shared do not mix, either way. */
+	assert_int_equal(router_register_gid(r, 0, &g, C), -EEXIST);
+	assert_int_equal(router_register_gid(r, 0, &g, A), -EEXIST);
+	assert_int_equal(router_register_gid(r, 0, &own, C), 0);
+	assert_int_equal(router_share_gid(r, 0, &own, A), -EEXIST);
+	assert_int_equal(router_share_gid(r, 0, &own, C), -EEXIST);
+	/* Members send from it; nobody else does. */
+	assert_true(router_owns_gid(r, 0, &g, A));
+	assert_true(router_owns_gid(r, 0, &g, B));
+	assert_false(router_owns_gid(r, 0, &g, C));
+	req_to(mad, 0x10, "fd00::2");
+	assert_int_equal(router_outbound(r, 0, C, &claims, &not_owned, mad,
+					 &path, 0, 0, NULL),
+			 -EADDRNOTAVAIL);
+	assert_int_equal(router_outbound(r, 0, B, &claims, &not_owned, mad,
+					 &path, 0, 0, NULL),
+			 0);
+	/* One listener per service ID, members only. */
+	assert_int_equal(router_listen(r, 0, &g, sid1, A), 0);
+	assert_int_equal(router_listen(r, 0, &g, sid1, A), 0);
+	assert_int_equal(router_listen(r, 0, &g, sid1, B), -EADDRINUSE);
+	assert_int_equal(router_listen(r, 0, &g, sid2, B), 0);
+	assert_int_equal(router_listen(r, 0, &g, 0x77, C), -ENOENT);
+	assert_int_equal(router_listen(r, 0, &own, 0x77, C), -ENOENT);
+	assert_int_equal(router_unlisten(r, 0, &g, sid2, A), -ENOENT);
+	/* Inbound by service ID. */
+	req_for_service(mad, 0x4711, "fd00:1::5", sid1);
+	assert_int_equal(inbound(r, 0, mad, 0, &who), ROUTER_DELIVER);
+	assert_true(who == A);
+	req_for_service(mad, 0x4712, "fd00:1::5", sid2);
+	assert_int_equal(inbound(r, 0, mad, 0, &who), ROUTER_DELIVER);
+	assert_true(who == B);
+	cm_mad_init(mad, CM_ATTR_SIDR_REQ, 1);
+	cm_field_set(mad, CM_SIDR_REQ_REQUEST_ID, 0x42);
+	cm_field_set(mad, CM_SIDR_REQ_SERVICE_ID, sid2);
+	cma_hdr_build(mad + CM_SIDR_REQ_OFF_PRIVATE_DATA, &s, &g, 19276);
+	assert_int_equal(inbound(r, 0, mad, 0, &who), ROUTER_DELIVER);
+	assert_true(who == B);
+	/* The REQ's record is its listener's: only A answers it. */
+	mad_with_ids(mad, CM_ATTR_REP, 0x900, 0x4711);
+	assert_int_equal(outbound(r, 0, B, mad, 0), -ENOENT);
+	mad_with_ids(mad, CM_ATTR_REP, 0x900, 0x4711);
+	assert_int_equal(outbound(r, 0, A, mad, 0), 0);
+	/* Nobody on a service ID: the kernel CM's REJ. */
+	nsent = 0;
+	req_for_service(mad, 0x4713, "fd00:1::5", 0x99);
+	assert_int_equal(inbound(r, 0, mad, 0, &who), ROUTER_NO_LISTENER);
+	assert_int_equal(nsent, 1);
+	assert_int_equal(cm_field_get(sent_mad, CM_REJ_REASON),
+			 CM_REJ_REASON_INVALID_SERVICE_ID);
+	/* A leaving member takes its listens; the GID stays the others'. */
+	assert_int_equal(router_unregister_gid(r, 0, &g, C, 0), -EACCES);
+	assert_int_equal(router_unregister_gid(r, 0, &g, A, 0), 0);
+	assert_false(router_owns_gid(r, 0, &g, A));
+	req_for_service(mad, 0x4714, "fd00:1::5", sid1);
+	assert_int_equal(inbound(r, 0, mad, 0, &who), ROUTER_NO_LISTENER);
+	assert_int_equal(router_listen(r, 0, &g, sid1, B), 0);
+	assert_int_equal(router_unlisten(r, 0, &g, sid1, B), 0);
+	router_client_counts(r, B, &rc);
+	assert_int_equal(rc.gids, 1);
+	/* The last member gone, the GID is nobody's. */
+	router_purge_client(r, B);
+	assert_true(router_gid_owner(r, 0, &g) == 0);
+	assert_int_equal(router_register_gid(r, 0, &g, C), 0);
+	router_free(r);
+}
+
+/* Shares count against a client's GIDs; listens against their own
+ * limit. */
+static void test_shared_gid_limits(void **state)
+{
+	struct router *r = new_router();
+	struct gid g = G("fd00:1::5");
+	uint64_t sid;
+	char text[32];
+	int i;
+
+	(void)state;
+	for (i = 0; i < 4; i++) {
+		snprintf(text, sizeof(text), "fd00:1::%d", 10 + i);
+		g = G(text);
+		assert_int_equal(router_share_gid(r, 0, &g, A), 0);
+	}
+	g = G("fd00:1::5");
+	assert_int_equal(router_share_gid(r, 0, &g, A), -ENOSPC);
+	assert_int_equal(router_register_gid(r, 0, &g, A), -ENOSPC);
+	g = G("fd00:1::10");
+	for (sid = 1; sid <= ROUTER_LISTENS_PER_CLIENT; sid++)
+		assert_int_equal(router_listen(r, 0, &g, sid, A), 0);
+	assert_int_equal(router_listen(r, 0, &g, sid, A), -ENOSPC);
+	assert_int_equal(router_unlisten(r, 0, &g, 1, A), 0);
+	assert_int_equal(router_listen(r, 0, &g, sid, A), 0);
+	router_free(r);
+}
+
 static void test_gid_full_128_bits(void **state)
 {
 	struct router *r = new_router();
@@ -477,6 +603,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_gid_registry),
 		cmocka_unit_test(test_gid_full_128_bits),
+		cmocka_unit_test(test_shared_gid_demux_by_service_id),
+		cmocka_unit_test(test_shared_gid_limits),
 		cmocka_unit_test(test_gid_quota),
 		cmocka_unit_test(test_sidr_routing),
 		cmocka_unit_test(test_comm_id_routing_every_attribute),
