@@ -311,6 +311,64 @@ static void test_a_stuck_reader_costs_the_daemon_nothing(void **state)
 	tc_close(&b);
 }
 
+/* A record is one JSON object a line whatever the names in it: a VM
+ * name with quotes, a backslash and UTF-8 comes back as it was, and
+ * every field muxctl reads is there. */
+static void test_a_record_is_json_whatever_the_names(void **state)
+{
+	static const char name[] = "vm \"q\" \\ \xc3\xa4";
+	struct fx *f = *state;
+	struct tclient b;
+	uint8_t m[MAD_SIZE];
+	char reply[512], req[256], line[4096], *nl, *quoted;
+	size_t len = 0;
+	json_t *o, *n;
+	ssize_t got;
+	int fd;
+
+	tc_connect_gid(&b, &f->d, name, "fd00::2");
+	n = json_string(name);
+	quoted = json_dumps(n, JSON_ENCODE_ANY);
+	assert_non_null(quoted);
+	snprintf(req, sizeof(req), "{\"op\":\"capture\",\"vm\":%s,\"count\":1}",
+		 quoted);
+	free(quoted);
+	json_decref(n);
+	fd = h_admin_stream(f->admin, req, reply, sizeof(reply));
+	assert_true(fd >= 0);
+	assert_non_null(strstr(reply, "\"ok\":true"));
+	h_req(m, 0x77, "fd00::2", PEER);
+	assert_int_equal(tc_send_sync(&b, PEER, m), 0);
+	while ((nl = memchr(line, '\n', len)) == NULL) {
+		got = read(fd, line + len, sizeof(line) - 1 - len);
+		assert_true(got > 0);
+		len += (size_t)got;
+	}
+	*nl = '\0';
+	o = json_loads(line, 0, NULL);
+	assert_non_null(o);
+	assert_string_equal(json_string_value(json_object_get(o, "vm")), name);
+	assert_string_equal(json_string_value(json_object_get(o, "dir")),
+			    "out");
+	assert_string_equal(json_string_value(json_object_get(o, "src")),
+			    "fd00::2");
+	assert_string_equal(json_string_value(json_object_get(o, "dst")), PEER);
+	assert_string_equal(json_string_value(json_object_get(o, "port")),
+			    "sim0");
+	assert_true(json_integer_value(json_object_get(o, "client")) > 0);
+	assert_true(json_integer_value(json_object_get(o, "sec")) > 0);
+	assert_true(json_is_integer(json_object_get(o, "nsec")));
+	assert_true(json_string_length(json_object_get(o, "verdict")) > 0);
+	assert_int_equal(json_string_length(json_object_get(o, "mad")),
+			 2 * MAD_SIZE);
+	assert_int_equal(json_integer_value(json_object_get(o, "qpn")), 1);
+	assert_true(json_is_integer(json_object_get(o, "pkey_index")));
+	assert_true(json_is_integer(json_object_get(o, "hop_limit")));
+	json_decref(o);
+	close(fd);
+	tc_close(&b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -320,6 +378,9 @@ int main(void)
 			test_capture_requests_are_checked, setup, teardown),
 		cmocka_unit_test_setup_teardown(
 			test_a_stuck_reader_costs_the_daemon_nothing, setup,
+			teardown),
+		cmocka_unit_test_setup_teardown(
+			test_a_record_is_json_whatever_the_names, setup,
 			teardown),
 	};
 
