@@ -56,14 +56,17 @@ enum completion_kind {
  * socket, hello and the GIDs' registrations in flight). */
 enum link_state { LINK_UP, LINK_DOWN, LINK_RESUMING };
 
-/* A GID the client registered, to register again after a reconnect. */
-/* What the library registers again after a reconnect: a GID, or (qpn
- * not 0) a QP. */
+/* What the library registers again after a reconnect, in the order it
+ * was registered (a listen after its shared GID). */
+enum reg_kind { REG_GID, REG_SHARED_GID, REG_QPN, REG_LISTEN };
+
 struct reg {
 	TAILQ_ENTRY(reg) link;
-	char *port; /* NULL: the daemon's only port */
-	uint8_t gid[16];
-	uint32_t qpn;
+	enum reg_kind kind;
+	char *port;          /* NULL: the daemon's only port */
+	uint8_t gid[16];     /* GIDs and listens */
+	uint32_t qpn;        /* REG_QPN */
+	uint64_t service_id; /* REG_LISTEN */
 };
 
 struct completion {
@@ -527,10 +530,8 @@ static void muxbe_keep_session(struct muxbe *mb, json_t *reply)
 }
 
 static int muxbe_submit_internal(struct muxbe *mb, json_t *req);
-static json_t *muxbe_gid_request(const char *op, const char *port,
-				 const uint8_t gid[16]);
-static json_t *muxbe_qpn_request(const char *op, const char *port,
-				 uint32_t qpn);
+static json_t *muxbe_reg_json(const struct reg *r, int reg);
+static void muxbe_reg_free(struct reg *r);
 static int muxbe_connect_socket(const char *path);
 
 /* Lock held.  The link is being taken back up: each reply (hello's, then
@@ -564,14 +565,8 @@ static void muxbe_resume_step(struct muxbe *mb, json_t *reply)
 				       : -ESTALE;
 		muxbe_keep_session(mb, reply);
 		TAILQ_FOREACH(r, &mb->regs, link) {
-			json_t *req = r->qpn ? muxbe_qpn_request("register_qpn",
-								 r->port,
-								 r->qpn)
-					     : muxbe_gid_request("register_gid",
-								 r->port,
-								 r->gid);
-
-			if (muxbe_submit_internal(mb, req) == 0)
+			if (muxbe_submit_internal(mb, muxbe_reg_json(r, 1)) ==
+			    0)
 				mb->regs_pending++;
 		}
 		if (mb->regs_pending)
@@ -989,8 +984,7 @@ void muxbe_close(struct muxbe *mb)
 		close(mb->timerfd);
 	while ((r = TAILQ_FIRST(&mb->regs))) {
 		TAILQ_REMOVE(&mb->regs, r, link);
-		free(r->port);
-		free(r);
+		muxbe_reg_free(r);
 	}
 	free(mb->path);
 	free(mb->name);
@@ -1089,123 +1083,196 @@ int muxbe_ping(struct muxbe *mb)
 	return muxbe_call_json(mb, json_pack("{s:s}", "op", "ping"), NULL);
 }
 
-static json_t *muxbe_gid_request(const char *op, const char *port,
-				 const uint8_t gid[16])
+/* The request that registers r, or (register 0) undoes it. */
+static json_t *muxbe_reg_json(const struct reg *r, int reg)
 {
-	json_t *req = json_pack("{s:s, s:o}", "op", op, "gid",
-				proto_gid_to_json(gid));
+	char sid[24];
+	json_t *req;
 
-	if (port)
-		json_object_set_new(req, "port", json_string(port));
+	switch (r->kind) {
+	case REG_QPN:
+		req = json_pack("{s:s, s:I}", "op",
+				reg ? "register_qpn" : "unregister_qpn", "qpn",
+				(json_int_t)r->qpn);
+		break;
+	case REG_LISTEN:
+		snprintf(sid, sizeof(sid), "0x%llx",
+			 (unsigned long long)r->service_id);
+		req = json_pack("{s:s, s:o, s:s}", "op",
+				reg ? "listen" : "unlisten", "gid",
+				proto_gid_to_json(r->gid), "service_id", sid);
+		break;
+	default:
+		req = json_pack("{s:s, s:o}", "op",
+				reg ? "register_gid" : "unregister_gid", "gid",
+				proto_gid_to_json(r->gid));
+		if (req && reg && r->kind == REG_SHARED_GID)
+			json_object_set_new(req, "shared", json_true());
+	}
+	if (req && r->port)
+		json_object_set_new(req, "port", json_string(r->port));
 	return req;
 }
 
-static json_t *muxbe_qpn_request(const char *op, const char *port, uint32_t qpn)
+/* Both the daemon's only port (NULL), or the same named one. */
+static int muxbe_same_port(const char *a, const char *b)
 {
-	json_t *req = json_pack("{s:s, s:I}", "op", op, "qpn", (json_int_t)qpn);
-
-	if (port)
-		json_object_set_new(req, "port", json_string(port));
-	return req;
+	return (a == NULL && b == NULL) || (a && b && strcmp(a, b) == 0);
 }
 
-static struct reg *muxbe_reg_find(struct muxbe *mb, const char *port,
-				  const uint8_t gid[16], uint32_t qpn)
+/* Lock held: the registration like key (kind, port, GID, QPN, service
+ * ID), or NULL.  A GID is one registration, shared or not. */
+static struct reg *muxbe_reg_find(struct muxbe *mb, const struct reg *key)
 {
 	struct reg *r;
 
-	TAILQ_FOREACH(r, &mb->regs, link)
-		if (r->qpn == qpn && (qpn || memcmp(r->gid, gid, 16) == 0) &&
-		    ((port == NULL && r->port == NULL) ||
-		     (port && r->port && strcmp(port, r->port) == 0)))
+	TAILQ_FOREACH(r, &mb->regs, link) {
+		int gid_kind = r->kind == REG_GID || r->kind == REG_SHARED_GID;
+
+		if (gid_kind != (key->kind == REG_GID ||
+				 key->kind == REG_SHARED_GID) ||
+		    (!gid_kind && r->kind != key->kind))
+			continue;
+		if (r->kind == REG_QPN ? r->qpn != key->qpn
+				       : memcmp(r->gid, key->gid, 16) != 0)
+			continue;
+		if (r->kind == REG_LISTEN && r->service_id != key->service_id)
+			continue;
+		if (muxbe_same_port(key->port, r->port))
 			return r;
+	}
 	return NULL;
+}
+
+static void muxbe_reg_free(struct reg *r)
+{
+	free(r->port);
+	free(r);
+}
+
+/* Register what key says with the daemon and, once it has, remember it
+ * to register again after a reconnect; *reply when not NULL. */
+static int muxbe_reg_add(struct muxbe *mb, const struct reg *key,
+			 json_t **reply)
+{
+	int rc = muxbe_call_json(mb, muxbe_reg_json(key, 1), reply);
+	struct reg *r;
+
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&mb->lock);
+	if (muxbe_reg_find(mb, key) == NULL &&
+	    (r = calloc(1, sizeof(*r))) != NULL) {
+		*r = *key;
+		r->port = key->port ? strdup(key->port) : NULL;
+		TAILQ_INSERT_TAIL(&mb->regs, r, link);
+	}
+	pthread_mutex_unlock(&mb->lock);
+	return 0;
+}
+
+/* Undo what key says, and forget it (a GID's listens with it: the
+ * daemon drops them when a shared GID is left). */
+static int muxbe_reg_del(struct muxbe *mb, const struct reg *key)
+{
+	int rc = muxbe_call_json(mb, muxbe_reg_json(key, 0), NULL);
+	struct reg *r, *next;
+
+	if (rc && rc != -ENOENT)
+		return rc;
+	pthread_mutex_lock(&mb->lock);
+	if ((r = muxbe_reg_find(mb, key)) != NULL) {
+		TAILQ_REMOVE(&mb->regs, r, link);
+		muxbe_reg_free(r);
+	}
+	if (key->kind == REG_GID)
+		TAILQ_FOREACH_SAFE(r, &mb->regs, link, next)
+			if (r->kind == REG_LISTEN &&
+			    memcmp(r->gid, key->gid, 16) == 0 &&
+			    muxbe_same_port(key->port, r->port)) {
+				TAILQ_REMOVE(&mb->regs, r, link);
+				muxbe_reg_free(r);
+			}
+	pthread_mutex_unlock(&mb->lock);
+	return rc;
+}
+
+static int muxbe_gid_add(struct muxbe *mb, enum reg_kind kind, const char *port,
+			 const uint8_t gid[16], uint16_t *port_index)
+{
+	struct reg key = { .kind = kind, .port = (char *)port };
+	json_t *reply = NULL;
+	int rc;
+
+	memcpy(key.gid, gid, 16);
+	rc = muxbe_reg_add(mb, &key, &reply);
+	if (rc == 0 && port_index)
+		*port_index = (uint16_t)json_integer_value(
+			json_object_get(reply, "port"));
+	json_decref(reply);
+	return rc;
 }
 
 int muxbe_register_gid(struct muxbe *mb, const char *port,
 		       const uint8_t gid[16], uint16_t *port_index)
 {
-	json_t *reply = NULL;
-	int rc = muxbe_call_json(mb,
-				 muxbe_gid_request("register_gid", port, gid),
-				 &reply);
-	struct reg *r;
+	return muxbe_gid_add(mb, REG_GID, port, gid, port_index);
+}
 
-	if (rc == 0) {
-		if (port_index)
-			*port_index = (uint16_t)json_integer_value(
-				json_object_get(reply, "port"));
-		json_decref(reply);
-		/* Registered again by the library after a reconnect. */
-		pthread_mutex_lock(&mb->lock);
-		if (muxbe_reg_find(mb, port, gid, 0) == NULL &&
-		    (r = calloc(1, sizeof(*r))) != NULL) {
-			memcpy(r->gid, gid, 16);
-			r->port = port ? strdup(port) : NULL;
-			TAILQ_INSERT_TAIL(&mb->regs, r, link);
-		}
-		pthread_mutex_unlock(&mb->lock);
-	}
-	return rc;
+int muxbe_share_gid(struct muxbe *mb, const char *port, const uint8_t gid[16],
+		    uint16_t *port_index)
+{
+	return muxbe_gid_add(mb, REG_SHARED_GID, port, gid, port_index);
 }
 
 int muxbe_unregister_gid(struct muxbe *mb, const char *port,
 			 const uint8_t gid[16])
 {
-	int rc = muxbe_call_json(mb,
-				 muxbe_gid_request("unregister_gid", port, gid),
-				 NULL);
-	struct reg *r;
+	struct reg key = { .kind = REG_GID, .port = (char *)port };
 
-	if (rc == 0 || rc == -ENOENT) {
-		pthread_mutex_lock(&mb->lock);
-		if ((r = muxbe_reg_find(mb, port, gid, 0)) != NULL) {
-			TAILQ_REMOVE(&mb->regs, r, link);
-			free(r->port);
-			free(r);
-		}
-		pthread_mutex_unlock(&mb->lock);
-	}
-	return rc;
+	memcpy(key.gid, gid, 16);
+	return muxbe_reg_del(mb, &key);
 }
 
 int muxbe_register_qpn(struct muxbe *mb, const char *port, uint32_t qpn)
 {
-	int rc = muxbe_call_json(mb,
-				 muxbe_qpn_request("register_qpn", port, qpn),
-				 NULL);
-	struct reg *r;
+	struct reg key = { .kind = REG_QPN, .port = (char *)port, .qpn = qpn };
 
-	if (rc == 0) {
-		pthread_mutex_lock(&mb->lock);
-		if (muxbe_reg_find(mb, port, NULL, qpn) == NULL &&
-		    (r = calloc(1, sizeof(*r))) != NULL) {
-			r->qpn = qpn;
-			r->port = port ? strdup(port) : NULL;
-			TAILQ_INSERT_TAIL(&mb->regs, r, link);
-		}
-		pthread_mutex_unlock(&mb->lock);
-	}
-	return rc;
+	return muxbe_reg_add(mb, &key, NULL);
 }
 
 int muxbe_unregister_qpn(struct muxbe *mb, const char *port, uint32_t qpn)
 {
-	int rc = muxbe_call_json(mb,
-				 muxbe_qpn_request("unregister_qpn", port, qpn),
-				 NULL);
-	struct reg *r;
+	struct reg key = { .kind = REG_QPN, .port = (char *)port, .qpn = qpn };
 
-	if (rc == 0 || rc == -ENOENT) {
-		pthread_mutex_lock(&mb->lock);
-		if ((r = muxbe_reg_find(mb, port, NULL, qpn)) != NULL) {
-			TAILQ_REMOVE(&mb->regs, r, link);
-			free(r->port);
-			free(r);
-		}
-		pthread_mutex_unlock(&mb->lock);
-	}
-	return rc;
+	return muxbe_reg_del(mb, &key);
+}
+
+static struct reg muxbe_listen_key(const char *port, const uint8_t gid[16],
+				   uint64_t service_id)
+{
+	struct reg key = { .kind = REG_LISTEN,
+			   .port = (char *)port,
+			   .service_id = service_id };
+
+	memcpy(key.gid, gid, 16);
+	return key;
+}
+
+int muxbe_listen(struct muxbe *mb, const char *port, const uint8_t gid[16],
+		 uint64_t service_id)
+{
+	struct reg key = muxbe_listen_key(port, gid, service_id);
+
+	return muxbe_reg_add(mb, &key, NULL);
+}
+
+int muxbe_unlisten(struct muxbe *mb, const char *port, const uint8_t gid[16],
+		   uint64_t service_id)
+{
+	struct reg key = muxbe_listen_key(port, gid, service_id);
+
+	return muxbe_reg_del(mb, &key);
 }
 
 int muxbe_request(struct muxbe *mb, const char *request_json, char **reply_text)

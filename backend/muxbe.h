@@ -126,6 +126,16 @@ int muxbe_unregister_gid(struct muxbe *mb, const char *port,
  * again after a reconnect, as GIDs are. */
 int muxbe_register_qpn(struct muxbe *mb, const char *port, uint32_t qpn);
 int muxbe_unregister_qpn(struct muxbe *mb, const char *port, uint32_t qpn);
+/* Shared GIDs (protocol 1.1, rdmacm-mux-protocol(7) SHARED GIDS): the
+ * host's own processes on one address, each reached by the service IDs
+ * it listens on.  muxbe_unregister_gid() leaves a shared GID and its
+ * listens.  Registered again after a reconnect, in the order made. */
+int muxbe_share_gid(struct muxbe *mb, const char *port, const uint8_t gid[16],
+		    uint16_t *port_index);
+int muxbe_listen(struct muxbe *mb, const char *port, const uint8_t gid[16],
+		 uint64_t service_id);
+int muxbe_unlisten(struct muxbe *mb, const char *port, const uint8_t gid[16],
+		   uint64_t service_id);
 /* Any control request as JSON text; *reply (malloc'd JSON) on success. */
 int muxbe_request(struct muxbe *mb, const char *request_json, char **reply);
 

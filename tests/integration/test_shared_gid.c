@@ -62,24 +62,20 @@ static int share(struct tclient *tc, const char *gid)
 	struct gid g;
 	int rc;
 
-	rc = request(tc,
-		     "{\"op\":\"register_gid\",\"port\":\"sim0\","
-		     "\"gid\":\"%s\",\"shared\":true}",
-		     gid);
+	assert_int_equal(gid_parse(gid, &g), 0);
+	rc = muxbe_share_gid(tc->mb, "sim0", g.raw, &tc->port);
 	if (rc)
 		return rc;
-	assert_int_equal(gid_parse(gid, &g), 0);
 	memcpy(tc->gid, g.raw, 16);
-	tc->port = 0;
 	return muxbe_register_qpn(tc->mb, "sim0", h_qpn());
 }
 
 static int listen_on(struct tclient *tc, uint64_t sid)
 {
-	return request(tc,
-		       "{\"op\":\"listen\",\"port\":\"sim0\",\"gid\":\"" SHARED
-		       "\",\"service_id\":\"0x%llx\"}",
-		       (unsigned long long)sid);
+	struct gid g;
+
+	assert_int_equal(gid_parse(SHARED, &g), 0);
+	return muxbe_listen(tc->mb, "sim0", g.raw, sid);
 }
 
 static int setup(void **state)
@@ -263,6 +259,49 @@ static void test_an_exclusive_gid_stays_exclusive(void **state)
 			 -ENOENT);
 }
 
+/* A restarted daemon keeps no shares: the library registers its GID
+ * shared and listens again, in that order, and REQs find their
+ * listeners as before; what a client gave up stays given up. */
+static void test_shares_and_listens_come_back_after_a_restart(void **state)
+{
+	struct fx *f = *state;
+	uint8_t r[MAD_SIZE];
+	struct gid g;
+
+	assert_int_equal(gid_parse(SHARED, &g), 0);
+	assert_int_equal(share(&f->h1, SHARED), 0);
+	assert_int_equal(share(&f->h2, SHARED), 0);
+	assert_int_equal(listen_on(&f->h1, SID1), 0);
+	assert_int_equal(listen_on(&f->h2, SID2), 0);
+	assert_int_equal(listen_on(&f->h2, SID1 + 7), 0);
+	assert_int_equal(muxbe_unlisten(f->h2.mb, "sim0", g.raw, SID1 + 7), 0);
+	hd_kill(&f->d, SIGTERM);
+	hd_restart(&f->d);
+	assert_true(tc_pump_until(&f->h1, tc_has_link_ups, 1, H_DEADLINE_MS));
+	assert_true(tc_pump_until(&f->h2, tc_has_link_ups, 1, H_DEADLINE_MS));
+	assert_int_equal(f->h1.link_status, 0);
+	assert_null(strstr(f->h1.link_message, "not registered again"));
+	assert_null(strstr(f->h2.link_message, "not registered again"));
+	peer_req(f, 0x4721, SID2);
+	expect_rx(&f->h2, 1, CM_ATTR_REQ);
+	peer_req(f, 0x4722, SID1);
+	expect_rx(&f->h1, 1, CM_ATTR_REQ);
+	peer_req(f, 0x4723, SID1 + 7);
+	peer_expect(f, CM_ATTR_REJ, r);
+	assert_int_equal(cm_field_get(r, CM_REJ_REMOTE_COMM_ID), 0x4723);
+	/* Leaving the GID forgets its listens: after the next restart h2
+	 * is not back on it, and its service is nobody's. */
+	assert_int_equal(muxbe_unregister_gid(f->h2.mb, "sim0", g.raw), 0);
+	hd_kill(&f->d, SIGTERM);
+	hd_restart(&f->d);
+	assert_true(tc_pump_until(&f->h2, tc_has_link_ups, 2, H_DEADLINE_MS));
+	assert_null(strstr(f->h2.link_message, "not registered again"));
+	assert_true(tc_pump_until(&f->h1, tc_has_link_ups, 2, H_DEADLINE_MS));
+	peer_req(f, 0x4724, SID2);
+	peer_expect(f, CM_ATTR_REJ, r);
+	assert_int_equal(cm_field_get(r, CM_REJ_REMOTE_COMM_ID), 0x4724);
+}
+
 /* Who may share is the policy's: a rule without share_gids is refused
  * (EACCES), one with it is let in. */
 static void test_the_policy_decides_who_shares(void **state)
@@ -305,6 +344,9 @@ int main(void)
 			teardown),
 		cmocka_unit_test_setup_teardown(
 			test_an_exclusive_gid_stays_exclusive, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_shares_and_listens_come_back_after_a_restart,
+			setup, teardown),
 		cmocka_unit_test(test_the_policy_decides_who_shares),
 	};
 
