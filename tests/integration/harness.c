@@ -957,6 +957,18 @@ int simpeer_recv(struct simpeer *sp, uint8_t *mad, uint8_t *src, int timeout_ms)
 	return 0;
 }
 
+void simpeer_expect(struct simpeer *sp, uint16_t attr, uint8_t *mad)
+{
+	assert_true(simpeer_recv(sp, mad, NULL, H_DEADLINE_MS));
+	assert_int_equal(cm_mad_attr_id(mad), attr);
+}
+
+void tc_expect(struct tclient *tc, int n, uint16_t attr)
+{
+	assert_true(tc_pump_until(tc, tc_has_rx, n, H_DEADLINE_MS));
+	assert_int_equal(cm_mad_attr_id(tc->rx[n - 1].mad), attr);
+}
+
 uint32_t h_qpn(void)
 {
 	return own_qp(h_port0());

@@ -136,6 +136,9 @@ void tc_barrier(struct tclient *tc);
 int tc_pump_until(struct tclient *tc, int (*cond)(struct tclient *, int),
 		  int arg, int timeout_ms);
 int tc_has_rx(struct tclient *tc, int n);
+/* The client's n-th MAD received (from 1) comes by the deadline and is
+ * of attr (asserted). */
+void tc_expect(struct tclient *tc, int n, uint16_t attr);
 int tc_has_sends(struct tclient *tc, int n);
 int tc_has_lost(struct tclient *tc, int n);
 int tc_has_link_ups(struct tclient *tc, int n);
@@ -211,5 +214,8 @@ void simpeer_send(struct simpeer *sp, const char *dst, const uint8_t *mad);
  * sender's GID when not NULL. */
 int simpeer_recv(struct simpeer *sp, uint8_t *mad, uint8_t *src,
 		 int timeout_ms);
+/* The peer's next MAD, into mad: it must come by the deadline and be
+ * of attr (asserted). */
+void simpeer_expect(struct simpeer *sp, uint16_t attr, uint8_t *mad);
 
 #endif

@@ -70,18 +70,6 @@ static int teardown(void **state)
 	return 0;
 }
 
-static void peer_expect(struct fx *f, uint16_t attr, uint8_t *mad)
-{
-	assert_true(simpeer_recv(&f->p, mad, NULL, H_DEADLINE_MS));
-	assert_int_equal(cm_mad_attr_id(mad), attr);
-}
-
-static void vm_expect(struct tclient *tc, int n, uint16_t attr)
-{
-	assert_true(tc_pump_until(tc, tc_has_rx, n, H_DEADLINE_MS));
-	assert_int_equal(cm_mad_attr_id(tc->rx[n - 1].mad), attr);
-}
-
 /* The MADs of the test, 14 of them as the capture sees them. */
 static void traffic(struct fx *f)
 {
@@ -92,27 +80,27 @@ static void traffic(struct fx *f)
 	 * in DREP. */
 	h_req(m, 0x1234, "fd00::1", PEER);
 	assert_int_equal(tc_send_sync(&f->a, PEER, m), 0);
-	peer_expect(f, CM_ATTR_REQ, r);
+	simpeer_expect(&f->p, CM_ATTR_REQ, r);
 	h = wire_get32(r + 24);
 	h_mad(m, CM_ATTR_REP, 0x900a, h, wire_get64(r + 8));
 	simpeer_send(&f->p, "fd00::1", m);
-	vm_expect(&f->a, 1, CM_ATTR_REP);
+	tc_expect(&f->a, 1, CM_ATTR_REP);
 	h_mad(m, CM_ATTR_RTU, 0x1234, 0x900a, 1);
 	assert_int_equal(tc_send_sync(&f->a, PEER, m), 0);
-	peer_expect(f, CM_ATTR_RTU, r);
+	simpeer_expect(&f->p, CM_ATTR_RTU, r);
 	h_mad(m, CM_ATTR_DREQ, 0x1234, 0x900a, 2);
 	assert_int_equal(tc_send_sync(&f->a, PEER, m), 0);
-	peer_expect(f, CM_ATTR_DREQ, r);
+	simpeer_expect(&f->p, CM_ATTR_DREQ, r);
 	h_mad(m, CM_ATTR_DREP, 0x900a, h, wire_get64(r + 8));
 	simpeer_send(&f->p, "fd00::1", m);
-	vm_expect(&f->a, 2, CM_ATTR_DREP);
+	tc_expect(&f->a, 2, CM_ATTR_DREP);
 	/* A rejected one: out REQ, in REJ. */
 	h_req(m, 0x5678, "fd00::1", PEER);
 	assert_int_equal(tc_send_sync(&f->a, PEER, m), 0);
-	peer_expect(f, CM_ATTR_REQ, r);
+	simpeer_expect(&f->p, CM_ATTR_REQ, r);
 	h_mad(m, CM_ATTR_REJ, 0x900b, wire_get32(r + 24), wire_get64(r + 8));
 	simpeer_send(&f->p, "fd00::1", m);
-	vm_expect(&f->a, 3, CM_ATTR_REJ);
+	tc_expect(&f->a, 3, CM_ATTR_REJ);
 	/* And one the daemon refuses: an RTU of no connection. */
 	h_mad(m, CM_ATTR_RTU, 0x7777, 0x9999, 3);
 	assert_true(tc_send_sync(&f->a, PEER, m) < 0);

@@ -90,19 +90,6 @@ static uint32_t remote_of(const uint8_t *m)
 	return wire_get32(m + 28);
 }
 
-/* The peer expects a MAD of attr; returns it in mad. */
-static void peer_expect(struct fx *f, uint16_t attr, uint8_t *mad)
-{
-	assert_true(simpeer_recv(&f->p, mad, NULL, H_DEADLINE_MS));
-	assert_int_equal(cm_mad_attr_id(mad), attr);
-}
-
-static void vm_expect(struct tclient *tc, int n, uint16_t attr)
-{
-	assert_true(tc_pump_until(tc, tc_has_rx, n, H_DEADLINE_MS));
-	assert_int_equal(cm_mad_attr_id(tc->rx[n - 1].mad), attr);
-}
-
 /* Issue 4, item 1: two VMs use the same comm ID at the same time, both
  * connect to the same peer, and every reply reaches the right VM with
  * its own ID. */
@@ -114,10 +101,10 @@ static void test_same_comm_id_two_vms(void **state)
 
 	h_req(m, 0x1234, "fd00::1", PEER);
 	assert_int_equal(tc_send_sync(&f->a, PEER, m), 0);
-	peer_expect(f, CM_ATTR_REQ, ra);
+	simpeer_expect(&f->p, CM_ATTR_REQ, ra);
 	h_req(m, 0x1234, "fd00::2", PEER);
 	assert_int_equal(tc_send_sync(&f->b, PEER, m), 0);
-	peer_expect(f, CM_ATTR_REQ, rb);
+	simpeer_expect(&f->p, CM_ATTR_REQ, rb);
 	ha = local_of(ra);
 	hb = local_of(rb);
 	assert_true(ha != hb && ha != 0x1234 && hb != 0x1234 && ha && hb);
@@ -131,8 +118,8 @@ static void test_same_comm_id_two_vms(void **state)
 	simpeer_send(&f->p, "fd00::2", m);
 	h_mad(m, CM_ATTR_REP, 0x900a, ha, wire_get64(ra + 8));
 	simpeer_send(&f->p, "fd00::1", m);
-	vm_expect(&f->a, 1, CM_ATTR_REP);
-	vm_expect(&f->b, 1, CM_ATTR_REP);
+	tc_expect(&f->a, 1, CM_ATTR_REP);
+	tc_expect(&f->b, 1, CM_ATTR_REP);
 	assert_int_equal(remote_of(f->a.rx[0].mad), 0x1234);
 	assert_int_equal(local_of(f->a.rx[0].mad), 0x900a);
 	assert_int_equal(remote_of(f->b.rx[0].mad), 0x1234);
@@ -144,22 +131,22 @@ static void test_same_comm_id_two_vms(void **state)
 	/* RTU from both; the peer tells them apart by host ID. */
 	h_mad(m, CM_ATTR_RTU, 0x1234, 0x900a, 1);
 	assert_int_equal(tc_send_sync(&f->a, PEER, m), 0);
-	peer_expect(f, CM_ATTR_RTU, ra);
+	simpeer_expect(&f->p, CM_ATTR_RTU, ra);
 	assert_int_equal(local_of(ra), ha);
 	h_mad(m, CM_ATTR_RTU, 0x1234, 0x900b, 1);
 	assert_int_equal(tc_send_sync(&f->b, PEER, m), 0);
-	peer_expect(f, CM_ATTR_RTU, rb);
+	simpeer_expect(&f->p, CM_ATTR_RTU, rb);
 	assert_int_equal(local_of(rb), hb);
 	assert_true(hd_status_int(&f->d, "routing.established") == 2);
 
 	/* The peer disconnects A only. */
 	h_mad(m, CM_ATTR_DREQ, 0x900a, ha, 2);
 	simpeer_send(&f->p, "fd00::1", m);
-	vm_expect(&f->a, 2, CM_ATTR_DREQ);
+	tc_expect(&f->a, 2, CM_ATTR_DREQ);
 	assert_int_equal(remote_of(f->a.rx[1].mad), 0x1234);
 	h_mad(m, CM_ATTR_DREP, 0x1234, 0x900a, 2);
 	assert_int_equal(tc_send_sync(&f->a, PEER, m), 0);
-	peer_expect(f, CM_ATTR_DREP, ra);
+	simpeer_expect(&f->p, CM_ATTR_DREP, ra);
 	assert_int_equal(local_of(ra), ha);
 	/* B's connection is untouched. */
 	tc_pump_until(&f->b, tc_has_rx, 2, 100);
@@ -181,11 +168,11 @@ static void test_same_sidr_request_id_two_vms(void **state)
 	gid_parse("fd00::1", &s);
 	cma_hdr_build(m + CM_SIDR_REQ_OFF_PRIVATE_DATA, &s, &d, 4791);
 	assert_int_equal(tc_send_sync(&f->a, PEER, m), 0);
-	peer_expect(f, CM_ATTR_SIDR_REQ, ra);
+	simpeer_expect(&f->p, CM_ATTR_SIDR_REQ, ra);
 	gid_parse("fd00::2", &s);
 	cma_hdr_build(m + CM_SIDR_REQ_OFF_PRIVATE_DATA, &s, &d, 4791);
 	assert_int_equal(tc_send_sync(&f->b, PEER, m), 0);
-	peer_expect(f, CM_ATTR_SIDR_REQ, rb);
+	simpeer_expect(&f->p, CM_ATTR_SIDR_REQ, rb);
 	ha = (uint32_t)cm_field_get(ra, CM_SIDR_REQ_REQUEST_ID);
 	hb = (uint32_t)cm_field_get(rb, CM_SIDR_REQ_REQUEST_ID);
 	assert_true(ha != hb && ha != 0x77 && hb != 0x77);
@@ -196,8 +183,8 @@ static void test_same_sidr_request_id_two_vms(void **state)
 	cm_field_set(m, CM_SIDR_REP_REQUEST_ID, ha);
 	cm_field_set(m, CM_SIDR_REP_QPN, 0xa);
 	simpeer_send(&f->p, "fd00::1", m);
-	vm_expect(&f->a, 1, CM_ATTR_SIDR_REP);
-	vm_expect(&f->b, 1, CM_ATTR_SIDR_REP);
+	tc_expect(&f->a, 1, CM_ATTR_SIDR_REP);
+	tc_expect(&f->b, 1, CM_ATTR_SIDR_REP);
 	assert_int_equal(cm_field_get(f->a.rx[0].mad, CM_SIDR_REP_REQUEST_ID),
 			 0x77);
 	assert_int_equal(cm_field_get(f->a.rx[0].mad, CM_SIDR_REP_QPN), 0xa);
@@ -218,29 +205,29 @@ static void test_peer_retransmits_and_mra(void **state)
 	h_req(m, 0xc0ffee, PEER, "fd00::1");
 	simpeer_send(&f->p, "fd00::1", m);
 	simpeer_send(&f->p, "fd00::1", m);
-	vm_expect(&f->a, 2, CM_ATTR_REQ);
+	tc_expect(&f->a, 2, CM_ATTR_REQ);
 	assert_memory_equal(f->a.rx[0].mad, f->a.rx[1].mad, MAD_SIZE);
 	h_mad(m, CM_ATTR_MRA, 0x51, 0xc0ffee, 7);
 	assert_int_equal(tc_send_sync(&f->a, PEER, m), 0);
-	peer_expect(f, CM_ATTR_MRA, r);
+	simpeer_expect(&f->p, CM_ATTR_MRA, r);
 	h = local_of(r);
 	assert_true(h != 0x51 && h != 0);
 	h_mad(m, CM_ATTR_REP, 0x51, 0xc0ffee, 7);
 	assert_int_equal(tc_send_sync(&f->a, PEER, m), 0);
-	peer_expect(f, CM_ATTR_REP, r);
+	simpeer_expect(&f->p, CM_ATTR_REP, r);
 	assert_int_equal(local_of(r), h); /* same connection, same ID */
 	h_mad(m, CM_ATTR_RTU, 0xc0ffee, h, 7);
 	simpeer_send(&f->p, "fd00::1", m);
-	vm_expect(&f->a, 3, CM_ATTR_RTU);
+	tc_expect(&f->a, 3, CM_ATTR_RTU);
 	assert_int_equal(remote_of(f->a.rx[2].mad), 0x51);
 	assert_true(hd_status_int(&f->d, "routing.established") == 1);
 	/* The peer MRAs the VM's own REQ: it reaches the VM. */
 	h_req(m, 0x61, "fd00::2", PEER);
 	assert_int_equal(tc_send_sync(&f->b, PEER, m), 0);
-	peer_expect(f, CM_ATTR_REQ, r);
+	simpeer_expect(&f->p, CM_ATTR_REQ, r);
 	h_mad(m, CM_ATTR_MRA, 0x888, local_of(r), 8);
 	simpeer_send(&f->p, "fd00::2", m);
-	vm_expect(&f->b, 1, CM_ATTR_MRA);
+	tc_expect(&f->b, 1, CM_ATTR_MRA);
 	assert_int_equal(remote_of(f->b.rx[0].mad), 0x61);
 }
 
@@ -253,11 +240,11 @@ static void test_timeout_rej_after_abandoned_req(void **state)
 
 	h_req(m, 0xdead01, PEER, "fd00::2");
 	simpeer_send(&f->p, "fd00::2", m);
-	vm_expect(&f->b, 1, CM_ATTR_REQ);
+	tc_expect(&f->b, 1, CM_ATTR_REQ);
 	h_mad(m, CM_ATTR_REJ, 0xdead01, 0, 9);
 	cm_field_set(m, CM_REJ_REASON, CM_REJ_REASON_TIMEOUT);
 	simpeer_send(&f->p, "fd00::2", m);
-	vm_expect(&f->b, 2, CM_ATTR_REJ);
+	tc_expect(&f->b, 2, CM_ATTR_REJ);
 	assert_int_equal(cm_field_get(f->b.rx[1].mad, CM_REJ_REASON),
 			 CM_REJ_REASON_TIMEOUT);
 	tc_pump_until(&f->a, tc_has_rx, 1, 100);
@@ -285,19 +272,19 @@ static void test_lifetimes(void **state)
 
 	h_req(m, 0x71, "fd00::1", PEER);
 	assert_int_equal(tc_send_sync(&f->a, PEER, m), 0);
-	peer_expect(f, CM_ATTR_REQ, r);
+	simpeer_expect(&f->p, CM_ATTR_REQ, r);
 	h = local_of(r);
 	h_mad(m, CM_ATTR_REP, 0x171, h, 1);
 	simpeer_send(&f->p, "fd00::1", m);
-	vm_expect(&f->a, 1, CM_ATTR_REP);
+	tc_expect(&f->a, 1, CM_ATTR_REP);
 	h_mad(m, CM_ATTR_RTU, 0x71, 0x171, 1);
 	assert_int_equal(tc_send_sync(&f->a, PEER, m), 0);
-	peer_expect(f, CM_ATTR_RTU, r);
+	simpeer_expect(&f->p, CM_ATTR_RTU, r);
 	/* An abandoned handshake from B. */
 	t0 = h_now_ms();
 	h_req(m, 0x72, "fd00::2", PEER);
 	assert_int_equal(tc_send_sync(&f->b, PEER, m), 0);
-	peer_expect(f, CM_ATTR_REQ, r);
+	simpeer_expect(&f->p, CM_ATTR_REQ, r);
 	st = hd_status(&f->d);
 	c = json_array_get(
 		json_object_get(json_array_get(json_object_get(st, "clients"),
@@ -321,10 +308,10 @@ static void test_lifetimes(void **state)
 	 * the first data): B's mapping outlives the handshake timeout. */
 	h_req(m, 0xabc0, PEER, "fd00::2");
 	simpeer_send(&f->p, "fd00::2", m);
-	vm_expect(&f->b, 1, CM_ATTR_REQ);
+	tc_expect(&f->b, 1, CM_ATTR_REQ);
 	h_mad(m, CM_ATTR_REP, 0x73, 0xabc0, 3);
 	assert_int_equal(tc_send_sync(&f->b, PEER, m), 0);
-	peer_expect(f, CM_ATTR_REP, r);
+	simpeer_expect(&f->p, CM_ATTR_REP, r);
 	hb = local_of(r);
 	assert_true(hd_status_int(&f->d, "routing.comm_ids") == 2);
 	/* Three handshake periods idle: both the established connection
@@ -336,18 +323,18 @@ static void test_lifetimes(void **state)
 	 * reaches B. */
 	h_mad(m, CM_ATTR_DREQ, 0x73, 0xabc0, 4);
 	assert_int_equal(tc_send_sync(&f->b, PEER, m), 0);
-	peer_expect(f, CM_ATTR_DREQ, r);
+	simpeer_expect(&f->p, CM_ATTR_DREQ, r);
 	assert_int_equal(local_of(r), hb);
 	h_mad(m, CM_ATTR_DREP, 0xabc0, hb, 4);
 	simpeer_send(&f->p, "fd00::2", m);
-	vm_expect(&f->b, 2, CM_ATTR_DREP);
+	tc_expect(&f->b, 2, CM_ATTR_DREP);
 	assert_int_equal(remote_of(f->b.rx[1].mad), 0x73);
 	assert_true(
 		hd_wait_status_int_within(&f->d, "routing.comm_ids", 1,
 					  400 + 250 + 500 * h_time_scale()));
 	h_mad(m, CM_ATTR_DREQ, 0x171, h, 2);
 	simpeer_send(&f->p, "fd00::1", m);
-	vm_expect(&f->a, 2, CM_ATTR_DREQ);
+	tc_expect(&f->a, 2, CM_ATTR_DREQ);
 	h_mad(m, CM_ATTR_DREP, 0x71, 0x171, 2);
 	t0 = h_now_ms();
 	assert_int_equal(tc_send_sync(&f->a, PEER, m), 0);
@@ -358,16 +345,16 @@ static void test_lifetimes(void **state)
 	/* A REP waits for its RTU as the REQ asked, and no longer: here
 	 * 1 ms and no retry, so the window's floor, a second (then the
 	 * guest's CM has long given up, telling nobody). */
-	peer_expect(f, CM_ATTR_DREP, r); /* A's, above */
+	simpeer_expect(&f->p, CM_ATTR_DREP, r); /* A's, above */
 	h_req(m, 0xabc1, PEER, "fd00::2");
 	cm_field_set(m, CM_REQ_LOCAL_CM_RESPONSE_TIMEOUT, 8);
 	cm_field_set(m, CM_REQ_MAX_CM_RETRIES, 0);
 	simpeer_send(&f->p, "fd00::2", m);
-	vm_expect(&f->b, 3, CM_ATTR_REQ);
+	tc_expect(&f->b, 3, CM_ATTR_REQ);
 	h_mad(m, CM_ATTR_REP, 0x74, 0xabc1, 5);
 	t0 = h_now_ms();
 	assert_int_equal(tc_send_sync(&f->b, PEER, m), 0);
-	peer_expect(f, CM_ATTR_REP, r);
+	simpeer_expect(&f->p, CM_ATTR_REP, r);
 	assert_true(hd_status_int(&f->d, "routing.comm_ids") == 1);
 	assert_true(
 		hd_wait_status_int_within(&f->d, "routing.comm_ids", 0,
@@ -384,7 +371,7 @@ static void test_disconnect_mid_handshake(void **state)
 
 	h_req(m, 0x81, "fd00::1", PEER);
 	assert_int_equal(tc_send_sync(&f->a, PEER, m), 0);
-	peer_expect(f, CM_ATTR_REQ, r);
+	simpeer_expect(&f->p, CM_ATTR_REQ, r);
 	tc_close(&f->a);
 	assert_true(hd_wait_status_int_within(&f->d, "routing.comm_ids", 0,
 					      H_DEADLINE_MS));
@@ -407,14 +394,14 @@ static void test_timeout_rej_names_the_reqs_guid(void **state)
 	h_req(m, 0x82, "fd00::1", PEER);
 	cm_field_set(m, CM_REQ_LOCAL_CA_GUID, 0x1111222233334444ull);
 	assert_int_equal(tc_send_sync(&f->a, PEER, m), 0);
-	peer_expect(f, CM_ATTR_REQ, r);
+	simpeer_expect(&f->p, CM_ATTR_REQ, r);
 	assert_true(cm_field_get(r, CM_REQ_LOCAL_CA_GUID) !=
 		    0x1111222233334444ull);
 	wire_put64(guest_guid, 0x1111222233334444ull);
 	cm_build_rej(m, 0x82, 0x82, 0, CM_MSG_RESPONSE_OTHER,
 		     CM_REJ_REASON_TIMEOUT, guest_guid, sizeof(guest_guid));
 	assert_int_equal(tc_send_sync(&f->a, PEER, m), 0);
-	peer_expect(f, CM_ATTR_REJ, m);
+	simpeer_expect(&f->p, CM_ATTR_REJ, m);
 	assert_int_equal(wire_get64(m + CM_REJ_OFF_ARI),
 			 cm_field_get(r, CM_REQ_LOCAL_CA_GUID));
 }
@@ -459,11 +446,11 @@ static uint32_t answered(struct fx *f, uint32_t g, uint32_t p)
 
 	h_req(m, g, "fd00::1", PEER);
 	assert_int_equal(tc_send_sync(&f->a, PEER, m), 0);
-	peer_expect(f, CM_ATTR_REQ, r);
+	simpeer_expect(&f->p, CM_ATTR_REQ, r);
 	h = local_of(r);
 	h_mad(m, CM_ATTR_REP, p, h, 1);
 	simpeer_send(&f->p, "fd00::1", m);
-	vm_expect(&f->a, n + 1, CM_ATTR_REP);
+	tc_expect(&f->a, n + 1, CM_ATTR_REP);
 	return h;
 }
 
@@ -474,7 +461,7 @@ static uint32_t establish(struct fx *f, uint32_t g, uint32_t p)
 
 	h_mad(m, CM_ATTR_RTU, g, p, 1);
 	assert_int_equal(tc_send_sync(&f->a, PEER, m), 0);
-	peer_expect(f, CM_ATTR_RTU, r);
+	simpeer_expect(&f->p, CM_ATTR_RTU, r);
 	return h;
 }
 
@@ -517,7 +504,7 @@ static void test_inner_addresses_are_the_senders(void **state)
 	h_req(m, 0x15, "fd00::1", PEER);
 	cm_set_gid(m, CM_REQ_OFF_ALT_LOCAL_GID, &zero);
 	assert_int_equal(send_errno(&f->a, m), 0);
-	peer_expect(f, CM_ATTR_REQ, r);
+	simpeer_expect(&f->p, CM_ATTR_REQ, r);
 	/* LAP's alternate local GID, on an established connection. */
 	establish(f, 0x16, 0x916);
 	h_mad(m, CM_ATTR_LAP, 0x16, 0x916, 2);
@@ -587,7 +574,7 @@ static void test_address_block_is_qp1_cm(void **state)
 	/* And the same REQ, addressed as QP1 CM traffic is, goes out. */
 	h_req(m, 0x70, "fd00::1", PEER);
 	assert_int_equal(send_errno(&f->a, m), 0);
-	peer_expect(f, CM_ATTR_REQ, r);
+	simpeer_expect(&f->p, CM_ATTR_REQ, r);
 }
 
 /* Items 2 and 3: inbound matching by host ID, peer ID and peer GID, and
@@ -614,7 +601,7 @@ static void test_peer_identity_and_state(void **state)
 	simpeer_send(&other, "fd00::1", m);
 	assert_true(
 		hd_wait_status_int(&f->d, "counters.drops.peer_mismatch", 4));
-	peer_expect(f, CM_ATTR_DREP, m);
+	simpeer_expect(&f->p, CM_ATTR_DREP, m);
 	assert_int_equal(local_of(m), h);
 	assert_int_equal(remote_of(m), 0x999);
 	assert_true(simpeer_recv(&other, m, NULL, H_DEADLINE_MS));
@@ -634,7 +621,7 @@ static void test_peer_identity_and_state(void **state)
 	 * before any REP. */
 	h_req(m, 0x22, "fd00::1", PEER);
 	assert_int_equal(tc_send_sync(&f->a, PEER, m), 0);
-	peer_expect(f, CM_ATTR_REQ, m);
+	simpeer_expect(&f->p, CM_ATTR_REQ, m);
 	h_mad(m, CM_ATTR_RTU, 0x22, 0x922, 4);
 	assert_int_equal(send_errno(&f->a, m), -ENOENT); /* no peer yet */
 	h_mad(m, CM_ATTR_DREP, 0x21, 0x921, 4);
@@ -653,20 +640,20 @@ static void test_mra_extends_handshake(void **state)
 
 	h_req(m, 0x31, "fd00::1", PEER);
 	assert_int_equal(tc_send_sync(&f->a, PEER, m), 0);
-	peer_expect(f, CM_ATTR_REQ, r);
+	simpeer_expect(&f->p, CM_ATTR_REQ, r);
 	h = local_of(r);
 	t0 = h_now_ms();
 	h_mad(m, CM_ATTR_MRA, 0x931, h, 1);
 	cm_field_set(m, CM_MRA_MESSAGE_MRAED, CM_MSG_RESPONSE_REQ);
 	cm_field_set(m, CM_MRA_SERVICE_TIMEOUT, 20); /* 4.3 s */
 	simpeer_send(&f->p, "fd00::1", m);
-	vm_expect(&f->a, 1, CM_ATTR_MRA);
+	tc_expect(&f->a, 1, CM_ATTR_MRA);
 	/* Well past the handshake time and its expiry tick. */
 	poll(NULL, 0, 600 + 250 + 400);
 	assert_true(h_now_ms() - t0 < 4000);
 	h_mad(m, CM_ATTR_REP, 0x931, h, 1);
 	simpeer_send(&f->p, "fd00::1", m);
-	vm_expect(&f->a, 2, CM_ATTR_REP);
+	tc_expect(&f->a, 2, CM_ATTR_REP);
 	assert_int_equal(remote_of(f->a.rx[1].mad), 0x31);
 }
 
@@ -682,11 +669,11 @@ static void test_comm_id_reuse_new_connection(void **state)
 	h_req(m, 0x41, "fd00::1", PEER);
 	assert_int_equal(tc_send_sync(&f->a, PEER, m), 0);
 	/* The old connection's peer hears a DREQ from the old host ID... */
-	peer_expect(f, CM_ATTR_DREQ, r);
+	simpeer_expect(&f->p, CM_ATTR_DREQ, r);
 	assert_int_equal(local_of(r), h_old);
 	assert_int_equal(remote_of(r), 0x941);
 	/* ...and the new REQ has a host ID of its own. */
-	peer_expect(f, CM_ATTR_REQ, r2);
+	simpeer_expect(&f->p, CM_ATTR_REQ, r2);
 	h_new = local_of(r2);
 	assert_true(h_new != h_old);
 	/* The old peer's DREP is absorbed; the new connection works. */
@@ -696,7 +683,7 @@ static void test_comm_id_reuse_new_connection(void **state)
 				       1));
 	h_mad(m, CM_ATTR_REP, 0x942, h_new, 1);
 	simpeer_send(&f->p, "fd00::1", m);
-	vm_expect(&f->a, 2, CM_ATTR_REP);
+	tc_expect(&f->a, 2, CM_ATTR_REP);
 	assert_int_equal(local_of(f->a.rx[1].mad), 0x942);
 	assert_int_equal(remote_of(f->a.rx[1].mad), 0x41);
 	assert_true(hd_status_int(&f->d, "counters.answers.dreq_abandoned") ==
@@ -708,8 +695,8 @@ static void test_comm_id_reuse_new_connection(void **state)
 	assert_int_equal(tc_send_sync(&f->a, PEER, m), 0);
 	h_mad(m, CM_ATTR_DREQ, 0x41, 0x942, 7);
 	assert_int_equal(tc_send_sync(&f->a, PEER, m), 0);
-	peer_expect(f, CM_ATTR_RTU, r);
-	peer_expect(f, CM_ATTR_DREQ, r2);
+	simpeer_expect(&f->p, CM_ATTR_RTU, r);
+	simpeer_expect(&f->p, CM_ATTR_DREQ, r2);
 	assert_int_equal((uint32_t)cm_mad_tid(r), h_new);
 	assert_int_equal((uint32_t)cm_mad_tid(r2), h_new);
 }
@@ -755,7 +742,7 @@ static void test_fabric_req_flood_leaves_vm_connecting(void **state)
 			 4096);
 	h_req(m, 0x77, "fd00::1", PEER);
 	assert_int_equal(tc_send_sync(&f->a, PEER, m), 0);
-	peer_expect(f, CM_ATTR_REQ, r);
+	simpeer_expect(&f->p, CM_ATTR_REQ, r);
 	assert_int_equal(cm_field_get(r, CM_REQ_STARTING_PSN),
 			 0x77); /* its marker */
 }
@@ -818,7 +805,7 @@ static void test_daemon_answers(void **state)
 	h_req(m, 0x51, PEER, "fd00::3");
 	t0 = h_now_ms();
 	simpeer_send(&f->p, "fd00::3", m);
-	peer_expect(f, CM_ATTR_REJ, r);
+	simpeer_expect(&f->p, CM_ATTR_REJ, r);
 	assert_true(h_now_ms() - t0 < 1000);
 	assert_int_equal(cm_field_get(r, CM_REJ_REASON),
 			 CM_REJ_REASON_INVALID_SERVICE_ID);
@@ -829,21 +816,21 @@ static void test_daemon_answers(void **state)
 	cm_field_set(m, CM_SIDR_REQ_REQUEST_ID, 0x52);
 	cma_hdr_build(m + CM_SIDR_REQ_OFF_PRIVATE_DATA, &s, &d, 4791);
 	simpeer_send(&f->p, "fd00::3", m);
-	peer_expect(f, CM_ATTR_SIDR_REP, r);
+	simpeer_expect(&f->p, CM_ATTR_SIDR_REP, r);
 	assert_int_equal(cm_field_get(r, CM_SIDR_REP_REQUEST_ID), 0x52);
 	assert_int_equal(cm_field_get(r, CM_SIDR_REP_STATUS),
 			 CM_SIDR_STATUS_UNSUPPORTED);
 	/* A DREQ for no connection: DREP, IDs swapped. */
 	h_mad(m, CM_ATTR_DREQ, 0x53, 0x12345, 5);
 	simpeer_send(&f->p, "fd00::1", m);
-	peer_expect(f, CM_ATTR_DREP, r);
+	simpeer_expect(&f->p, CM_ATTR_DREP, r);
 	assert_int_equal(local_of(r), 0x12345);
 	assert_int_equal(remote_of(r), 0x53);
 	/* A, with an established connection and a pending REQ, dies. */
 	h = establish(f, 0x54, 0x954);
 	h_req(m, 0x55, "fd00::1", PEER);
 	assert_int_equal(tc_send_sync(&f->a, PEER, m), 0);
-	peer_expect(f, CM_ATTR_REQ, r);
+	simpeer_expect(&f->p, CM_ATTR_REQ, r);
 	tc_close(&f->a);
 	for (i = 0; i < 2; i++) {
 		assert_true(simpeer_recv(&f->p, r, NULL, H_DEADLINE_MS));
@@ -956,12 +943,12 @@ static void a_disconnects(struct fx *f, uint32_t guest, uint32_t peer_id,
 
 	h_mad(m, CM_ATTR_DREQ, guest, peer_id, 1);
 	assert_int_equal(tc_send_sync(&f->a, PEER, m), 0);
-	peer_expect(f, CM_ATTR_DREQ, r);
+	simpeer_expect(&f->p, CM_ATTR_DREQ, r);
 	assert_int_equal(local_of(r), host_id);
 	assert_int_equal(remote_of(r), peer_id);
 	h_mad(m, CM_ATTR_DREP, peer_id, host_id, 1);
 	simpeer_send(&f->p, "fd00::1", m);
-	vm_expect(&f->a, n + 1, CM_ATTR_DREP);
+	tc_expect(&f->a, n + 1, CM_ATTR_DREP);
 	assert_int_equal(remote_of(f->a.rx[n].mad), guest);
 }
 
@@ -982,19 +969,19 @@ static void restart_keeps_connections(struct fx *f, int sig)
 	n = f->a.nrx;
 	h_req(m, 0x9002, PEER, "fd00::1");
 	simpeer_send(&f->p, "fd00::1", m);
-	vm_expect(&f->a, n + 1, CM_ATTR_REQ);
+	tc_expect(&f->a, n + 1, CM_ATTR_REQ);
 	h_mad(m, CM_ATTR_REP, 0x5678, 0x9002, 1);
 	assert_int_equal(tc_send_sync(&f->a, PEER, m), 0);
-	peer_expect(f, CM_ATTR_REP, r);
+	simpeer_expect(&f->p, CM_ATTR_REP, r);
 	h2 = local_of(r);
 	assert_int_equal(remote_of(r), 0x9002);
 	h_mad(m, CM_ATTR_RTU, 0x9002, h2, 1);
 	simpeer_send(&f->p, "fd00::1", m);
-	vm_expect(&f->a, n + 2, CM_ATTR_RTU);
+	tc_expect(&f->a, n + 2, CM_ATTR_RTU);
 	/* In progress: A's REQ 0x2222, not answered yet. */
 	h_req(m, 0x2222, "fd00::1", PEER);
 	assert_int_equal(tc_send_sync(&f->a, PEER, m), 0);
-	peer_expect(f, CM_ATTR_REQ, r);
+	simpeer_expect(&f->p, CM_ATTR_REQ, r);
 	h3 = local_of(r);
 	/* Answered, its RTU not yet sent when the daemon goes (A's cm.c
 	 * posts it and goes established; the RTU is lost with the link). */
@@ -1025,16 +1012,16 @@ static void restart_keeps_connections(struct fx *f, int sig)
 	n = f->a.nrx;
 	h_mad(m, CM_ATTR_MRA, 0x9003, h3, 1);
 	simpeer_send(&f->p, "fd00::1", m);
-	vm_expect(&f->a, n + 1, CM_ATTR_MRA);
+	tc_expect(&f->a, n + 1, CM_ATTR_MRA);
 	assert_int_equal(remote_of(f->a.rx[n].mad), 0x2222);
 	/* The peer ends the active connection: DREQ in, DREP out. */
 	h_mad(m, CM_ATTR_DREQ, 0x9001, h1, 1);
 	simpeer_send(&f->p, "fd00::1", m);
-	vm_expect(&f->a, n + 2, CM_ATTR_DREQ);
+	tc_expect(&f->a, n + 2, CM_ATTR_DREQ);
 	assert_int_equal(remote_of(f->a.rx[n + 1].mad), 0x1234);
 	h_mad(m, CM_ATTR_DREP, 0x1234, 0x9001, 1);
 	assert_int_equal(tc_send_sync(&f->a, PEER, m), 0);
-	peer_expect(f, CM_ATTR_DREP, r);
+	simpeer_expect(&f->p, CM_ATTR_DREP, r);
 	assert_int_equal(local_of(r), h1);
 	assert_int_equal(remote_of(r), 0x9001);
 	/* A ends the passive one: DREQ out, DREP in. */
@@ -1148,10 +1135,10 @@ static void test_restart_holds_what_arrives_for_the_absent(void **state)
 	n = f->a.nrx;
 	h_req(m, 0x9046, PEER, "fd00::1");
 	simpeer_send(&f->p, "fd00::1", m);
-	vm_expect(&f->a, n + 1, CM_ATTR_REQ);
+	tc_expect(&f->a, n + 1, CM_ATTR_REQ);
 	h_mad(m, CM_ATTR_DREQ, 0x9045, h, 1);
 	simpeer_send(&f->p, "fd00::1", m);
-	vm_expect(&f->a, n + 2, CM_ATTR_DREQ);
+	tc_expect(&f->a, n + 2, CM_ATTR_DREQ);
 	assert_int_equal(remote_of(f->a.rx[n + 1].mad), 0x4545);
 	/* B never comes back: after its grace its GID is free. */
 }
@@ -1214,7 +1201,7 @@ static void test_restart_with_other_limits(void **state)
 		n = f->a.nrx;
 		h_mad(m, CM_ATTR_DREQ, 0x9060u + (uint32_t)i, h[i], 1);
 		simpeer_send(&f->p, "fd00::1", m);
-		vm_expect(&f->a, n + 1, CM_ATTR_DREQ);
+		tc_expect(&f->a, n + 1, CM_ATTR_DREQ);
 		assert_int_equal(remote_of(f->a.rx[n].mad),
 				 0x6000u + (uint32_t)i);
 	}
@@ -1248,7 +1235,7 @@ static void test_restart_with_other_ports(void **state)
 	n = f->a.nrx;
 	h_mad(m, CM_ATTR_DREQ, 0x9161, h, 1);
 	simpeer_send(&f->p, "fd00::1", m);
-	vm_expect(&f->a, n + 1, CM_ATTR_DREQ);
+	tc_expect(&f->a, n + 1, CM_ATTR_DREQ);
 	assert_int_equal(remote_of(f->a.rx[n].mad), 0x6100);
 	assert_int_equal(f->a.rx[n].addr.port, 1);
 

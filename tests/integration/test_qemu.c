@@ -165,14 +165,6 @@ static uint32_t q_mad(int fd, const char *own, const uint8_t *mad)
 	return q_request(fd, &m);
 }
 
-static void peer_expect(struct fx *f, uint16_t attr, uint8_t *mad)
-{
-	uint8_t src[16];
-
-	assert_true(simpeer_recv(&f->p, mad, src, H_DEADLINE_MS));
-	assert_int_equal(cm_mad_attr_id(mad), attr);
-}
-
 /* The next MAD the peer gets, whatever it is. */
 static void peer_expect_any(struct fx *f, uint8_t *mad)
 {
@@ -207,14 +199,14 @@ static uint32_t q_establish(struct fx *f, uint32_t g, uint32_t p)
 
 	h_req(m, g, GUEST, PEER);
 	assert_int_equal(q_mad(f->q, GUEST, m), QEMU_MSG_OK);
-	peer_expect(f, CM_ATTR_REQ, r);
+	simpeer_expect(&f->p, CM_ATTR_REQ, r);
 	h = local_of(r);
 	h_mad(m, CM_ATTR_REP, p, h, 1);
 	simpeer_send(&f->p, GUEST, m);
 	qemu_expect(f, CM_ATTR_REP, &in);
 	h_mad(m, CM_ATTR_RTU, g, p, 1);
 	assert_int_equal(q_mad(f->q, GUEST, m), QEMU_MSG_OK);
-	peer_expect(f, CM_ATTR_RTU, r);
+	simpeer_expect(&f->p, CM_ATTR_RTU, r);
 	return h;
 }
 
@@ -260,7 +252,7 @@ static void test_active_connection_repaired(void **state)
 	assert_int_equal(q_reg(f->q, QEMU_MSG_OP_REG, GUEST), QEMU_MSG_OK);
 	h_req(m, 0x5001, GUEST, PEER);
 	assert_int_equal(q_mad(f->q, GUEST, m), QEMU_MSG_OK);
-	peer_expect(f, CM_ATTR_REQ, r);
+	simpeer_expect(&f->p, CM_ATTR_REQ, r);
 	h = local_of(r);
 	assert_true(h != 0x5001);
 	h_mad(m, CM_ATTR_REP, 0x9001, h, 1);
@@ -273,14 +265,14 @@ static void test_active_connection_repaired(void **state)
 	assert_int_equal(remote_of(in.mad), 0x5001);
 	h_mad(m, CM_ATTR_RTU, 0x5001, 0x9001, 1);
 	assert_int_equal(q_mad(f->q, GUEST, m), QEMU_MSG_OK);
-	peer_expect(f, CM_ATTR_RTU, r);
+	simpeer_expect(&f->p, CM_ATTR_RTU, r);
 	assert_int_equal(local_of(r), h);
 	h_mad(m, CM_ATTR_DREQ, 0x9001, h, 2);
 	simpeer_send(&f->p, GUEST, m);
 	qemu_expect(f, CM_ATTR_DREQ, &in);
 	h_mad(m, CM_ATTR_DREP, 0x5001, 0x9001, 2);
 	assert_int_equal(q_mad(f->q, GUEST, m), QEMU_MSG_OK);
-	peer_expect(f, CM_ATTR_DREP, r);
+	simpeer_expect(&f->p, CM_ATTR_DREP, r);
 	assert_true(hd_status_int(&f->d, "routing.draining") == 1);
 }
 
@@ -299,7 +291,7 @@ static void guest_connections_end_with(struct fx *f, uint32_t op)
 	h = q_establish(f, 0x5101, 0x9101);
 	h_req(m, 0x5102, GUEST, PEER);
 	assert_int_equal(q_mad(f->q, GUEST, m), QEMU_MSG_OK);
-	peer_expect(f, CM_ATTR_REQ, r);
+	simpeer_expect(&f->p, CM_ATTR_REQ, r);
 	h2 = local_of(r);
 	assert_true(hd_status_int(&f->d, "routing.established") == 1);
 
@@ -347,7 +339,7 @@ static void test_guest_reset_ends_its_connections(void **state)
 	assert_int_equal(hd_status_int(&f->d, "counters.qemu_resets"), 1);
 	h_req(m, 0x5103, GUEST, PEER);
 	assert_int_equal(q_mad(f->q, GUEST, m), QEMU_MSG_OK);
-	peer_expect(f, CM_ATTR_REQ, r);
+	simpeer_expect(&f->p, CM_ATTR_REQ, r);
 }
 
 /* An address removed inside a running guest (QEMU's UNREG): its
@@ -374,10 +366,10 @@ static void test_passive_connection_and_sidr(void **state)
 	qemu_expect(f, CM_ATTR_REQ, &in);
 	h_mad(m, CM_ATTR_MRA, 0x6001, 0x7001, 1);
 	assert_int_equal(q_mad(f->q, GUEST, m), QEMU_MSG_OK);
-	peer_expect(f, CM_ATTR_MRA, r);
+	simpeer_expect(&f->p, CM_ATTR_MRA, r);
 	h_mad(m, CM_ATTR_REP, 0x6001, 0x7001, 1);
 	assert_int_equal(q_mad(f->q, GUEST, m), QEMU_MSG_OK);
-	peer_expect(f, CM_ATTR_REP, r);
+	simpeer_expect(&f->p, CM_ATTR_REP, r);
 	h = local_of(r);
 	h_mad(m, CM_ATTR_RTU, 0x7001, h, 1);
 	simpeer_send(&f->p, GUEST, m);
@@ -393,7 +385,7 @@ static void test_passive_connection_and_sidr(void **state)
 	qemu_expect(f, CM_ATTR_SIDR_REQ, &in);
 	h_mad(m, CM_ATTR_SIDR_REP, 0x42, 0, 5);
 	assert_int_equal(q_mad(f->q, GUEST, m), QEMU_MSG_OK);
-	peer_expect(f, CM_ATTR_SIDR_REP, r);
+	simpeer_expect(&f->p, CM_ATTR_SIDR_REP, r);
 	assert_int_equal(cm_field_get(r, CM_SIDR_REP_REQUEST_ID), 0x42);
 	/* A second answer answers nothing, and goes nowhere. */
 	assert_int_equal(q_mad(f->q, GUEST, m), QEMU_MSG_EINVAL);
@@ -416,7 +408,7 @@ static void test_names_only_its_qps(void **state)
 	assert_int_equal(hd_status_int(&f->d, "counters.refusals.qp_owner"), 1);
 	h_req(m, 0x8002, GUEST, PEER);
 	assert_int_equal(q_mad(f->q, GUEST, m), QEMU_MSG_OK);
-	peer_expect(f, CM_ATTR_REQ, r);
+	simpeer_expect(&f->p, CM_ATTR_REQ, r);
 	assert_int_equal(cm_field_get(r, CM_REQ_LOCAL_QPN), h_qpn());
 }
 
@@ -466,7 +458,7 @@ static void peer_dreq_reaches_qemu(struct fx *f, uint32_t h, uint32_t g,
 	assert_int_equal(remote_of(in.mad), g);
 	h_mad(m, CM_ATTR_DREP, g, p, 2);
 	assert_int_equal(q_mad(f->q, GUEST, m), QEMU_MSG_OK);
-	peer_expect(f, CM_ATTR_DREP, r);
+	simpeer_expect(&f->p, CM_ATTR_DREP, r);
 	assert_int_equal(local_of(r), h);
 	assert_int_equal(remote_of(r), p);
 }
@@ -584,7 +576,7 @@ static void test_unknown_qemu_after_restart_is_not_mute(void **state)
 			poll(NULL, 0, 50);
 	} while (err != QEMU_MSG_OK && h_now_ms() < deadline);
 	assert_int_equal(err, QEMU_MSG_OK);
-	peer_expect(f, CM_ATTR_REQ, r);
+	simpeer_expect(&f->p, CM_ATTR_REQ, r);
 	assert_int_equal(hd_status_int(&f->d, "counters.qemu_adopted_gids"), 1);
 }
 

@@ -121,18 +121,6 @@ static void peer_req(struct fx *f, uint32_t local, uint64_t sid)
 	simpeer_send(&f->p, SHARED, m);
 }
 
-static void peer_expect(struct fx *f, uint16_t attr, uint8_t *mad)
-{
-	assert_true(simpeer_recv(&f->p, mad, NULL, H_DEADLINE_MS));
-	assert_int_equal(cm_mad_attr_id(mad), attr);
-}
-
-static void expect_rx(struct tclient *tc, int n, uint16_t attr)
-{
-	assert_true(tc_pump_until(tc, tc_has_rx, n, H_DEADLINE_MS));
-	assert_int_equal(cm_mad_attr_id(tc->rx[n - 1].mad), attr);
-}
-
 /* Two processes share one address: a REQ reaches the one listening on
  * its service ID (and nobody else), the rest of its connection follows
  * it by comm ID, a service ID nobody listens on is rejected as the
@@ -170,14 +158,14 @@ static void test_processes_share_a_gid_by_service_id(void **state)
 
 	/* By service ID. */
 	peer_req(f, 0x4711, SID1);
-	expect_rx(&f->h1, 1, CM_ATTR_REQ);
+	tc_expect(&f->h1, 1, CM_ATTR_REQ);
 	peer_req(f, 0x4712, SID2);
-	expect_rx(&f->h2, 1, CM_ATTR_REQ);
+	tc_expect(&f->h2, 1, CM_ATTR_REQ);
 	assert_int_equal(cm_field_get(f->h2.rx[0].mad, CM_REQ_LOCAL_COMM_ID),
 			 0x4712);
 	/* Nobody on a third: the kernel CM's REJ, invalid service ID. */
 	peer_req(f, 0x4713, 0x0000000001061d31ull);
-	peer_expect(f, CM_ATTR_REJ, r);
+	simpeer_expect(&f->p, CM_ATTR_REJ, r);
 	assert_int_equal(cm_field_get(r, CM_REJ_REASON),
 			 CM_REJ_REASON_INVALID_SERVICE_ID);
 	assert_int_equal(cm_field_get(r, CM_REJ_REMOTE_COMM_ID), 0x4713);
@@ -185,11 +173,11 @@ static void test_processes_share_a_gid_by_service_id(void **state)
 	/* h1 accepts; the RTU comes back to it alone. */
 	h_mad(m, CM_ATTR_REP, 0x171, 0x4711, 1);
 	assert_int_equal(tc_send_sync(&f->h1, PEER, m), 0);
-	peer_expect(f, CM_ATTR_REP, r);
+	simpeer_expect(&f->p, CM_ATTR_REP, r);
 	host = wire_get32(r + 24);
 	h_mad(m, CM_ATTR_RTU, 0x4711, host, 2);
 	simpeer_send(&f->p, SHARED, m);
-	expect_rx(&f->h1, 2, CM_ATTR_RTU);
+	tc_expect(&f->h1, 2, CM_ATTR_RTU);
 	tc_barrier(&f->h2);
 	assert_int_equal(f->h2.nrx, 1);
 	/* h2 may not answer h1's connection. */
@@ -206,13 +194,13 @@ static void test_processes_share_a_gid_by_service_id(void **state)
 
 	/* h1 exits: its peer is told, its service ID is free, h2 stays. */
 	tc_close(&f->h1);
-	peer_expect(f, CM_ATTR_DREQ, r);
+	simpeer_expect(&f->p, CM_ATTR_DREQ, r);
 	assert_int_equal(wire_get32(r + 24), host);
 	peer_req(f, 0x4714, SID1);
-	peer_expect(f, CM_ATTR_REJ, r);
+	simpeer_expect(&f->p, CM_ATTR_REJ, r);
 	assert_int_equal(cm_field_get(r, CM_REJ_REMOTE_COMM_ID), 0x4714);
 	peer_req(f, 0x4715, SID2);
-	expect_rx(&f->h2, 2, CM_ATTR_REQ);
+	tc_expect(&f->h2, 2, CM_ATTR_REQ);
 	/* The last member gone, the address is free for a VM. */
 	assert_int_equal(request(&f->h2,
 				 "{\"op\":\"unregister_gid\",\"port\":\"sim0\","
@@ -283,11 +271,11 @@ static void test_shares_and_listens_come_back_after_a_restart(void **state)
 	assert_null(strstr(f->h1.link_message, "not registered again"));
 	assert_null(strstr(f->h2.link_message, "not registered again"));
 	peer_req(f, 0x4721, SID2);
-	expect_rx(&f->h2, 1, CM_ATTR_REQ);
+	tc_expect(&f->h2, 1, CM_ATTR_REQ);
 	peer_req(f, 0x4722, SID1);
-	expect_rx(&f->h1, 1, CM_ATTR_REQ);
+	tc_expect(&f->h1, 1, CM_ATTR_REQ);
 	peer_req(f, 0x4723, SID1 + 7);
-	peer_expect(f, CM_ATTR_REJ, r);
+	simpeer_expect(&f->p, CM_ATTR_REJ, r);
 	assert_int_equal(cm_field_get(r, CM_REJ_REMOTE_COMM_ID), 0x4723);
 	/* Leaving the GID forgets its listens: after the next restart h2
 	 * is not back on it, and its service is nobody's. */
@@ -298,7 +286,7 @@ static void test_shares_and_listens_come_back_after_a_restart(void **state)
 	assert_null(strstr(f->h2.link_message, "not registered again"));
 	assert_true(tc_pump_until(&f->h1, tc_has_link_ups, 2, H_DEADLINE_MS));
 	peer_req(f, 0x4724, SID2);
-	peer_expect(f, CM_ATTR_REJ, r);
+	simpeer_expect(&f->p, CM_ATTR_REJ, r);
 	assert_int_equal(cm_field_get(r, CM_REJ_REMOTE_COMM_ID), 0x4724);
 }
 
