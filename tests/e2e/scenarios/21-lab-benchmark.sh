@@ -17,6 +17,8 @@ LAB_OPTS="--smp 2 --timeout 1200"
 bench_sizes() {
 	if [ "${LAB_BENCH:-}" = full ]; then
 		N=1000 PAIRS=1,8 SECS=2 ROUNDS=3 CM_ROUNDS=3
+		# Traced too: the ceilings come from the run's own trace.
+		LAB_TRACE=${LAB_TRACE:-1}
 	else
 		# 8 pairs too: their storms on one connection are what
 		# outran ib_umad's send completions (port_umad_send()).
@@ -37,6 +39,36 @@ round_ratio() {
 	awk -v d="$(rate_of "/tmp/vm-$1.txt" "$2")" -v n="$(rate_of "/tmp/native-$1.txt" "$2")" \
 		'BEGIN { printf "%.3f\n", d / n }'
 }
+
+# The mean time of FUNC's calls in traced run NAME (0: it made none).
+trace_mean() {
+	awk -v f="$2" '$1 == f && $2 == "calls" { m = $5 } END { print m + 0 }' \
+		"$LAB_SYNC/trace-$1.txt"
+}
+
+# Round R's ceiling for KEY (connect, disconnect, cycle) that ib_umad
+# sets: the kernel CM's rate in the round had each of its connections
+# also waited, on its path, for what the daemon's umad sends and
+# receives cost beyond the kernel CM's own sends and receives (the
+# traced means: on a connect's path a REQ written and a REP received,
+# on a disconnect's a DREQ and a DREP), at the same WINDOW connections
+# in flight (Little's law).  What the daemon's ratio can reach on this
+# port; the gap between the two is the daemon's own.
+round_ceiling() {
+	awk -v rate="$(rate_of "/tmp/native-$1.txt" "$2_per_s")" -v w="$WINDOW" -v k="$2" \
+		-v wd="$(trace_mean "daemon-$1" ib_umad_write)" \
+		-v rd="$(trace_mean "daemon-$1" ib_mad_recv_done)" \
+		-v rn="$(trace_mean "native-$1" ib_mad_recv_done)" \
+		-v sreq="$(trace_mean "native-$1" ib_send_cm_req)" \
+		-v sdreq="$(trace_mean "native-$1" ib_send_cm_dreq)" 'BEGIN {
+		c = wd + rd - sreq - rn; d = wd + rd - sdreq - rn
+		x = k == "connect" ? c : k == "disconnect" ? d : c + d
+		if (x < 0) x = 0
+		l = w / rate * 1e6
+		printf "%.3f\n", l / (l + x)
+	}'
+}
+WINDOW=16
 
 # profiled NAME CMD...: CMD, and with LAB_PROFILE=1 a system-wide perf
 # profile of it in the sync dir (profile-NAME.txt: by thread name and
@@ -108,7 +140,7 @@ host_a() {
 	# round's two runs side by side: this host's rates move by half
 	# from one minute to the next, so one run of each compares little.
 	for r in $(seq "$CM_ROUNDS"); do
-		traced native-$r profiled native timeout 300 "$B/bench/cm_rate" -c "$N" -w 16 -a "$LAB_PEER_IP" \
+		traced native-$r profiled native timeout 300 "$B/bench/cm_rate" -c "$N" -w "$WINDOW" -a "$LAB_PEER_IP" \
 			-b "$LAB_IP" >/tmp/native-$r.txt 2>&1 ||
 			{ cat /tmp/native-$r.txt; fail "native cm_rate"; }
 		# The daemon needs the CM class to itself: the kernel CM goes.
@@ -118,7 +150,7 @@ host_a() {
 		# umad file the sends would leave one at a time.
 		grep -q "RoCE, 8 send agents" /tmp/d.log || { cat /tmp/d.log; fail "send agents"; }
 		traced daemon-$r profiled daemon timeout 300 "$B/bench/cm_rate_vm" --gid 10.77.0.11 --connect "$LAB_PEER_IP" \
-			--qp-port rxe0:1 -c "$N" -w 16 >/tmp/vm-$r.txt 2>&1 ||
+			--qp-port rxe0:1 -c "$N" -w "$WINDOW" >/tmp/vm-$r.txt 2>&1 ||
 			{ cat /tmp/vm-$r.txt; fail "cm_rate_vm"; }
 		ok "lab-bench: round $r connections=$N daemon_retransmissions $(rate_of /tmp/vm-$r.txt retransmissions)"
 		ok "lab-bench: round $r daemon drops $(status_get '.counters.drops' | tr -d ' \n')"
@@ -127,15 +159,17 @@ host_a() {
 		# finish the one before (port_umad.c; logged at the stop).
 		ok "lab-bench: round $r connections=$N daemon_sends_waited_for_their_tid $(sed -n \
 			's/.* \([0-9]*\) sends waited for ib_umad.*/\1/p' /tmp/d.log | tail -n 1 | grep . || echo 0)"
-		for k in connect_per_s disconnect_per_s cycle_per_s; do
-			ok "lab-bench: round $r connections=$N ${k%_per_s}_ratio $(round_ratio "$r" $k)"
-		done
 		[ -z "${LAB_TRACE:-}" ] || for k in native daemon; do
 			grep -q " calls " "$LAB_SYNC/trace-$k-$r.txt" || fail "no kernel trace of the $k run"
 			grep " calls " "$LAB_SYNC/trace-$k-$r.txt" | while read -r f _ calls _ mean; do
 				ok "lab-bench: round $r $k kernel $f per_connection $(awk -v c="$calls" -v n="$N" \
 					'BEGIN { printf "%.2f", c / n }') mean_us $mean"
 			done
+		done
+		# Each ratio, and with the trace the ceiling ib_umad set.
+		for k in connect disconnect cycle; do
+			ok "lab-bench: round $r connections=$N ${k}_ratio $(round_ratio "$r" ${k}_per_s)$(
+				[ -z "${LAB_TRACE:-}" ] || echo " ceiling $(round_ceiling "$r" $k)")"
 		done
 		# The kernel CM again for the next round; the last round
 		# leaves the CM class to bench_relay's daemons.
@@ -151,6 +185,9 @@ host_a() {
 			rate_of /tmp/vm-$r.txt $k; done | median)"
 		ok "lab-bench: connections=$N ${k%_per_s}_ratio $(for r in $(seq "$CM_ROUNDS"); do
 			round_ratio "$r" $k; done | median)"
+		[ -z "${LAB_TRACE:-}" ] ||
+			ok "lab-bench: connections=$N ${k%_per_s}_ceiling $(for r in $(seq "$CM_ROUNDS"); do
+				round_ceiling "$r" "${k%_per_s}"; done | median)"
 	done
 	# bench_relay's clients are 10.77.1.1, 10.77.1.2, ...: addresses here.
 	for i in $(seq 16); do add_ip "10.77.1.$i"; done
