@@ -1120,18 +1120,20 @@ static int muxbe_same_port(const char *a, const char *b)
 	return (a == NULL && b == NULL) || (a && b && strcmp(a, b) == 0);
 }
 
+/* A GID is one registration, shared or not. */
+static enum reg_kind muxbe_reg_class(enum reg_kind kind)
+{
+	return kind == REG_SHARED_GID ? REG_GID : kind;
+}
+
 /* Lock held: the registration like key (kind, port, GID, QPN, service
- * ID), or NULL.  A GID is one registration, shared or not. */
+ * ID), or NULL. */
 static struct reg *muxbe_reg_find(struct muxbe *mb, const struct reg *key)
 {
 	struct reg *r;
 
 	TAILQ_FOREACH(r, &mb->regs, link) {
-		int gid_kind = r->kind == REG_GID || r->kind == REG_SHARED_GID;
-
-		if (gid_kind != (key->kind == REG_GID ||
-				 key->kind == REG_SHARED_GID) ||
-		    (!gid_kind && r->kind != key->kind))
+		if (muxbe_reg_class(r->kind) != muxbe_reg_class(key->kind))
 			continue;
 		if (r->kind == REG_QPN ? r->qpn != key->qpn
 				       : memcmp(r->gid, key->gid, 16) != 0)

@@ -164,15 +164,16 @@ void capture_mad(struct mux *mux, int out, const struct port *p,
 	pthread_mutex_unlock(&set->lock);
 }
 
+static const char capture_digits[] = "0123456789abcdef";
+
 /* in as hex at p; past the last digit. */
 static char *capture_hex(char *p, const uint8_t *in, size_t len)
 {
-	static const char digits[] = "0123456789abcdef";
 	size_t i;
 
 	for (i = 0; i < len; i++) {
-		*p++ = digits[in[i] >> 4];
-		*p++ = digits[in[i] & 15];
+		*p++ = capture_digits[in[i] >> 4];
+		*p++ = capture_digits[in[i] & 15];
 	}
 	return p;
 }
@@ -182,7 +183,6 @@ static char *capture_hex(char *p, const uint8_t *in, size_t len)
  * At most 2 + 6 * strlen(s) bytes. */
 static char *capture_json_str(char *p, const char *s)
 {
-	static const char digits[] = "0123456789abcdef";
 	unsigned char c;
 
 	*p++ = '"';
@@ -192,8 +192,8 @@ static char *capture_json_str(char *p, const char *s)
 			*p++ = (char)c;
 		} else if (c < 0x20 || c == 0x7f) {
 			memcpy(p, "\\u00", 4);
-			p[4] = digits[c >> 4];
-			p[5] = digits[c & 15];
+			p[4] = capture_digits[c >> 4];
+			p[5] = capture_digits[c & 15];
 			p += 6;
 		} else {
 			*p++ = (char)c;
@@ -205,9 +205,12 @@ static char *capture_json_str(char *p, const char *s)
 
 /* A record's line, at most: its strings escaped at 6 bytes a byte, the
  * MAD in hex, two GIDs and the numbers. */
-#define CAPTURE_LINE_MAX                                         \
-	(6 * (MUX_NAME_MAX + 1 + 64 + 224) + 2 * PROTO_MAD_MAX + \
-	 2 * GID_STRLEN + 512)
+#define CAPTURE_REC_STRINGS                        \
+	(sizeof(((struct capture_rec *)0)->vm) +   \
+	 sizeof(((struct capture_rec *)0)->port) + \
+	 sizeof(((struct capture_rec *)0)->verdict))
+#define CAPTURE_LINE_MAX \
+	(6 * CAPTURE_REC_STRINGS + 2 * PROTO_MAD_MAX + 2 * GID_STRLEN + 512)
 
 /* One record as the JSON line rdmacm-muxctl reads (rdmacm-muxctl(8),
  * CAPTURE), written straight into out: a line a MAD, and at a capture

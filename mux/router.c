@@ -469,18 +469,26 @@ static void router_member_drop(struct router *r, struct router_client *c,
 	}
 }
 
+/* Lock held: a GID's owner, ROUTER_GID_SHARED, or 0. */
+static uint64_t router_gid_owner_locked(struct router *r, unsigned port,
+					const struct gid *gid)
+{
+	uint64_t owner;
+
+	return gid_map_get(&r->gid_owner, port, gid, &owner) == 0 ? owner : 0;
+}
+
 /* Lock held: may client send from (port, gid)?  Its own, or one it
  * shares. */
 static int router_gid_usable_locked(struct router *r, unsigned port,
 				    const struct gid *gid, uint64_t client)
 {
-	uint64_t owner;
+	uint64_t owner = router_gid_owner_locked(r, port, gid);
 
-	if (gid_map_get(&r->gid_owner, port, gid, &owner) < 0)
-		return 0;
-	return owner == client ||
-	       (owner == ROUTER_GID_SHARED &&
-		router_member_find(r, port, gid, client) != NULL);
+	return owner != 0 &&
+	       (owner == client ||
+		(owner == ROUTER_GID_SHARED &&
+		 router_member_find(r, port, gid, client) != NULL));
 }
 
 /* Lock held: a GID a restarted daemon took back from the state file,
@@ -746,14 +754,6 @@ int router_reset_gid(struct router *r, unsigned port, const struct gid *gid,
 		rc = conn_purge_gid(r->conns, client, port, gid);
 	router_unlock_flush(r);
 	return rc;
-}
-
-static uint64_t router_gid_owner_locked(struct router *r, unsigned port,
-					const struct gid *gid)
-{
-	uint64_t owner;
-
-	return gid_map_get(&r->gid_owner, port, gid, &owner) == 0 ? owner : 0;
 }
 
 uint64_t router_gid_owner(struct router *r, unsigned port,
