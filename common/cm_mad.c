@@ -104,6 +104,11 @@ uint64_t cm_mad_tid(const uint8_t *mad)
 void cm_mad_init(uint8_t *mad, uint16_t attr_id, uint64_t tid)
 {
 	memset(mad, 0, MAD_SIZE);
+	cm_mad_set_header(mad, attr_id, tid);
+}
+
+void cm_mad_set_header(uint8_t *mad, uint16_t attr_id, uint64_t tid)
+{
 	mad[MAD_OFF_BASE_VERSION] = MAD_BASE_VERSION;
 	mad[MAD_OFF_MGMT_CLASS] = MAD_CLASS_CM;
 	mad[MAD_OFF_CLASS_VERSION] = MAD_CM_CLASS_VERSION;

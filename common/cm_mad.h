@@ -94,6 +94,7 @@ struct cm_field {
 #define CM_REQ_INITIATOR_DEPTH CM_F(39, 0, 8)
 #define CM_REQ_REMOTE_CM_RESPONSE_TIMEOUT CM_F(43, 0, 5)
 #define CM_REQ_TRANSPORT_SERVICE_TYPE CM_F(43, 5, 2)
+#define CM_REQ_FLOW_CONTROL CM_F(43, 7, 1)
 #define CM_REQ_STARTING_PSN CM_F(44, 0, 24)
 #define CM_REQ_LOCAL_CM_RESPONSE_TIMEOUT CM_F(47, 0, 5)
 #define CM_REQ_RETRY_COUNT CM_F(47, 5, 3)
@@ -101,6 +102,7 @@ struct cm_field {
 #define CM_REQ_PATH_MTU CM_F(50, 0, 4)
 #define CM_REQ_RNR_RETRY_COUNT CM_F(50, 5, 3)
 #define CM_REQ_MAX_CM_RETRIES CM_F(51, 0, 4)
+#define CM_REQ_SRQ CM_F(51, 4, 1)
 #define CM_REQ_PRIMARY_LOCAL_LID CM_F(52, 0, 16)
 #define CM_REQ_PRIMARY_REMOTE_LID CM_F(54, 0, 16)
 #define CM_REQ_PRIMARY_FLOW_LABEL CM_F(88, 0, 20)
@@ -130,6 +132,7 @@ struct cm_field {
 #define CM_REJ_REASON CM_F(10, 0, 16)
 #define CM_REJ_OFF_ARI (MAD_HDR_SIZE + 12)
 #define CM_REJ_OFF_PRIVATE_DATA (MAD_HDR_SIZE + 84)
+#define CM_REJ_PRIVATE_DATA_SIZE 148
 
 /* Table 110 REP */
 #define CM_REP_LOCAL_COMM_ID CM_F(0, 0, 32)
@@ -142,6 +145,9 @@ struct cm_field {
 #define CM_REP_RNR_RETRY_COUNT CM_F(27, 0, 3)
 #define CM_REP_LOCAL_CA_GUID CM_F(28, 0, 64)
 #define CM_REP_OFF_PRIVATE_DATA (MAD_HDR_SIZE + 36)
+#define CM_REP_PRIVATE_DATA_SIZE 196
+#define CM_REP_FLOW_CONTROL CM_F(26, 7, 1)
+#define CM_REP_SRQ CM_F(27, 3, 1)
 
 /* Table 111 RTU */
 #define CM_RTU_LOCAL_COMM_ID CM_F(0, 0, 32)
@@ -173,6 +179,7 @@ struct cm_field {
 #define CM_SIDR_REQ_PKEY CM_F(4, 0, 16)
 #define CM_SIDR_REQ_SERVICE_ID CM_F(8, 0, 64)
 #define CM_SIDR_REQ_OFF_PRIVATE_DATA (MAD_HDR_SIZE + 16)
+#define CM_SIDR_REQ_PRIVATE_DATA_SIZE 216
 
 /* Table 120 SIDR_REP */
 #define CM_SIDR_REP_REQUEST_ID CM_F(0, 0, 32)
@@ -180,6 +187,8 @@ struct cm_field {
 #define CM_SIDR_REP_QPN CM_F(8, 0, 24)
 #define CM_SIDR_REP_SERVICE_ID CM_F(12, 0, 64)
 #define CM_SIDR_REP_QKEY CM_F(20, 0, 32)
+#define CM_SIDR_REP_OFF_PRIVATE_DATA (MAD_HDR_SIZE + 96)
+#define CM_SIDR_REP_PRIVATE_DATA_SIZE 136
 
 /* SIDR_REP status (kernel enum ib_cm_sidr_status). */
 #define CM_SIDR_STATUS_SUCCESS 0
@@ -229,6 +238,8 @@ static inline uint16_t cm_mad_attr_id(const uint8_t *mad)
 
 uint64_t cm_mad_tid(const uint8_t *mad);
 void cm_mad_init(uint8_t *mad, uint16_t attr_id, uint64_t tid);
+/* The common header of a Send in a MAD whose body is already filled. */
+void cm_mad_set_header(uint8_t *mad, uint16_t attr_id, uint64_t tid);
 
 /*
  * The wire table: for each CM message attribute, which ID names the
