@@ -282,7 +282,7 @@ static json_t *clients_view_json(const struct client_view *cv, struct router *r,
 
 	router_client_counts(r, ci->id, &rc);
 	o = json_pack(
-		"{s:I, s:s, s:i, s:i, s:i, s:i, s:I, s:o, s:o*, s:{s:i, s:i, s:i, s:i, s:i, s:i, s:i}, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}}",
+		"{s:I, s:s, s:i, s:i, s:i, s:i, s:I, s:o, s:o*, s:{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i}, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}}",
 		"id", (json_int_t)ci->id, "name", cv->name, "pid", (int)ci->pid,
 		"uid", (int)ci->uid, "gid", (int)ci->gid, "worker",
 		(int)ci->worker, "connected", (json_int_t)ci->connected, "gids",
@@ -290,7 +290,8 @@ static json_t *clients_view_json(const struct client_view *cv, struct router *r,
 		"gids", (int)rc.gids, "comm_ids", (int)rc.comm_ids, "sidr_ids",
 		(int)rc.sidr_ids, "handshake", (int)rc.handshake, "established",
 		(int)rc.established, "disconnecting", (int)rc.disconnecting,
-		"draining", (int)rc.draining, "counters", "requests",
+		"draining", (int)rc.draining, "listens", (int)rc.listens,
+		"counters", "requests",
 		(json_int_t)atomic_load(&ci->ctr.requests), "errors",
 		(json_int_t)atomic_load(&ci->ctr.errors), "mads_sent",
 		(json_int_t)atomic_load(&ci->ctr.mads_sent), "mads_delivered",

@@ -1098,10 +1098,12 @@ void router_client_counts(struct router *r, uint64_t client,
 	memset(out, 0, sizeof(*out));
 	pthread_mutex_lock(&r->lock);
 	c = router_client_get(r, client, 0);
-	if (c)
-		out->gids = c->ngids;
 	conn_table_client_counts(r->conns, client, &cc);
 	router_fill_counts(out, &cc);
+	if (c) {
+		out->gids = c->ngids;
+		out->listens = c->nlistens;
+	}
 	pthread_mutex_unlock(&r->lock);
 }
 

@@ -189,6 +189,7 @@ struct router_counts {
 	unsigned gids, comm_ids, sidr_ids;
 	unsigned handshake, established, disconnecting, draining;
 	unsigned peer_records;
+	unsigned listens; /* a client's service IDs (per client only) */
 	uint64_t peer_records_refused, peer_records_evicted, timewait_evicted;
 };
 void router_counts(struct router *r, struct router_counts *out);
