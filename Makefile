@@ -63,6 +63,10 @@ MUXCTL_SRC   := mux/ctl/muxctl.c mux/ctl/muxctl_status.c mux/ctl/muxctl_metrics.
 		mux/ctl/muxctl_capture.c mux/ctl/muxctl_pcapng.c
 BACKEND_SRC  := backend/muxbe.c backend/verbs.c backend/ah_cache.c $(IBDEV_SRC)
 VM_SRC       := backend/vm/vm.c backend/vm/guest_cm.c backend/vm/vm_data.c
+# librdmacm's API for the host's own processes, on libmuxbe.
+RDMACM_SRC   := backend/rdmacm/lib.c backend/rdmacm/channel.c backend/rdmacm/id.c \
+		backend/rdmacm/addr.c backend/rdmacm/conn.c backend/rdmacm/cep.c backend/rdmacm/qp.c \
+		backend/rdmacm/ep.c backend/rdmacm/unsupported.c
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 
@@ -72,6 +76,7 @@ MUXD_OBJ     := $(call obj,$(MUXD_SRC))
 CONN_OBJ     := $(call obj,$(CONN_SRC))
 BACKEND_OBJ  := $(call obj,$(BACKEND_SRC))
 VM_OBJ       := $(call obj,$(VM_SRC))
+RDMACM_OBJ   := $(call obj,$(RDMACM_SRC))
 
 MUXD    := $(B)/rdmacm-muxd
 MUXCTL  := $(B)/rdmacm-muxctl
@@ -79,14 +84,17 @@ VMPROG  := $(B)/rdmacm-mux-vm
 LIBA    := $(B)/libmuxbe.a
 LIBSO   := $(B)/libmuxbe.so.$(SOVERSION)
 PCFILE  := $(B)/muxbe.pc
+RDMACM_SOVERSION := 1
+RDMACMLIB := $(B)/librdmacm-mux.so.$(RDMACM_SOVERSION)
+RUNPROG := $(B)/rdmacm-mux-run
 
 UNIT_TESTS := test_codec test_cm_mad test_router test_conn test_conn_table test_conn_restore test_policy test_guest_cm \
 	      test_qemu_msg test_text test_gid_map test_hset test_outlet test_port_senders test_port_parked \
-	      test_number
+	      test_number test_cep
 UNIT_BINS  := $(addprefix $(B)/tests/,$(UNIT_TESTS))
 INTEG_TESTS := test_admission test_status test_service test_cm test_attacks test_attacks_files \
 	       test_attacks_qps test_qemu test_isolation test_muxbe_recv test_capture \
-	       test_shared_gid
+	       test_shared_gid test_rdmacm
 INTEG_BINS := $(addprefix $(B)/tests/,$(INTEG_TESTS))
 
 
@@ -96,7 +104,7 @@ INTEG_BINS := $(addprefix $(B)/tests/,$(INTEG_TESTS))
 UNITS   := $(B)/systemd/rdmacm-muxd.service $(B)/systemd/rdmacm-muxd.socket
 EXAMPLE := $(B)/example/device_model
 
-all: $(MUXD) $(MUXCTL) $(LIBA) $(LIBSO) $(PCFILE) $(VMPROG) $(UNITS) $(EXAMPLE)
+all: $(MUXD) $(MUXCTL) $(LIBA) $(LIBSO) $(PCFILE) $(VMPROG) $(UNITS) $(EXAMPLE) $(RDMACMLIB) $(RUNPROG)
 
 # muxbe(3)'s minimal device model, linked as an integrator would.
 $(EXAMPLE): $(B)/obj/backend/example/device_model.o $(LIBA)
@@ -177,6 +185,19 @@ $(PCFILE): backend/muxbe.pc.in $(B)/path-vars
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
 	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(VERSION)|' $< > $@
 
+# librdmacm-mux: the stock librdmacm's version nodes (a preloaded
+# definition must carry the version a binary asks for), -Bsymbolic so
+# that its own calls stay inside it.
+$(RDMACMLIB): $(RDMACM_OBJ) $(BACKEND_OBJ) $(PROTOCOL_OBJ) $(COMMON_OBJ) backend/rdmacm/rdmacm-mux.map
+	$(CC) $(LDFLAGS_ALL) -shared -Wl,-soname,librdmacm-mux.so.$(RDMACM_SOVERSION) -Wl,-Bsymbolic \
+		-Wl,--version-script=backend/rdmacm/rdmacm-mux.map -o $@ \
+		$(RDMACM_OBJ) $(BACKEND_OBJ) $(PROTOCOL_OBJ) $(COMMON_OBJ) $(shell pkg-config --libs jansson) -libverbs
+
+$(RUNPROG): backend/rdmacm/rdmacm-mux-run.in $(B)/path-vars
+	@mkdir -p $(dir $@)
+	sed -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@VERSION@|$(VERSION)|' $< > $@
+	chmod 0755 $@
+
 $(VMPROG): $(VM_OBJ) $(LIBA)
 	$(CC) $(LDFLAGS_ALL) -o $@ $(VM_OBJ) $(LIBA) $(DEP_LIBS) -libverbs
 
@@ -203,6 +224,7 @@ $(B)/tests/test_conn $(B)/tests/test_conn_table $(B)/tests/test_conn_restore: \
 	$(B)/obj/tests/unit/conn_fixture.o $(CONN_OBJ) $(COMMON_OBJ)
 $(B)/tests/test_policy: $(B)/obj/mux/policy.o $(COMMON_OBJ)
 $(B)/tests/test_guest_cm: $(B)/obj/backend/vm/guest_cm.o $(COMMON_OBJ)
+$(B)/tests/test_cep: $(B)/obj/backend/rdmacm/cep.o $(COMMON_OBJ)
 
 # An integration suite drives the real daemon through the harness and
 # libmuxbe; verbs_selftest, the lab's, is one too.
@@ -216,8 +238,11 @@ PROC_FIGURES_OBJ := $(B)/obj/tests/lib/proc_figures.o
 HARNESS_OBJ := $(B)/obj/tests/integration/harness.o $(OWN_QP_OBJ)
 $(INTEG_BINS): $(B)/tests/%: $(B)/obj/tests/integration/%.o $(HARNESS_OBJ) $(LIBA)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS_ALL) -o $@ $(filter %.o,$^) $(LIBA) $(TEST_LIBS) -libverbs
+	$(CC) $(LDFLAGS_ALL) -o $@ $(filter %.o,$^) $(LIBA) $(TEST_LIBS) -libverbs $(TEST_EXTRA_LIBS)
 $(B)/tests/test_qemu: $(call obj,$(QEMU_MSG_SRC))
+# librdmacm's API as a program links it, from the build tree.
+$(B)/tests/test_rdmacm: $(RDMACMLIB)
+$(B)/tests/test_rdmacm: TEST_EXTRA_LIBS = $(abspath $(RDMACMLIB)) -Wl,-rpath,$(abspath $(B))
 $(B)/tests/test_service: $(PROC_FIGURES_OBJ)
 # It fails the library's allocations it means to (its calloc() wrapped).
 $(B)/tests/test_muxbe_recv: LDFLAGS_ALL += -Wl,--wrap=calloc
@@ -369,6 +394,8 @@ install: all
 	install -m 0755 $(MUXD) $(DESTDIR)$(SBINDIR)/rdmacm-muxd
 	install -m 0755 $(MUXCTL) $(DESTDIR)$(BINDIR)/rdmacm-muxctl
 	install -m 0755 $(VMPROG) $(DESTDIR)$(BINDIR)/rdmacm-mux-vm
+	install -m 0755 $(RUNPROG) $(DESTDIR)$(BINDIR)/rdmacm-mux-run
+	install -m 0644 $(RDMACMLIB) $(DESTDIR)$(LIBDIR)/librdmacm-mux.so.$(RDMACM_SOVERSION)
 	install -m 0644 $(LIBA) $(DESTDIR)$(LIBDIR)/libmuxbe.a
 	install -m 0644 $(LIBSO) $(DESTDIR)$(LIBDIR)/libmuxbe.so.$(SOVERSION)
 	ln -sf libmuxbe.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libmuxbe.so
@@ -386,6 +413,8 @@ install: all
 uninstall:
 	rm -f $(DESTDIR)$(SBINDIR)/rdmacm-muxd $(DESTDIR)$(BINDIR)/rdmacm-muxctl \
 		$(DESTDIR)$(BINDIR)/rdmacm-mux-vm $(DESTDIR)$(LIBDIR)/libmuxbe.a \
+		$(DESTDIR)$(BINDIR)/rdmacm-mux-run \
+		$(DESTDIR)$(LIBDIR)/librdmacm-mux.so.$(RDMACM_SOVERSION) \
 		$(DESTDIR)$(LIBDIR)/libmuxbe.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libmuxbe.so \
 		$(addprefix $(DESTDIR)$(INCLUDEDIR)/rdmacm-mux/,$(notdir $(HEADERS))) \
 		$(DESTDIR)$(PKGCONFIGDIR)/muxbe.pc \

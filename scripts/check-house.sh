@@ -293,13 +293,13 @@ fi
 
 # 8b. Each commit's area is one of README's list (For contributors):
 # a folder, a part of the tests, or a module (a C file's name without
-# .c under mux/, backend/, common/, protocol/; muxctl, vm).  Checked
+# .c under mux/, backend/, common/, protocol/; muxctl, vm, rdmacm).  Checked
 # since the list was written.
 AREAS_BASE=532987ba0102c89039fecd57384372c056c6ded9
 if [ "$(git rev-parse --show-toplevel 2>/dev/null)" = "$PWD" ] &&
 	git cat-file -e "$AREAS_BASE^{commit}" 2>/dev/null; then
-	areas=" mux backend common protocol tests scripts man debian build docs ci unit integration fuzz lab conformance bench soak install muxctl vm "
-	for f in mux/*.c backend/*.c backend/vm/*.c common/*.c protocol/*.c; do
+	areas=" mux backend common protocol tests scripts man debian build docs ci unit integration fuzz lab conformance bench soak install muxctl vm rdmacm "
+	for f in mux/*.c backend/*.c backend/vm/*.c backend/rdmacm/*.c common/*.c protocol/*.c; do
 		m=$(basename "${f%.c}"); areas="$areas$m "
 	done
 	grep -q '`unit`, `integration`, `fuzz`, `lab`' README.md ||

@@ -111,6 +111,16 @@ if [ "$QUICK" = 0 ]; then
 	else
 		run_suite "build TSAN=1" bash -c "tail -n 30 $LOGDIR/build-tsan.log; false"
 	fi
+	# The host-process library is multithreaded too (its thread and the
+	# application's): its suite with the library under TSan.
+	if make -j"$JOBS" TSAN=1 build-tsan/tests/test_rdmacm >>"$LOGDIR/build-tsan.log" 2>&1; then
+		run_suite "tsan library test_rdmacm" env RDMACM_MUXD="$PWD/build/rdmacm-muxd" \
+			RDMACM_MUXCTL="$PWD/build/rdmacm-muxctl" \
+			TSAN_OPTIONS="halt_on_error=1 exitcode=66" RCM_TIME_SCALE=3 \
+			build-tsan/tests/test_rdmacm
+	else
+		run_suite "build TSAN=1 (library)" bash -c "tail -n 30 $LOGDIR/build-tsan.log; false"
+	fi
 
 	VG="valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,indirect"
 	for t in $UNIT_TESTS; do
@@ -122,6 +132,12 @@ if [ "$QUICK" = 0 ]; then
 			RDMACM_MUXCTL="$PWD/build/rdmacm-muxctl" \
 			RCM_TIME_SCALE=10 build/tests/$t
 	done
+
+	# The host-process library under valgrind (its thread's stack is
+	# still in use at exit: "possibly lost" is not counted).
+	run_suite "valgrind test_rdmacm (library under valgrind)" env \
+		RDMACM_MUXD="$PWD/build/rdmacm-muxd" RDMACM_MUXCTL="$PWD/build/rdmacm-muxctl" \
+		RCM_TIME_SCALE=10 $VG --show-possibly-lost=no build/tests/test_rdmacm
 
 	FUZZ_SECONDS=${FUZZ_SECONDS:-15}
 	for t in $FUZZ_TARGETS; do

@@ -18,7 +18,8 @@ for f in usr/sbin/rdmacm-muxd usr/bin/rdmacm-muxctl usr/bin/rdmacm-mux-vm \
 	 usr/share/man/man5/rdmacm-muxd.conf.5 usr/share/man/man5/rdmacm-mux-policy.5 \
 	 usr/share/man/man7/rdmacm-mux-protocol.7 usr/share/man/man7/rdmacm-mux-cm.7 \
 	 usr/share/man/man3/muxbe.3 \
-	 usr/share/man/man3/muxbe_verbs.3 usr/include/rdmacm-mux/muxbe_verbs.h; do
+	 usr/share/man/man3/muxbe_verbs.3 usr/include/rdmacm-mux/muxbe_verbs.h \
+	 usr/lib/librdmacm-mux.so.1 usr/bin/rdmacm-mux-run usr/share/man/man1/rdmacm-mux-run.1; do
 	[ -e "$D/$f" ] && ok "$f installed" || bad "$f missing"
 done
 export PKG_CONFIG_PATH="$D/usr/lib/pkgconfig" PKG_CONFIG_SYSROOT_DIR="$D"
@@ -39,6 +40,21 @@ fi
 # Only the muxbe_ API is exported (version script).
 EXTRA=$(nm -D --defined-only "$D/usr/lib/libmuxbe.so.0" | awk '$2 ~ /[TDB]/ {print $3}' | grep -v '^muxbe_' || true)
 [ -z "$EXTRA" ] && ok "only muxbe_* exported" || bad "exports beyond muxbe_*: $EXTRA"
+# librdmacm-mux: librdmacm's rdma_* names, each under librdmacm's own
+# version node (what a binary linked with librdmacm.so.1 asks for).
+EXTRA=$(objdump -T "$D/usr/lib/librdmacm-mux.so.1" | awk '$2 ~ /g/ && $4 != "*UND*" && $4 != "*ABS*" {print $NF}' |
+	grep -v '^rdma_' || true)
+NOVER=$(objdump -T "$D/usr/lib/librdmacm-mux.so.1" | awk '$4 != "*UND*" && $NF ~ /^rdma_/ && $(NF-1) !~ /RDMACM_1\.[0-3]/' || true)
+[ -z "$EXTRA$NOVER" ] && ok "librdmacm-mux exports rdma_* at librdmacm's versions" ||
+	bad "librdmacm-mux exports: $EXTRA $NOVER"
+# The wrapper preloads the installed library for the command.
+RDMACM_MUX_LIB="$D/usr/lib/librdmacm-mux.so.1" "$D/usr/bin/rdmacm-mux-run" \
+	sh -c 'case "$LD_PRELOAD" in *librdmacm-mux.so.1*) exit 0;; esac; exit 1' &&
+	ok "rdmacm-mux-run preloads the library" || bad "rdmacm-mux-run: LD_PRELOAD not set"
+"$D/usr/bin/rdmacm-mux-run" >/dev/null 2>&1; [ $? = 1 ] && ok "rdmacm-mux-run with no command: 1" ||
+	bad "rdmacm-mux-run with no command"
+grep -q "^lib=.*/usr/lib/librdmacm-mux.so.1" "$D/usr/bin/rdmacm-mux-run" &&
+	ok "rdmacm-mux-run names the installed library" || bad "rdmacm-mux-run library path"
 "$D/usr/sbin/rdmacm-muxd" --version | grep -q "rdmacm-muxd 0.1.0" && ok "daemon runs" || bad "daemon --version"
 "$D/usr/sbin/rdmacm-muxd" --config none --check-config \
 	"$D/usr/share/doc/rdmacm-mux/examples/rdmacm-muxd.conf.example" \

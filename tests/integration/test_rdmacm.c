@@ -1,0 +1,568 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/*
+ * librdmacm-mux (rdmacm-mux-run(1)): librdmacm's API through the real
+ * daemon on a sim port, as a host process calls it.  The library is the
+ * process's (as librdmacm is), so every case runs in a process of its
+ * own, forked before it first touches the library; cases with two
+ * processes fork again.  The sim port has no QPs: connections name a QP
+ * number in rdma_conn_param, as librdmacm allows; the lab runs stock
+ * tools with real QPs (tests/e2e/scenarios/27-host-apps.sh).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <arpa/inet.h>
+#include <cmocka.h>
+#include <rdma/rdma_cma.h>
+
+#include "tests/integration/harness.h"
+
+#define SERVER_IP "10.1.0.1"
+#define CLIENT_IP "10.1.0.2"
+/* Each case's process: a failed check says where and exits 1. */
+#define CHECK(cond)                                                          \
+	do {                                                                 \
+		if (!(cond)) {                                               \
+			fprintf(stderr, "%s:%d: %s failed (errno %s)\n",     \
+				__FILE__, __LINE__, #cond, strerror(errno)); \
+			_exit(1);                                            \
+		}                                                            \
+	} while (0)
+
+static struct sockaddr_in sin_of(const char *ip, uint16_t port)
+{
+	struct sockaddr_in s = { .sin_family = AF_INET,
+				 .sin_port = htons(port) };
+
+	inet_pton(AF_INET, ip, &s.sin_addr);
+	return s;
+}
+
+/* The next event on ch within the deadline; it must be `want`. */
+static struct rdma_cm_event *next_event(struct rdma_event_channel *ch,
+					enum rdma_cm_event_type want)
+{
+	struct pollfd pfd = { .fd = ch->fd, .events = POLLIN };
+	struct rdma_cm_event *ev = NULL;
+
+	if (poll(&pfd, 1, 15000 * h_time_scale()) != 1) {
+		fprintf(stderr, "no event (wanted %s)\n", rdma_event_str(want));
+		_exit(1);
+	}
+	CHECK(rdma_get_cm_event(ch, &ev) == 0);
+	if (ev->event != want) {
+		fprintf(stderr, "got %s status %d, wanted %s\n",
+			rdma_event_str(ev->event), ev->status,
+			rdma_event_str(want));
+		_exit(1);
+	}
+	return ev;
+}
+
+static void expect_ack(struct rdma_event_channel *ch,
+		       enum rdma_cm_event_type want)
+{
+	rdma_ack_cm_event(next_event(ch, want));
+}
+
+/* An id on ch resolved from CLIENT_IP to SERVER_IP:port. */
+static struct rdma_cm_id *resolved(struct rdma_event_channel *ch, uint16_t port)
+{
+	struct sockaddr_in src = sin_of(CLIENT_IP, 0),
+			   dst = sin_of(SERVER_IP, port);
+	struct rdma_cm_id *id;
+
+	CHECK(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) == 0);
+	CHECK(rdma_resolve_addr(id, (struct sockaddr *)&src,
+				(struct sockaddr *)&dst, 2000) == 0);
+	expect_ack(ch, RDMA_CM_EVENT_ADDR_RESOLVED);
+	CHECK(rdma_resolve_route(id, 2000) == 0);
+	expect_ack(ch, RDMA_CM_EVENT_ROUTE_RESOLVED);
+	return id;
+}
+
+static struct rdma_cm_id *listening(struct rdma_event_channel *ch,
+				    uint16_t port, int backlog)
+{
+	struct sockaddr_in a = sin_of(SERVER_IP, port);
+	struct rdma_cm_id *id;
+
+	CHECK(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) == 0);
+	CHECK(rdma_bind_addr(id, (struct sockaddr *)&a) == 0);
+	CHECK(rdma_listen(id, backlog) == 0);
+	return id;
+}
+
+static int connect_qpn(struct rdma_cm_id *id, uint32_t qpn, const char *pd)
+{
+	struct rdma_conn_param p = {
+		.private_data = pd,
+		.private_data_len = pd ? (uint8_t)(strlen(pd) + 1) : 0,
+		.responder_resources = 1,
+		.initiator_depth = 1,
+		.retry_count = 5,
+		.rnr_retry_count = 6,
+		.qp_num = qpn,
+	};
+
+	return rdma_connect(id, &p);
+}
+
+static int accept_qpn(struct rdma_cm_id *id, uint32_t qpn, const char *pd)
+{
+	struct rdma_conn_param p = {
+		.private_data = pd,
+		.private_data_len = pd ? (uint8_t)(strlen(pd) + 1) : 0,
+		.responder_resources = 1,
+		.initiator_depth = 1,
+		.rnr_retry_count = 7,
+		.qp_num = qpn,
+	};
+
+	return rdma_accept(id, &p);
+}
+
+/* Run fn in a process of its own against the fixture's daemon; the
+ * case passes when that process exits 0. */
+static void in_process(struct hdaemon *d, void (*fn)(void))
+{
+	pid_t pid;
+	int status = 0;
+
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		setenv("RDMACM_MUX_SOCKET", d->sock, 1);
+		fn();
+		exit(0); /* (not _exit: LeakSanitizer checks at exit) */
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+/* ---- the cases ---------------------------------------------------------- */
+
+static void connect_accept_disconnect(void)
+{
+	struct rdma_event_channel *sch = rdma_create_event_channel();
+	struct rdma_event_channel *cch = rdma_create_event_channel();
+	struct rdma_cm_id *l, *c, *s;
+	struct rdma_cm_event *ev;
+
+	CHECK(sch && cch);
+	l = listening(sch, 7471, 0);
+	c = resolved(cch, 7471);
+	CHECK(connect_qpn(c, 0x111, "hello from the client") == 0);
+	ev = next_event(sch, RDMA_CM_EVENT_CONNECT_REQUEST);
+	CHECK(ev->listen_id == l);
+	s = ev->id;
+	CHECK(strcmp(ev->param.conn.private_data, "hello from the client") ==
+	      0);
+	CHECK(ev->param.conn.qp_num == 0x111);
+	CHECK(ev->param.conn.retry_count == 5);
+	CHECK(ev->param.conn.rnr_retry_count == 6);
+	/* rdma_cm's header: the peer's address and port. */
+	CHECK(s->route.addr.dst_sin.sin_addr.s_addr ==
+	      sin_of(CLIENT_IP, 0).sin_addr.s_addr);
+	CHECK(rdma_get_dst_port(s) == c->route.addr.src_sin.sin_port);
+	CHECK(rdma_get_src_port(s) == htons(7471));
+	rdma_ack_cm_event(ev);
+	CHECK(accept_qpn(s, 0x222, "welcome") == 0);
+	ev = next_event(cch, RDMA_CM_EVENT_CONNECT_RESPONSE);
+	CHECK(strcmp(ev->param.conn.private_data, "welcome") == 0);
+	CHECK(ev->param.conn.qp_num == 0x222);
+	rdma_ack_cm_event(ev);
+	CHECK(rdma_establish(c) == 0);
+	expect_ack(sch, RDMA_CM_EVENT_ESTABLISHED);
+	CHECK(rdma_disconnect(c) == 0);
+	expect_ack(sch, RDMA_CM_EVENT_DISCONNECTED);
+	CHECK(rdma_disconnect(s) == 0); /* the DREP */
+	expect_ack(cch, RDMA_CM_EVENT_DISCONNECTED);
+	CHECK(rdma_destroy_id(s) == 0);
+	CHECK(rdma_destroy_id(c) == 0);
+	CHECK(rdma_destroy_id(l) == 0);
+	rdma_destroy_event_channel(sch);
+	rdma_destroy_event_channel(cch);
+}
+
+static void test_connect_accept_disconnect(void **state)
+{
+	in_process(&((struct h_fixture *)*state)->d, connect_accept_disconnect);
+}
+
+static void reject_and_no_listener(void)
+{
+	struct rdma_event_channel *sch = rdma_create_event_channel();
+	struct rdma_event_channel *cch = rdma_create_event_channel();
+	struct rdma_cm_id *l, *c;
+	struct rdma_cm_event *ev;
+
+	CHECK(sch && cch);
+	l = listening(sch, 7471, 0);
+	c = resolved(cch, 7471);
+	CHECK(connect_qpn(c, 0x111, NULL) == 0);
+	ev = next_event(sch, RDMA_CM_EVENT_CONNECT_REQUEST);
+	CHECK(rdma_reject(ev->id, "go away", 8) == 0);
+	CHECK(rdma_destroy_id(ev->id) == 0);
+	rdma_ack_cm_event(ev);
+	ev = next_event(cch, RDMA_CM_EVENT_REJECTED);
+	CHECK(ev->status == 28); /* consumer defined, as cma.c's reject */
+	CHECK(memcmp(ev->param.conn.private_data, "go away", 8) == 0);
+	rdma_ack_cm_event(ev);
+	CHECK(rdma_destroy_id(c) == 0);
+
+	/* Nobody on port 9: the daemon answers as cm.c, reason 8. */
+	c = resolved(cch, 9);
+	CHECK(connect_qpn(c, 0x111, NULL) == 0);
+	ev = next_event(cch, RDMA_CM_EVENT_REJECTED);
+	CHECK(ev->status == 8);
+	rdma_ack_cm_event(ev);
+	CHECK(rdma_destroy_id(c) == 0);
+	CHECK(rdma_destroy_id(l) == 0);
+	rdma_destroy_event_channel(sch);
+	rdma_destroy_event_channel(cch);
+}
+
+static void test_reject_and_no_listener(void **state)
+{
+	in_process(&((struct h_fixture *)*state)->d, reject_and_no_listener);
+}
+
+/* A second process listening on 7000 and accepting one connection;
+ * it says on `ready` when it listens. */
+static void listener_process(int ready, uint16_t port)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *s;
+	char c = 1;
+
+	CHECK(ch);
+	listening(ch, port, 0);
+	CHECK(write(ready, &c, 1) == 1);
+	ev = next_event(ch, RDMA_CM_EVENT_CONNECT_REQUEST);
+	s = ev->id;
+	rdma_ack_cm_event(ev);
+	CHECK(accept_qpn(s, 0x333, "the other process") == 0);
+	expect_ack(ch, RDMA_CM_EVENT_ESTABLISHED);
+	pause(); /* until killed */
+}
+
+static void two_processes_one_address(void)
+{
+	struct rdma_event_channel *ch;
+	struct rdma_cm_id *mine, *c, *dup;
+	struct rdma_cm_event *ev;
+	struct sockaddr_in a = sin_of(SERVER_IP, 7000);
+	int p[2], status;
+	pid_t other;
+	char b;
+
+	CHECK(pipe(p) == 0);
+	other = fork();
+	CHECK(other >= 0);
+	if (other == 0) {
+		close(p[0]);
+		listener_process(p[1], 7000);
+		_exit(0);
+	}
+	close(p[1]);
+	CHECK(read(p[0], &b, 1) == 1);
+	ch = rdma_create_event_channel();
+	CHECK(ch);
+	/* The same address, another port: as with the kernel CM. */
+	mine = listening(ch, 7001, 0);
+	/* The other process's port: the kernel bind's EADDRINUSE. */
+	CHECK(rdma_create_id(ch, &dup, NULL, RDMA_PS_TCP) == 0);
+	CHECK(rdma_bind_addr(dup, (struct sockaddr *)&a) == 0);
+	CHECK(rdma_listen(dup, 0) == -1 && errno == EADDRINUSE);
+	CHECK(rdma_destroy_id(dup) == 0);
+
+	/* A connection to the other process reaches it, not this one. */
+	c = resolved(ch, 7000);
+	CHECK(connect_qpn(c, 0x111, NULL) == 0);
+	ev = next_event(ch, RDMA_CM_EVENT_CONNECT_RESPONSE);
+	CHECK(strcmp(ev->param.conn.private_data, "the other process") == 0);
+	rdma_ack_cm_event(ev);
+	CHECK(rdma_establish(c) == 0);
+
+	/* Killed with the connection open: its peer is told. */
+	CHECK(kill(other, SIGKILL) == 0);
+	CHECK(waitpid(other, &status, 0) == other);
+	expect_ack(ch, RDMA_CM_EVENT_DISCONNECTED);
+	CHECK(rdma_disconnect(c) == 0);
+	CHECK(rdma_destroy_id(c) == 0);
+
+	/* Its port is free again. */
+	CHECK(rdma_create_id(ch, &dup, NULL, RDMA_PS_TCP) == 0);
+	CHECK(rdma_bind_addr(dup, (struct sockaddr *)&a) == 0);
+	CHECK(rdma_listen(dup, 0) == 0);
+	CHECK(rdma_destroy_id(dup) == 0);
+	CHECK(rdma_destroy_id(mine) == 0);
+	rdma_destroy_event_channel(ch);
+}
+
+static void test_two_processes_one_address(void **state)
+{
+	in_process(&((struct h_fixture *)*state)->d, two_processes_one_address);
+}
+
+static void backlog_and_nonblocking(void)
+{
+	struct rdma_event_channel *sch = rdma_create_event_channel();
+	struct rdma_event_channel *cch = rdma_create_event_channel();
+	struct rdma_event_channel *mch = rdma_create_event_channel();
+	struct rdma_cm_id *c1, *c2, *marker, *l1, *l2, *s1, *s2;
+	struct rdma_cm_event *ev;
+	struct pollfd pfd = { .events = POLLIN };
+
+	CHECK(sch && cch && mch);
+	l1 = listening(sch, 7471, 1);
+	l2 = listening(mch, 7473, 0);
+	CHECK(fcntl(sch->fd, F_SETFL, O_NONBLOCK) == 0);
+	CHECK(rdma_get_cm_event(sch, &ev) == -1 && errno == EAGAIN);
+	c1 = resolved(cch, 7471);
+	c2 = resolved(cch, 7471);
+	marker = resolved(cch, 7473);
+	CHECK(connect_qpn(c1, 0x111, "one") == 0);
+	pfd.fd = sch->fd;
+	CHECK(poll(&pfd, 1, 15000 * h_time_scale()) == 1);
+	/* The backlog of one is full: the second REQ is dropped (ucma's
+	 * -ENOMEM; cm.c sends no REJ).  The marker, sent after it on the
+	 * same link, says it has come and gone. */
+	CHECK(connect_qpn(c2, 0x112, "two") == 0);
+	CHECK(connect_qpn(marker, 0x113, "marker") == 0);
+	ev = next_event(mch, RDMA_CM_EVENT_CONNECT_REQUEST);
+	s2 = ev->id;
+	rdma_ack_cm_event(ev);
+	ev = next_event(sch, RDMA_CM_EVENT_CONNECT_REQUEST);
+	CHECK(strcmp(ev->param.conn.private_data, "one") == 0);
+	CHECK(poll(&pfd, 1, 0) == 0);
+	s1 = ev->id;
+	rdma_ack_cm_event(ev);
+	/* Taken, it left the backlog: the REQ's retry finds room. */
+	ev = next_event(sch, RDMA_CM_EVENT_CONNECT_REQUEST);
+	CHECK(strcmp(ev->param.conn.private_data, "two") == 0);
+	CHECK(rdma_destroy_id(ev->id) == 0);
+	rdma_ack_cm_event(ev);
+	CHECK(rdma_destroy_id(s1) == 0 && rdma_destroy_id(s2) == 0);
+	CHECK(rdma_destroy_id(c1) == 0 && rdma_destroy_id(c2) == 0 &&
+	      rdma_destroy_id(marker) == 0);
+	CHECK(rdma_destroy_id(l1) == 0 && rdma_destroy_id(l2) == 0);
+	rdma_destroy_event_channel(sch);
+	rdma_destroy_event_channel(cch);
+	rdma_destroy_event_channel(mch);
+}
+
+static void test_backlog_and_nonblocking(void **state)
+{
+	in_process(&((struct h_fixture *)*state)->d, backlog_and_nonblocking);
+}
+
+/* rdma_server's half of the synchronous API, in a thread. */
+static void *sync_server(void *arg)
+{
+	struct rdma_cm_id *l = arg, *s;
+	struct rdma_conn_param p = { .qp_num = 0x444,
+				     .responder_resources = 1,
+				     .initiator_depth = 1 };
+
+	CHECK(rdma_get_request(l, &s) == 0);
+	CHECK(s->event && s->event->event == RDMA_CM_EVENT_CONNECT_REQUEST);
+	CHECK(rdma_accept(s, &p) == 0); /* returns once ESTABLISHED */
+	return s;
+}
+
+static void sync_api(void)
+{
+	struct rdma_addrinfo hints = { .ai_flags = RAI_PASSIVE |
+						   RAI_NUMERICHOST,
+				       .ai_port_space = RDMA_PS_TCP },
+			     *res, *cres;
+	struct rdma_cm_id *l, *c;
+	struct rdma_conn_param p = { .qp_num = 0x555,
+				     .responder_resources = 1,
+				     .initiator_depth = 1 };
+	pthread_t t;
+	void *s;
+
+	CHECK(rdma_getaddrinfo(SERVER_IP, "7472", &hints, &res) == 0);
+	CHECK(res->ai_src_addr && res->ai_port_space == RDMA_PS_TCP);
+	CHECK(rdma_create_ep(&l, res, NULL, NULL) == 0);
+	CHECK(rdma_listen(l, 0) == 0);
+	CHECK(pthread_create(&t, NULL, sync_server, l) == 0);
+	hints.ai_flags = RAI_NUMERICHOST;
+	hints.ai_src_addr = res->ai_src_addr; /* any port of that address */
+	hints.ai_src_len = res->ai_src_len;
+	((struct sockaddr_in *)res->ai_src_addr)->sin_addr.s_addr =
+		sin_of(CLIENT_IP, 0).sin_addr.s_addr;
+	((struct sockaddr_in *)res->ai_src_addr)->sin_port = 0;
+	CHECK(rdma_getaddrinfo(SERVER_IP, "7472", &hints, &cres) == 0);
+	CHECK(cres->ai_dst_addr && cres->ai_src_addr);
+	CHECK(rdma_create_ep(&c, cres, NULL, NULL) == 0);
+	CHECK(rdma_connect(c, &p) == 0); /* returns once answered */
+	CHECK(c->event && c->event->event == RDMA_CM_EVENT_CONNECT_RESPONSE);
+	CHECK(rdma_establish(c) == 0);
+	CHECK(pthread_join(t, &s) == 0);
+	CHECK(rdma_disconnect(c) == 0);
+	rdma_destroy_ep(s);
+	rdma_destroy_ep(c);
+	rdma_destroy_ep(l);
+	rdma_freeaddrinfo(res);
+	rdma_freeaddrinfo(cres);
+}
+
+static void test_sync_api(void **state)
+{
+	in_process(&((struct h_fixture *)*state)->d, sync_api);
+}
+
+static void bad_arguments(void)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct sockaddr_in nowhere = sin_of("192.0.2.77", 1);
+	struct sockaddr_in6 ib = { .sin6_family = AF_IB };
+	struct rdma_cm_id *id, *l;
+	struct rdma_conn_param p = { .qp_num = 1 };
+	char big[200];
+
+	CHECK(ch);
+	CHECK(rdma_create_id(ch, NULL, NULL, RDMA_PS_TCP) == -1 &&
+	      errno == EINVAL);
+	CHECK(rdma_create_id(ch, &id, NULL, RDMA_PS_IPOIB) == -1);
+	CHECK(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) == 0);
+	CHECK(rdma_bind_addr(id, (struct sockaddr *)&ib) == -1 &&
+	      errno == EAFNOSUPPORT);
+	/* Not an address of the daemon's ports. */
+	CHECK(rdma_bind_addr(id, (struct sockaddr *)&nowhere) == -1 &&
+	      errno == EADDRNOTAVAIL);
+	/* Connect and accept need their state. */
+	CHECK(rdma_connect(id, &p) == -1 && errno == EINVAL);
+	CHECK(rdma_accept(id, &p) == -1 && errno == EINVAL);
+	CHECK(rdma_reject(id, NULL, 0) == -1 && errno == EINVAL);
+	CHECK(rdma_resolve_route(id, 100) == -1 && errno == EINVAL);
+	CHECK(rdma_destroy_id(id) == 0);
+	/* No QP and no conn_param. */
+	id = resolved(ch, 7471);
+	CHECK(rdma_connect(id, NULL) == -1 && errno == EINVAL);
+	/* More private data than a REQ carries after rdma_cm's header. */
+	memset(big, 'x', sizeof(big));
+	p.private_data = big;
+	p.private_data_len = 57;
+	CHECK(rdma_connect(id, &p) == -1 && errno == EINVAL);
+	/* Named, not served: multicast (rdmacm-mux-run(1)). */
+	CHECK(rdma_join_multicast(id, (struct sockaddr *)&nowhere, NULL) ==
+		      -1 &&
+	      errno == EOPNOTSUPP);
+	/* A sim port has no device: no QP on it. */
+	CHECK(rdma_create_qp(id, NULL, &(struct ibv_qp_init_attr){ 0 }) == -1 &&
+	      errno == ENODEV);
+	CHECK(rdma_destroy_id(id) == 0);
+	/* One listener a port within a process too. */
+	l = listening(ch, 7471, 0);
+	CHECK(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) == 0);
+	{
+		struct sockaddr_in a = sin_of(SERVER_IP, 7471);
+
+		CHECK(rdma_bind_addr(id, (struct sockaddr *)&a) == 0);
+	}
+	CHECK(rdma_listen(id, 0) == -1 && errno == EADDRINUSE);
+	CHECK(rdma_destroy_id(id) == 0);
+	CHECK(rdma_destroy_id(l) == 0);
+	CHECK(strcmp(rdma_event_str(RDMA_CM_EVENT_ESTABLISHED),
+		     "RDMA_CM_EVENT_ESTABLISHED") == 0);
+	CHECK(strcmp(rdma_event_str((enum rdma_cm_event_type)999),
+		     "UNKNOWN EVENT") == 0);
+	rdma_destroy_event_channel(ch);
+}
+
+static void test_bad_arguments(void **state)
+{
+	in_process(&((struct h_fixture *)*state)->d, bad_arguments);
+}
+
+static void daemon_gone(void)
+{
+	struct rdma_event_channel *sch = rdma_create_event_channel();
+	struct rdma_event_channel *cch = rdma_create_event_channel();
+	struct rdma_cm_id *c, *s, *l;
+	struct rdma_cm_event *ev;
+	pid_t daemon = (pid_t)atoi(getenv("TEST_DAEMON_PID"));
+
+	CHECK(sch && cch);
+	l = listening(sch, 7471, 0);
+	c = resolved(cch, 7471);
+	CHECK(connect_qpn(c, 0x111, NULL) == 0);
+	ev = next_event(sch, RDMA_CM_EVENT_CONNECT_REQUEST);
+	s = ev->id;
+	rdma_ack_cm_event(ev);
+	CHECK(accept_qpn(s, 0x222, NULL) == 0);
+	expect_ack(cch, RDMA_CM_EVENT_CONNECT_RESPONSE);
+	CHECK(rdma_establish(c) == 0);
+	expect_ack(sch, RDMA_CM_EVENT_ESTABLISHED);
+	/* Mid-connection the daemon dies: the process hears it as a
+	 * device gone from under its ids, and nothing hangs. */
+	CHECK(kill(daemon, SIGKILL) == 0);
+	expect_ack(cch, RDMA_CM_EVENT_DEVICE_REMOVAL);
+	CHECK(rdma_disconnect(c) == 0);
+	/* Calls that need the daemon say it is gone. */
+	CHECK(rdma_listen(c, 0) == -1);
+	CHECK(rdma_destroy_id(c) == 0);
+	CHECK(rdma_destroy_id(s) == 0);
+	CHECK(rdma_destroy_id(l) == 0);
+	rdma_destroy_event_channel(sch);
+	rdma_destroy_event_channel(cch);
+}
+
+static void test_daemon_gone(void **state)
+{
+	struct h_fixture *f = *state;
+	char pid[16];
+
+	snprintf(pid, sizeof(pid), "%d", (int)f->d.pid);
+	setenv("TEST_DAEMON_PID", pid, 1);
+	in_process(&f->d, daemon_gone);
+	hd_kill(&f->d, SIGKILL); /* reap it; teardown's stop is a no-op */
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_connect_accept_disconnect,
+						h_setup_daemon,
+						h_teardown_daemon),
+		cmocka_unit_test_setup_teardown(test_reject_and_no_listener,
+						h_setup_daemon,
+						h_teardown_daemon),
+		cmocka_unit_test_setup_teardown(test_two_processes_one_address,
+						h_setup_daemon,
+						h_teardown_daemon),
+		cmocka_unit_test_setup_teardown(test_backlog_and_nonblocking,
+						h_setup_daemon,
+						h_teardown_daemon),
+		cmocka_unit_test_setup_teardown(test_sync_api, h_setup_daemon,
+						h_teardown_daemon),
+		cmocka_unit_test_setup_teardown(test_bad_arguments,
+						h_setup_daemon,
+						h_teardown_daemon),
+		cmocka_unit_test_setup_teardown(test_daemon_gone,
+						h_setup_daemon,
+						h_teardown_daemon),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
