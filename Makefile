@@ -66,7 +66,7 @@ VM_SRC       := backend/vm/vm.c backend/vm/guest_cm.c backend/vm/vm_data.c
 # librdmacm's API for the host's own processes, on libmuxbe.
 RDMACM_SRC   := backend/rdmacm/lib.c backend/rdmacm/channel.c backend/rdmacm/id.c \
 		backend/rdmacm/addr.c backend/rdmacm/conn.c backend/rdmacm/cep.c backend/rdmacm/qp.c \
-		backend/rdmacm/ep.c backend/rdmacm/unsupported.c
+		backend/rdmacm/sidr.c backend/rdmacm/ep.c backend/rdmacm/unsupported.c
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 

@@ -18,7 +18,7 @@
  * after rdma_cm's 36-byte header (IB_CM_REQ_PRIVATE_DATA_SIZE - 36). */
 #define CONN_REQ_USER_PD (CM_REQ_PRIVATE_DATA_SIZE - CMA_HDR_SIZE)
 
-static uint16_t conn_ps_of(enum rdma_port_space ps)
+uint16_t conn_ps_of(enum rdma_port_space ps)
 {
 	return (uint16_t)ps;
 }
@@ -50,8 +50,8 @@ static struct rcm_event *conn_event(struct rcm_id *id,
 	return ev;
 }
 
-static void conn_post(struct rcm_id *id, enum rdma_cm_event_type type,
-		      int status, const uint8_t *pd, size_t pd_len)
+void conn_post(struct rcm_id *id, enum rdma_cm_event_type type, int status,
+	       const uint8_t *pd, size_t pd_len)
 {
 	struct rcm_event *ev = conn_event(id, type, status, pd, pd_len);
 
@@ -148,7 +148,7 @@ static void conn_cep_event(void *ctx, enum cep_event ev, const uint8_t *mad)
 		if (id->state == RCM_ID_DISCONNECTED)
 			conn_post(id, RDMA_CM_EVENT_TIMEWAIT_EXIT, 0, NULL, 0);
 		break;
-	case CEP_EV_SIDR_REP: break;
+	case CEP_EV_SIDR_REP: sidr_on_rep(id, mad); break;
 	}
 }
 
@@ -171,8 +171,8 @@ static int conn_listens_on(const struct rcm_id *id, const struct gid *gid)
 	return 0;
 }
 
-static struct rcm_id *conn_find_listener(struct rcm_lib *lib, uint64_t sid,
-					 const struct gid *dst)
+struct rcm_id *conn_find_listener(struct rcm_lib *lib, uint64_t sid,
+				  const struct gid *dst)
 {
 	struct rcm_id *id;
 
@@ -210,8 +210,8 @@ static struct rcm_id *conn_find_local(struct rcm_lib *lib, uint32_t local_id)
 	return NULL;
 }
 
-static void conn_answer(struct rcm_lib *lib, const struct muxbe_addr *a,
-			const uint8_t *mad)
+void conn_answer(struct rcm_lib *lib, const struct muxbe_addr *a,
+		 const uint8_t *mad)
 {
 	struct rcm_port *port = NULL;
 	struct gid local, remote;
@@ -227,6 +227,41 @@ static void conn_answer(struct rcm_lib *lib, const struct muxbe_addr *a,
 	lib_send_mad(lib, port, &local, &remote, mad, a->traffic_class);
 }
 
+/* A child of listener for a request from src to dst: its addresses from
+ * rdma_cm's header, its port and GIDs; NULL when out of memory. */
+struct rcm_id *conn_child(struct rcm_lib *lib, struct rcm_id *listener,
+			  const struct gid *src, const struct gid *dst,
+			  const struct gid *hdr_src, const struct gid *hdr_dst,
+			  uint16_t hdr_port)
+{
+	struct rcm_id *child;
+	int idx = 0;
+
+	child = id_alloc(lib, (struct rcm_channel *)listener->pub.channel,
+			 listener->pub.context, listener->pub.ps,
+			 listener->pub.qp_type);
+	if (child == NULL)
+		return NULL;
+	child->listener = listener;
+	child->port = lib_port_of_gid(lib, dst, &idx);
+	child->sgid = *dst;
+	child->sgid_index = idx;
+	child->dgid = *src;
+	child->state = RCM_ID_CONNECT;
+	child->service_id = listener->service_id;
+	child->pub.verbs = child->port ? lib_port_verbs(child->port) : NULL;
+	child->pub.port_num = child->port && child->port->port_num
+				      ? child->port->port_num
+				      : 1;
+	child->pub.route.addr.addr.ibaddr.pkey = 0xffff;
+	memcpy(&child->pub.route.addr.addr.ibaddr.sgid, dst->raw, 16);
+	memcpy(&child->pub.route.addr.addr.ibaddr.dgid, src->raw, 16);
+	addr_from_gid(hdr_dst, addr_port(&listener->pub.route.addr.src_addr),
+		      &child->pub.route.addr.src_storage);
+	addr_from_gid(hdr_src, hdr_port, &child->pub.route.addr.dst_storage);
+	return child;
+}
+
 static void conn_on_req(struct rcm_lib *lib, const uint8_t *mad,
 			const struct muxbe_addr *a)
 {
@@ -237,7 +272,6 @@ static void conn_on_req(struct rcm_lib *lib, const uint8_t *mad,
 	struct gid src, dst, hdr_src, hdr_dst;
 	uint16_t hdr_port = 0;
 	uint8_t rej[MAD_SIZE];
-	int idx = 0;
 
 	memcpy(src.raw, a->remote_gid, 16);
 	memcpy(dst.raw, a->local_gid, 16);
@@ -259,9 +293,8 @@ static void conn_on_req(struct rcm_lib *lib, const uint8_t *mad,
 	 * drops the REQ without a REJ so that its retry may find room. */
 	if (listener->backlog <= 0)
 		return;
-	child = id_alloc(lib, (struct rcm_channel *)listener->pub.channel,
-			 listener->pub.context, listener->pub.ps,
-			 listener->pub.qp_type);
+	child = conn_child(lib, listener, &src, &dst, &hdr_src, &hdr_dst,
+			   hdr_port);
 	if (child == NULL)
 		return;
 	ev = channel_new_event(listener, RDMA_CM_EVENT_CONNECT_REQUEST, 0);
@@ -269,23 +302,6 @@ static void conn_on_req(struct rcm_lib *lib, const uint8_t *mad,
 		id_free(child);
 		return;
 	}
-	child->listener = listener;
-	child->port = lib_port_of_gid(lib, &dst, &idx);
-	child->sgid = dst;
-	child->sgid_index = idx;
-	child->dgid = src;
-	child->state = RCM_ID_CONNECT;
-	child->sync = 0;
-	child->pub.verbs = child->port ? lib_port_verbs(child->port) : NULL;
-	child->pub.port_num = child->port && child->port->port_num
-				      ? child->port->port_num
-				      : 1;
-	child->pub.route.addr.addr.ibaddr.pkey = 0xffff;
-	memcpy(&child->pub.route.addr.addr.ibaddr.sgid, dst.raw, 16);
-	memcpy(&child->pub.route.addr.addr.ibaddr.dgid, src.raw, 16);
-	addr_from_gid(&hdr_dst, addr_port(&listener->pub.route.addr.src_addr),
-		      &child->pub.route.addr.src_storage);
-	addr_from_gid(&hdr_src, hdr_port, &child->pub.route.addr.dst_storage);
 	child->remote_psn = (uint32_t)cm_field_get(mad, CM_REQ_STARTING_PSN);
 	child->responder_resources = (uint8_t)
 		cm_field_get(mad, CM_REQ_INITIATOR_DEPTH);
@@ -327,20 +343,7 @@ void conn_input(struct rcm_lib *lib, const uint8_t *mad,
 		return;
 	switch (cm_mad_attr_id(mad)) {
 	case CM_ATTR_REQ: conn_on_req(lib, mad, a); return;
-	case CM_ATTR_SIDR_REQ: {
-		uint8_t rep[MAD_SIZE] = { 0 };
-
-		/* SIDR is not served yet (rdmacm-mux-run(1)): answered as
-		 * cm.c answers a service ID nobody listens on. */
-		cm_build_sidr_rep(rep, cm_mad_tid(mad),
-				  (uint32_t)
-					  cm_field_get(mad,
-						       CM_SIDR_REQ_REQUEST_ID),
-				  CM_SIDR_STATUS_UNSUPPORTED,
-				  cm_field_get(mad, CM_SIDR_REQ_SERVICE_ID));
-		conn_answer(lib, a, rep);
-		return;
-	}
+	case CM_ATTR_SIDR_REQ: sidr_on_req(lib, mad, a); return;
 	default: break;
 	}
 	id = conn_find_local(lib, cm_mad_receiver_id(mad));
@@ -573,7 +576,7 @@ int rdma_connect(struct rdma_cm_id *pub, struct rdma_conn_param *p)
 	if (pub == NULL)
 		return lib_err(-EINVAL);
 	if (pub->qp_type == IBV_QPT_UD)
-		return lib_err(-EOPNOTSUPP); /* SIDR: rdmacm-mux-run(1) */
+		return lib_err(sidr_connect(id, p));
 	rc = conn_check_param(id, p);
 	if (rc < 0)
 		return lib_err(rc);
@@ -658,7 +661,7 @@ int rdma_accept(struct rdma_cm_id *pub, struct rdma_conn_param *p)
 	if (pub == NULL)
 		return lib_err(-EINVAL);
 	if (pub->qp_type == IBV_QPT_UD)
-		return lib_err(-EOPNOTSUPP);
+		return lib_err(sidr_accept(id, p));
 	rc = conn_check_param(id, p);
 	if (rc < 0)
 		return lib_err(rc);
@@ -725,7 +728,9 @@ int conn_reject(struct rdma_cm_id *pub, unsigned reason,
 	if (pub == NULL || (private_data_len && private_data == NULL))
 		return lib_err(-EINVAL);
 	pthread_mutex_lock(&lib->lock);
-	if (id->cep.state != CEP_REQ_RCVD && id->cep.state != CEP_REP_RCVD)
+	if (id->cep.state == CEP_SIDR_REQ_RCVD)
+		rc = sidr_reject(id, private_data, private_data_len);
+	else if (id->cep.state != CEP_REQ_RCVD && id->cep.state != CEP_REP_RCVD)
 		rc = -EINVAL;
 	else
 		rc = cep_send_rej(&id->cep, reason, NULL, 0, private_data,

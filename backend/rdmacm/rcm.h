@@ -191,6 +191,8 @@ struct rcm_event {
 struct rcm_channel {
 	struct rdma_event_channel pub;
 	int wfd;
+	int readers;   /* threads in rdma_get_cm_event() on it */
+	int destroyed; /* with readers blocked: left to them */
 	TAILQ_HEAD(, rcm_event) events;
 };
 
@@ -298,10 +300,35 @@ void conn_input(struct rcm_lib *lib, const uint8_t *mad,
 void conn_teardown(struct rcm_id *id);
 /* Lock not held: what listening took from the daemon. */
 void conn_unlisten(struct rcm_id *id);
+uint16_t conn_ps_of(enum rdma_port_space ps);
+/* Lock held.  Queue an event of id, with private data if pd. */
+void conn_post(struct rcm_id *id, enum rdma_cm_event_type type, int status,
+	       const uint8_t *pd, size_t pd_len);
+struct rcm_id *conn_find_listener(struct rcm_lib *lib, uint64_t sid,
+				  const struct gid *dst);
+/* Send mad back to where a (not otherwise matched) MAD came from. */
+void conn_answer(struct rcm_lib *lib, const struct muxbe_addr *a,
+		 const uint8_t *mad);
+struct rcm_id *conn_child(struct rcm_lib *lib, struct rcm_id *listener,
+			  const struct gid *src, const struct gid *dst,
+			  const struct gid *hdr_src, const struct gid *hdr_dst,
+			  uint16_t hdr_port);
 /* rdma_reject() with a given REJ reason (rdma_reject_ece()'s 35). */
 #define CONN_REJ_REASON_VENDOR_OPTION 35
 int conn_reject(struct rdma_cm_id *pub, unsigned reason,
 		const void *private_data, uint8_t private_data_len);
+
+/* ---- sidr.c: SIDR for UD ids ----------------------------------------- */
+
+/* Lock held. */
+void sidr_on_req(struct rcm_lib *lib, const uint8_t *mad,
+		 const struct muxbe_addr *a);
+void sidr_on_rep(struct rcm_id *id, const uint8_t *mad);
+int sidr_reject(struct rcm_id *id, const void *private_data,
+		uint8_t private_data_len);
+/* Lock not held. */
+int sidr_connect(struct rcm_id *id, const struct rdma_conn_param *p);
+int sidr_accept(struct rcm_id *id, const struct rdma_conn_param *p);
 
 /* ---- qp.c: the id's QP through the connection's life ----------------- */
 

@@ -28,6 +28,7 @@
 #include <cmocka.h>
 #include <rdma/rdma_cma.h>
 
+#include "common/gid.h"
 #include "tests/integration/harness.h"
 
 #define SERVER_IP "10.1.0.1"
@@ -431,6 +432,93 @@ static void test_sync_api(void **state)
 	in_process(&((struct h_fixture *)*state)->d, sync_api);
 }
 
+/* An id of port space ps resolved to SERVER_IP:port, listening or not. */
+static struct rdma_cm_id *udp_id(struct rdma_event_channel *ch, uint16_t port,
+				 int listen)
+{
+	struct sockaddr_in src = sin_of(CLIENT_IP, 0),
+			   dst = sin_of(SERVER_IP, port);
+	struct rdma_cm_id *id;
+
+	CHECK(rdma_create_id(ch, &id, NULL, RDMA_PS_UDP) == 0);
+	CHECK(id->qp_type == IBV_QPT_UD);
+	if (listen) {
+		CHECK(rdma_bind_addr(id, (struct sockaddr *)&dst) == 0);
+		CHECK(rdma_listen(id, 0) == 0);
+		return id;
+	}
+	CHECK(rdma_resolve_addr(id, (struct sockaddr *)&src,
+				(struct sockaddr *)&dst, 2000) == 0);
+	expect_ack(ch, RDMA_CM_EVENT_ADDR_RESOLVED);
+	CHECK(rdma_resolve_route(id, 2000) == 0);
+	expect_ack(ch, RDMA_CM_EVENT_ROUTE_RESOLVED);
+	return id;
+}
+
+static void sidr(void)
+{
+	struct rdma_event_channel *sch = rdma_create_event_channel();
+	struct rdma_event_channel *cch = rdma_create_event_channel();
+	struct rdma_conn_param hello = { .private_data = "sidr hello",
+					 .private_data_len = 11 };
+	struct rdma_conn_param answer = { .private_data = "here",
+					  .private_data_len = 5,
+					  .qp_num = 0x666 };
+	struct rdma_cm_id *l, *c, *s;
+	struct rdma_cm_event *ev;
+	struct gid server;
+
+	CHECK(sch && cch);
+	l = udp_id(sch, 7474, 1);
+	c = udp_id(cch, 7474, 0);
+	CHECK(rdma_connect(c, &hello) == 0);
+	ev = next_event(sch, RDMA_CM_EVENT_CONNECT_REQUEST);
+	CHECK(ev->listen_id == l);
+	CHECK(strcmp(ev->param.ud.private_data, "sidr hello") == 0);
+	s = ev->id;
+	rdma_ack_cm_event(ev);
+	CHECK(rdma_accept(s, &answer) == 0);
+	/* The service's QP, its port space's Q_Key, and an AH to it. */
+	ev = next_event(cch, RDMA_CM_EVENT_ESTABLISHED);
+	CHECK(ev->param.ud.qp_num == 0x666);
+	CHECK(ev->param.ud.qkey == RDMA_UDP_QKEY);
+	CHECK(strcmp(ev->param.ud.private_data, "here") == 0);
+	CHECK(ev->param.ud.ah_attr.is_global);
+	gid_parse(SERVER_IP, &server);
+	CHECK(memcmp(ev->param.ud.ah_attr.grh.dgid.raw, server.raw, 16) == 0);
+	rdma_ack_cm_event(ev);
+	CHECK(rdma_destroy_id(s) == 0);
+	CHECK(rdma_destroy_id(c) == 0);
+
+	/* Refused: UNREACHABLE with SIDR's status 2 (rejected). */
+	c = udp_id(cch, 7474, 0);
+	CHECK(rdma_connect(c, NULL) == 0);
+	ev = next_event(sch, RDMA_CM_EVENT_CONNECT_REQUEST);
+	CHECK(rdma_reject(ev->id, NULL, 0) == 0);
+	CHECK(rdma_destroy_id(ev->id) == 0);
+	rdma_ack_cm_event(ev);
+	ev = next_event(cch, RDMA_CM_EVENT_UNREACHABLE);
+	CHECK(ev->status == 2);
+	rdma_ack_cm_event(ev);
+	CHECK(rdma_destroy_id(c) == 0);
+
+	/* Nobody on that port: status 1, as the kernel CM answers. */
+	c = udp_id(cch, 7475, 0);
+	CHECK(rdma_connect(c, NULL) == 0);
+	ev = next_event(cch, RDMA_CM_EVENT_UNREACHABLE);
+	CHECK(ev->status == 1);
+	rdma_ack_cm_event(ev);
+	CHECK(rdma_destroy_id(c) == 0);
+	CHECK(rdma_destroy_id(l) == 0);
+	rdma_destroy_event_channel(sch);
+	rdma_destroy_event_channel(cch);
+}
+
+static void test_sidr(void **state)
+{
+	in_process(&((struct h_fixture *)*state)->d, sidr);
+}
+
 static void bad_arguments(void)
 {
 	struct rdma_event_channel *ch = rdma_create_event_channel();
@@ -555,6 +643,8 @@ int main(void)
 						h_setup_daemon,
 						h_teardown_daemon),
 		cmocka_unit_test_setup_teardown(test_sync_api, h_setup_daemon,
+						h_teardown_daemon),
+		cmocka_unit_test_setup_teardown(test_sidr, h_setup_daemon,
 						h_teardown_daemon),
 		cmocka_unit_test_setup_teardown(test_bad_arguments,
 						h_setup_daemon,
