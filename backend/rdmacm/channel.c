@@ -41,6 +41,14 @@ void channel_destroy(struct rcm_channel *ch)
 		TAILQ_REMOVE(&ch->events, ev, link);
 		free(ev);
 	}
+	/* A thread blocked in rdma_get_cm_event() on it stays blocked, as
+	 * one in the kernel's ucma read stays: rping's event thread does,
+	 * while its main thread destroys the channel and returns.  Closing
+	 * the pipe would wake it with an error it exits on. */
+	if (ch->readers > 0) {
+		ch->destroyed = 1;
+		return;
+	}
 	close(ch->pub.fd);
 	close(ch->wfd);
 	free(ch);
@@ -138,7 +146,13 @@ int rdma_get_cm_event(struct rdma_event_channel *channel,
 	if (channel == NULL || event == NULL)
 		return lib_err(-EINVAL);
 	for (;;) {
+		pthread_mutex_lock(&lib->lock);
+		ch->readers++;
+		pthread_mutex_unlock(&lib->lock);
 		n = read(ch->pub.fd, &c, 1);
+		pthread_mutex_lock(&lib->lock);
+		ch->readers--;
+		pthread_mutex_unlock(&lib->lock);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
