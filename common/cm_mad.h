@@ -220,8 +220,8 @@ struct cm_field {
 #define CMA_OFF_PORT 2
 #define CMA_OFF_SRC_ADDR 4
 #define CMA_OFF_DST_ADDR 20
-#define RDMA_PS_TCP 0x0106
-#define RDMA_PS_UDP 0x0111
+#define CMA_PS_TCP 0x0106
+#define CMA_PS_UDP 0x0111
 
 uint64_t cm_field_get(const uint8_t *mad, struct cm_field f);
 void cm_field_set(uint8_t *mad, struct cm_field f, uint64_t value);

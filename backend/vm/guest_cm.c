@@ -110,7 +110,7 @@ int gcm_connect(struct gcm *g, uint64_t now_ms)
 	cm_mad_init(m, CM_ATTR_REQ, g->tid);
 	cm_field_set(m, CM_REQ_LOCAL_COMM_ID, g->p.local_comm_id);
 	cm_field_set(m, CM_REQ_SERVICE_ID,
-		     rdma_service_id(RDMA_PS_TCP, g->p.port));
+		     rdma_service_id(CMA_PS_TCP, g->p.port));
 	cm_field_set(m, CM_REQ_LOCAL_CA_GUID, g->p.ca_guid);
 	cm_field_set(m, CM_REQ_LOCAL_QPN, g->p.qpn);
 	cm_field_set(m, CM_REQ_RESPONDER_RESOURCES, 1);
@@ -186,7 +186,7 @@ static void on_req(struct gcm *g, const uint8_t *mad, const struct gid *src,
 	if (g->state != GCM_LISTEN)
 		return;
 	if (cm_field_get(mad, CM_REQ_SERVICE_ID) !=
-		    rdma_service_id(RDMA_PS_TCP, g->p.port) ||
+		    rdma_service_id(CMA_PS_TCP, g->p.port) ||
 	    cm_req_cma_addrs(mad, NULL, &dst, &port) < 0 ||
 	    gid_cmp(&dst, &g->p.local_gid) != 0) {
 		build_rej(g, rej, 0, remote, CM_MSG_RESPONSE_REQ,

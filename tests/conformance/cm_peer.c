@@ -587,7 +587,7 @@ static void peer_build_req(struct peer *p, struct peer_conn *c,
 	cm_mad_init(mad, CM_ATTR_REQ, c->req_tid);
 	cm_field_set(mad, CM_REQ_LOCAL_COMM_ID, c->our_id);
 	cm_field_set(mad, CM_REQ_SERVICE_ID,
-		     rdma_service_id(RDMA_PS_TCP, (uint16_t)a->port));
+		     rdma_service_id(CMA_PS_TCP, (uint16_t)a->port));
 	cm_field_set(mad, CM_REQ_LOCAL_CA_GUID, p->node_guid);
 	cm_field_set(mad, CM_REQ_LOCAL_QPN, qpn);
 	cm_field_set(mad, CM_REQ_RESPONDER_RESOURCES, 1);
@@ -693,7 +693,7 @@ static void peer_send(struct peer *p, const char *attr,
 		cm_field_set(mad, CM_SIDR_REQ_REQUEST_ID, ours);
 		cm_field_set(mad, CM_SIDR_REQ_PKEY, 0xffff);
 		cm_field_set(mad, CM_SIDR_REQ_SERVICE_ID,
-			     rdma_service_id(RDMA_PS_UDP, (uint16_t)a->port));
+			     rdma_service_id(CMA_PS_UDP, (uint16_t)a->port));
 		cma_hdr_build(mad + CM_SIDR_REQ_OFF_PRIVATE_DATA, &p->src,
 			      &p->ep, 40000);
 		dst = &p->ep;

@@ -138,8 +138,7 @@ int main(int argc, char **argv)
 	cm_field_set(mad, CM_REQ_LOCAL_COMM_ID, comm_id);
 	cm_field_set(mad, CM_REQ_LOCAL_QPN, qpn);
 	cm_field_set(mad, CM_REQ_LOCAL_CA_GUID, ca_guid);
-	cm_field_set(mad, CM_REQ_SERVICE_ID,
-		     rdma_service_id(RDMA_PS_TCP, 7999));
+	cm_field_set(mad, CM_REQ_SERVICE_ID, rdma_service_id(CMA_PS_TCP, 7999));
 	cm_set_gid(mad, CM_REQ_OFF_PRIMARY_LOCAL_GID, &from);
 	cm_set_gid(mad, CM_REQ_OFF_PRIMARY_REMOTE_GID, &to);
 	cma_hdr_build(mad + CM_REQ_OFF_PRIVATE_DATA, &from, &to, 7999);

@@ -1001,8 +1001,7 @@ void h_req(uint8_t *mad, uint32_t local, const char *src, const char *dst)
 	cm_field_set(mad, CM_REQ_REMOTE_CM_RESPONSE_TIMEOUT, 20);
 	cm_field_set(mad, CM_REQ_LOCAL_CM_RESPONSE_TIMEOUT, 20);
 	cm_field_set(mad, CM_REQ_MAX_CM_RETRIES, 15);
-	cm_field_set(mad, CM_REQ_SERVICE_ID,
-		     rdma_service_id(RDMA_PS_TCP, 7471));
+	cm_field_set(mad, CM_REQ_SERVICE_ID, rdma_service_id(CMA_PS_TCP, 7471));
 	cm_set_gid(mad, CM_REQ_OFF_PRIMARY_LOCAL_GID, &s);
 	cm_set_gid(mad, CM_REQ_OFF_PRIMARY_REMOTE_GID, &d);
 	cma_hdr_build(mad + CM_REQ_OFF_PRIVATE_DATA, &s, &d, 7471);

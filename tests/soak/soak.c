@@ -754,7 +754,7 @@ static void client_tick(struct client *c)
 			cm_field_set(out, CM_REQ_STARTING_PSN,
 				     s->guest & 0xffffff);
 			cm_field_set(out, CM_REQ_SERVICE_ID,
-				     rdma_service_id(RDMA_PS_TCP, 7471));
+				     rdma_service_id(CMA_PS_TCP, 7471));
 			{
 				struct gid src;
 

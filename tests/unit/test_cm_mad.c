@@ -269,7 +269,7 @@ static void test_rdma_cm_header(void **state)
 	mad[CM_SIDR_REQ_OFF_PRIVATE_DATA] = 0;
 	mad[CM_SIDR_REQ_OFF_PRIVATE_DATA + 1] = 0x50;
 	assert_int_equal(cm_sidr_req_dst_gid(mad, &dst), -ENOENT);
-	assert_true(rdma_service_id(RDMA_PS_TCP, 7471) == 0x01061d2f);
+	assert_true(rdma_service_id(CMA_PS_TCP, 7471) == 0x01061d2f);
 }
 
 int main(void)
