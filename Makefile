@@ -308,7 +308,7 @@ FUZZ_TARGETS := fuzz_frame fuzz_control fuzz_cm_mad fuzz_qemu_msg fuzz_policy fu
 FUZZ_SECONDS ?= 20
 FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -I. -g -O1 -fsanitize=fuzzer,address,undefined $(DEP_CFLAGS)
 FUZZ_LINK := $(PROTOCOL_SRC) $(QEMU_MSG_SRC) $(COMMON_SRC) mux/router.c $(CONN_SRC) \
-	     mux/policy.c mux/config.c backend/vm/guest_cm.c \
+	     mux/policy.c mux/config.c backend/vm/guest_cm.c backend/rdmacm/cep.c \
 	     mux/ctl/muxctl_capture.c mux/ctl/muxctl_pcapng.c mux/ctl/muxctl_status.c
 $(B)/fuzz/%: tests/fuzz/%.c $(FUZZ_LINK)
 	@mkdir -p $(dir $@)

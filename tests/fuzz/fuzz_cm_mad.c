@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* libFuzzer: inbound MADs from the wire through the router (with some
  * GIDs and comm IDs registered), and outbound ones from a client, plus
- * the guest CM endpoint's parser. */
+ * the guest CM endpoint's parser and the host library's CM endpoint in
+ * each of its states. */
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -9,6 +10,7 @@
 #include "mux/router.h"
 #include "common/cm_mad.h"
 #include "backend/vm/guest_cm.h"
+#include "backend/rdmacm/rcm.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -28,6 +30,56 @@ static void fz_event(void *ctx, enum gcm_event ev, int detail)
 }
 
 static const struct gcm_ops fz_ops = { .send = fz_send, .event = fz_event };
+
+static void fz_cep_send(void *ctx, const uint8_t *mad)
+{
+	(void)ctx;
+	(void)mad;
+}
+
+static void fz_cep_event(void *ctx, enum cep_event ev, const uint8_t *mad)
+{
+	(void)ctx;
+	(void)ev;
+	(void)mad;
+}
+
+static const struct cep_ops fz_cep_ops = { fz_cep_send, fz_cep_event };
+
+/* Each MAD into a host-library endpoint in every state it can be in. */
+static void fz_cep(const uint8_t *mad)
+{
+	static const struct gid peer = { { 0xfd, [15] = 2 } };
+	uint64_t guid = 1;
+	uint8_t m[MAD_SIZE];
+	struct cep c;
+	int st;
+
+	for (st = 0; st < 6; st++) {
+		cep_init(&c, &fz_cep_ops, NULL, cm_mad_receiver_id(mad));
+		memset(m, 0, sizeof(m));
+		cm_field_set(m, CM_REQ_MAX_CM_RETRIES, 2);
+		switch (st) {
+		case 0: cep_send_req(&c, m, &peer, 0); break;
+		case 1: cep_req_received(&c, mad, &peer); break;
+		case 2:
+			cep_req_received(&c, mad, &peer);
+			cep_send_rep(&c, m, 0);
+			break;
+		case 3:
+			cep_send_req(&c, m, &peer, 0);
+			c.state = CEP_REP_RCVD;
+			cep_send_rtu(&c, 0);
+			break;
+		case 4: cep_send_sidr_req(&c, m, &peer, 10, 1, 0); break;
+		default: cep_sidr_req_received(&c, mad, &peer); break;
+		}
+		cep_input(&c, mad, 1);
+		cep_tick(&c, 100000);
+		cep_input(&c, mad, 100001);
+		cep_destroy(&c, &guid, 100002);
+	}
+}
 
 /* The router's answers go nowhere; every GID is "in the port's table"
  * so that the no-listener answers run too. */
@@ -111,5 +163,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	gcm_input(&g, mad, MAD_SIZE, &a, 1);
 	gcm_tick(&g, 100);
 	gcm_input(&g, mad, MAD_SIZE, &a, 101);
+	fz_cep(mad);
 	return 0;
 }
