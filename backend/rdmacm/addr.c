@@ -146,15 +146,13 @@ static int addr_take(struct rcm_id *id, const struct sockaddr *src)
 
 int rdma_bind_addr(struct rdma_cm_id *pub, struct sockaddr *addr)
 {
-	struct rcm_lib *lib = lib_get();
+	struct rcm_lib *lib = lib_for(pub);
 	struct rcm_id *id = id_of(pub);
 	struct sockaddr_storage ss;
 	int rc;
 
 	if (lib == NULL)
 		return -1;
-	if (pub == NULL)
-		return lib_err(-EINVAL);
 	rc = addr_check(addr);
 	if (rc < 0)
 		return lib_err(rc);
@@ -211,7 +209,7 @@ static int addr_post(struct rcm_id *id, enum rdma_cm_event_type type,
 int rdma_resolve_addr(struct rdma_cm_id *pub, struct sockaddr *src_addr,
 		      struct sockaddr *dst_addr, int timeout_ms)
 {
-	struct rcm_lib *lib = lib_get();
+	struct rcm_lib *lib = lib_for(pub);
 	struct rcm_id *id = id_of(pub);
 	struct sockaddr_storage src;
 	int rc, status = 0;
@@ -219,8 +217,6 @@ int rdma_resolve_addr(struct rdma_cm_id *pub, struct sockaddr *src_addr,
 	(void)timeout_ms; /* the answer is local: the GID table */
 	if (lib == NULL)
 		return -1;
-	if (pub == NULL)
-		return lib_err(-EINVAL);
 	rc = addr_check(dst_addr);
 	if (rc == 0 && src_addr && src_addr->sa_family != AF_UNSPEC)
 		rc = addr_check(src_addr);
@@ -273,15 +269,13 @@ int rdma_resolve_addr(struct rdma_cm_id *pub, struct sockaddr *src_addr,
 
 int rdma_resolve_route(struct rdma_cm_id *pub, int timeout_ms)
 {
-	struct rcm_lib *lib = lib_get();
+	struct rcm_lib *lib = lib_for(pub);
 	struct rcm_id *id = id_of(pub);
 	int rc;
 
 	(void)timeout_ms;
 	if (lib == NULL)
 		return -1;
-	if (pub == NULL)
-		return lib_err(-EINVAL);
 	pthread_mutex_lock(&lib->lock);
 	if (id->state != RCM_ID_ADDR_RESOLVED) {
 		pthread_mutex_unlock(&lib->lock);

@@ -479,14 +479,12 @@ void conn_unlisten(struct rcm_id *id)
 
 int rdma_listen(struct rdma_cm_id *pub, int backlog)
 {
-	struct rcm_lib *lib = lib_get();
+	struct rcm_lib *lib = lib_for(pub);
 	struct rcm_id *id = id_of(pub);
 	int rc;
 
 	if (lib == NULL)
 		return -1;
-	if (pub == NULL)
-		return lib_err(-EINVAL);
 	if (id->state == RCM_ID_IDLE) {
 		struct sockaddr_in any = { .sin_family = AF_INET };
 
@@ -544,10 +542,10 @@ static uint8_t conn_device_max_rd(struct rcm_id *id, int initiator)
 				   : da.max_qp_rd_atom);
 }
 
-static int conn_check_param(struct rcm_id *id, const struct rdma_conn_param *p)
+/* What rdma_connect() and rdma_accept() check of their parameters. */
+static int conn_check_param(struct rcm_id *id, const struct rdma_conn_param *p,
+			    size_t max_pd)
 {
-	if (id->pub.ps != RDMA_PS_TCP && id->pub.ps != RDMA_PS_IB)
-		return 0;
 	if (id->pub.qp == NULL && p == NULL)
 		return -EINVAL;
 	if (p == NULL)
@@ -558,14 +556,24 @@ static int conn_check_param(struct rcm_id *id, const struct rdma_conn_param *p)
 	if (p->initiator_depth != RDMA_MAX_INIT_DEPTH &&
 	    p->initiator_depth > conn_device_max_rd(id, 1))
 		return -EINVAL;
-	if (p->private_data_len && p->private_data == NULL)
+	if (p->private_data_len &&
+	    (p->private_data == NULL || p->private_data_len > max_pd))
 		return -EINVAL;
 	return 0;
 }
 
+/* Lock held on entry, not on return.  A REQ or REP went out (rc 0):
+ * wake the timers, and a synchronous id waits for its event. */
+static int conn_sent(struct rcm_id *id, int rc)
+{
+	pthread_mutex_unlock(&id->lib->lock);
+	lib_kick(id->lib);
+	return lib_err(rc < 0 ? rc : id_complete(id));
+}
+
 int rdma_connect(struct rdma_cm_id *pub, struct rdma_conn_param *p)
 {
-	struct rcm_lib *lib = lib_get();
+	struct rcm_lib *lib = lib_for(pub);
 	struct rcm_id *id = id_of(pub);
 	uint8_t m[MAD_SIZE];
 	size_t pd_len;
@@ -573,16 +581,12 @@ int rdma_connect(struct rdma_cm_id *pub, struct rdma_conn_param *p)
 
 	if (lib == NULL)
 		return -1;
-	if (pub == NULL)
-		return lib_err(-EINVAL);
 	if (pub->qp_type == IBV_QPT_UD)
 		return lib_err(sidr_connect(id, p));
-	rc = conn_check_param(id, p);
+	rc = conn_check_param(id, p, CONN_REQ_USER_PD);
 	if (rc < 0)
 		return lib_err(rc);
 	pd_len = p ? p->private_data_len : 0;
-	if (pd_len > CONN_REQ_USER_PD)
-		return lib_err(-EINVAL);
 	id->initiator_depth = p && p->initiator_depth != RDMA_MAX_INIT_DEPTH
 				      ? p->initiator_depth
 				      : conn_device_max_rd(id, 1);
@@ -641,16 +645,12 @@ int rdma_connect(struct rdma_cm_id *pub, struct rdma_conn_param *p)
 	id->state = RCM_ID_CONNECT;
 	id->connect_error = 0;
 	rc = cep_send_req(&id->cep, m, &id->dgid, lib_now_ms());
-	pthread_mutex_unlock(&lib->lock);
-	lib_kick(lib);
-	if (rc < 0)
-		return lib_err(rc);
-	return lib_err(id_complete(id));
+	return conn_sent(id, rc);
 }
 
 int rdma_accept(struct rdma_cm_id *pub, struct rdma_conn_param *p)
 {
-	struct rcm_lib *lib = lib_get();
+	struct rcm_lib *lib = lib_for(pub);
 	struct rcm_id *id = id_of(pub);
 	uint8_t m[MAD_SIZE];
 	size_t pd_len;
@@ -658,16 +658,12 @@ int rdma_accept(struct rdma_cm_id *pub, struct rdma_conn_param *p)
 
 	if (lib == NULL)
 		return -1;
-	if (pub == NULL)
-		return lib_err(-EINVAL);
 	if (pub->qp_type == IBV_QPT_UD)
 		return lib_err(sidr_accept(id, p));
-	rc = conn_check_param(id, p);
+	rc = conn_check_param(id, p, CM_REP_PRIVATE_DATA_SIZE);
 	if (rc < 0)
 		return lib_err(rc);
 	pd_len = p ? p->private_data_len : 0;
-	if (pd_len > CM_REP_PRIVATE_DATA_SIZE)
-		return lib_err(-EINVAL);
 	if (p && p->initiator_depth != RDMA_MAX_INIT_DEPTH)
 		id->initiator_depth = p->initiator_depth;
 	else if (id->initiator_depth > conn_device_max_rd(id, 1))
@@ -709,11 +705,7 @@ int rdma_accept(struct rdma_cm_id *pub, struct rdma_conn_param *p)
 	if (pd_len)
 		memcpy(m + CM_REP_OFF_PRIVATE_DATA, p->private_data, pd_len);
 	rc = cep_send_rep(&id->cep, m, lib_now_ms());
-	pthread_mutex_unlock(&lib->lock);
-	lib_kick(lib);
-	if (rc < 0)
-		return lib_err(rc);
-	return lib_err(id_complete(id));
+	return conn_sent(id, rc);
 }
 
 int conn_reject(struct rdma_cm_id *pub, unsigned reason,
@@ -750,14 +742,12 @@ int rdma_reject(struct rdma_cm_id *pub, const void *private_data,
 
 int rdma_establish(struct rdma_cm_id *pub)
 {
-	struct rcm_lib *lib = lib_get();
+	struct rcm_lib *lib = lib_for(pub);
 	struct rcm_id *id = id_of(pub);
 	int rc;
 
 	if (lib == NULL)
 		return -1;
-	if (pub == NULL)
-		return lib_err(-EINVAL);
 	pthread_mutex_lock(&lib->lock);
 	rc = cep_send_rtu(&id->cep, lib_now_ms());
 	if (rc == 0)
@@ -768,14 +758,12 @@ int rdma_establish(struct rdma_cm_id *pub)
 
 int rdma_disconnect(struct rdma_cm_id *pub)
 {
-	struct rcm_lib *lib = lib_get();
+	struct rcm_lib *lib = lib_for(pub);
 	struct rcm_id *id = id_of(pub);
 	int rc = 0;
 
 	if (lib == NULL)
 		return -1;
-	if (pub == NULL)
-		return lib_err(-EINVAL);
 	pthread_mutex_lock(&lib->lock);
 	qp_to_err(id);
 	switch (id->cep.state) {

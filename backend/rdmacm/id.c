@@ -132,14 +132,12 @@ int rdma_create_id(struct rdma_event_channel *channel, struct rdma_cm_id **id,
 
 int rdma_destroy_id(struct rdma_cm_id *pub)
 {
-	struct rcm_lib *lib = lib_get();
+	struct rcm_lib *lib = lib_for(pub);
 	struct rcm_id *id = id_of(pub);
 	struct rcm_channel *own = NULL;
 
 	if (lib == NULL)
 		return -1;
-	if (pub == NULL)
-		return lib_err(-EINVAL);
 	if (pub->event) {
 		rdma_ack_cm_event(pub->event);
 		pub->event = NULL;
@@ -280,13 +278,11 @@ void rdma_free_devices(struct ibv_context **list)
 
 int rdma_notify(struct rdma_cm_id *pub, enum ibv_event_type event)
 {
-	struct rcm_lib *lib = lib_get();
+	struct rcm_lib *lib = lib_for(pub);
 	struct rcm_id *id = id_of(pub);
 
 	if (lib == NULL)
 		return -1;
-	if (pub == NULL)
-		return lib_err(-EINVAL);
 	/* IBV_EVENT_COMM_EST: data came before the RTU. */
 	if (event != IBV_EVENT_COMM_EST)
 		return 0;

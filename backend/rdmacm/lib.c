@@ -317,6 +317,17 @@ struct rcm_lib *lib_get(void)
 	return lib_singleton;
 }
 
+struct rcm_lib *lib_for(const struct rdma_cm_id *pub)
+{
+	struct rcm_lib *lib = lib_get();
+
+	if (lib && pub == NULL) {
+		errno = EINVAL;
+		return NULL;
+	}
+	return lib;
+}
+
 struct rcm_port *lib_port_of_gid(struct rcm_lib *lib, const struct gid *gid,
 				 int *gid_index)
 {

@@ -151,55 +151,54 @@ int qp_register(struct rcm_id *id)
 	return rc;
 }
 
+/* A CQ of cqe entries with a completion channel of its own, as
+ * librdmacm makes one when rdma_create_qp() is given none. */
+static int qp_make_cq(struct rdma_cm_id *pub, int cqe,
+		      struct ibv_comp_channel **ch, struct ibv_cq **cq)
+{
+	*ch = ibv_create_comp_channel(pub->verbs);
+	if (*ch)
+		*cq = ibv_create_cq(pub->verbs, cqe > 0 ? cqe : 1, pub, *ch, 0);
+	return *cq ? 0 : -ENOMEM;
+}
+
+static void qp_drop_cq(struct ibv_comp_channel **ch, struct ibv_cq **cq)
+{
+	if (*cq)
+		ibv_destroy_cq(*cq);
+	if (*ch)
+		ibv_destroy_comp_channel(*ch);
+	*cq = NULL;
+	*ch = NULL;
+}
+
 static int qp_make_cqs(struct rcm_id *id, struct ibv_qp_init_attr *attr)
 {
 	struct rdma_cm_id *pub = &id->pub;
-	int send_cqe = attr->cap.max_send_wr ? (int)attr->cap.max_send_wr : 1;
-	int recv_cqe = attr->cap.max_recv_wr ? (int)attr->cap.max_recv_wr : 1;
 
 	if (attr->send_cq == NULL) {
-		pub->send_cq_channel = ibv_create_comp_channel(pub->verbs);
-		if (pub->send_cq_channel)
-			pub->send_cq = ibv_create_cq(pub->verbs, send_cqe, pub,
-						     pub->send_cq_channel, 0);
-		if (pub->send_cq == NULL)
+		id->own_cqs |= 1;
+		if (qp_make_cq(pub, (int)attr->cap.max_send_wr,
+			       &pub->send_cq_channel, &pub->send_cq) < 0)
 			return -ENOMEM;
 		attr->send_cq = pub->send_cq;
-		id->own_cqs |= 1;
 	}
 	if (attr->recv_cq == NULL) {
-		pub->recv_cq_channel = ibv_create_comp_channel(pub->verbs);
-		if (pub->recv_cq_channel)
-			pub->recv_cq = ibv_create_cq(pub->verbs, recv_cqe, pub,
-						     pub->recv_cq_channel, 0);
-		if (pub->recv_cq == NULL)
+		id->own_cqs |= 2;
+		if (qp_make_cq(pub, (int)attr->cap.max_recv_wr,
+			       &pub->recv_cq_channel, &pub->recv_cq) < 0)
 			return -ENOMEM;
 		attr->recv_cq = pub->recv_cq;
-		id->own_cqs |= 2;
 	}
 	return 0;
 }
 
 static void qp_drop_cqs(struct rcm_id *id)
 {
-	struct rdma_cm_id *pub = &id->pub;
-
-	if (id->own_cqs & 1) {
-		if (pub->send_cq)
-			ibv_destroy_cq(pub->send_cq);
-		if (pub->send_cq_channel)
-			ibv_destroy_comp_channel(pub->send_cq_channel);
-		pub->send_cq = NULL;
-		pub->send_cq_channel = NULL;
-	}
-	if (id->own_cqs & 2) {
-		if (pub->recv_cq)
-			ibv_destroy_cq(pub->recv_cq);
-		if (pub->recv_cq_channel)
-			ibv_destroy_comp_channel(pub->recv_cq_channel);
-		pub->recv_cq = NULL;
-		pub->recv_cq_channel = NULL;
-	}
+	if (id->own_cqs & 1)
+		qp_drop_cq(&id->pub.send_cq_channel, &id->pub.send_cq);
+	if (id->own_cqs & 2)
+		qp_drop_cq(&id->pub.recv_cq_channel, &id->pub.recv_cq);
 	id->own_cqs = 0;
 }
 

@@ -160,6 +160,8 @@ struct rcm_lib {
 /* The library, connected to the daemon on first use; NULL with errno set
  * (and why said once on stderr) when the daemon cannot be reached. */
 struct rcm_lib *lib_get(void);
+/* The library for a call on pub: NULL with errno set, EINVAL for no id. */
+struct rcm_lib *lib_for(const struct rdma_cm_id *pub);
 uint64_t lib_now_ms(void);
 /* Wake the thread: a timer was armed. */
 void lib_kick(struct rcm_lib *lib);

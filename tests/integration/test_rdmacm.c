@@ -155,6 +155,13 @@ static void in_process(struct hdaemon *d, void (*fn)(void))
 	assert_int_equal(WEXITSTATUS(status), 0);
 }
 
+/* test_NAME: NAME() in a process of its own, against the daemon. */
+#define PROCESS_CASE(name)                                          \
+	static void test_##name(void **state)                       \
+	{                                                           \
+		in_process(&((struct h_fixture *)*state)->d, name); \
+	}
+
 /* ---- the cases ---------------------------------------------------------- */
 
 static void connect_accept_disconnect(void)
@@ -200,10 +207,7 @@ static void connect_accept_disconnect(void)
 	rdma_destroy_event_channel(cch);
 }
 
-static void test_connect_accept_disconnect(void **state)
-{
-	in_process(&((struct h_fixture *)*state)->d, connect_accept_disconnect);
-}
+PROCESS_CASE(connect_accept_disconnect)
 
 static void reject_and_no_listener(void)
 {
@@ -238,10 +242,7 @@ static void reject_and_no_listener(void)
 	rdma_destroy_event_channel(cch);
 }
 
-static void test_reject_and_no_listener(void **state)
-{
-	in_process(&((struct h_fixture *)*state)->d, reject_and_no_listener);
-}
+PROCESS_CASE(reject_and_no_listener)
 
 /* A second process listening on 7000 and accepting one connection;
  * it says on `ready` when it listens. */
@@ -317,10 +318,7 @@ static void two_processes_one_address(void)
 	rdma_destroy_event_channel(ch);
 }
 
-static void test_two_processes_one_address(void **state)
-{
-	in_process(&((struct h_fixture *)*state)->d, two_processes_one_address);
-}
+PROCESS_CASE(two_processes_one_address)
 
 static void backlog_and_nonblocking(void)
 {
@@ -369,10 +367,7 @@ static void backlog_and_nonblocking(void)
 	rdma_destroy_event_channel(mch);
 }
 
-static void test_backlog_and_nonblocking(void **state)
-{
-	in_process(&((struct h_fixture *)*state)->d, backlog_and_nonblocking);
-}
+PROCESS_CASE(backlog_and_nonblocking)
 
 /* rdma_server's half of the synchronous API, in a thread. */
 static void *sync_server(void *arg)
@@ -427,10 +422,7 @@ static void sync_api(void)
 	rdma_freeaddrinfo(cres);
 }
 
-static void test_sync_api(void **state)
-{
-	in_process(&((struct h_fixture *)*state)->d, sync_api);
-}
+PROCESS_CASE(sync_api)
 
 /* An id of port space ps resolved to SERVER_IP:port, listening or not. */
 static struct rdma_cm_id *udp_id(struct rdma_event_channel *ch, uint16_t port,
@@ -514,10 +506,7 @@ static void sidr(void)
 	rdma_destroy_event_channel(cch);
 }
 
-static void test_sidr(void **state)
-{
-	in_process(&((struct h_fixture *)*state)->d, sidr);
-}
+PROCESS_CASE(sidr)
 
 static void bad_arguments(void)
 {
@@ -578,10 +567,7 @@ static void bad_arguments(void)
 	rdma_destroy_event_channel(ch);
 }
 
-static void test_bad_arguments(void **state)
-{
-	in_process(&((struct h_fixture *)*state)->d, bad_arguments);
-}
+PROCESS_CASE(bad_arguments)
 
 static void daemon_gone(void)
 {
