@@ -5,8 +5,9 @@
 #  - Connection setup rate between two lab hosts: host A's kernel rdma_cm
 #    (cm_rate, librdmacm) against a cm_rate server on host B, then a VM on
 #    host A through rdmacm-muxd (cm_rate_vm: libmuxbe and the guest CM)
-#    against the same server, in turn, three rounds (two when small), and
-#    the medians of their rates and of each round's ratio.
+#    and the very same cm_rate binary under rdmacm-mux-run (one binary,
+#    two CMs) against the same server, in turn, three rounds (two when
+#    small), and the medians of their rates and of each round's ratios.
 #  - The relay benchmark (bench_relay) with the daemon on the umad port of
 #    soft-RoCE: MADs between two VMs' GIDs loop back through the device.
 LAB_TWO=1
@@ -34,9 +35,10 @@ median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 
 # cm_rate's "cm_rate: KEY VALUE" line from FILE.
 rate_of() { sed -n "s/^cm_rate: $2 //p" "$1"; }
-# Round R's daemon rate of KEY against the kernel CM's.
+# Round R's daemon rate of KEY against the kernel CM's: the VM's, or
+# with a third argument "hostlib" cm_rate's under rdmacm-mux-run.
 round_ratio() {
-	awk -v d="$(rate_of "/tmp/vm-$1.txt" "$2")" -v n="$(rate_of "/tmp/native-$1.txt" "$2")" \
+	awk -v d="$(rate_of "/tmp/${3:-vm}-$1.txt" "$2")" -v n="$(rate_of "/tmp/native-$1.txt" "$2")" \
 		'BEGIN { printf "%.3f\n", d / n }'
 }
 
@@ -153,6 +155,12 @@ host_a() {
 			--qp-port rxe0:1 -c "$N" -w "$WINDOW" >/tmp/vm-$r.txt 2>&1 ||
 			{ cat /tmp/vm-$r.txt; fail "cm_rate_vm"; }
 		ok "lab-bench: round $r connections=$N daemon_retransmissions $(rate_of /tmp/vm-$r.txt retransmissions)"
+		# The same cm_rate as the kernel CM's run, through the daemon
+		# (librdmacm-mux): what a host program pays, QPs moved by the
+		# library as librdmacm moves them.
+		RDMACM_MUX_LIB="$B/librdmacm-mux.so.1" timeout 300 "$B/rdmacm-mux-run" \
+			"$B/bench/cm_rate" -c "$N" -w "$WINDOW" -a "$LAB_PEER_IP" -b "$LAB_IP" \
+			>/tmp/hostlib-$r.txt 2>&1 || { cat /tmp/hostlib-$r.txt; fail "cm_rate under rdmacm-mux-run"; }
 		ok "lab-bench: round $r daemon drops $(status_get '.counters.drops' | tr -d ' \n')"
 		stop_daemon
 		# Sends of one connection's TID that waited for ib_umad to
@@ -170,6 +178,7 @@ host_a() {
 		for k in connect disconnect cycle; do
 			ok "lab-bench: round $r connections=$N ${k}_ratio $(round_ratio "$r" ${k}_per_s)$(
 				[ -z "${LAB_TRACE:-}" ] || echo " ceiling $(round_ceiling "$r" $k)")"
+			ok "lab-bench: round $r connections=$N hostlib_${k}_ratio $(round_ratio "$r" ${k}_per_s hostlib)"
 		done
 		# The kernel CM again for the next round; the last round
 		# leaves the CM class to bench_relay's daemons.
@@ -185,6 +194,10 @@ host_a() {
 			rate_of /tmp/vm-$r.txt $k; done | median)"
 		ok "lab-bench: connections=$N ${k%_per_s}_ratio $(for r in $(seq "$CM_ROUNDS"); do
 			round_ratio "$r" $k; done | median)"
+		ok "lab-bench: connections=$N hostlib_$k $(for r in $(seq "$CM_ROUNDS"); do
+			rate_of /tmp/hostlib-$r.txt $k; done | median)"
+		ok "lab-bench: connections=$N hostlib_${k%_per_s}_ratio $(for r in $(seq "$CM_ROUNDS"); do
+			round_ratio "$r" $k hostlib; done | median)"
 		[ -z "${LAB_TRACE:-}" ] ||
 			ok "lab-bench: connections=$N ${k%_per_s}_ceiling $(for r in $(seq "$CM_ROUNDS"); do
 				round_ceiling "$r" "${k%_per_s}"; done | median)"
