@@ -508,6 +508,117 @@ static void sidr(void)
 
 PROCESS_CASE(sidr)
 
+/* IPv6 addresses (the sim port's fd00::/64 GIDs) end to end. */
+static void ipv6(void)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct sockaddr_in6 srv = { .sin6_family = AF_INET6,
+				    .sin6_port = htons(7476) };
+	struct sockaddr_in6 cli = { .sin6_family = AF_INET6 };
+	struct rdma_cm_id *l, *c, *s;
+	struct rdma_cm_event *ev;
+
+	CHECK(ch);
+	inet_pton(AF_INET6, "fd00::1", &srv.sin6_addr);
+	inet_pton(AF_INET6, "fd00::2", &cli.sin6_addr);
+	CHECK(rdma_create_id(ch, &l, NULL, RDMA_PS_TCP) == 0);
+	CHECK(rdma_bind_addr(l, (struct sockaddr *)&srv) == 0);
+	CHECK(rdma_listen(l, 0) == 0);
+	CHECK(rdma_create_id(ch, &c, NULL, RDMA_PS_TCP) == 0);
+	CHECK(rdma_resolve_addr(c, (struct sockaddr *)&cli,
+				(struct sockaddr *)&srv, 2000) == 0);
+	expect_ack(ch, RDMA_CM_EVENT_ADDR_RESOLVED);
+	CHECK(c->route.addr.src_addr.sa_family == AF_INET6);
+	CHECK(rdma_resolve_route(c, 2000) == 0);
+	expect_ack(ch, RDMA_CM_EVENT_ROUTE_RESOLVED);
+	CHECK(connect_qpn(c, 0x121, "over v6") == 0);
+	ev = next_event(ch, RDMA_CM_EVENT_CONNECT_REQUEST);
+	s = ev->id;
+	CHECK(s->route.addr.dst_addr.sa_family == AF_INET6);
+	CHECK(memcmp(&s->route.addr.dst_sin6.sin6_addr, &cli.sin6_addr, 16) ==
+	      0);
+	CHECK(strcmp(ev->param.conn.private_data, "over v6") == 0);
+	rdma_ack_cm_event(ev);
+	CHECK(accept_qpn(s, 0x122, NULL) == 0);
+	expect_ack(ch, RDMA_CM_EVENT_CONNECT_RESPONSE);
+	CHECK(rdma_establish(c) == 0);
+	expect_ack(ch, RDMA_CM_EVENT_ESTABLISHED);
+	CHECK(rdma_destroy_id(s) == 0); /* a DREQ to c */
+	expect_ack(ch, RDMA_CM_EVENT_DISCONNECTED);
+	CHECK(rdma_destroy_id(c) == 0);
+	CHECK(rdma_destroy_id(l) == 0);
+	rdma_destroy_event_channel(ch);
+}
+
+PROCESS_CASE(ipv6)
+
+/* The calls around a connection: rdma_migrate_id() takes an id's events
+ * along, RDMA_OPTION_ID_TOS reaches the REQ, rdma_init_qp_attr() gives
+ * what the peer announced, and rdma_notify(COMM_EST) establishes a
+ * passive side whose RTU has not come. */
+static void around_a_connection(void)
+{
+	struct rdma_event_channel *sch = rdma_create_event_channel();
+	struct rdma_event_channel *cch = rdma_create_event_channel();
+	struct rdma_event_channel *moved = rdma_create_event_channel();
+	struct rdma_cm_id *l, *c, *s;
+	struct rdma_cm_event *ev;
+	struct ibv_qp_attr qa;
+	struct ibv_context **devs;
+	uint8_t tos = 0x68, timeout = 18;
+	int mask = 0, n = -1;
+	struct pollfd pfd = { .fd = cch->fd, .events = POLLIN };
+
+	CHECK(sch && cch && moved);
+	l = listening(sch, 7477, 0);
+	c = resolved(cch, 7477);
+	CHECK(rdma_set_option(c, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &tos,
+			      sizeof(tos)) == 0);
+	CHECK(rdma_set_option(c, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT,
+			      &timeout, sizeof(timeout)) == 0);
+	CHECK(rdma_set_option(c, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &tos, 4) ==
+		      -1 &&
+	      errno == EINVAL);
+	CHECK(rdma_set_option(c, RDMA_OPTION_IB, RDMA_OPTION_IB_PATH, &tos,
+			      1) == -1 &&
+	      errno == ENOSYS);
+	CHECK(connect_qpn(c, 0x131, NULL) == 0);
+	ev = next_event(sch, RDMA_CM_EVENT_CONNECT_REQUEST);
+	s = ev->id;
+	rdma_ack_cm_event(ev);
+	/* What the REQ said, as the QP's attributes. */
+	memset(&qa, 0, sizeof(qa));
+	qa.qp_state = IBV_QPS_RTR;
+	CHECK(rdma_init_qp_attr(s, &qa, &mask) == 0);
+	CHECK(qa.dest_qp_num == 0x131);
+	CHECK(qa.ah_attr.grh.traffic_class == tos);
+	CHECK(mask & IBV_QP_DEST_QPN);
+	qa.qp_state = IBV_QPS_RTS;
+	CHECK(rdma_init_qp_attr(s, &qa, &mask) == 0);
+	CHECK(qa.timeout == timeout);
+	/* The client's events go to another channel, the REP's with them. */
+	CHECK(accept_qpn(s, 0x132, NULL) == 0);
+	CHECK(rdma_migrate_id(c, moved) == 0);
+	CHECK(c->channel == moved);
+	expect_ack(moved, RDMA_CM_EVENT_CONNECT_RESPONSE);
+	CHECK(poll(&pfd, 1, 0) == 0);
+	/* No RTU: data on the QP tells the passive side it is up. */
+	CHECK(rdma_notify(s, IBV_EVENT_COMM_EST) == 0);
+	expect_ack(sch, RDMA_CM_EVENT_ESTABLISHED);
+	/* A sim port has no device to list. */
+	devs = rdma_get_devices(&n);
+	CHECK(devs && n == 0);
+	rdma_free_devices(devs);
+	CHECK(rdma_destroy_id(s) == 0);
+	CHECK(rdma_destroy_id(c) == 0);
+	CHECK(rdma_destroy_id(l) == 0);
+	rdma_destroy_event_channel(sch);
+	rdma_destroy_event_channel(cch);
+	rdma_destroy_event_channel(moved);
+}
+
+PROCESS_CASE(around_a_connection)
+
 static void bad_arguments(void)
 {
 	struct rdma_event_channel *ch = rdma_create_event_channel();
@@ -631,6 +742,11 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_sync_api, h_setup_daemon,
 						h_teardown_daemon),
 		cmocka_unit_test_setup_teardown(test_sidr, h_setup_daemon,
+						h_teardown_daemon),
+		cmocka_unit_test_setup_teardown(test_ipv6, h_setup_daemon,
+						h_teardown_daemon),
+		cmocka_unit_test_setup_teardown(test_around_a_connection,
+						h_setup_daemon,
 						h_teardown_daemon),
 		cmocka_unit_test_setup_teardown(test_bad_arguments,
 						h_setup_daemon,
