@@ -680,6 +680,74 @@ static void bad_arguments(void)
 
 PROCESS_CASE(bad_arguments)
 
+/* An address a VM holds is its own: EADDRINUSE to a host program, at
+ * bind and at resolve. */
+static void vm_gid_refused(void)
+{
+	struct sockaddr_in vm = sin_of(CLIENT_IP, 7000),
+			   dst = sin_of(SERVER_IP, 7000);
+	struct rdma_cm_id *id;
+
+	CHECK(rdma_create_id(NULL, &id, NULL, RDMA_PS_TCP) == 0);
+	CHECK(rdma_bind_addr(id, (struct sockaddr *)&vm) == -1 &&
+	      errno == EADDRINUSE);
+	CHECK(rdma_resolve_addr(id, (struct sockaddr *)&vm,
+				(struct sockaddr *)&dst, 100) == -1 &&
+	      errno == EADDRINUSE);
+	CHECK(rdma_destroy_id(id) == 0);
+}
+
+static void test_vm_gid_refused(void **state)
+{
+	struct h_fixture *f = *state;
+	struct tclient vm = { 0 };
+
+	tc_connect_gid(&vm, &f->d, "vm", CLIENT_IP);
+	in_process(&f->d, vm_gid_refused);
+	tc_close(&vm);
+}
+
+/* A policy rule without share_gids: EACCES at bind. */
+static void policy_refused(void)
+{
+	struct sockaddr_in mine = sin_of(SERVER_IP, 7000);
+	struct rdma_cm_id *id;
+
+	CHECK(rdma_create_id(NULL, &id, NULL, RDMA_PS_TCP) == 0);
+	CHECK(rdma_bind_addr(id, (struct sockaddr *)&mine) == -1 &&
+	      errno == EACCES);
+	CHECK(rdma_destroy_id(id) == 0);
+}
+
+/* No daemon: the first call fails with the socket's errno. */
+static void no_daemon(void)
+{
+	setenv("RDMACM_MUX_SOCKET", "/nonexistent/mux.sock", 1);
+	CHECK(rdma_create_event_channel() == NULL && errno == ENOENT);
+}
+
+static void test_policy_and_no_daemon(void **state)
+{
+	static const char *extra[] = { "--policy", NULL, NULL };
+	char dir[] = "/tmp/rcm-rdmacm.XXXXXX", path[64], text[160];
+	struct hdaemon d;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/policy.json", dir);
+	snprintf(text, sizeof(text),
+		 "{\"policy\": [{\"match\": {\"uid\": %u}}]}\n",
+		 (unsigned)getuid());
+	h_write_file(path, text);
+	extra[1] = path;
+	hd_start(&d, NULL, h_one_port, extra);
+	in_process(&d, policy_refused);
+	in_process(&d, no_daemon);
+	hd_stop(&d);
+	unlink(path);
+	rmdir(dir);
+}
+
 static void daemon_gone(void)
 {
 	struct rdma_event_channel *sch = rdma_create_event_channel();
@@ -751,6 +819,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_bad_arguments,
 						h_setup_daemon,
 						h_teardown_daemon),
+		cmocka_unit_test_setup_teardown(test_vm_gid_refused,
+						h_setup_daemon,
+						h_teardown_daemon),
+		cmocka_unit_test(test_policy_and_no_daemon),
 		cmocka_unit_test_setup_teardown(test_daemon_gone,
 						h_setup_daemon,
 						h_teardown_daemon),
