@@ -135,7 +135,6 @@ static int addr_take(struct rcm_id *id, const struct sockaddr *src)
 	id->port = port;
 	id->sgid = gid;
 	id->sgid_index = idx;
-	id->shared = 1;
 	id->pub.verbs = lib_port_verbs(port);
 	id->pub.port_num = port->port_num ? port->port_num : 1;
 	id->pub.route.addr.addr.ibaddr.pkey = 0xffff;

@@ -420,11 +420,8 @@ static int conn_listen_wildcard(struct rcm_id *id)
 		if (port == NULL)
 			continue;
 		err = lib_share(lib, port, &gid);
-		if (err == 0) {
+		if (err == 0)
 			err = conn_listen_at(id, port, &gid);
-			if (err < 0)
-				lib_unshare(lib, port, &gid);
-		}
 		/* One address taken is a listener; another process's port
 		 * on one of them is the kernel's EADDRINUSE. */
 		if (err == -EADDRINUSE)
@@ -466,12 +463,9 @@ void conn_unlisten(struct rcm_id *id)
 	id->state = RCM_ID_BOUND;
 	id->listening = 0;
 	pthread_mutex_unlock(&lib->lock);
-	for (i = 0; i < id->nat; i++) {
+	for (i = 0; i < id->nat; i++)
 		muxbe_unlisten(lib->mb, id->at[i].port->name, id->at[i].gid.raw,
 			       id->service_id);
-		if (id->wildcard)
-			lib_unshare(lib, id->at[i].port, &id->at[i].gid);
-	}
 	free(id->at);
 	id->at = NULL;
 	id->nat = 0;

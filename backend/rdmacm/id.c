@@ -143,6 +143,11 @@ int rdma_destroy_id(struct rdma_cm_id *pub)
 		pub->event = NULL;
 	}
 	conn_unlisten(id);
+	/* A QP number named without a QP (rdma_conn_param's) is let go
+	 * here; one of id->qp, by rdma_destroy_qp(). */
+	if (id->qpn_registered && pub->qp == NULL && id->port)
+		muxbe_unregister_qpn(lib->mb, id->port->name,
+				     (uint32_t)id->qpn_registered);
 	pthread_mutex_lock(&lib->lock);
 	id->state = RCM_ID_DESTROYING;
 	conn_teardown(id);

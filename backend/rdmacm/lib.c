@@ -372,6 +372,9 @@ static struct rcm_share *lib_share_find(struct rcm_lib *lib,
 	return NULL;
 }
 
+/* A process keeps each address it used shared until it exits, as it
+ * keeps the host's addresses with the kernel CM: a connection in
+ * timewait, or a listener's child, then never outlives its GID. */
 int lib_share(struct rcm_lib *lib, struct rcm_port *port, const struct gid *gid)
 {
 	struct rcm_share *s;
@@ -379,49 +382,23 @@ int lib_share(struct rcm_lib *lib, struct rcm_port *port, const struct gid *gid)
 
 	pthread_mutex_lock(&lib->lock);
 	s = lib_share_find(lib, port, gid);
-	if (s) {
-		s->refs++;
-		pthread_mutex_unlock(&lib->lock);
-		return 0;
-	}
 	pthread_mutex_unlock(&lib->lock);
+	if (s)
+		return 0;
 	rc = muxbe_share_gid(lib->mb, port->name, gid->raw, NULL);
 	if (rc < 0)
 		return rc;
 	pthread_mutex_lock(&lib->lock);
-	s = lib_share_find(lib, port, gid);
-	if (s == NULL) {
+	if (lib_share_find(lib, port, gid) == NULL) {
 		s = calloc(1, sizeof(*s));
-		if (s == NULL) {
-			pthread_mutex_unlock(&lib->lock);
-			return -ENOMEM;
+		if (s) {
+			s->port = port;
+			s->gid = *gid;
+			TAILQ_INSERT_TAIL(&lib->shares, s, link);
 		}
-		s->port = port;
-		s->gid = *gid;
-		TAILQ_INSERT_TAIL(&lib->shares, s, link);
 	}
-	s->refs++;
 	pthread_mutex_unlock(&lib->lock);
-	return 0;
-}
-
-void lib_unshare(struct rcm_lib *lib, struct rcm_port *port,
-		 const struct gid *gid)
-{
-	struct rcm_share *s;
-
-	pthread_mutex_lock(&lib->lock);
-	s = lib_share_find(lib, port, gid);
-	if (s == NULL || --s->refs > 0) {
-		pthread_mutex_unlock(&lib->lock);
-		return;
-	}
-	TAILQ_REMOVE(&lib->shares, s, link);
-	pthread_mutex_unlock(&lib->lock);
-	free(s);
-	/* Connections still in timewait answer duplicates no more once
-	 * the GID is gone: as cm.c drops its timewait info, harmless. */
-	muxbe_unregister_gid(lib->mb, port->name, gid->raw);
+	return s ? 0 : -ENOMEM;
 }
 
 int lib_send_mad(struct rcm_lib *lib, struct rcm_port *port,

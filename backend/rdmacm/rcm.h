@@ -126,12 +126,11 @@ struct rcm_port {
 	uint64_t ca_guid;
 };
 
-/* A GID this process shares with the others on the host, by refcount. */
+/* A GID this process shares with the others on the host. */
 struct rcm_share {
 	TAILQ_ENTRY(rcm_share) link;
 	struct rcm_port *port;
 	struct gid gid;
-	unsigned refs;
 };
 
 struct rcm_id;
@@ -168,11 +167,10 @@ void lib_kick(struct rcm_lib *lib);
 struct rcm_port *lib_port_of_gid(struct rcm_lib *lib, const struct gid *gid,
 				 int *gid_index);
 struct ibv_context *lib_port_verbs(struct rcm_port *port);
-/* Share a GID of a port with the daemon (refcounted); lock not held. */
+/* Share a GID of a port with the daemon, once for the process's life;
+ * lock not held. */
 int lib_share(struct rcm_lib *lib, struct rcm_port *port,
 	      const struct gid *gid);
-void lib_unshare(struct rcm_lib *lib, struct rcm_port *port,
-		 const struct gid *gid);
 int lib_send_mad(struct rcm_lib *lib, struct rcm_port *port,
 		 const struct gid *sgid, const struct gid *dgid,
 		 const uint8_t *mad, uint8_t tclass);
@@ -237,7 +235,6 @@ struct rcm_id {
 	struct rcm_port *port;
 	int sgid_index;
 	struct gid sgid, dgid;
-	int shared;   /* holds a share of (port, sgid) */
 	int wildcard; /* listens on every address of the host */
 	uint64_t service_id;
 	int listening; /* the daemon routes its REQs here */
