@@ -352,7 +352,6 @@ void conn_input(struct rcm_lib *lib, const uint8_t *mad,
 		lib_kick(lib);
 		return;
 	}
-	lib->mads_unmatched++;
 	/* cm.c answers a DREQ for a connection it does not know with a
 	 * DREP (cm_issue_drep()), so that the peer need not time out. */
 	if (cm_mad_attr_id(mad) == CM_ATTR_DREQ) {
@@ -577,7 +576,7 @@ int rdma_connect(struct rdma_cm_id *pub, struct rdma_conn_param *p)
 		return -1;
 	if (pub->qp_type == IBV_QPT_UD)
 		return lib_err(sidr_connect(id, p));
-	rc = conn_check_param(id, p, CONN_REQ_USER_PD);
+	rc = conn_check_param(id, p, CONN_REQ_USER_PD - id->connect_pd_len);
 	if (rc < 0)
 		return lib_err(rc);
 	pd_len = p ? p->private_data_len : 0;
@@ -633,8 +632,13 @@ int rdma_connect(struct rdma_cm_id *pub, struct rdma_conn_param *p)
 	cm_field_set(m, CM_REQ_PRIMARY_LOCAL_ACK_TIMEOUT, id->ack_timeout);
 	cma_hdr_build(m + CM_REQ_OFF_PRIVATE_DATA, &id->sgid, &id->dgid,
 		      addr_port(&pub->route.addr.src_addr));
+	/* An rdma_addrinfo's ai_connect (rdma_create_ep()) goes first, as
+	 * librdmacm puts it before the caller's private data. */
+	memcpy(m + CM_REQ_OFF_PRIVATE_DATA + CMA_HDR_SIZE, id->connect_pd,
+	       id->connect_pd_len);
 	if (pd_len)
-		memcpy(m + CM_REQ_OFF_PRIVATE_DATA + CMA_HDR_SIZE,
+		memcpy(m + CM_REQ_OFF_PRIVATE_DATA + CMA_HDR_SIZE +
+			       id->connect_pd_len,
 		       p->private_data, pd_len);
 	id->state = RCM_ID_CONNECT;
 	id->connect_error = 0;

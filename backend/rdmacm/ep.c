@@ -56,6 +56,10 @@ int rdma_create_ep(struct rdma_cm_id **out, struct rdma_addrinfo *res,
 		if (rdma_create_qp(pub, pd, attr) < 0)
 			goto err;
 	}
+	if (res->ai_connect_len > CM_REQ_PRIVATE_DATA_SIZE - CMA_HDR_SIZE) {
+		errno = EINVAL;
+		goto err;
+	}
 	if (res->ai_connect_len) {
 		id->connect_pd = malloc(res->ai_connect_len);
 		if (id->connect_pd == NULL) {

@@ -65,7 +65,6 @@ static void lib_recv(void *user, void *buf_ctx, void *buf, size_t mad_len,
 		return; /* flushed */
 	if (mad_len >= MAD_SIZE) {
 		pthread_mutex_lock(&lib->lock);
-		lib->mads_in++;
 		conn_input(lib, (const uint8_t *)buf + MUXBE_GRH_SIZE, addr);
 		pthread_mutex_unlock(&lib->lock);
 	}
@@ -134,6 +133,8 @@ static void lib_tick(struct rcm_lib *lib, uint64_t now, uint64_t *next)
 	}
 }
 
+/* The library's thread: it ends with the process, or once the daemon is
+ * gone (every id then has its DEVICE_REMOVAL and no timer left). */
 static void *lib_thread(void *arg)
 {
 	struct rcm_lib *lib = arg;
@@ -146,7 +147,7 @@ static void *lib_thread(void *arg)
 	pfd[0].events = POLLIN;
 	pfd[1].fd = lib->wake[0];
 	pfd[1].events = POLLIN;
-	for (;;) {
+	while (!lib->dead) {
 		now = lib_now_ms();
 		timeout = next == 0     ? 1000
 			  : next <= now ? 0
@@ -159,13 +160,10 @@ static void *lib_thread(void *arg)
 				;
 		muxbe_process(lib->mb);
 		pthread_mutex_lock(&lib->lock);
-		if (lib->stop) {
-			pthread_mutex_unlock(&lib->lock);
-			return NULL;
-		}
 		lib_tick(lib, lib_now_ms(), &next);
 		pthread_mutex_unlock(&lib->lock);
 	}
+	return NULL;
 }
 
 static int lib_load_port(struct rcm_port *p, json_t *o)
@@ -416,6 +414,5 @@ int lib_send_mad(struct rcm_lib *lib, struct rcm_port *port,
 
 	memcpy(a.local_gid, sgid->raw, 16);
 	memcpy(a.remote_gid, dgid->raw, 16);
-	lib->mads_out++;
 	return muxbe_send_mad(lib->mb, &a, mad, MAD_SIZE, NULL);
 }

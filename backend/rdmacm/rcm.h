@@ -144,7 +144,6 @@ struct rcm_lib {
 	struct muxbe *mb;
 	pthread_t thread;
 	int wake[2];
-	int stop;
 	int dead; /* the daemon is gone: DEVICE_REMOVAL was posted */
 	int nports;
 	struct rcm_port *ports;
@@ -153,7 +152,6 @@ struct rcm_lib {
 	uint32_t next_comm_id;
 	uint16_t next_port;
 	uint8_t bufs[RCM_RECV_BUFS][MUXBE_RECV_BUF_MIN];
-	uint64_t mads_in, mads_out, mads_unmatched;
 };
 
 /* The library, connected to the daemon on first use; NULL with errno set
