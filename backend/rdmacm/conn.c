@@ -634,8 +634,9 @@ int rdma_connect(struct rdma_cm_id *pub, struct rdma_conn_param *p)
 		      addr_port(&pub->route.addr.src_addr));
 	/* An rdma_addrinfo's ai_connect (rdma_create_ep()) goes first, as
 	 * librdmacm puts it before the caller's private data. */
-	memcpy(m + CM_REQ_OFF_PRIVATE_DATA + CMA_HDR_SIZE, id->connect_pd,
-	       id->connect_pd_len);
+	if (id->connect_pd_len)
+		memcpy(m + CM_REQ_OFF_PRIVATE_DATA + CMA_HDR_SIZE,
+		       id->connect_pd, id->connect_pd_len);
 	if (pd_len)
 		memcpy(m + CM_REQ_OFF_PRIVATE_DATA + CMA_HDR_SIZE +
 			       id->connect_pd_len,
