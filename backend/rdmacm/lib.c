@@ -296,6 +296,9 @@ static void lib_init(void)
 				     NULL);
 	if (rc == 0)
 		rc = -pthread_create(&lib->thread, NULL, lib_thread, lib);
+	/* Nobody waits for it: it ends with the process or the daemon. */
+	if (rc == 0)
+		pthread_detach(lib->thread);
 	if (rc < 0) {
 		fprintf(stderr, "rdmacm-mux: cannot start: %s\n",
 			strerror(-rc));
