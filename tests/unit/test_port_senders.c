@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -246,8 +247,12 @@ static void *queue_until_refused(void *arg)
 			continue;
 		}
 		free(ps);
-		if (q->rc != -EAGAIN) /* a full thread: again */
+		if (q->rc != -EAGAIN)
 			return NULL;
+		/* A full thread: again, once the senders have run (under
+		 * valgrind, whose threads take turns, a spin here held them
+		 * off past the deadline). */
+		sched_yield();
 	}
 }
 
