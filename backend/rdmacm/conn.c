@@ -390,10 +390,12 @@ static int conn_listen_at(struct rcm_id *id, struct rcm_port *port,
 }
 
 /* Every address of the host that is a GID of one of the daemon's ports:
- * a listener on INADDR_ANY or in6addr_any hears on each. */
+ * a listener on in6addr_any hears on each, one on INADDR_ANY on the
+ * IPv4 ones (an IPv4 listener takes no IPv6 connection in cma.c). */
 static int conn_listen_wildcard(struct rcm_id *id)
 {
 	struct rcm_lib *lib = id->lib;
+	sa_family_t family = id->pub.route.addr.src_addr.sa_family;
 	struct ifaddrs *ifa, *i;
 	struct rcm_port *port;
 	struct gid gid;
@@ -411,7 +413,8 @@ static int conn_listen_wildcard(struct rcm_id *id)
 	for (i = ifa; i; i = i->ifa_next) {
 		int err;
 
-		if (i->ifa_addr == NULL || addr_to_gid(i->ifa_addr, &gid) < 0)
+		if (i->ifa_addr == NULL || addr_to_gid(i->ifa_addr, &gid) < 0 ||
+		    (family == AF_INET && i->ifa_addr->sa_family != AF_INET))
 			continue;
 		pthread_mutex_lock(&lib->lock);
 		port = lib_port_of_gid(lib, &gid, NULL);
