@@ -508,6 +508,48 @@ static void sidr(void)
 
 PROCESS_CASE(sidr)
 
+/* RDMA_PS_IB over IP addresses: its own service IDs, so a TCP listener
+ * on the same port does not hear it. */
+static void port_space_ib(void)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct sockaddr_in srv = sin_of(SERVER_IP, 7479),
+			   cli = sin_of(CLIENT_IP, 0);
+	struct rdma_cm_id *l, *tcp, *c, *s;
+	struct rdma_cm_event *ev;
+
+	CHECK(ch);
+	CHECK(rdma_create_id(ch, &l, NULL, RDMA_PS_IB) == 0);
+	CHECK(rdma_bind_addr(l, (struct sockaddr *)&srv) == 0);
+	CHECK(rdma_listen(l, 0) == 0);
+	tcp = listening(ch, 7479, 0); /* another port space: no clash */
+	CHECK(rdma_create_id(ch, &c, NULL, RDMA_PS_IB) == 0);
+	CHECK(rdma_resolve_addr(c, (struct sockaddr *)&cli,
+				(struct sockaddr *)&srv, 2000) == 0);
+	expect_ack(ch, RDMA_CM_EVENT_ADDR_RESOLVED);
+	CHECK(rdma_resolve_route(c, 2000) == 0);
+	expect_ack(ch, RDMA_CM_EVENT_ROUTE_RESOLVED);
+	CHECK(connect_qpn(c, 0x141, "ib space") == 0);
+	ev = next_event(ch, RDMA_CM_EVENT_CONNECT_REQUEST);
+	CHECK(ev->listen_id == l);
+	s = ev->id;
+	CHECK(s->ps == RDMA_PS_IB);
+	rdma_ack_cm_event(ev);
+	CHECK(accept_qpn(s, 0x142, NULL) == 0);
+	expect_ack(ch, RDMA_CM_EVENT_CONNECT_RESPONSE);
+	CHECK(rdma_establish(c) == 0);
+	expect_ack(ch, RDMA_CM_EVENT_ESTABLISHED);
+	CHECK(rdma_disconnect(c) == 0);
+	expect_ack(ch, RDMA_CM_EVENT_DISCONNECTED);
+	CHECK(rdma_disconnect(s) == 0);
+	expect_ack(ch, RDMA_CM_EVENT_DISCONNECTED);
+	CHECK(rdma_destroy_id(s) == 0 && rdma_destroy_id(c) == 0);
+	CHECK(rdma_destroy_id(tcp) == 0 && rdma_destroy_id(l) == 0);
+	rdma_destroy_event_channel(ch);
+}
+
+PROCESS_CASE(port_space_ib)
+
 /* IPv6 addresses (the sim port's fd00::/64 GIDs) end to end. */
 static void ipv6(void)
 {
@@ -810,6 +852,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_sync_api, h_setup_daemon,
 						h_teardown_daemon),
 		cmocka_unit_test_setup_teardown(test_sidr, h_setup_daemon,
+						h_teardown_daemon),
+		cmocka_unit_test_setup_teardown(test_port_space_ib,
+						h_setup_daemon,
 						h_teardown_daemon),
 		cmocka_unit_test_setup_teardown(test_ipv6, h_setup_daemon,
 						h_teardown_daemon),
