@@ -126,9 +126,16 @@ static void conn_cep_event(void *ctx, enum cep_event ev, const uint8_t *mad)
 		break;
 	case CEP_EV_REJ:
 		qp_to_err(id);
-		if (id->connect_error || id->state != RCM_ID_CONNECT)
+		if (id->connect_error || (id->state != RCM_ID_CONNECT &&
+					  id->state != RCM_ID_CONNECTED))
 			break;
-		id->state = RCM_ID_ROUTE_RESOLVED;
+		/* cma.c reports a REJ in its CONNECT state, which lasts
+		 * while the connection is up: one on an established
+		 * connection (a peer gone before our RTU reached it, as
+		 * cm_destroy_id() answers in REP_SENT) is REJECTED too. */
+		id->state = id->state == RCM_ID_CONNECTED
+				    ? RCM_ID_DISCONNECTED
+				    : RCM_ID_ROUTE_RESOLVED;
 		conn_post(id, RDMA_CM_EVENT_REJECTED,
 			  (int)cm_field_get(mad, CM_REJ_REASON),
 			  mad + CM_REJ_OFF_PRIVATE_DATA,
