@@ -201,7 +201,7 @@ static int addr_post(struct rcm_id *id, enum rdma_cm_event_type type,
 
 	if (ev == NULL)
 		return -ENOMEM;
-	channel_post(id->lib, id, ev);
+	channel_post(id, ev);
 	return 0;
 }
 

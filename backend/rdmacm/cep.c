@@ -57,9 +57,8 @@ static void cep_send_tracked(struct cep *c, uint64_t now_ms)
 
 /* A reply nobody waits on (RTU, DREP, REJ): kept in last_sent so that a
  * duplicate of what it answers gets it again. */
-static void cep_send_reply(struct cep *c, uint64_t now_ms)
+static void cep_send_reply(struct cep *c)
 {
-	(void)now_ms;
 	c->deadline_ms = 0;
 	c->ops->send(c->ctx, c->last_sent);
 }
@@ -133,7 +132,7 @@ int cep_send_rep(struct cep *c, uint8_t *mad, uint64_t now_ms)
 	return 0;
 }
 
-int cep_send_rtu(struct cep *c, uint64_t now_ms)
+int cep_send_rtu(struct cep *c)
 {
 	uint8_t *m = c->last_sent;
 
@@ -143,7 +142,7 @@ int cep_send_rtu(struct cep *c, uint64_t now_ms)
 	cm_field_set(m, CM_RTU_LOCAL_COMM_ID, c->local_id);
 	cm_field_set(m, CM_RTU_REMOTE_COMM_ID, c->remote_id);
 	c->state = CEP_ESTABLISHED;
-	cep_send_reply(c, now_ms);
+	cep_send_reply(c);
 	return 0;
 }
 
@@ -195,7 +194,7 @@ int cep_send_drep(struct cep *c, uint64_t now_ms)
 	if (c->state != CEP_DREQ_RCVD)
 		return -EINVAL;
 	cm_build_drep(c->last_sent, c->tid, c->local_id, c->remote_id);
-	cep_send_reply(c, now_ms);
+	cep_send_reply(c);
 	cep_enter_timewait(c, now_ms);
 	return 0;
 }
@@ -319,11 +318,8 @@ void cep_input(struct cep *c, const uint8_t *mad, uint64_t now_ms)
 	switch (cm_mad_attr_id(mad)) {
 	case CM_ATTR_REP: cep_on_rep(c, mad); break;
 	case CM_ATTR_RTU:
-		if (c->state == CEP_REP_SENT && cep_ids_match(c, mad)) {
-			c->state = CEP_ESTABLISHED;
-			c->deadline_ms = 0;
-			c->ops->event(c->ctx, CEP_EV_RTU, mad);
-		}
+		if (cep_ids_match(c, mad))
+			cep_established(c);
 		break;
 	case CM_ATTR_REJ: cep_on_rej(c, mad, now_ms); break;
 	case CM_ATTR_MRA:
@@ -352,6 +348,15 @@ void cep_input(struct cep *c, const uint8_t *mad, uint64_t now_ms)
 		break;
 	default: break;
 	}
+}
+
+void cep_established(struct cep *c)
+{
+	if (c->state != CEP_REP_SENT)
+		return;
+	c->state = CEP_ESTABLISHED;
+	c->deadline_ms = 0;
+	c->ops->event(c->ctx, CEP_EV_RTU, NULL);
 }
 
 void cep_tick(struct cep *c, uint64_t now_ms)

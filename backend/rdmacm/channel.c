@@ -68,9 +68,8 @@ struct rcm_event *channel_new_event(struct rcm_id *id,
 	return ev;
 }
 
-void channel_post(struct rcm_lib *lib, struct rcm_id *id, struct rcm_event *ev)
+void channel_enqueue(struct rcm_channel *ch, struct rcm_event *ev)
 {
-	struct rcm_channel *ch = (struct rcm_channel *)id->pub.channel;
 	char c = 0;
 
 	TAILQ_INSERT_TAIL(&ch->events, ev, link);
@@ -78,15 +77,18 @@ void channel_post(struct rcm_lib *lib, struct rcm_id *id, struct rcm_event *ev)
 		/* A full pipe: the reader finds the event on its next
 		 * wake-up, which the bytes already there guarantee. */
 	}
-	pthread_cond_broadcast(&lib->cond);
 }
 
-void channel_flush_id(struct rcm_lib *lib, struct rcm_id *id)
+void channel_post(struct rcm_id *id, struct rcm_event *ev)
+{
+	channel_enqueue((struct rcm_channel *)id->pub.channel, ev);
+}
+
+void channel_flush_id(struct rcm_id *id)
 {
 	struct rcm_channel *ch = (struct rcm_channel *)id->pub.channel;
 	struct rcm_event *ev, *tmp;
 
-	(void)lib;
 	if (ch == NULL)
 		return;
 	/* Their bytes stay in the pipe: rdma_get_cm_event() reads on

@@ -56,7 +56,7 @@ void conn_post(struct rcm_id *id, enum rdma_cm_event_type type, int status,
 	struct rcm_event *ev = conn_event(id, type, status, pd, pd_len);
 
 	if (ev)
-		channel_post(id->lib, id, ev);
+		channel_post(id, ev);
 }
 
 /* The active side's REP: RTR and RTS on its QP, then the RTU, as
@@ -84,7 +84,7 @@ static void conn_on_rep(struct rcm_id *id, const uint8_t *mad)
 		ev = conn_event(id, RDMA_CM_EVENT_CONNECT_ERROR, -EINVAL, NULL,
 				0);
 	} else {
-		cep_send_rtu(&id->cep, now);
+		cep_send_rtu(&id->cep);
 		id->state = RCM_ID_CONNECTED;
 		ev = conn_event(id, RDMA_CM_EVENT_ESTABLISHED, 0, pd,
 				CM_REP_PRIVATE_DATA_SIZE);
@@ -101,7 +101,7 @@ static void conn_on_rep(struct rcm_id *id, const uint8_t *mad)
 		cm_field_get(mad, CM_REP_RNR_RETRY_COUNT);
 	ev->pub.param.conn.srq = (uint8_t)cm_field_get(mad, CM_REP_SRQ);
 	ev->pub.param.conn.qp_num = id->cep.remote_qpn;
-	channel_post(id->lib, id, ev);
+	channel_post(id, ev);
 }
 
 static void conn_disconnected(struct rcm_id *id, int status)
@@ -337,7 +337,7 @@ static void conn_on_req(struct rcm_lib *lib, const uint8_t *mad,
 	ev->pub.param.conn.rnr_retry_count = child->rnr_retry_count;
 	ev->pub.param.conn.srq = (uint8_t)cm_field_get(mad, CM_REQ_SRQ);
 	ev->pub.param.conn.qp_num = child->cep.remote_qpn;
-	channel_post(lib, listener, ev);
+	channel_post(listener, ev);
 }
 
 void conn_input(struct rcm_lib *lib, const uint8_t *mad,
@@ -355,8 +355,9 @@ void conn_input(struct rcm_lib *lib, const uint8_t *mad,
 	}
 	id = conn_find_local(lib, cm_mad_receiver_id(mad));
 	if (id) {
+		/* On the library's thread, which runs the timers next:
+		 * no wake-up needed for one this armed. */
 		cep_input(&id->cep, mad, lib_now_ms());
-		lib_kick(lib);
 		return;
 	}
 	/* cm.c answers a DREQ for a connection it does not know with a
@@ -758,7 +759,7 @@ int rdma_establish(struct rdma_cm_id *pub)
 	if (lib == NULL)
 		return -1;
 	pthread_mutex_lock(&lib->lock);
-	rc = cep_send_rtu(&id->cep, lib_now_ms());
+	rc = cep_send_rtu(&id->cep);
 	if (rc == 0)
 		id->state = RCM_ID_CONNECTED;
 	pthread_mutex_unlock(&lib->lock);

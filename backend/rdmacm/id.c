@@ -151,7 +151,7 @@ int rdma_destroy_id(struct rdma_cm_id *pub)
 	pthread_mutex_lock(&lib->lock);
 	id->state = RCM_ID_DESTROYING;
 	conn_teardown(id);
-	channel_flush_id(lib, id);
+	channel_flush_id(id);
 	id_wait_acked(id);
 	if (id->sync)
 		own = (struct rcm_channel *)pub->channel;
@@ -168,7 +168,6 @@ int rdma_migrate_id(struct rdma_cm_id *pub, struct rdma_event_channel *channel)
 	struct rcm_id *id = id_of(pub);
 	struct rcm_channel *from, *to = (struct rcm_channel *)channel;
 	struct rcm_event *ev, *tmp;
-	char c;
 
 	if (lib == NULL)
 		return -1;
@@ -191,9 +190,7 @@ int rdma_migrate_id(struct rdma_cm_id *pub, struct rdma_event_channel *channel)
 		if (ev->id != id)
 			continue;
 		TAILQ_REMOVE(&from->events, ev, link);
-		pub->channel = &to->pub;
-		channel_post(lib, id, ev);
-		pub->channel = &from->pub;
+		channel_enqueue(to, ev);
 	}
 	id_wait_acked(id);
 	pub->channel = &to->pub;
@@ -201,7 +198,6 @@ int rdma_migrate_id(struct rdma_cm_id *pub, struct rdma_event_channel *channel)
 		channel_destroy(from);
 	id->sync = channel == NULL;
 	pthread_mutex_unlock(&lib->lock);
-	(void)c;
 	return 0;
 }
 
@@ -292,14 +288,7 @@ int rdma_notify(struct rdma_cm_id *pub, enum ibv_event_type event)
 	if (event != IBV_EVENT_COMM_EST)
 		return 0;
 	pthread_mutex_lock(&lib->lock);
-	if (id->cep.state == CEP_REP_SENT) {
-		uint8_t rtu[MAD_SIZE] = { 0 };
-
-		cm_mad_init(rtu, CM_ATTR_RTU, id->cep.tid);
-		cm_field_set(rtu, CM_RTU_LOCAL_COMM_ID, id->cep.remote_id);
-		cm_field_set(rtu, CM_RTU_REMOTE_COMM_ID, id->cep.local_id);
-		cep_input(&id->cep, rtu, lib_now_ms());
-	}
+	cep_established(&id->cep);
 	pthread_mutex_unlock(&lib->lock);
 	return 0;
 }

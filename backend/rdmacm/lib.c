@@ -106,7 +106,7 @@ static void lib_disconnected(void *user, int err)
 			id->state = RCM_ID_DISCONNECTED;
 		ev = channel_new_event(id, RDMA_CM_EVENT_DEVICE_REMOVAL, 0);
 		if (ev)
-			channel_post(lib, id, ev);
+			channel_post(id, ev);
 	}
 	pthread_mutex_unlock(&lib->lock);
 }
@@ -117,16 +117,15 @@ static const struct muxbe_callbacks lib_callbacks = {
 	.disconnected = lib_disconnected,
 };
 
+/* Run every id's timers; *next: the earliest left (0: none).  A timer's
+ * event queues, never frees an id. */
 static void lib_tick(struct rcm_lib *lib, uint64_t now, uint64_t *next)
 {
-	struct rcm_id *id, *tmp;
+	struct rcm_id *id;
 
-	for (id = TAILQ_FIRST(&lib->ids); id; id = tmp) {
-		tmp = TAILQ_NEXT(id, link);
-		cep_tick(&id->cep, now);
-	}
 	*next = 0;
 	TAILQ_FOREACH(id, &lib->ids, link) {
+		cep_tick(&id->cep, now);
 		if (id->cep.deadline_ms &&
 		    (*next == 0 || id->cep.deadline_ms < *next))
 			*next = id->cep.deadline_ms;
@@ -260,7 +259,6 @@ static void lib_init(void)
 		return;
 	}
 	pthread_mutex_init(&lib->lock, NULL);
-	pthread_cond_init(&lib->cond, NULL);
 	TAILQ_INIT(&lib->ids);
 	TAILQ_INIT(&lib->shares);
 	if (getrandom(&seed, sizeof(seed), 0) != sizeof(seed))

@@ -44,7 +44,7 @@ enum cep_state {
 
 enum cep_event {
 	CEP_EV_REP,          /* REQ_SENT -> REP_RCVD */
-	CEP_EV_RTU,          /* REP_SENT -> ESTABLISHED */
+	CEP_EV_RTU,          /* REP_SENT -> ESTABLISHED (mad NULL) */
 	CEP_EV_REJ,          /* the peer rejected or gave up */
 	CEP_EV_TIMEOUT,      /* REQ, REP or SIDR_REQ unanswered */
 	CEP_EV_DREQ,         /* -> DREQ_RCVD */
@@ -95,7 +95,7 @@ int cep_send_req(struct cep *c, uint8_t *mad, const struct gid *remote,
 		 uint64_t now_ms);
 void cep_req_received(struct cep *c, const uint8_t *req, const struct gid *src);
 int cep_send_rep(struct cep *c, uint8_t *mad, uint64_t now_ms);
-int cep_send_rtu(struct cep *c, uint64_t now_ms);
+int cep_send_rtu(struct cep *c);
 int cep_send_rej(struct cep *c, unsigned reason, const uint8_t *ari,
 		 unsigned ari_len, const void *pd, size_t pd_len,
 		 uint64_t now_ms);
@@ -107,6 +107,9 @@ int cep_send_sidr_req(struct cep *c, uint8_t *mad, const struct gid *remote,
 void cep_sidr_req_received(struct cep *c, const uint8_t *req,
 			   const struct gid *src);
 int cep_send_sidr_rep(struct cep *c, uint8_t *mad, uint64_t now_ms);
+/* The passive side is up without its RTU: the RTU came, or data on the
+ * QP did (the kernel's ib_cm_notify(IB_EVENT_COMM_EST)). */
+void cep_established(struct cep *c);
 /* Any CM message but REQ and SIDR_REQ addressed to this endpoint. */
 void cep_input(struct cep *c, const uint8_t *mad, uint64_t now_ms);
 void cep_tick(struct cep *c, uint64_t now_ms);
@@ -140,7 +143,6 @@ struct rcm_channel;
 
 struct rcm_lib {
 	pthread_mutex_t lock;
-	pthread_cond_t cond; /* an event acked, an event queued */
 	struct muxbe *mb;
 	pthread_t thread;
 	int wake[2];
@@ -196,12 +198,14 @@ struct rcm_channel {
 
 struct rcm_channel *channel_create(void);
 void channel_destroy(struct rcm_channel *ch);
-/* Lock held.  Queue an event of id; it owns ev. */
-void channel_post(struct rcm_lib *lib, struct rcm_id *id, struct rcm_event *ev);
+/* Lock held.  Queue an event on id's channel, or on a given one (the
+ * id's next, in rdma_migrate_id()); the channel owns ev. */
+void channel_post(struct rcm_id *id, struct rcm_event *ev);
+void channel_enqueue(struct rcm_channel *ch, struct rcm_event *ev);
 struct rcm_event *channel_new_event(struct rcm_id *id,
 				    enum rdma_cm_event_type type, int status);
 /* Lock held.  Drop id's queued events (it is being destroyed). */
-void channel_flush_id(struct rcm_lib *lib, struct rcm_id *id);
+void channel_flush_id(struct rcm_id *id);
 
 /* ---- id.c: rdma_cm_id ---------------------------------------------- */
 

@@ -59,7 +59,7 @@ void sidr_on_rep(struct rcm_id *id, const uint8_t *mad)
 	sidr_ah(id, &ev->pub.param.ud.ah_attr);
 	ev->pub.param.ud.qp_num = (uint32_t)cm_field_get(mad, CM_SIDR_REP_QPN);
 	ev->pub.param.ud.qkey = qkey;
-	channel_post(id->lib, id, ev);
+	channel_post(id, ev);
 }
 
 /* cm.c's SIDR_REQ: to the listener on its service ID (an unknown one
@@ -108,7 +108,7 @@ void sidr_on_req(struct rcm_lib *lib, const uint8_t *mad,
 	ev->pub.param.ud.private_data = ev->pd;
 	ev->pub.param.ud.private_data_len = SIDR_USER_PD;
 	sidr_ah(child, &ev->pub.param.ud.ah_attr);
-	channel_post(lib, listener, ev);
+	channel_post(listener, ev);
 }
 
 /* SIDR for a UD id (cma_resolve_ib_udp()): the service's QP comes back

@@ -69,7 +69,7 @@ static void fz_cep(const uint8_t *mad)
 		case 3:
 			cep_send_req(&c, m, &peer, 0);
 			c.state = CEP_REP_RCVD;
-			cep_send_rtu(&c, 0);
+			cep_send_rtu(&c);
 			break;
 		case 4: cep_send_sidr_req(&c, m, &peer, 10, 1, 0); break;
 		default: cep_sidr_req_received(&c, mad, &peer); break;

@@ -117,7 +117,7 @@ static void test_rep_then_rtu_and_duplicate_rep(void **state)
 	assert_int_equal(c.state, CEP_REP_RCVD);
 	assert_int_equal(c.remote_qpn, 0x77);
 	assert_int_equal(r.ev[0], CEP_EV_REP);
-	assert_int_equal(cep_send_rtu(&c, 11), 0);
+	assert_int_equal(cep_send_rtu(&c), 0);
 	assert_int_equal(attr_of(&r, 1), CM_ATTR_RTU);
 	assert_int_equal(c.state, CEP_ESTABLISHED);
 	/* The peer did not get the RTU: its REP again gets it again. */
@@ -163,7 +163,7 @@ static void test_passive_rej_and_rep_states(void **state)
 	cep_req_received(&c, req, &peer);
 	assert_int_equal(c.state, CEP_REQ_RCVD);
 	/* Nothing but a REP or a REJ fits now. */
-	assert_int_equal(cep_send_rtu(&c, 0), -EINVAL);
+	assert_int_equal(cep_send_rtu(&c), -EINVAL);
 	assert_int_equal(cep_send_dreq(&c, 0), -EINVAL);
 	assert_int_equal(cep_send_rej(&c, CM_REJ_REASON_CONSUMER_DEFINED, NULL,
 				      0, "no", 3, 0),
@@ -199,7 +199,7 @@ static void established(struct cep *c, struct rec *r)
 	req_sent(c, r);
 	peer_msg(m, CM_ATTR_REP, c->tid);
 	cep_input(c, m, 1);
-	assert_int_equal(cep_send_rtu(c, 1), 0);
+	assert_int_equal(cep_send_rtu(c), 0);
 	r->nev = 0;
 	r->nsent = 0;
 }
