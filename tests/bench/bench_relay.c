@@ -115,6 +115,18 @@ static void die(const char *what)
 
 /* ---- a client: one unix socket, raw frames ------------------------------ */
 
+/*
+ * The connections a pair's REQs and MRAs are spread over.  cm.c forms a
+ * connection's TIDs from its comm ID, so the daemon's sends on one
+ * connection share one TID, and ib_umad refuses a TID it is still
+ * sending: one connection's MADs leave one at a time, each after the
+ * last one's send completed, and a CM never has more than one of its
+ * own MADs of a connection out.  Sixteen in flight are therefore on
+ * sixteen connections, as they are when a host's many connections
+ * meet.
+ */
+#define REQ_CONNS 16
+
 struct client {
 	int fd;
 	int pair, side; /* side 0: A, 1: B */
@@ -122,16 +134,17 @@ struct client {
 	uint8_t rbuf[RBUF];
 	size_t have;
 	uint32_t rid;
-	unsigned inflight;      /* requests without a reply */
-	uint64_t received;      /* MADs delivered to it */
-	uint32_t host_id;       /* what its partner's MADs must name */
-	uint32_t peer_local;    /* the partner's comm ID, as seen */
+	unsigned inflight; /* requests without a reply */
+	uint64_t received; /* MADs delivered to it */
+	/* WL_REQ, WL_REPLY: the partner's comm IDs as seen here (A's
+	 * REQ_CONNS connections, in the order their REQs arrived), and the
+	 * connection a sender's next MAD is on */
+	uint32_t peers[REQ_CONNS];
+	unsigned npeers, next_conn;
 	uint32_t hs_id;         /* handshake: current guest comm ID */
 	uint16_t last_attr;     /* for a refusal's message */
 	int in_input;           /* client_input() is taking its frames */
-	uint32_t tid;           /* each MAD its own TID: a real port's
-					 * ib_umad refuses a send whose TID is
-					 * still outstanding */
+	uint32_t tid;           /* the client's TIDs, one a MAD */
 	uint32_t started, held; /* WL_HOLD: A's connections */
 };
 
@@ -300,8 +313,8 @@ static void send_mad(struct client *c, const uint8_t *mad)
 
 /* ---- workloads ----------------------------------------------------------- */
 
-/* WL_REQ: REQs that retransmit one comm ID per pair (the table stays
- * as it is); WL_REQ_FRESH: each REQ a new connection (a fresh comm ID),
+/* WL_REQ: REQs that retransmit the REQs of REQ_CONNS connections a pair,
+ * in turn (the table stays as it is); WL_REQ_FRESH: each REQ a new connection (a fresh comm ID),
  * which the partner rejects, as a storm of connection attempts makes the
  * table grow, the quota bind and TimeWait fill; WL_REPLY: MRAs routed by
  * comm ID; WL_HANDSHAKE: whole connections; WL_HOLD: connections
@@ -316,6 +329,25 @@ static uint64_t handshakes;
 static int measuring;
 static uint32_t hold_per_pair;
 
+/* A's comm ID of its connection k (of REQ_CONNS) in WL_REQ: apart from
+ * the other workloads' comm IDs. */
+static uint32_t req_comm_id(int pair, unsigned k)
+{
+	return 0x01000000u | (uint32_t)pair << 4 | (k % REQ_CONNS);
+}
+
+/* The partner's comm ID as seen here, learnt from a REQ. */
+static void learn_peer(struct client *c, uint32_t local)
+{
+	unsigned i;
+
+	for (i = 0; i < c->npeers; i++)
+		if (c->peers[i] == local)
+			return;
+	if (c->npeers < REQ_CONNS)
+		c->peers[c->npeers++] = local;
+}
+
 /* The MAD a sender sends in the throughput and latency workloads. */
 static void workload_mad(struct client *c, uint8_t *mad)
 {
@@ -324,17 +356,20 @@ static void workload_mad(struct client *c, uint8_t *mad)
 		/* Apart from the other workloads' comm IDs. */
 		cm_field_set(mad, CM_REQ_LOCAL_COMM_ID,
 			     wl == WL_REQ
-				     ? 0x100 + (uint32_t)c->pair
+				     ? req_comm_id(c->pair, c->next_conn++)
 				     : 0x20000000u | (c->tid & 0x0fffffff));
 		cm_set_gid(mad, CM_REQ_OFF_PRIMARY_LOCAL_GID, &c->gid);
 		cm_set_gid(mad, CM_REQ_OFF_PRIMARY_REMOTE_GID,
 			   &partner(c)->gid);
 	} else {
-		/* B's MRA of A's REQ: routed to A by A's host comm ID. */
+		/* B's MRA of one of A's REQs: routed to A by A's host
+		 * comm ID. */
+		unsigned k = c->next_conn++ % (c->npeers ? c->npeers : 1);
+
 		cm_mad_init(mad, CM_ATTR_MRA, ++c->tid);
 		cm_field_set(mad, CM_MRA_LOCAL_COMM_ID,
-			     0x200 + (uint32_t)c->pair);
-		cm_field_set(mad, CM_MRA_REMOTE_COMM_ID, c->peer_local);
+			     0x02000000u | (uint32_t)c->pair << 4 | k);
+		cm_field_set(mad, CM_MRA_REMOTE_COMM_ID, c->peers[k]);
 	}
 	wire_put64(mad + TS_OFF, now_ns());
 }
@@ -361,8 +396,8 @@ static void on_mad(struct client *c, const uint8_t *mad)
 	uint32_t local = wire_get32(mad + 24), remote = wire_get32(mad + 28);
 
 	c->received++;
-	if (attr == CM_ATTR_REQ)
-		c->peer_local = local; /* the sender's comm ID as seen here */
+	if (attr == CM_ATTR_REQ && wl == WL_REQ)
+		learn_peer(c, local);
 	if (wl == WL_REQ_FRESH && attr == CM_ATTR_REQ) {
 		/* B turns the connection down (cm_issue_rej(): no comm ID
 		 * of its own), which ends A's entry in TimeWait. */
@@ -870,33 +905,37 @@ static void memory_per_mapping(const char *bin, const char *dir, char *list)
 	bench_daemon_stop(&muxd);
 }
 
-/* For comm-ID routed replies each A sends one REQ; its B learns A's host
- * comm ID from it (the daemon translated it; the relay did not). */
+/* For comm-ID routed replies each A sends a REQ on each of its
+ * REQ_CONNS connections; its B learns A's host comm IDs from them (the
+ * daemon translated them; the relay did not). */
 static void setup_replies(void)
 {
 	uint8_t mad[MAD_SIZE];
 	uint64_t deadline = now_ns() + 5000000000ull;
+	unsigned k;
 	int i, done;
 
+	wl = WL_REQ; /* B only counts (and learns A's comm IDs) */
 	for (i = 0; i < npairs; i++)
-		clients[2 * i + 1].received = 0;
-	wl = WL_REQ; /* B only counts (and learns A's comm ID) */
-	for (i = 0; i < npairs; i++) {
-		cm_mad_init(mad, CM_ATTR_REQ, 1);
-		cm_field_set(mad, CM_REQ_LOCAL_COMM_ID, 0x100 + (uint32_t)i);
-		cm_set_gid(mad, CM_REQ_OFF_PRIMARY_LOCAL_GID,
-			   &clients[2 * i].gid);
-		cm_set_gid(mad, CM_REQ_OFF_PRIMARY_REMOTE_GID,
-			   &clients[2 * i + 1].gid);
-		send_mad(&clients[2 * i], mad);
-	}
+		for (k = 0; k < REQ_CONNS; k++) {
+			cm_mad_init(mad, CM_ATTR_REQ, ++clients[2 * i].tid);
+			cm_field_set(mad, CM_REQ_LOCAL_COMM_ID,
+				     req_comm_id(i, k));
+			cm_set_gid(mad, CM_REQ_OFF_PRIMARY_LOCAL_GID,
+				   &clients[2 * i].gid);
+			cm_set_gid(mad, CM_REQ_OFF_PRIMARY_REMOTE_GID,
+				   &clients[2 * i + 1].gid);
+			send_mad(&clients[2 * i], mad);
+		}
 	do {
 		pump(10);
 		for (done = 0, i = 0; i < npairs; i++)
-			done += clients[2 * i + 1].received > 0;
+			done += clients[2 * i + 1].npeers == REQ_CONNS;
 	} while (done < npairs && now_ns() < deadline);
 	if (done < npairs) {
-		fprintf(stderr, "bench: %d of %d REQs arrived\n", done, npairs);
+		fprintf(stderr,
+			"bench: %d of %d pairs' partners learnt all %d REQs\n",
+			done, npairs, REQ_CONNS);
 		exit(2);
 	}
 }

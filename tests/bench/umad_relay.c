@@ -22,7 +22,6 @@ struct umad_relay {
 	int port;
 	int fd, agent;
 	int ngids;
-	uint32_t tid_seq;
 	uint8_t gids[RELAY_GIDS][16];
 	uint8_t v2[RELAY_GIDS]; /* a RoCE v2 entry (the lab's GIDs are) */
 };
@@ -139,11 +138,14 @@ int umad_relay_send(struct umad_relay *ur, const struct proto_mad *m)
 	mad = umad_get_mad(buf);
 	memcpy(mad, m->mad, m->mad_len);
 	mad[MAD_OFF_CLASS_VERSION] = RELAY_CLASS_VERSION;
-	/* The clients' TIDs collide on the relay's one agent, and ib_umad
-	 * refuses a TID it is still sending (EINVAL): each MAD gets its
-	 * own, as the daemon's sends carry their connections' own.  One
-	 * still refused waits, as port_umad.c does. */
-	wire_put32(mad + MAD_OFF_TID + 4, ++ur->tid_seq);
+	/* The TID cm.c would give it, as the daemon's sends carry: the
+	 * sender's comm ID (the one it answers, when it has none yet, as
+	 * a REJ of a REQ), so that one connection's sends share one TID
+	 * here as there.  ib_umad refuses a TID it is still sending
+	 * (EINVAL): such a send waits, as port_umad.c's do. */
+	wire_put32(mad + MAD_OFF_TID + 4, cm_mad_sender_id(mad)
+						  ? cm_mad_sender_id(mad)
+						  : cm_mad_receiver_id(mad));
 	for (tries = 0;; tries++) {
 		errno = 0;
 		rc = umad_send(ur->fd, ur->agent, buf, m->mad_len, 0, 0);
