@@ -29,8 +29,9 @@ struct run_figures {
 	/* CPU per MAD delivered, in each closed-loop phase, microseconds */
 	double cpu_req1, cpu_req16, cpu_fresh1, cpu_fresh16, cpu_rep1,
 		cpu_rep16, cpu_hs, cpu_hs16;
-	/* More of the connection storm's two phases */
-	struct phase_cost fresh16_cost, hs_cost;
+	/* More of the routed phases with 16 in flight and of the
+	 * connection storm's two phases */
+	struct phase_cost req16_cost, rep16_cost, fresh16_cost, hs_cost;
 };
 
 #define MAX_ROUNDS 9

@@ -1091,14 +1091,14 @@ static void measure(const char *path, pid_t cpu_pid, pid_t cpu_tid, double secs,
 	r->req1 = phase_run(&cp, "req_by_gid_1_inflight", closed_run, secs, 1,
 			    &r->cpu_req1, NULL);
 	r->req16 = phase_run(&cp, "req_by_gid_16_inflight", closed_run, secs,
-			     16, &r->cpu_req16, NULL);
+			     16, &r->cpu_req16, &r->req16_cost);
 	setup_replies();
 	/* In the daemon the REQ made B's peer record; B's MRAs answer it. */
 	wl = WL_REPLY;
 	r->rep1 = phase_run(&cp, "reply_by_comm_id_1_inflight", closed_run,
 			    secs, 1, &r->cpu_rep1, NULL);
 	r->rep16 = phase_run(&cp, "reply_by_comm_id_16_inflight", closed_run,
-			     secs, 16, &r->cpu_rep16, NULL);
+			     secs, 16, &r->cpu_rep16, &r->rep16_cost);
 	drain();
 	wl = WL_REQ_FRESH;
 	r->fresh1 = phase_run(&cp, "req_fresh_1_inflight", closed_run, secs, 1,
@@ -1402,6 +1402,10 @@ int main(int argc, char **argv)
 		    b.fresh16_cost.runs);
 		FIG("daemon_runs_per_mad_handshakes", d.hs_cost.runs);
 		FIG("relay_runs_per_mad_handshakes", b.hs_cost.runs);
+		FIG("daemon_runs_per_mad_req_by_gid_16_inflight",
+		    d.req16_cost.runs);
+		FIG("daemon_runs_per_mad_reply_by_comm_id_16_inflight",
+		    d.rep16_cost.runs);
 		/* Through the port, against the relay that makes the same
 		 * umad writes and reads (its rates, its CPU per MAD). */
 		if (urelay.ur) {
@@ -1431,6 +1435,10 @@ int main(int argc, char **argv)
 			    u.fresh16_cost.runs);
 			FIG("umad_relay_runs_per_mad_handshakes",
 			    u.hs_cost.runs);
+			FIG("umad_relay_runs_per_mad_req_by_gid_16_inflight",
+			    u.req16_cost.runs);
+			FIG("umad_relay_runs_per_mad_reply_by_comm_id_16_inflight",
+			    u.rep16_cost.runs);
 		}
 		/* The daemon's by role: its workers do what the relay does
 		 * (sockets and routing), its umad threads what it does
@@ -1442,6 +1450,14 @@ int main(int argc, char **argv)
 		figure(key, v);                                                \
 	} while (0)
 		for (r = 0; r < ROLES; r++) {
+			ROLE_FIG("cpu_us", "req_by_gid_16_inflight",
+				 d.req16_cost.cpu_role[r]);
+			ROLE_FIG("cpu_us", "reply_by_comm_id_16_inflight",
+				 d.rep16_cost.cpu_role[r]);
+			ROLE_FIG("runs", "req_by_gid_16_inflight",
+				 d.req16_cost.runs_role[r]);
+			ROLE_FIG("runs", "reply_by_comm_id_16_inflight",
+				 d.rep16_cost.runs_role[r]);
 			ROLE_FIG("cpu_us", "req_fresh_16_inflight",
 				 d.fresh16_cost.cpu_role[r]);
 			ROLE_FIG("cpu_us", "handshakes", d.hs_cost.cpu_role[r]);
