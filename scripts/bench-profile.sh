@@ -18,6 +18,34 @@
 # report -i DIR/perf.data`), DIR/syscalls.txt, and a summary on stdout.
 set -euo pipefail
 
+mads_out() {
+	build/rdmacm-muxctl -S "$1" -j counters |
+		python3 -c 'import json,sys; print(sum(json.load(sys.stdin)["counters"]["mads_out"].values()))'
+}
+
+# Each thread role of process $1 (its threads' names without their
+# numbers) with its voluntary and involuntary context switches so far.
+switches() {
+	local t
+	for t in /proc/"$1"/task/*; do
+		awk '/^Name:/ { sub(/[0-9]+$/, "", $2); n = $2 }
+			/^voluntary_ctxt_switches:/ { v = $2 }
+			/^nonvoluntary_ctxt_switches:/ { i = $2 }
+			END { print n, v, i }' "$t/status" 2>/dev/null || true
+	done | awk '{ v[$1] += $2; i[$1] += $3 } END { for (r in v) print r, v[r], i[r] }'
+}
+
+# The profiled span (perf's workload, below): MADs and switches at its
+# start and end.
+if [ "${1:-}" = --span ]; then
+	mads_out "$2" >"$5/m0"
+	switches "$3" >"$5/switches-before.txt"
+	sleep "$4"
+	mads_out "$2" >"$5/m1"
+	switches "$3" >"$5/switches-after.txt"
+	exit 0
+fi
+
 daemon=build/rdmacm-muxd
 pairs=1024
 phase=req_by_gid_16_inflight
@@ -49,36 +77,20 @@ BENCH_PHASES=1 build/bench/bench_relay --daemon "$(realpath "$daemon")" \
 bench=$!
 trap 'kill $bench 2>/dev/null || true' EXIT
 
-mads_out() {
-	build/rdmacm-muxctl -S "$1" -j counters |
-		python3 -c 'import json,sys; print(sum(json.load(sys.stdin)["counters"]["mads_out"].values()))'
-}
-
-# Each thread role of process $1 (its threads' names without their
-# numbers) with its voluntary and involuntary context switches so far.
-switches() {
-	local t
-	for t in /proc/"$1"/task/*; do
-		awk '/^Name:/ { sub(/[0-9]+$/, "", $2); n = $2 }
-			/^voluntary_ctxt_switches:/ { v = $2 }
-			/^nonvoluntary_ctxt_switches:/ { i = $2 }
-			END { print n, v, i }' "$t/status" 2>/dev/null || true
-	done | awk '{ v[$1] += $2; i[$1] += $3 } END { for (r in v) print r, v[r], i[r] }'
-}
-
 while read -r line; do
 	echo "$line" >>"$out/bench.stderr"
 	[ "$line" = "bench: phase daemon $phase $pairs" ] || continue
 	pid=$(ps -eo pid=,ppid= | awk -v b=$bench '$2 == b {print $1}')
 	[ -n "$pid" ] || { echo "bench-profile: no daemon under bench_relay" >&2; exit 1; }
 	status=$(tr '\0' '\n' </proc/"$pid"/cmdline | grep -A1 -x -- -S | tail -n 1)
-	m0=$(mads_out "$status")
-	switches "$pid" >"$out/switches-before.txt"
-	perf stat -x, -o "$out/syscalls.txt" \
+	# The span is perf's workload, so that it starts once both perfs
+	# are attached (in a lab VM that takes seconds) and its counts are
+	# read when it ends, not when perf is done writing its data.
+	perf record -q -g -F 999 -p "$pid" -o "$out/perf.data" -- \
+		perf stat -x, -o "$out/syscalls.txt" \
 		-e 'syscalls:sys_enter_read,syscalls:sys_enter_readv,syscalls:sys_enter_recvfrom,syscalls:sys_enter_recvmsg,syscalls:sys_enter_sendmsg,syscalls:sys_enter_write,syscalls:sys_enter_writev,syscalls:sys_enter_sendto,syscalls:sys_enter_epoll_wait,syscalls:sys_enter_epoll_ctl,syscalls:sys_enter_futex' \
-		-p "$pid" -- perf record -q -g -F 999 -p "$pid" -o "$out/perf.data" -- sleep "$secs" 2>/dev/null
-	m1=$(mads_out "$status")
-	switches "$pid" >"$out/switches-after.txt"
+		-p "$pid" -- "$0" --span "$status" "$pid" "$secs" "$out" 2>/dev/null
+	m0=$(cat "$out/m0") m1=$(cat "$out/m1")
 	echo "bench-profile: $pairs pairs, phase $phase, $((m1 - m0)) MADs in ${secs} s"
 	# Context switches per MAD by thread role, a thread's own sleeps
 	# (voluntary: waits, lock contention) apart from its preemptions.
