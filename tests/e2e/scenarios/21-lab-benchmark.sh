@@ -48,14 +48,38 @@ trace_mean() {
 		"$LAB_SYNC/trace-$1.txt"
 }
 
+# The number of FUNC's calls in traced run NAME.
+trace_calls() {
+	awk -v f="$2" '$1 == f && $2 == "calls" { n = $3 } END { print n + 0 }' \
+		"$LAB_SYNC/trace-$1.txt"
+}
+
+# The share of round R's traced daemon run (its timed phases) that the
+# port's receive work spent in the daemon's received MADs
+# (round_ceiling()): near 1, that work is what bounds the daemon's rate.
+receive_busy() {
+	awk -v c="$(trace_calls "daemon-$1" ib_mad_recv_done)" -v n="$N" \
+		-v m="$(trace_mean "daemon-$1" ib_mad_recv_done)" \
+		-v cyc="$(rate_of "/tmp/vm-$1.txt" cycle_per_s)" \
+		'BEGIN { printf "%.2f\n", (cyc > 0 ? (c * m / 1e6) / (n / cyc) : 0) }'
+}
+
 # Round R's ceiling for KEY (connect, disconnect, cycle) that ib_umad
-# sets: the kernel CM's rate in the round had each of its connections
-# also waited, on its path, for what the daemon's umad sends and
-# receives cost beyond the kernel CM's own sends and receives (the
-# traced means: on a connect's path a REQ written and a REP received,
-# on a disconnect's a DREQ and a DREP), at the same WINDOW connections
-# in flight (Little's law).  What the daemon's ratio can reach on this
-# port; the gap between the two is the daemon's own.
+# sets, the lower of two:
+#  - latency: the kernel CM's rate in the round had each of its
+#    connections also waited, on its path, for what the daemon's umad
+#    sends and receives cost beyond the kernel CM's own sends and
+#    receives (the traced means: on a connect's path a REQ written and a
+#    REP received, on a disconnect's a DREQ and a DREP), at the same
+#    WINDOW connections in flight (Little's law);
+#  - receive work: the MAD layer takes a port's completions in one work
+#    item (its CQ's), one at a time, and ib_umad's receive handler
+#    resolves the sender's MAC inside it, so each MAD the daemon receives
+#    holds the port's receive path for ib_mad_recv_done's traced mean,
+#    however many are in flight: a phase with one received MAD a
+#    connection (a REP, a DREP) runs at most 1 / that mean.
+# What the daemon's ratio can reach on this port; the gap between the
+# two is the daemon's own.
 round_ceiling() {
 	awk -v rate="$(rate_of "/tmp/native-$1.txt" "$2_per_s")" -v w="$WINDOW" -v k="$2" \
 		-v wd="$(trace_mean "daemon-$1" ib_umad_write)" \
@@ -67,7 +91,9 @@ round_ceiling() {
 		x = k == "connect" ? c : k == "disconnect" ? d : c + d
 		if (x < 0) x = 0
 		l = w / rate * 1e6
-		printf "%.3f\n", l / (l + x)
+		lat = l / (l + x)
+		recv = rd > 0 ? 1e6 / (rd * (k == "cycle" ? 2 : 1)) / rate : lat
+		printf "%.3f\n", (recv < lat ? recv : lat)
 	}'
 }
 WINDOW=16
@@ -174,6 +200,9 @@ host_a() {
 					'BEGIN { printf "%.2f", c / n }') mean_us $mean"
 			done
 		done
+		# How busy the port's receive work was (receive_busy()).
+		[ -z "${LAB_TRACE:-}" ] ||
+			ok "lab-bench: round $r daemon receive_work_busy $(receive_busy "$r")"
 		# Each ratio, and with the trace the ceiling ib_umad set.
 		for k in connect disconnect cycle; do
 			ok "lab-bench: round $r connections=$N ${k}_ratio $(round_ratio "$r" ${k}_per_s)$(
