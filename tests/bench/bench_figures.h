@@ -62,4 +62,17 @@ void bench_figures_ratio(const struct run_figures *a,
 void bench_figures_against(struct bench_figures_out *o, int npairs,
 			   const struct run_figures *q);
 
+/* The daemon's rate and CPU per MAD in each phase against the umad
+ * relay's (the one that makes the same umad I/O), and the relay's runs
+ * per MAD. */
+void bench_figures_umad(struct bench_figures_out *o, int npairs,
+			const struct run_figures *d,
+			const struct run_figures *u);
+/* The daemon's CPU and runs per MAD by thread role in the phases that
+ * measure them: its workers do what the relay does (sockets and
+ * routing), its umad threads what it does not (the port's I/O). */
+void bench_figures_roles(struct bench_figures_out *o, int npairs,
+			 const struct run_figures *d,
+			 const char *const role_name[ROLES]);
+
 #endif

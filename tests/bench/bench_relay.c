@@ -1402,69 +1402,11 @@ int main(int argc, char **argv)
 		    b.fresh16_cost.runs);
 		FIG("daemon_runs_per_mad_handshakes", d.hs_cost.runs);
 		FIG("relay_runs_per_mad_handshakes", b.hs_cost.runs);
-		FIG("daemon_runs_per_mad_req_by_gid_16_inflight",
-		    d.req16_cost.runs);
-		FIG("daemon_runs_per_mad_reply_by_comm_id_16_inflight",
-		    d.rep16_cost.runs);
 		/* Through the port, against the relay that makes the same
-		 * umad writes and reads (its rates, its CPU per MAD). */
-		if (urelay.ur) {
-#define UMAD_FIG(phase_name, unit, rate, cpu)                               \
-	do {                                                                \
-		FIG(phase_name "_umad_relay_" unit, u.rate);                \
-		FIG(phase_name "_vs_umad_relay", d.rate / u.rate);          \
-		FIG("umad_relay_cpu_us_per_mad_" phase_name, u.cpu);        \
-		FIG("daemon_cpu_vs_umad_relay_" phase_name, d.cpu / u.cpu); \
-	} while (0)
-			UMAD_FIG("req_by_gid_1_inflight", "mads_per_s", req1,
-				 cpu_req1);
-			UMAD_FIG("req_by_gid_16_inflight", "mads_per_s", req16,
-				 cpu_req16);
-			UMAD_FIG("reply_by_comm_id_1_inflight", "mads_per_s",
-				 rep1, cpu_rep1);
-			UMAD_FIG("reply_by_comm_id_16_inflight", "mads_per_s",
-				 rep16, cpu_rep16);
-			UMAD_FIG("req_fresh_1_inflight", "mads_per_s", fresh1,
-				 cpu_fresh1);
-			UMAD_FIG("req_fresh_16_inflight", "mads_per_s", fresh16,
-				 cpu_fresh16);
-			UMAD_FIG("handshakes", "per_s", hs, cpu_hs);
-			UMAD_FIG("handshakes_16_inflight", "per_s", hs16,
-				 cpu_hs16);
-			FIG("umad_relay_runs_per_mad_req_fresh_16_inflight",
-			    u.fresh16_cost.runs);
-			FIG("umad_relay_runs_per_mad_handshakes",
-			    u.hs_cost.runs);
-			FIG("umad_relay_runs_per_mad_req_by_gid_16_inflight",
-			    u.req16_cost.runs);
-			FIG("umad_relay_runs_per_mad_reply_by_comm_id_16_inflight",
-			    u.rep16_cost.runs);
-		}
-		/* The daemon's by role: its workers do what the relay does
-		 * (sockets and routing), its umad threads what it does
-		 * not (the port's I/O, in the kernel's umad mostly). */
-#define ROLE_FIG(what, phase_name, v)                                          \
-	do {                                                                   \
-		snprintf(key, sizeof(key), "pairs=%d daemon_%s_per_mad_%s_%s", \
-			 npairs, what, phase_name, role_name[r]);              \
-		figure(key, v);                                                \
-	} while (0)
-		for (r = 0; r < ROLES; r++) {
-			ROLE_FIG("cpu_us", "req_by_gid_16_inflight",
-				 d.req16_cost.cpu_role[r]);
-			ROLE_FIG("cpu_us", "reply_by_comm_id_16_inflight",
-				 d.rep16_cost.cpu_role[r]);
-			ROLE_FIG("runs", "req_by_gid_16_inflight",
-				 d.req16_cost.runs_role[r]);
-			ROLE_FIG("runs", "reply_by_comm_id_16_inflight",
-				 d.rep16_cost.runs_role[r]);
-			ROLE_FIG("cpu_us", "req_fresh_16_inflight",
-				 d.fresh16_cost.cpu_role[r]);
-			ROLE_FIG("cpu_us", "handshakes", d.hs_cost.cpu_role[r]);
-			ROLE_FIG("runs", "req_fresh_16_inflight",
-				 d.fresh16_cost.runs_role[r]);
-			ROLE_FIG("runs", "handshakes", d.hs_cost.runs_role[r]);
-		}
+		 * umad writes and reads. */
+		if (urelay.ur)
+			bench_figures_umad(&fig_out, npairs, &d, &u);
+		bench_figures_roles(&fig_out, npairs, &d, role_name);
 		FIG("daemon_peak_rss_kb",
 		    (double)proc_figures_status_kb(muxd.pid, "VmHWM"));
 		if (nrun < MAX_PAIR_COUNTS) {
