@@ -57,7 +57,7 @@ QEMU_MSG_SRC := protocol/qemu_msg.c
 CONN_SRC     := mux/conn.c mux/conn_table.c mux/conn_restore.c mux/conn_store.c
 MUXD_SRC     := mux/main.c mux/config.c mux/mux.c mux/worker.c mux/delivery.c mux/session.c mux/outlet.c mux/port_senders.c mux/requests.c mux/outbound.c mux/qemu_client.c \
 		mux/router.c $(CONN_SRC) mux/clients.c mux/stats.c mux/port.c mux/port_answers.c mux/port_parked.c \
-		mux/port_sim.c mux/port_umad.c mux/unix_listener.c mux/lockfile.c mux/sdnotify.c mux/listen_fds.c mux/listener.c \
+		mux/port_sim.c mux/port_umad.c mux/port_ud.c mux/unix_listener.c mux/lockfile.c mux/sdnotify.c mux/listen_fds.c mux/listener.c \
 		mux/status.c mux/policy.c mux/admin.c mux/capture.c mux/qp_owner.c mux/neigh_nl.c mux/qp_registry.c $(IBDEV_SRC) $(QEMU_MSG_SRC)
 MUXCTL_SRC   := mux/ctl/muxctl.c mux/ctl/muxctl_status.c mux/ctl/muxctl_metrics.c mux/ctl/muxctl_top.c \
 		mux/ctl/muxctl_capture.c mux/ctl/muxctl_pcapng.c

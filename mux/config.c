@@ -65,6 +65,8 @@ static int config_add_qemu_socket(struct mux_config *cfg, const char *arg,
 				  char *err, size_t errlen);
 static int config_set_roce_version(struct mux_config *cfg, const char *arg,
 				   char *err, size_t errlen);
+static int config_set_ud_sender(struct mux_config *cfg, const char *arg,
+				char *err, size_t errlen);
 static int config_syslog(struct mux_config *cfg, const char *arg, char *err,
 			 size_t errlen);
 
@@ -102,6 +104,10 @@ static const struct config_option config_options[] = {
 	  "RoCE version (1 or 2) whose GID index the\n"
 	  "daemon sends from where an address is in the\n"
 	  "port's table twice (default 2)" },
+	{ "ud-sender", 0, CK_LIST, 0, 0, 0, 0, config_set_ud_sender, "DEV:PORT",
+	  "send clients' MADs on PORT from UD QPs of the\n"
+	  "daemon's own, not through umad (opt-in; needs\n"
+	  "CAP_NET_RAW on Linux 6.4 and later)" },
 	{ "qemu-socket", 0, CK_LIST, 0, 0, 0, 0, config_add_qemu_socket,
 	  "PORT[=PATH]",
 	  "also serve QEMU's pvrdma on PORT in the\n"
@@ -395,6 +401,27 @@ static int config_set_roce_version(struct mux_config *cfg, const char *arg,
 		}
 	}
 	snprintf(err, errlen, "'%s': no port %.*s", arg, (int)(eq - arg), arg);
+	return -ENOENT;
+}
+
+/* DEV:PORT, a umad port given before it. */
+static int config_set_ud_sender(struct mux_config *cfg, const char *arg,
+				char *err, size_t errlen)
+{
+	char name[64];
+	int i;
+
+	for (i = 0; i < cfg->nports; i++) {
+		struct port_spec *ps = &cfg->ports[i];
+
+		config_port_name(ps, name, sizeof(name));
+		if (ps->kind == PORT_SPEC_UMAD && strcmp(name, arg) == 0) {
+			ps->ud_sender = 1;
+			return 0;
+		}
+	}
+	snprintf(err, errlen,
+		 "'%s': no umad port of that name (give --port first)", arg);
 	return -ENOENT;
 }
 
@@ -1111,13 +1138,13 @@ static void config_format(struct mux_config *cfg, const struct config_option *o,
 					continue;
 				/* A sim port's GIDs by a hash: another table
 				 * of the same size is a change too. */
-				used += (size_t)snprintf(buf + used, len - used,
-							 "%s%s:%d/%d/%d/%08x",
-							 used ? "," : "",
-							 ps->name, ps->port_num,
-							 ps->roce_version,
-							 ps->ngids,
-							 config_gids_hash(ps));
+				used += (size_t)
+					snprintf(buf + used, len - used,
+						 "%s%s:%d/%d/%d/%d/%08x",
+						 used ? "," : "", ps->name,
+						 ps->port_num, ps->roce_version,
+						 ps->ud_sender, ps->ngids,
+						 config_gids_hash(ps));
 			}
 		} else if (o->add == config_add_qemu_socket) {
 			for (i = 0; i < cfg->nqemu && used < len; i++)

@@ -92,6 +92,7 @@ struct port_spec {
 	char name[32];    /* sim name, or device */
 	int port_num;     /* umad */
 	int roce_version; /* umad: 1 or 2, preferred where a GID has both */
+	int ud_sender;    /* umad: clients' MADs from UD QPs (port_ud.c) */
 	int ngids;
 	struct gid *gids; /* sim GID table (allocated) */
 };
@@ -341,6 +342,25 @@ struct port *mux_port_by_name(struct mux *mux, const char *name);
 /* ---- port_umad.c: a real port, through umad and verbs ------------------ */
 
 extern const struct port_ops port_umad_ops;
+
+/* ---- port_ud.c: a umad port's clients' MADs from UD QPs (opt-in) ------- */
+
+struct port_ud;
+/* nlanes UD QPs on dev's port_num with the GSI Q_Key: 0 with *out, or
+ * -errno (-EPERM: the Q_Key needs CAP_NET_RAW). */
+int port_ud_open(struct port_ud **out, const char *dev, int port_num,
+		 unsigned nlanes);
+void port_ud_close(struct port_ud *u);
+/* Lane 1..nlanes (one thread each) sends m from gid_index to its QP: 0
+ * once posted, -EOPNOTSUPP for a MAD this path does not take (umad
+ * does), or -errno. */
+int port_ud_send(struct port_ud *u, unsigned lane, const struct proto_mad *m,
+		 int gid_index);
+/* Any thread: a neighbour changed; every lane makes its address handles
+ * again. */
+void port_ud_forget(struct port_ud *u);
+/* Sends the device completed in error, so far. */
+uint64_t port_ud_send_errors(const struct port_ud *u);
 
 /* ---- port_sim.c: a simulated port (a unix datagram "fabric") ---------- */
 

@@ -94,6 +94,10 @@ struct umad_agent_port {
 	 * port_umad_send()). */
 	_Atomic uint32_t *recent_tids;
 	_Atomic uint64_t dup_waits; /* sends that waited so */
+	/* --ud-sender: clients' sends from UD QPs (port_ud.c), made with
+	 * the device's lanes and gone with them (under dev_lock). */
+	int want_ud;
+	struct port_ud *ud;
 };
 
 #define UMAD_RECENT_TIDS 65536u
@@ -234,6 +238,35 @@ static int port_umad_open_send_lanes(struct port *p, int reopen)
 	return n;
 }
 
+/* --ud-sender's QPs, one for each sender thread; without them (the
+ * Q_Key refused, no verbs) the sends go through umad, as said once. */
+static void port_umad_open_ud(struct port *p)
+{
+	struct umad_agent_port *up = p->priv;
+	struct port_ud *ud;
+	int rc;
+
+	if (!up->want_ud)
+		return;
+	rc = port_ud_open(&ud, up->dev, up->port_num, PORT_SENDERS);
+	if (rc) {
+		log_fwarn(
+			&(struct log_fields){ .port = p->name }, -rc,
+			rc == -EPERM
+				? "umad port %s: --ud-sender: the GSI Q_Key is refused (it needs CAP_NET_RAW on Linux 6.4 and later); sending through umad"
+				: "umad port %s: --ud-sender: cannot make its UD QPs; sending through umad",
+			p->name);
+		return;
+	}
+	pthread_rwlock_wrlock(&up->dev_lock);
+	up->ud = ud;
+	pthread_rwlock_unlock(&up->dev_lock);
+	log_finfo(
+		&(struct log_fields){ .port = p->name },
+		"umad port %s: --ud-sender: clients' MADs leave from %d UD QPs",
+		p->name, PORT_SENDERS);
+}
+
 /* Open the device port, register the CM agent, read the GID table.
  * On a reopen the failures are expected (the device is still gone) and
  * the port state is announced. */
@@ -316,6 +349,7 @@ static int port_umad_attach(struct port *p, int reopen)
 		&(struct log_fields){ .port = p->name },
 		"umad port %s: agent %d on %s port %d, %d GIDs, RoCE, %d send agents",
 		p->name, rl->agent, up->dev, up->port_num, up->ngids, nsend);
+	port_umad_open_ud(p);
 	return 0;
 }
 
@@ -364,6 +398,13 @@ static void port_umad_detach(struct port *p)
 			umad_close_port(l->fd);
 		l->agent = l->fd = -1;
 	}
+	if (port_ud_send_errors(up->ud))
+		log_fwarn(&(struct log_fields){ .port = p->name }, 0,
+			  "umad port %s: %llu UD sends completed in error",
+			  p->name,
+			  (unsigned long long)port_ud_send_errors(up->ud));
+	port_ud_close(up->ud);
+	up->ud = NULL;
 	pthread_rwlock_unlock(&up->dev_lock);
 	pthread_mutex_lock(&up->gid_lock);
 	memset(up->valid, 0, sizeof(up->valid));
@@ -401,6 +442,7 @@ static int port_umad_open(struct port *p, const struct port_spec *spec)
 		up->lanes[i].fd = up->lanes[i].agent = -1;
 	}
 	up->roce_version = spec->roce_version;
+	up->want_ud = spec->ud_sender;
 	up->send_rl = (struct log_ratelimit)LOG_RATELIMIT_INIT(5, 1);
 	pthread_mutex_init(&up->gid_lock, NULL);
 	pthread_rwlock_init(&up->dev_lock, NULL);
@@ -495,7 +537,13 @@ static void port_umad_rx(evutil_socket_t fd, short what, void *arg)
 
 static void port_umad_neigh_ready(void *arg, const uint8_t *gid)
 {
-	port_parked_ready(arg, gid, mux_now_ms());
+	struct port *p = arg;
+	struct umad_agent_port *up = p->priv;
+
+	/* A UD sender's address handles hold the MACs they were made
+	 * with (port_ud.c). */
+	port_ud_forget(up->ud);
+	port_parked_ready(p, gid, mux_now_ms());
 }
 
 static void port_umad_neigh_rx(evutil_socket_t fd, short what, void *arg)
@@ -627,6 +675,14 @@ static int port_umad_send(struct port *p, const struct proto_mad *m,
 	uint64_t suppressed;
 	int rc;
 
+	if (up->want_ud && lane >= 1) {
+		pthread_rwlock_rdlock(&up->dev_lock);
+		rc = up->ud ? port_ud_send(up->ud, lane, m, gid_index)
+			    : -EOPNOTSUPP;
+		pthread_rwlock_unlock(&up->dev_lock);
+		if (rc != -EOPNOTSUPP)
+			goto out;
+	}
 	memset(buf, 0, sizeof(buf));
 	um->addr.qpn = htonl(m->addr.remote_qpn);
 	um->addr.qkey = htonl(m->addr.qkey);
@@ -643,6 +699,7 @@ static int port_umad_send(struct port *p, const struct proto_mad *m,
 	rc = port_umad_write_waiting(up, lane, buf, m->mad_len,
 				     (uint32_t)wire_get64(m->mad +
 							  MAD_OFF_TID));
+out:
 	/* Any sender may get here, so the warning is rate-limited. */
 	if (rc < 0 && log_ratelimit_allow(&up->send_rl, &suppressed))
 		log_fwarn(

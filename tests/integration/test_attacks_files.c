@@ -197,7 +197,8 @@ static void config_refused(const char *file, const char *text, const char *why)
 
 /* A configuration an admin got wrong, or someone else planted, is
  * refused as start-up would refuse it: a value of the wrong type, a QEMU
- * socket for no port, a port given twice, a socket path bind() cannot
+ * socket for no port, a port given twice, a UD sender for a port that
+ * is not umad's, a socket path bind() cannot
  * take, two sockets on one path, and a FIFO for the file or the policy
  * (refused at once, not read for ever). */
 static void test_hostile_configuration(void **state)
@@ -220,6 +221,11 @@ static void test_hostile_configuration(void **state)
 		"qemu-socket mlx9_0:1: no such port");
 	config_refused(conf, "{\"sim-port\": [\"sim0\", \"sim1\", \"sim0\"]}",
 		       "port sim0 given twice");
+	/* The UD sender is a umad port's: a sim port has no QPs. */
+	config_refused(
+		conf,
+		"{\"sim-port\": \"sim0=fd00::1\", \"ud-sender\": \"sim0\"}",
+		"'sim0': no umad port of that name");
 	snprintf(text, sizeof(text),
 		 "{\"sim-port\": \"sim0\", \"status-socket\": \"/tmp/%0120d\"}",
 		 0);
