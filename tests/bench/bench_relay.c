@@ -1213,6 +1213,7 @@ int main(int argc, char **argv)
 		{ "mappings", required_argument, NULL, 'm' },
 		{ "against", required_argument, NULL, 'a' },
 		{ "capture", no_argument, NULL, 'c' },
+		{ "daemon-arg", required_argument, NULL, 'D' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *bin = getenv("RDMACM_MUXD") ? getenv("RDMACM_MUXD")
@@ -1222,7 +1223,10 @@ int main(int argc, char **argv)
 	char rm_dir[160], key[96], *tok, *save = NULL;
 	struct run_figures d, b, u, q, dr[MAX_ROUNDS], br[MAX_ROUNDS],
 		ur[MAX_ROUNDS], ar[MAX_ROUNDS];
-	const char *against_bin = NULL, *capture_args[3] = { NULL };
+	/* The measured daemon's own arguments: the capture's socket, then
+	 * --daemon-arg's (as the lab's --ud-sender). */
+	const char *against_bin = NULL, *daemon_args[16] = { NULL };
+	int ndargs = 2;
 	char against_dir[64], admin[80];
 	unsigned long captured[MAX_ROUNDS];
 	int with_capture = 0;
@@ -1259,6 +1263,14 @@ int main(int argc, char **argv)
 		case 'G': gid_base = optarg; break;
 		case 'a': against_bin = optarg; break;
 		case 'c': with_capture = 1; break;
+		case 'D':
+			if (ndargs >= 15) {
+				fprintf(stderr,
+					"bench: too many --daemon-arg\n");
+				return 2;
+			}
+			daemon_args[ndargs++] = optarg;
+			break;
 		default: return 2;
 		}
 	}
@@ -1293,8 +1305,8 @@ int main(int argc, char **argv)
 		die("mkdir");
 	snprintf(admin, sizeof(admin), "%s/admin.sock", dir);
 	if (with_capture) {
-		capture_args[0] = "--admin-socket";
-		capture_args[1] = admin;
+		daemon_args[0] = "--admin-socket";
+		daemon_args[1] = admin;
 	}
 	fig_out.results = json_object();
 	cap_lat = 4000000;
@@ -1316,7 +1328,8 @@ int main(int argc, char **argv)
 			return 2;
 		use_daemon = 1;
 		bench_daemon_start(&muxd, bin, dir, npairs, umad_port,
-				   capture_args);
+				   with_capture ? daemon_args
+						: daemon_args + 2);
 		if (against_bin)
 			bench_daemon_start(&against_muxd, against_bin,
 					   against_dir, npairs, NULL, NULL);

@@ -46,8 +46,11 @@ vm_session_ok() {
 	grep -q "$1: disconnected" "/tmp/$1.log" || fail "$1 saw no disconnect"
 }
 
+# LAB_DAEMON_ARGS: more options for every daemon a scenario starts (as
+# LAB_DAEMON_ARGS="--ud-sender rxe0:1" make check-conformance).
 start_daemon() {
-	"$B/rdmacm-muxd" --port rxe0:1 -s /tmp/m.sock -S /tmp/s.sock "$@" 2>/tmp/d.log &
+	# shellcheck disable=SC2086
+	"$B/rdmacm-muxd" --port rxe0:1 -s /tmp/m.sock -S /tmp/s.sock "$@" $LAB_DAEMON_ARGS 2>/tmp/d.log &
 	DAEMON_PID=$!
 	wait_for test -S /tmp/s.sock || fail "daemon did not start"
 	export RDMACM_MUX_SOCKET=/tmp/m.sock RDMACM_MUX_STATUS=/tmp/s.sock
@@ -128,8 +131,9 @@ qemu_client_back() {
 			grep -qx "::ffff:$GUEST_IP"
 }
 restart_daemon() {
+	# shellcheck disable=SC2086
 	"$B/rdmacm-muxd" --port rxe0:1 -s /tmp/m.sock -S /tmp/s.sock --qemu-socket rxe0:1 \
-		2>>/tmp/d.log &
+		$LAB_DAEMON_ARGS 2>>/tmp/d.log &
 	DAEMON_PID=$!
 	wait_for "$B/rdmacm-muxctl" -t 200 status >/dev/null 2>&1 || fail "daemon did not start again"
 	wait_for qemu_client_back || { status_json; fail "QEMU did not come back with its GID"; }

@@ -25,7 +25,7 @@ for f in "${SCEN[@]}"; do
 	LAB_TWO=0 MODULES_A=$NO_KCM MODULES_B=$NO_KCM LAB_OPTS=""
 	unset -f host_prepare
 	. "$f"
-	pre="set -e; export LAB_BENCH='${LAB_BENCH:-}' CONF_CASES='${CONF_CASES:-}' CONF_VERBOSE='${CONF_VERBOSE:-}' LAB_PROFILE='${LAB_PROFILE:-}' LAB_TRACE='${LAB_TRACE:-}'; cd '$REPO'; . tests/e2e/lib.sh; . '$f'; set +e"
+	pre="set -e; export LAB_BENCH='${LAB_BENCH:-}' CONF_CASES='${CONF_CASES:-}' CONF_VERBOSE='${CONF_VERBOSE:-}' LAB_PROFILE='${LAB_PROFILE:-}' LAB_TRACE='${LAB_TRACE:-}' LAB_DAEMON_ARGS='${LAB_DAEMON_ARGS:-}'; cd '$REPO'; . tests/e2e/lib.sh; . '$f'; set +e"
 	echo "== $name"
 	if declare -F host_prepare >/dev/null && ! out=$(host_prepare 2>&1); then
 		FAILED=$((FAILED + 1))

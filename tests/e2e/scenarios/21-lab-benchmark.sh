@@ -233,8 +233,11 @@ host_a() {
 	done
 	# bench_relay's clients are 10.77.1.1, 10.77.1.2, ...: addresses here.
 	for i in $(seq 16); do add_ip "10.77.1.$i"; done
+	# (LAB_DAEMON_ARGS, as the daemons start_daemon() starts have them)
+	# shellcheck disable=SC2046
 	timeout 900 "$B/bench/bench_relay" --port rxe0:1 --gid-base ::ffff:10.77.1.0 --pairs "$PAIRS" \
-		--seconds "$SECS" --rounds "$ROUNDS" >/tmp/relay.txt 2>&1 ||
+		--seconds "$SECS" --rounds "$ROUNDS" $(for a in ${LAB_DAEMON_ARGS:-}; do
+			echo "--daemon-arg=$a"; done) >/tmp/relay.txt 2>&1 ||
 		{ cat /tmp/relay.txt; tail -n 20 /tmp/rcm-bench.*/daemon.log;
 		  fail "bench_relay on the umad port"; }
 	grep -E "ratio|per_s|cpu_us|runs_per|vs_umad_relay|round_trip|latency_p99|waited" /tmp/relay.txt |
