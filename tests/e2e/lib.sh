@@ -54,6 +54,18 @@ start_daemon() {
 	DAEMON_PID=$!
 	wait_for test -S /tmp/s.sock || fail "daemon did not start"
 	export RDMACM_MUX_SOCKET=/tmp/m.sock RDMACM_MUX_STATUS=/tmp/s.sock
+	daemon_args_took
+}
+
+# An option given by LAB_DAEMON_ARGS that the daemon did not take up
+# would have the scenario judge the daemon without it.
+daemon_args_took() {
+	case " ${LAB_DAEMON_ARGS:-} " in
+	*" --ud-sender "*)
+		grep -q "clients' MADs leave from [0-9]* UD QPs" /tmp/d.log ||
+			{ cat /tmp/d.log; fail "LAB_DAEMON_ARGS: no UD sender"; }
+		ok "daemon with $LAB_DAEMON_ARGS: its MADs leave from UD QPs" ;;
+	esac
 }
 
 stop_daemon() {
