@@ -48,6 +48,20 @@ trace_mean() {
 		"$LAB_SYNC/trace-$1.txt"
 }
 
+# The host's CPU time so far, all CPUs: "TOTAL IDLE" in clock ticks
+# (idle with iowait; steal and guest left out).
+cpu_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $5 + $6 + $7 + $8, $5 + $6 }' /proc/stat; }
+# cpu_spent NAME BEFORE AFTER: what run NAME cost the host, as "ms of
+# CPU a connection" and the share of the CPUs busy meanwhile (near 1:
+# the run was bound by the host's CPUs, not by anything it waited for).
+cpu_spent() {
+	set -- "$1" $2 $3
+	awk -v n="$N" -v hz="$(getconf CLK_TCK)" -v t0="$2" -v i0="$3" -v t1="$4" -v i1="$5" \
+		'BEGIN { b = (t1 - t0) - (i1 - i0)
+			printf "cpu_ms_per_connection %.2f cpus_busy %.2f\n", b * 1000 / hz / n,
+				(t1 > t0 ? b / (t1 - t0) : 0) }'
+}
+
 # The number of FUNC's calls in traced run NAME.
 trace_calls() {
 	awk -v f="$2" '$1 == f && $2 == "calls" { n = $3 } END { print n + 0 }' \
@@ -168,18 +182,22 @@ host_a() {
 	# round's two runs side by side: this host's rates move by half
 	# from one minute to the next, so one run of each compares little.
 	for r in $(seq "$CM_ROUNDS"); do
+		c0=$(cpu_ticks)
 		traced native-$r profiled native timeout 300 "$B/bench/cm_rate" -c "$N" -w "$WINDOW" -a "$LAB_PEER_IP" \
 			-b "$LAB_IP" >/tmp/native-$r.txt 2>&1 ||
 			{ cat /tmp/native-$r.txt; fail "native cm_rate"; }
+		ok "lab-bench: round $r native $(cpu_spent native "$c0" "$(cpu_ticks)")"
 		# The daemon needs the CM class to itself: the kernel CM goes.
 		modprobe -r rdma_ucm rdma_cm iw_cm ib_cm || fail "cannot unload the kernel CM"
 		start_daemon
 		# A send agent for each sender thread (port_umad.c): on one
 		# umad file the sends would leave one at a time.
 		grep -q "RoCE, 8 send agents" /tmp/d.log || { cat /tmp/d.log; fail "send agents"; }
+		c0=$(cpu_ticks)
 		traced daemon-$r profiled daemon timeout 300 "$B/bench/cm_rate_vm" --gid 10.77.0.11 --connect "$LAB_PEER_IP" \
 			--qp-port rxe0:1 -c "$N" -w "$WINDOW" >/tmp/vm-$r.txt 2>&1 ||
 			{ cat /tmp/vm-$r.txt; fail "cm_rate_vm"; }
+		ok "lab-bench: round $r daemon $(cpu_spent daemon "$c0" "$(cpu_ticks)")"
 		ok "lab-bench: round $r connections=$N daemon_retransmissions $(rate_of /tmp/vm-$r.txt retransmissions)"
 		# The same cm_rate as the kernel CM's run, through the daemon
 		# (librdmacm-mux): what a host program pays, QPs moved by the
