@@ -151,6 +151,7 @@ enum {
 struct conn {
 	struct rdma_cm_id *id;
 	int state;
+	double t_disc, disc_s; /* rdma_disconnect(), and to DISCONNECTED */
 };
 
 static struct conn *conns;
@@ -207,7 +208,10 @@ static int run_phase(struct rdma_event_channel *ch, int want,
 			c->state = make_qp(c->id) ? C_FAILED : C_READY;
 			break;
 		case RDMA_CM_EVENT_ESTABLISHED: c->state = C_UP; break;
-		case RDMA_CM_EVENT_DISCONNECTED: c->state = C_DOWN; break;
+		case RDMA_CM_EVENT_DISCONNECTED:
+			c->state = C_DOWN;
+			c->disc_s = now_s() - c->t_disc;
+			break;
 		default:
 			fprintf(stderr,
 				"cm_rate: connection %ld: %s (status %d)\n",
@@ -247,12 +251,13 @@ static int start_connect(struct conn *c)
 
 static int start_disconnect(struct conn *c)
 {
+	c->t_disc = now_s();
 	return rdma_disconnect(c->id);
 }
 
 static int client(struct rdma_event_channel *ch)
 {
-	double t0, t_conn, t_disc;
+	double t0, t_conn, t_disc, disc_sum = 0;
 	unsigned i, up = 0, down = 0;
 
 	conns = calloc(nconns, sizeof(*conns));
@@ -277,6 +282,8 @@ static int client(struct rdma_event_channel *ch)
 	t_disc = now_s() - t0;
 	for (i = 0; i < nconns; i++) {
 		down += conns[i].state == C_DOWN;
+		if (conns[i].state == C_DOWN)
+			disc_sum += conns[i].disc_s;
 		drop_id(conns[i].id);
 	}
 	printf("cm_rate: connections %u\n", nconns);
@@ -285,6 +292,9 @@ static int client(struct rdma_event_channel *ch)
 	printf("cm_rate: connect_per_s %.1f\n", up / t_conn);
 	printf("cm_rate: disconnect_per_s %.1f\n", down / t_disc);
 	printf("cm_rate: cycle_per_s %.1f\n", down / (t_conn + t_disc));
+	/* A disconnect's own time, from its call to its event. */
+	printf("cm_rate: disconnect_ms %.2f\n",
+	       down ? disc_sum * 1e3 / down : 0);
 	return up == nconns && down == nconns ? 0 : 1;
 }
 

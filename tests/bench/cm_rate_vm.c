@@ -46,6 +46,11 @@ struct rate {
 	struct muxbe_qp **qp; /* connection i's */
 	int sgid_index;
 	uint32_t *sq_psn; /* connection i's: the peer's Starting PSN */
+	/* connection i's DREQ: sent, its verdict, its DREP (DISCONNECTED);
+	 * its sends and verdicts so far (a connection's are answered in
+	 * order: they take one sender thread), and the DREQ's number */
+	double *t_dreq, *t_dreq_verdict, *t_down;
+	unsigned *sent_n, *verdict_n, *dreq_n;
 	unsigned up, down, failed, send_errors;
 	unsigned long sends, verdicts; /* every send is answered */
 	uint8_t bufs[RECV_BUFS][MUXBE_RECV_BUF_MIN];
@@ -78,15 +83,22 @@ static int send_mad(void *ctx, const uint8_t *mad, const struct gid *dst)
 		.remote_qpn = GSI_QPN,
 		.qkey = GSI_QKEY,
 	};
+	struct gcm *g = ctx;
+	size_t i = (size_t)(g - R.cm);
 	int rc;
 
-	(void)ctx;
 	memcpy(a.local_gid, R.gid.raw, 16);
 	memcpy(a.remote_gid, dst->raw, 16);
-	rc = muxbe_send_mad(R.mb, &a, mad, MAD_SIZE, NULL);
-	if (rc == 0)
-		R.sends++;
-	return rc;
+	rc = muxbe_send_mad(R.mb, &a, mad, MAD_SIZE, g);
+	if (rc)
+		return rc;
+	R.sends++;
+	R.sent_n[i]++;
+	if (cm_mad_attr_id(mad) == CM_ATTR_DREQ && R.t_dreq[i] == 0) {
+		R.t_dreq[i] = now_s();
+		R.dreq_n[i] = R.sent_n[i];
+	}
+	return 0;
 }
 
 static void on_event(void *ctx, enum gcm_event ev, int detail)
@@ -95,7 +107,10 @@ static void on_event(void *ctx, enum gcm_event ev, int detail)
 
 	switch (ev) {
 	case GCM_EV_CONNECTED: R.up++; break;
-	case GCM_EV_DISCONNECTED: R.down++; break;
+	case GCM_EV_DISCONNECTED:
+		R.down++;
+		R.t_down[g - R.cm] = now_s();
+		break;
 	case GCM_EV_REJECTED:
 	case GCM_EV_TIMEOUT:
 		fprintf(stderr, "cm_rate_vm: connection 0x%08x: %s %d\n",
@@ -203,9 +218,13 @@ static void on_recv(void *user, void *buf_ctx, void *buf, size_t mad_len,
 static void on_send_done(void *user, void *send_ctx, int status,
 			 const char *msg)
 {
+	struct gcm *g = send_ctx;
+	size_t i = (size_t)(g - R.cm);
+
 	(void)user;
-	(void)send_ctx;
 	R.verdicts++;
+	if (g && ++R.verdict_n[i] == R.dreq_n[i])
+		R.t_dreq_verdict[i] = now_s();
 	if (status < 0 && R.send_errors++ < 5)
 		fprintf(stderr, "cm_rate_vm: send refused: %s\n", msg);
 }
@@ -272,6 +291,30 @@ static int run_phase(unsigned *count, int (*start)(struct gcm *g, uint64_t now),
 			gcm_tick(&R.cm[i], now);
 	}
 	return 0;
+}
+
+/* Where a disconnect's time went: from its DREQ to its DISCONNECTED
+ * (cm_rate's disconnect_ms), and of that, until the daemon's verdict on
+ * the DREQ (checked, routed and written to the port; the DREP can come
+ * first). */
+static void disconnect_split(void)
+{
+	double total = 0, send = 0;
+	unsigned i, n = 0, nv = 0;
+
+	for (i = 0; i < R.n; i++) {
+		if (R.t_dreq[i] == 0 || R.t_down[i] < R.t_dreq[i])
+			continue;
+		total += R.t_down[i] - R.t_dreq[i];
+		n++;
+		if (R.t_dreq_verdict[i]) {
+			send += R.t_dreq_verdict[i] - R.t_dreq[i];
+			nv++;
+		}
+	}
+	printf("cm_rate: disconnect_ms %.2f\n", n ? total * 1e3 / n : 0);
+	printf("cm_rate: disconnect_verdict_ms %.2f\n",
+	       nv ? send * 1e3 / nv : 0);
 }
 
 int main(int argc, char **argv)
@@ -344,7 +387,15 @@ int main(int argc, char **argv)
 	R.cm = calloc(R.n, sizeof(*R.cm));
 	R.qp = calloc(R.n, sizeof(*R.qp));
 	R.sq_psn = calloc(R.n, sizeof(*R.sq_psn));
-	if (R.cm == NULL || R.qp == NULL || R.sq_psn == NULL)
+	R.t_dreq = calloc(R.n, sizeof(double));
+	R.t_dreq_verdict = calloc(R.n, sizeof(double));
+	R.t_down = calloc(R.n, sizeof(double));
+	R.sent_n = calloc(R.n, sizeof(unsigned));
+	R.verdict_n = calloc(R.n, sizeof(unsigned));
+	R.dreq_n = calloc(R.n, sizeof(unsigned));
+	if (R.cm == NULL || R.qp == NULL || R.sq_psn == NULL ||
+	    R.t_dreq == NULL || R.t_dreq_verdict == NULL || R.t_down == NULL ||
+	    R.sent_n == NULL || R.verdict_n == NULL || R.dreq_n == NULL)
 		return 1;
 	c = verbs_open(R.qp_port);
 	if (c < 0) {
@@ -394,6 +445,7 @@ int main(int argc, char **argv)
 	for (i = 0, retx = 0; i < R.n; i++)
 		retx += R.cm[i].retransmissions;
 	printf("cm_rate: retransmissions %llu\n", (unsigned long long)retx);
+	disconnect_split();
 	printf("cm_rate: sends %lu\n", R.sends);
 	printf("cm_rate: verdicts_missing %lu\n", R.sends - R.verdicts);
 	muxbe_close(R.mb);

@@ -221,6 +221,10 @@ host_a() {
 		# How busy the port's receive work was (receive_busy()).
 		[ -z "${LAB_TRACE:-}" ] ||
 			ok "lab-bench: round $r daemon receive_work_busy $(receive_busy "$r")"
+		# Where a disconnect's time goes: its own time from its call
+		# (or DREQ) to its DISCONNECTED (or DREP) on each side, and on
+		# the daemon's how much of it came before the DREQ's verdict.
+		ok "lab-bench: round $r disconnect_ms native $(rate_of /tmp/native-$r.txt disconnect_ms) daemon $(rate_of /tmp/vm-$r.txt disconnect_ms) of_which_until_verdict $(rate_of /tmp/vm-$r.txt disconnect_verdict_ms)"
 		# Each ratio, and with the trace the ceiling ib_umad set.
 		for k in connect disconnect cycle; do
 			ok "lab-bench: round $r connections=$N ${k}_ratio $(round_ratio "$r" ${k}_per_s)$(
