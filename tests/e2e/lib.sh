@@ -48,6 +48,33 @@ vm_session_ok() {
 
 # LAB_DAEMON_ARGS: more options for every daemon a scenario starts (as
 # LAB_DAEMON_ARGS="--ud-sender rxe0:1" make check-conformance).
+# A demo VM NAME (rdmacm-mux-vm with ARGS) run to its end, its log
+# shown, its exit status and its session checked (vm_session_ok).
+vm_run_checked() {
+	local name=$1 rc=0
+	shift
+	"$B/rdmacm-mux-vm" --name "$name" "$@" >"/tmp/$name.log" 2>&1 || rc=$?
+	vm_checked "$name" "$rc"
+}
+# The same for a VM started in the background (VM_PID) once it listens.
+vm_start_listening() {
+	local name=$1
+	shift
+	"$B/rdmacm-mux-vm" --name "$name" "$@" >"/tmp/$name.log" 2>&1 &
+	VM_PID=$!
+	wait_for grep -q listening "/tmp/$name.log" || fail "$name did not start"
+}
+vm_wait_checked() {
+	local rc=0
+	wait "$VM_PID" || rc=$?
+	vm_checked "$1" "$rc"
+}
+vm_checked() {
+	cat "/tmp/$1.log"
+	[ "$2" = 0 ] || fail "$1 exit status $2"
+	vm_session_ok "$1"
+}
+
 start_daemon() {
 	# shellcheck disable=SC2086
 	"$B/rdmacm-muxd" --port rxe0:1 -s /tmp/m.sock -S /tmp/s.sock "$@" $LAB_DAEMON_ARGS 2>/tmp/d.log &

@@ -9,12 +9,8 @@ host_a() {
 	add_ip 10.77.0.11
 	start_daemon
 	await server-up
-	local rc=0
-	"$B/rdmacm-mux-vm" --name vm1 --gid 10.77.0.11 --connect "$LAB_PEER_IP" \
-		--rdma-port 7471 --device rxe0 --run-ms 30000 >/tmp/vm1.log 2>&1 || rc=$?
-	cat /tmp/vm1.log
-	[ "$rc" = 0 ] || fail "vm1 exit status $rc"
-	vm_session_ok vm1
+	vm_run_checked vm1 --gid 10.77.0.11 --connect "$LAB_PEER_IP" --rdma-port 7471 \
+		--device rxe0 --run-ms 30000
 	ok "vm1: connected to ucmatose, 10 messages each way, disconnected"
 	stop_daemon
 }

@@ -7,16 +7,9 @@ MODULES_B=$WITH_KCM
 host_a() {
 	add_ip 10.77.0.12
 	start_daemon
-	local rc=0
-	"$B/rdmacm-mux-vm" --name vm2 --gid 10.77.0.12 --listen 7471 --device rxe0 \
-		--run-ms 40000 >/tmp/vm2.log 2>&1 &
-	local vm=$!
-	wait_for grep -q listening /tmp/vm2.log || fail "vm2 did not start"
+	vm_start_listening vm2 --gid 10.77.0.12 --listen 7471 --device rxe0 --run-ms 40000
 	signal vm-up
-	wait $vm || rc=$?
-	cat /tmp/vm2.log
-	[ "$rc" = 0 ] || fail "vm2 exit status $rc"
-	vm_session_ok vm2
+	vm_wait_checked vm2
 	ok "vm2: accepted ucmatose, 10 messages each way, disconnected"
 	stop_daemon
 }

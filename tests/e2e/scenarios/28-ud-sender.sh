@@ -29,28 +29,19 @@ umad_writes() {
 }
 
 host_a() {
-	local rc=0 vm writes
+	local writes
 	add_ip 10.77.0.11
 	add_ip 10.77.0.12
 	start_daemon --ud-sender rxe0:1
 	grep -q "clients' MADs leave from 8 UD QPs" /tmp/d.log || { cat /tmp/d.log; fail "no UD sender"; }
 	umad_writes_start
 	await server-up
-	"$B/rdmacm-mux-vm" --name vm1 --gid 10.77.0.11 --connect "$LAB_PEER_IP" \
-		--rdma-port 7471 --device rxe0 --run-ms 30000 >/tmp/vm1.log 2>&1 || rc=$?
-	cat /tmp/vm1.log
-	[ "$rc" = 0 ] || fail "vm1 exit status $rc"
-	vm_session_ok vm1
+	vm_run_checked vm1 --gid 10.77.0.11 --connect "$LAB_PEER_IP" --rdma-port 7471 \
+		--device rxe0 --run-ms 30000
 	ok "vm1: connected to ucmatose on B, 10 messages each way, disconnected"
-	"$B/rdmacm-mux-vm" --name vm2 --gid 10.77.0.12 --listen 7472 --device rxe0 \
-		--run-ms 40000 >/tmp/vm2.log 2>&1 &
-	vm=$!
-	wait_for grep -q listening /tmp/vm2.log || fail "vm2 did not start"
+	vm_start_listening vm2 --gid 10.77.0.12 --listen 7472 --device rxe0 --run-ms 40000
 	signal vm-up
-	wait $vm || rc=$?
-	cat /tmp/vm2.log
-	[ "$rc" = 0 ] || fail "vm2 exit status $rc"
-	vm_session_ok vm2
+	vm_wait_checked vm2
 	ok "vm2: accepted B's ucmatose, 10 messages each way, disconnected"
 	await rate-up
 	timeout 120 "$B/bench/cm_rate_vm" --gid 10.77.0.11 --connect "$LAB_PEER_IP" \
