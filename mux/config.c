@@ -1137,14 +1137,17 @@ static void config_format(struct mux_config *cfg, const struct config_option *o,
 				if ((ps->kind == PORT_SPEC_SIM) != sim)
 					continue;
 				/* A sim port's GIDs by a hash: another table
-				 * of the same size is a change too. */
+				 * of the same size is a change too.  (The UD
+				 * sender last: the reload's message for a sim
+				 * port keeps its old form.) */
 				used += (size_t)
 					snprintf(buf + used, len - used,
-						 "%s%s:%d/%d/%d/%d/%08x",
+						 "%s%s:%d/%d/%d/%08x/%d",
 						 used ? "," : "", ps->name,
 						 ps->port_num, ps->roce_version,
-						 ps->ud_sender, ps->ngids,
-						 config_gids_hash(ps));
+						 ps->ngids,
+						 config_gids_hash(ps),
+						 ps->ud_sender);
 			}
 		} else if (o->add == config_add_qemu_socket) {
 			for (i = 0; i < cfg->nqemu && used < len; i++)
