@@ -33,7 +33,6 @@
 
 #include "mux/mux.h"
 #include "common/ibdev.h"
-#include "common/log.h"
 #include "common/wire.h"
 
 /* Sends a lane may have posted and not seen complete. */
@@ -223,7 +222,7 @@ static int port_ud_ah_matches(const struct port_ud_ah *a,
 }
 
 /* The lane's handle for m's destination, made (and its MAC resolved)
- * the first time; the oldest made goes when the lane has UD_AHS. */
+ * the first time; when the lane has UD_AHS, one goes, in turn. */
 static struct ibv_ah *port_ud_ah(struct port_ud *u, struct port_ud_lane *l,
 				 const struct proto_mad *m, int gid_index)
 {

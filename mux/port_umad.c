@@ -382,6 +382,7 @@ static void port_umad_detach(struct port *p)
 {
 	struct umad_agent_port *up = p->priv;
 	struct umad_lane *l;
+	uint64_t ud_errors;
 	int i;
 
 	for (i = 0; i < UMAD_LANES; i++) {
@@ -398,11 +399,11 @@ static void port_umad_detach(struct port *p)
 			umad_close_port(l->fd);
 		l->agent = l->fd = -1;
 	}
-	if (port_ud_send_errors(up->ud))
+	ud_errors = port_ud_send_errors(up->ud);
+	if (ud_errors)
 		log_fwarn(&(struct log_fields){ .port = p->name }, 0,
 			  "umad port %s: %llu UD sends completed in error",
-			  p->name,
-			  (unsigned long long)port_ud_send_errors(up->ud));
+			  p->name, (unsigned long long)ud_errors);
 	port_ud_close(up->ud);
 	up->ud = NULL;
 	pthread_rwlock_unlock(&up->dev_lock);
@@ -675,10 +676,10 @@ static int port_umad_send(struct port *p, const struct proto_mad *m,
 	uint64_t suppressed;
 	int rc;
 
-	if (up->want_ud && lane >= 1) {
+	if (up->want_ud) {
+		/* (-EOPNOTSUPP too without its QPs, or from lane 0) */
 		pthread_rwlock_rdlock(&up->dev_lock);
-		rc = up->ud ? port_ud_send(up->ud, lane, m, gid_index)
-			    : -EOPNOTSUPP;
+		rc = port_ud_send(up->ud, lane, m, gid_index);
 		pthread_rwlock_unlock(&up->dev_lock);
 		if (rc != -EOPNOTSUPP)
 			goto out;
