@@ -193,10 +193,8 @@ void bench_figures_roles(struct bench_figures_out *o, int npairs,
 
 	for (i = 0; i < sizeof(pc) / sizeof(pc[0]); i++) {
 		c = (const struct phase_cost *)((const char *)d + pc[i].cost);
-		if (i < 2) /* (the other two are printed with the relay's) */
-			bench_figures_key(o, npairs, c->runs,
-					  "daemon_runs_per_mad_%s",
-					  pc[i].phase);
+		bench_figures_key(o, npairs, c->runs, "daemon_runs_per_mad_%s",
+				  pc[i].phase);
 		for (r = 0; r < ROLES; r++) {
 			bench_figures_key(o, npairs, c->cpu_role[r],
 					  "daemon_cpu_us_per_mad_%s_%s",

@@ -68,9 +68,10 @@ void bench_figures_against(struct bench_figures_out *o, int npairs,
 void bench_figures_umad(struct bench_figures_out *o, int npairs,
 			const struct run_figures *d,
 			const struct run_figures *u);
-/* The daemon's CPU and runs per MAD by thread role in the phases that
- * measure them: its workers do what the relay does (sockets and
- * routing), its umad threads what it does not (the port's I/O). */
+/* The daemon's runs per MAD, and its CPU and runs by thread role, in
+ * the phases that measure them: its workers do what the relay does
+ * (sockets and routing), its umad threads what it does not (the port's
+ * I/O). */
 void bench_figures_roles(struct bench_figures_out *o, int npairs,
 			 const struct run_figures *d,
 			 const char *const role_name[ROLES]);

@@ -1409,11 +1409,8 @@ int main(int argc, char **argv)
 		CPU_FIG("req_fresh_16_inflight", cpu_fresh16);
 		CPU_FIG("handshakes", cpu_hs);
 		CPU_FIG("handshakes_16_inflight", cpu_hs16);
-		FIG("daemon_runs_per_mad_req_fresh_16_inflight",
-		    d.fresh16_cost.runs);
 		FIG("relay_runs_per_mad_req_fresh_16_inflight",
 		    b.fresh16_cost.runs);
-		FIG("daemon_runs_per_mad_handshakes", d.hs_cost.runs);
 		FIG("relay_runs_per_mad_handshakes", b.hs_cost.runs);
 		/* Through the port, against the relay that makes the same
 		 * umad writes and reads. */

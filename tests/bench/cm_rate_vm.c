@@ -33,6 +33,15 @@
 #define RECV_BUFS 256
 #define COMM_BASE 0x51000000u
 
+/* A connection's DREQ: when it was sent, its verdict came and its DREP
+ * (DISCONNECTED) came; its sends and verdicts so far (a connection's
+ * are answered in order: they take one sender thread), and the DREQ's
+ * number among its sends. */
+struct disc_times {
+	double dreq, verdict, down;
+	unsigned sent, verdicts, dreq_n;
+};
+
 struct rate {
 	struct muxbe *mb;
 	uint16_t port_index;
@@ -45,12 +54,8 @@ struct rate {
 	struct muxbe_cq *cq;
 	struct muxbe_qp **qp; /* connection i's */
 	int sgid_index;
-	uint32_t *sq_psn; /* connection i's: the peer's Starting PSN */
-	/* connection i's DREQ: sent, its verdict, its DREP (DISCONNECTED);
-	 * its sends and verdicts so far (a connection's are answered in
-	 * order: they take one sender thread), and the DREQ's number */
-	double *t_dreq, *t_dreq_verdict, *t_down;
-	unsigned *sent_n, *verdict_n, *dreq_n;
+	uint32_t *sq_psn;        /* connection i's: the peer's Starting PSN */
+	struct disc_times *disc; /* connection i's */
 	unsigned up, down, failed, send_errors;
 	unsigned long sends, verdicts; /* every send is answered */
 	uint8_t bufs[RECV_BUFS][MUXBE_RECV_BUF_MIN];
@@ -84,7 +89,7 @@ static int send_mad(void *ctx, const uint8_t *mad, const struct gid *dst)
 		.qkey = GSI_QKEY,
 	};
 	struct gcm *g = ctx;
-	size_t i = (size_t)(g - R.cm);
+	struct disc_times *d = &R.disc[g - R.cm];
 	int rc;
 
 	memcpy(a.local_gid, R.gid.raw, 16);
@@ -93,10 +98,10 @@ static int send_mad(void *ctx, const uint8_t *mad, const struct gid *dst)
 	if (rc)
 		return rc;
 	R.sends++;
-	R.sent_n[i]++;
-	if (cm_mad_attr_id(mad) == CM_ATTR_DREQ && R.t_dreq[i] == 0) {
-		R.t_dreq[i] = now_s();
-		R.dreq_n[i] = R.sent_n[i];
+	d->sent++;
+	if (cm_mad_attr_id(mad) == CM_ATTR_DREQ && d->dreq == 0) {
+		d->dreq = now_s();
+		d->dreq_n = d->sent;
 	}
 	return 0;
 }
@@ -109,7 +114,7 @@ static void on_event(void *ctx, enum gcm_event ev, int detail)
 	case GCM_EV_CONNECTED: R.up++; break;
 	case GCM_EV_DISCONNECTED:
 		R.down++;
-		R.t_down[g - R.cm] = now_s();
+		R.disc[g - R.cm].down = now_s();
 		break;
 	case GCM_EV_REJECTED:
 	case GCM_EV_TIMEOUT:
@@ -219,12 +224,12 @@ static void on_send_done(void *user, void *send_ctx, int status,
 			 const char *msg)
 {
 	struct gcm *g = send_ctx;
-	size_t i = (size_t)(g - R.cm);
+	struct disc_times *d = g ? &R.disc[g - R.cm] : NULL;
 
 	(void)user;
 	R.verdicts++;
-	if (g && ++R.verdict_n[i] == R.dreq_n[i])
-		R.t_dreq_verdict[i] = now_s();
+	if (d && ++d->verdicts == d->dreq_n)
+		d->verdict = now_s();
 	if (status < 0 && R.send_errors++ < 5)
 		fprintf(stderr, "cm_rate_vm: send refused: %s\n", msg);
 }
@@ -303,12 +308,14 @@ static void disconnect_split(void)
 	unsigned i, n = 0, nv = 0;
 
 	for (i = 0; i < R.n; i++) {
-		if (R.t_dreq[i] == 0 || R.t_down[i] < R.t_dreq[i])
+		const struct disc_times *d = &R.disc[i];
+
+		if (d->dreq == 0 || d->down < d->dreq)
 			continue;
-		total += R.t_down[i] - R.t_dreq[i];
+		total += d->down - d->dreq;
 		n++;
-		if (R.t_dreq_verdict[i]) {
-			send += R.t_dreq_verdict[i] - R.t_dreq[i];
+		if (d->verdict) {
+			send += d->verdict - d->dreq;
 			nv++;
 		}
 	}
@@ -387,15 +394,8 @@ int main(int argc, char **argv)
 	R.cm = calloc(R.n, sizeof(*R.cm));
 	R.qp = calloc(R.n, sizeof(*R.qp));
 	R.sq_psn = calloc(R.n, sizeof(*R.sq_psn));
-	R.t_dreq = calloc(R.n, sizeof(double));
-	R.t_dreq_verdict = calloc(R.n, sizeof(double));
-	R.t_down = calloc(R.n, sizeof(double));
-	R.sent_n = calloc(R.n, sizeof(unsigned));
-	R.verdict_n = calloc(R.n, sizeof(unsigned));
-	R.dreq_n = calloc(R.n, sizeof(unsigned));
-	if (R.cm == NULL || R.qp == NULL || R.sq_psn == NULL ||
-	    R.t_dreq == NULL || R.t_dreq_verdict == NULL || R.t_down == NULL ||
-	    R.sent_n == NULL || R.verdict_n == NULL || R.dreq_n == NULL)
+	R.disc = calloc(R.n, sizeof(*R.disc));
+	if (R.cm == NULL || R.qp == NULL || R.sq_psn == NULL || R.disc == NULL)
 		return 1;
 	c = verbs_open(R.qp_port);
 	if (c < 0) {
